@@ -1,0 +1,17 @@
+//! mcheck: a systematic concurrency checker for unmodified Linux x86-64 binaries.
+//!
+//! Layers, from the bottom up:
+//! - [`binary`]: ELF, symbols, DWARF, instruction classes, unwinding (no ptrace).
+//! - [`tracee`]: ptrace mechanics: spawning, threads, registers, memory, breakpoints.
+//! - [`model`]: the pure semantic model of threads and synchronisation objects.
+//! - [`explore`]: scheduling strategies behind one trait.
+//! - [`run`]: the executor that drives a traced program through the model.
+//! - [`report`]: findings, human text and JSON.
+
+pub mod binary;
+pub mod cli;
+pub mod explore;
+pub mod model;
+pub mod report;
+pub mod run;
+pub mod tracee;

@@ -1,0 +1,96 @@
+//! The state of each kind of synchronisation object.
+
+use std::collections::VecDeque;
+
+use super::{MutexType, Site, ThreadId};
+
+/// Lifecycle of an object that needs explicit initialisation or may be destroyed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Life {
+    /// Statically initialised or first seen in use.
+    #[default]
+    Implicit,
+    /// Initialised by an init call.
+    Initialised,
+    /// Destroyed.
+    Destroyed,
+}
+
+/// A mutex (also used for spin locks).
+#[derive(Clone, Debug)]
+pub struct MutexState {
+    /// Its type.
+    pub kind: MutexType,
+    /// Current owner.
+    pub owner: Option<ThreadId>,
+    /// Recursion depth (1 when simply locked).
+    pub count: u32,
+    /// Where the owner acquired it.
+    pub acquired_at: Site,
+    /// Lifecycle.
+    pub life: Life,
+}
+
+impl MutexState {
+    /// A fresh unlocked mutex.
+    pub fn new(kind: MutexType, life: Life) -> Self {
+        MutexState {
+            kind,
+            owner: None,
+            count: 0,
+            acquired_at: 0,
+            life,
+        }
+    }
+}
+
+/// A reader-writer lock.
+#[derive(Clone, Debug, Default)]
+pub struct RwLockState {
+    /// Writer, if write-locked.
+    pub writer: Option<(ThreadId, Site)>,
+    /// Readers (a thread appears once per read lock it holds).
+    pub readers: Vec<(ThreadId, Site)>,
+    /// Lifecycle.
+    pub life: Life,
+}
+
+/// A condition variable.
+#[derive(Clone, Debug, Default)]
+pub struct CondState {
+    /// Threads waiting for a signal, in arrival order.
+    pub waiters: VecDeque<ThreadId>,
+    /// Lifecycle.
+    pub life: Life,
+}
+
+/// A semaphore.
+#[derive(Clone, Debug)]
+pub struct SemState {
+    /// Current value.
+    pub value: u32,
+    /// Lifecycle (semaphores have no static initialiser: Implicit means never initialised).
+    pub life: Life,
+}
+
+/// A barrier.
+#[derive(Clone, Debug)]
+pub struct BarrierState {
+    /// Threads needed to complete a round.
+    pub count: u32,
+    /// Threads arrived in the current round.
+    pub arrived: u32,
+    /// Completed rounds.
+    pub generation: u64,
+    /// Lifecycle.
+    pub life: Life,
+}
+
+/// One thread waiting in a futex queue.
+#[derive(Clone, Copy, Debug)]
+pub struct FutexWaiter {
+    /// The waiting thread.
+    pub thread: ThreadId,
+    /// Its FUTEX_BITSET mask.
+    pub bitset: u32,
+}

@@ -1,0 +1,296 @@
+//! Unit tests of the model on synthetic operation sequences.
+
+use std::collections::HashMap;
+
+use super::*;
+
+#[derive(Default)]
+struct FakeMemory(HashMap<u64, u32>);
+
+impl MemoryView for FakeMemory {
+    fn read_u32(&mut self, addr: Addr) -> Option<u32> {
+        Some(*self.0.get(&addr).unwrap_or(&0))
+    }
+    fn write_u32(&mut self, addr: Addr, value: u32) -> bool {
+        self.0.insert(addr, value);
+        true
+    }
+}
+
+const M1: Addr = 0x1000;
+const M2: Addr = 0x2000;
+
+fn lock(m: Addr) -> Op {
+    Op::MutexLock {
+        m,
+        attempt: Attempt::Block,
+        kind: MutexType::Normal,
+    }
+}
+
+/// Sets `op` pending for `t` and executes it at once.
+fn run(model: &mut Model, mem: &mut FakeMemory, t: ThreadId, op: Op) -> Completion {
+    model.set_pending(t, op, 0x42).expect("no finding on set_pending");
+    assert!(model.is_enabled(t), "thread {t} should be enabled");
+    model.execute(t, mem).expect("no finding on execute")
+}
+
+#[test]
+fn mutex_blocks_second_locker_until_unlock() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    let t1 = m.add_thread();
+    assert_eq!(run(&mut m, &mut mem, 0, lock(M1)), Completion::Return(0));
+    m.set_pending(t1, lock(M1), 7).unwrap();
+    assert!(!m.is_enabled(t1));
+    assert_eq!(m.enabled_threads(), Vec::<ThreadId>::new());
+    assert_eq!(run(&mut m, &mut mem, 0, Op::MutexUnlock { m: M1 }), Completion::Return(0));
+    assert!(m.is_enabled(t1));
+}
+
+#[test]
+fn abba_is_a_local_deadlock_with_both_threads() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    let t1 = m.add_thread();
+    run(&mut m, &mut mem, 0, lock(M1));
+    run(&mut m, &mut mem, t1, lock(M2));
+    m.set_pending(0, lock(M2), 1).unwrap();
+    match m.set_pending(t1, lock(M1), 2) {
+        Err(ModelFinding::Deadlock { local: true, blocked }) => {
+            let ids: Vec<_> = blocked.iter().map(|b| b.thread).collect();
+            assert_eq!(ids, vec![t1, 0]);
+            assert_eq!(blocked[0].holders[0].thread, 0);
+            assert_eq!(blocked[0].object.addr, M1);
+        }
+        other => panic!("expected a deadlock, got {other:?}"),
+    }
+}
+
+#[test]
+fn relocking_a_normal_mutex_deadlocks_but_errorcheck_returns_edeadlk() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    run(&mut m, &mut mem, 0, lock(M1));
+    assert!(matches!(
+        m.set_pending(0, lock(M1), 0),
+        Err(ModelFinding::Deadlock { local: true, .. })
+    ));
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    run(&mut m, &mut mem, 0, Op::MutexInit { m: M1, kind: MutexType::ErrorCheck });
+    run(&mut m, &mut mem, 0, lock(M1));
+    assert_eq!(run(&mut m, &mut mem, 0, lock(M1)), Completion::Error(errno::EDEADLK));
+}
+
+#[test]
+fn recursive_mutex_counts() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    let t1 = m.add_thread();
+    run(&mut m, &mut mem, 0, Op::MutexInit { m: M1, kind: MutexType::Recursive });
+    run(&mut m, &mut mem, 0, lock(M1));
+    run(&mut m, &mut mem, 0, lock(M1));
+    run(&mut m, &mut mem, 0, Op::MutexUnlock { m: M1 });
+    m.set_pending(t1, lock(M1), 0).unwrap();
+    assert!(!m.is_enabled(t1));
+    run(&mut m, &mut mem, 0, Op::MutexUnlock { m: M1 });
+    assert!(m.is_enabled(t1));
+}
+
+#[test]
+fn unlocking_an_unheld_mutex_is_misuse() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    m.set_pending(0, Op::MutexUnlock { m: M1 }, 0).unwrap();
+    assert!(matches!(m.execute(0, &mut mem), Err(ModelFinding::Misuse { thread: 0, .. })));
+}
+
+#[test]
+fn destroying_a_locked_mutex_is_misuse() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    run(&mut m, &mut mem, 0, lock(M1));
+    m.set_pending(0, Op::MutexDestroy { m: M1 }, 0).unwrap();
+    assert!(matches!(m.execute(0, &mut mem), Err(ModelFinding::Misuse { .. })));
+}
+
+#[test]
+fn exit_while_holding_is_reported_when_someone_waits() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    let t1 = m.add_thread();
+    run(&mut m, &mut mem, t1, lock(M1));
+    m.thread_exited(t1).unwrap();
+    match m.set_pending(0, lock(M1), 0) {
+        Err(ModelFinding::Deadlock { local: true, blocked }) => {
+            assert!(blocked[0].holders[0].exited);
+        }
+        other => panic!("expected a deadlock, got {other:?}"),
+    }
+}
+
+#[test]
+fn condvar_wait_releases_and_reacquires_the_mutex() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    let t1 = m.add_thread();
+    const C: Addr = 0x3000;
+    run(&mut m, &mut mem, t1, lock(M1));
+    let r = run(&mut m, &mut mem, t1, Op::CondWait { c: C, m: M1, timeout: None });
+    assert_eq!(r, Completion::Blocked);
+    assert!(!m.is_enabled(t1));
+    run(&mut m, &mut mem, 0, lock(M1));
+    run(&mut m, &mut mem, 0, Op::CondSignal { c: C });
+    assert!(!m.is_enabled(t1), "signalled but the mutex is still held");
+    run(&mut m, &mut mem, 0, Op::MutexUnlock { m: M1 });
+    assert!(m.is_enabled(t1));
+    assert_eq!(m.execute(t1, &mut mem).unwrap(), Completion::Return(0));
+    m.set_pending(0, lock(M1), 0).unwrap();
+    assert!(!m.is_enabled(0), "the waiter owns the mutex again");
+}
+
+#[test]
+fn lost_wakeup_is_a_global_deadlock() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    const C: Addr = 0x3000;
+    run(&mut m, &mut mem, 0, Op::CondSignal { c: C });
+    run(&mut m, &mut mem, 0, lock(M1));
+    run(&mut m, &mut mem, 0, Op::CondWait { c: C, m: M1, timeout: None });
+    assert!(m.enabled_threads().is_empty());
+    assert!(!m.fire_next_timeout());
+    match m.global_deadlock() {
+        ModelFinding::Deadlock { local: false, blocked } => {
+            assert_eq!(blocked[0].object.kind, ObjectKind::Cond);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn timed_condvar_wait_times_out_on_virtual_time() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    const C: Addr = 0x3000;
+    run(&mut m, &mut mem, 0, lock(M1));
+    run(&mut m, &mut mem, 0, Op::CondWait { c: C, m: M1, timeout: Some(5_000) });
+    assert!(m.fire_next_timeout());
+    assert_eq!(m.now(), 5_000);
+    assert_eq!(m.execute(0, &mut mem).unwrap(), Completion::Error(errno::ETIMEDOUT));
+}
+
+#[test]
+fn sleep_fires_only_when_nothing_else_runs() {
+    let (mut m, _mem) = (Model::new(), FakeMemory::default());
+    let t1 = m.add_thread();
+    m.set_pending(0, Op::Sleep { ns: 1_000_000 }, 0).unwrap();
+    assert_eq!(m.enabled_threads(), vec![t1]);
+    m.set_pending(t1, Op::Sleep { ns: 10 }, 0).unwrap();
+    assert!(m.fire_next_timeout());
+    assert_eq!(m.enabled_threads(), vec![t1], "the shorter sleep fires first");
+}
+
+#[test]
+fn semaphore_counts_and_blocks() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    const S: Addr = 0x4000;
+    run(&mut m, &mut mem, 0, Op::SemInit { s: S, value: 1 });
+    run(&mut m, &mut mem, 0, Op::SemWait { s: S, attempt: Attempt::Block });
+    assert_eq!(
+        run(&mut m, &mut mem, 0, Op::SemWait { s: S, attempt: Attempt::Try }),
+        Completion::Error(errno::EAGAIN)
+    );
+    m.set_pending(0, Op::SemWait { s: S, attempt: Attempt::Block }, 0).unwrap();
+    assert!(!m.is_enabled(0));
+}
+
+#[test]
+fn semaphore_without_init_is_misuse() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    m.set_pending(0, Op::SemPost { s: 0x4000 }, 0).unwrap();
+    assert!(matches!(m.execute(0, &mut mem), Err(ModelFinding::Misuse { .. })));
+}
+
+#[test]
+fn barrier_releases_all_and_one_is_serial() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    const B: Addr = 0x5000;
+    let t1 = m.add_thread();
+    run(&mut m, &mut mem, 0, Op::BarrierInit { b: B, count: 2 });
+    assert_eq!(run(&mut m, &mut mem, t1, Op::BarrierWait { b: B }), Completion::Blocked);
+    assert!(!m.is_enabled(t1));
+    assert_eq!(run(&mut m, &mut mem, 0, Op::BarrierWait { b: B }), Completion::Return(-1));
+    assert!(m.is_enabled(t1));
+    assert_eq!(m.execute(t1, &mut mem).unwrap(), Completion::Return(0));
+}
+
+#[test]
+fn futex_wait_checks_the_word_and_wake_releases() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    let t1 = m.add_thread();
+    mem.0.insert(0x6000, 2);
+    let wait = |expected| Op::FutexWait {
+        addr: 0x6000,
+        expected,
+        bitset: u32::MAX,
+        timeout: None,
+    };
+    assert_eq!(run(&mut m, &mut mem, t1, wait(1)), Completion::Error(errno::EAGAIN));
+    assert_eq!(run(&mut m, &mut mem, t1, wait(2)), Completion::Blocked);
+    let wake = Op::FutexWake {
+        addr: 0x6000,
+        count: 1,
+        bitset: u32::MAX,
+    };
+    assert_eq!(run(&mut m, &mut mem, 0, wake), Completion::Return(1));
+    assert_eq!(m.execute(t1, &mut mem).unwrap(), Completion::Return(0));
+}
+
+#[test]
+fn join_waits_for_exit_and_double_join_is_misuse() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    let t1 = m.add_thread();
+    let join = Op::Join {
+        target: Some(t1),
+        attempt: Attempt::Block,
+    };
+    m.set_pending(0, join.clone(), 0).unwrap();
+    assert!(!m.is_enabled(0));
+    m.thread_exited(t1).unwrap();
+    assert_eq!(m.execute(0, &mut mem).unwrap(), Completion::Native);
+    m.set_pending(0, join, 0).unwrap();
+    assert!(matches!(m.execute(0, &mut mem), Err(ModelFinding::Misuse { .. })));
+}
+
+#[test]
+fn join_cycle_is_a_local_deadlock() {
+    let mut m = Model::new();
+    let t1 = m.add_thread();
+    let t2 = m.add_thread();
+    let join = |u| Op::Join {
+        target: Some(u),
+        attempt: Attempt::Block,
+    };
+    m.set_pending(t1, join(t2), 0).unwrap();
+    assert!(matches!(
+        m.set_pending(t2, join(t1), 0),
+        Err(ModelFinding::Deadlock { local: true, .. })
+    ));
+}
+
+#[test]
+fn rwlock_readers_share_writers_exclude() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    const L: Addr = 0x7000;
+    let t1 = m.add_thread();
+    let t2 = m.add_thread();
+    run(&mut m, &mut mem, 0, Op::RwRead { l: L, attempt: Attempt::Block });
+    run(&mut m, &mut mem, t1, Op::RwRead { l: L, attempt: Attempt::Block });
+    m.set_pending(t2, Op::RwWrite { l: L, attempt: Attempt::Block }, 0).unwrap();
+    assert!(!m.is_enabled(t2));
+    run(&mut m, &mut mem, 0, Op::RwUnlock { l: L });
+    assert!(!m.is_enabled(t2));
+    run(&mut m, &mut mem, t1, Op::RwUnlock { l: L });
+    assert!(m.is_enabled(t2));
+}
+
+#[test]
+fn condvar_destroy_with_waiter_is_misuse() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    const C: Addr = 0x3000;
+    let t1 = m.add_thread();
+    run(&mut m, &mut mem, t1, lock(M1));
+    run(&mut m, &mut mem, t1, Op::CondWait { c: C, m: M1, timeout: None });
+    m.set_pending(0, Op::CondDestroy { c: C }, 0).unwrap();
+    assert!(matches!(m.execute(0, &mut mem), Err(ModelFinding::Misuse { .. })));
+}

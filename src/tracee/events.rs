@@ -1,0 +1,112 @@
+//! Waiting for tracee stops and decoding them into [`Event`]s.
+
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+/// One thing that happened to one tracee thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A SIGTRAP stop: breakpoint or single-step.
+    Trap,
+    /// A seccomp stop before a trapped syscall.
+    Seccomp,
+    /// The thread created a thread (same process) or process with clone(): its tid.
+    Clone(Pid),
+    /// The thread forked a child process.
+    Fork(Pid),
+    /// The thread vforked a child process.
+    Vfork(Pid),
+    /// The vfork child released the parent.
+    VforkDone,
+    /// The thread exec'd.
+    Exec,
+    /// The thread is about to exit (PTRACE_EVENT_EXIT), with the raw wait status.
+    Exiting(i32),
+    /// A PTRACE_EVENT_STOP: the initial stop of a new thread, a group-stop or an interrupt.
+    Stop(Signal),
+    /// A signal is about to be delivered.
+    Signal(Signal),
+    /// The thread (or, for a leader, the process) exited with a status.
+    Exited(i32),
+    /// The thread (or process) was killed by a signal.
+    Killed(Signal),
+}
+
+/// The result of one wait.
+#[derive(Debug)]
+pub enum WaitOutcome {
+    /// A thread reported an event.
+    Event(Pid, Event),
+    /// The wait was interrupted by the watchdog tick.
+    Interrupted,
+    /// No traced child is left.
+    NoChildren,
+}
+
+const FLAGS: WaitPidFlag = WaitPidFlag::__WALL.union(WaitPidFlag::__WNOTHREAD);
+
+/// Waits for any tracee of the calling thread (`None`) or for one thread.
+pub fn wait(who: Option<Pid>) -> nix::Result<WaitOutcome> {
+    match waitpid(who, Some(FLAGS)) {
+        Ok(status) => Ok(decode(status)),
+        Err(Errno::EINTR) => Ok(WaitOutcome::Interrupted),
+        Err(Errno::ECHILD) => Ok(WaitOutcome::NoChildren),
+        Err(e) => Err(e),
+    }
+}
+
+fn decode(status: WaitStatus) -> WaitOutcome {
+    let ev = |pid, e| WaitOutcome::Event(pid, e);
+    match status {
+        WaitStatus::Exited(pid, code) => ev(pid, Event::Exited(code)),
+        WaitStatus::Signaled(pid, sig, _) => ev(pid, Event::Killed(sig)),
+        WaitStatus::Stopped(pid, Signal::SIGTRAP) => ev(pid, Event::Trap),
+        WaitStatus::Stopped(pid, sig) => ev(pid, Event::Signal(sig)),
+        WaitStatus::PtraceSyscall(pid) => ev(pid, Event::Trap),
+        WaitStatus::PtraceEvent(pid, sig, code) => {
+            let msg = || ptrace::getevent(pid).unwrap_or(0);
+            let e = match code {
+                libc::PTRACE_EVENT_SECCOMP => Event::Seccomp,
+                libc::PTRACE_EVENT_CLONE => Event::Clone(Pid::from_raw(msg() as i32)),
+                libc::PTRACE_EVENT_FORK => Event::Fork(Pid::from_raw(msg() as i32)),
+                libc::PTRACE_EVENT_VFORK => Event::Vfork(Pid::from_raw(msg() as i32)),
+                libc::PTRACE_EVENT_VFORK_DONE => Event::VforkDone,
+                libc::PTRACE_EVENT_EXEC => Event::Exec,
+                libc::PTRACE_EVENT_EXIT => Event::Exiting(msg() as i32),
+                _ => Event::Stop(sig),
+            };
+            ev(pid, e)
+        }
+        WaitStatus::Continued(_) | WaitStatus::StillAlive => WaitOutcome::Interrupted,
+    }
+}
+
+/// Resumes a stopped thread, delivering `sig` if given. A vanished thread is not an error.
+pub fn resume(tid: Pid, sig: Option<Signal>) -> nix::Result<()> {
+    ignore_gone(ptrace::cont(tid, sig))
+}
+
+/// Single-steps a stopped thread.
+pub fn step(tid: Pid) -> nix::Result<()> {
+    ignore_gone(ptrace::step(tid, None))
+}
+
+/// Asks a running seized thread to stop (PTRACE_INTERRUPT).
+pub fn interrupt(tid: Pid) -> nix::Result<()> {
+    ignore_gone(ptrace::interrupt(tid))
+}
+
+fn ignore_gone(r: nix::Result<()>) -> nix::Result<()> {
+    match r {
+        Err(Errno::ESRCH) => Ok(()),
+        other => other,
+    }
+}
+
+/// Fetches the siginfo of a signal-delivery stop (fault address, sender).
+pub fn siginfo(tid: Pid) -> Option<libc::siginfo_t> {
+    ptrace::getsiginfo(tid).ok()
+}

@@ -1,0 +1,60 @@
+//! Reading and writing tracee memory through `/proc/PID/mem`. One file per process: the fd
+//! holds the address space, so it stays valid after the thread-group leader exits.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+
+use nix::unistd::Pid;
+
+/// Access to one traced process's memory.
+pub struct Memory {
+    file: File,
+}
+
+impl Memory {
+    /// Opens the memory of `pid` (call after exec: exec replaces the address space).
+    pub fn open(pid: Pid) -> io::Result<Memory> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(format!("/proc/{pid}/mem"))?;
+        Ok(Memory { file })
+    }
+
+    /// Reads `buf.len()` bytes at `addr`.
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file.read_exact_at(buf, addr)
+    }
+
+    /// Writes `data` at `addr` (works on read-only text too, as ptrace pokes do).
+    pub fn write(&self, addr: u64, data: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(data, addr)
+    }
+
+    /// Reads a little-endian u64.
+    pub fn read_u64(&self, addr: u64) -> io::Result<u64> {
+        let mut b = [0u8; 8];
+        self.read(addr, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// Reads a little-endian u32.
+    pub fn read_u32(&self, addr: u64) -> io::Result<u32> {
+        let mut b = [0u8; 4];
+        self.read(addr, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// Writes a little-endian u32.
+    pub fn write_u32(&self, addr: u64, v: u32) -> io::Result<()> {
+        self.write(addr, &v.to_le_bytes())
+    }
+
+    /// Reads one byte.
+    pub fn read_u8(&self, addr: u64) -> io::Result<u8> {
+        let mut b = [0u8; 1];
+        self.read(addr, &mut b)?;
+        Ok(b[0])
+    }
+}

@@ -1,0 +1,15 @@
+//! The ptrace layer: everything that touches a traced process lives here, and only here may
+//! `unsafe` appear. Spawning under seccomp, waiting for and decoding stops, registers, memory,
+//! breakpoints, CPU pinning and the watchdog tick that lets the tracer notice a runaway thread.
+
+pub mod breakpoints;
+pub mod cpu;
+pub mod events;
+pub mod memory;
+pub mod regs;
+pub mod seccomp;
+pub mod spawn;
+pub mod watchdog;
+
+pub use events::{Event, WaitOutcome};
+pub use nix::unistd::Pid;

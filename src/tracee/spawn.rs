@@ -1,0 +1,161 @@
+//! Launching the program under ptrace: fork, disable ASLR, stop, get seized by the tracer,
+//! install the seccomp filter, exec. Returns once the tracee sits at its exec stop.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use nix::errno::Errno;
+use nix::sys::ptrace::{self, Options};
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+use super::seccomp::filter_program;
+
+/// What the child's standard streams are connected to.
+pub struct StdioSetup {
+    /// fd to install as the child's stdout (None: inherit).
+    pub stdout: Option<OwnedFd>,
+    /// fd to install as the child's stderr (None: inherit).
+    pub stderr: Option<OwnedFd>,
+}
+
+/// The ptrace options every tracee gets.
+pub fn trace_options() -> Options {
+    Options::PTRACE_O_TRACECLONE
+        | Options::PTRACE_O_TRACEFORK
+        | Options::PTRACE_O_TRACEVFORK
+        | Options::PTRACE_O_TRACEEXEC
+        | Options::PTRACE_O_TRACEEXIT
+        | Options::PTRACE_O_EXITKILL
+        | Options::PTRACE_O_TRACESYSGOOD
+        | Options::PTRACE_O_TRACESECCOMP
+}
+
+/// Errors while launching.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// An argument or environment string contained a NUL byte.
+    #[error("argument contains a NUL byte")]
+    Nul,
+    /// A system call in the tracer failed.
+    #[error("{what}: {errno}")]
+    Sys {
+        /// What was being done.
+        what: &'static str,
+        /// The error.
+        errno: Errno,
+    },
+    /// exec failed in the child.
+    #[error("the program could not be executed (exit status {0} before exec)")]
+    ExecFailed(i32),
+}
+
+fn sys<T>(what: &'static str, r: nix::Result<T>) -> Result<T, SpawnError> {
+    r.map_err(|errno| SpawnError::Sys { what, errno })
+}
+
+/// Spawns `path` with `argv` and `envp` under ptrace and seccomp; returns the pid once the
+/// tracee is stopped right after its successful exec.
+pub fn spawn_traced(
+    path: &CString,
+    argv: &[CString],
+    envp: &[CString],
+    stdio: StdioSetup,
+) -> Result<Pid, SpawnError> {
+    let filter = filter_program();
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr() as *mut libc::sock_filter,
+    };
+    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+    let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
+    envp_ptrs.push(std::ptr::null());
+    let out_fd = stdio.stdout.as_ref().map(|f| f.as_raw_fd());
+    let err_fd = stdio.stderr.as_ref().map(|f| f.as_raw_fd());
+
+    // SAFETY: fork in a possibly multi-threaded process: the child only calls
+    // async-signal-safe functions (dup2, personality, kill, prctl, execve, _exit) on data
+    // prepared before the fork, then execs or exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(SpawnError::Sys {
+            what: "fork",
+            errno: Errno::last(),
+        });
+    }
+    if pid == 0 {
+        // SAFETY: child side of fork, async-signal-safe calls only (see above).
+        unsafe {
+            if let Some(fd) = out_fd {
+                libc::dup2(fd, 1);
+            }
+            if let Some(fd) = err_fd {
+                libc::dup2(fd, 2);
+            }
+            libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+            libc::kill(libc::getpid(), libc::SIGSTOP);
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                libc::_exit(126);
+            }
+            if libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+                &prog as *const libc::sock_fprog as libc::c_ulong,
+                0,
+                0,
+            ) != 0
+            {
+                libc::_exit(125);
+            }
+            libc::execve(path.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr());
+            libc::_exit(127);
+        }
+    }
+    drop(stdio);
+    let pid = Pid::from_raw(pid);
+    // The child stops itself; seize it so that PTRACE_INTERRUPT works, then let it go on.
+    match sys("waitpid", waitpid(pid, Some(WaitPidFlag::WSTOPPED)))? {
+        WaitStatus::Stopped(_, Signal::SIGSTOP) => {}
+        other => {
+            return Err(SpawnError::Sys {
+                what: match other {
+                    WaitStatus::Exited(..) => "child exited before exec",
+                    _ => "unexpected first stop",
+                },
+                errno: Errno::ECHILD,
+            })
+        }
+    }
+    sys("PTRACE_SEIZE", ptrace::seize(pid, trace_options()))?;
+    sys("kill(SIGCONT)", kill(pid, Signal::SIGCONT))?;
+    let flags = Some(WaitPidFlag::__WALL | WaitPidFlag::__WNOTHREAD);
+    loop {
+        let status = match waitpid(pid, flags) {
+            Err(Errno::EINTR) => continue,
+            r => sys("waitpid", r)?,
+        };
+        match status {
+            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXEC) => return Ok(pid),
+            WaitStatus::Exited(_, code) => return Err(SpawnError::ExecFailed(code)),
+            WaitStatus::Signaled(_, sig, _) => return Err(SpawnError::ExecFailed(128 + sig as i32)),
+            WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXIT) => {
+                sys("PTRACE_CONT", ptrace::cont(pid, None))?;
+            }
+            // Group-stop notifications, the SIGCONT we sent, seccomp stops before exec: go on.
+            WaitStatus::PtraceEvent(..) | WaitStatus::Stopped(_, Signal::SIGCONT) => {
+                sys("PTRACE_CONT", ptrace::cont(pid, None))?;
+            }
+            WaitStatus::Stopped(_, Signal::SIGSTOP) => {
+                sys("PTRACE_CONT", ptrace::cont(pid, None))?;
+            }
+            WaitStatus::Stopped(_, sig) => {
+                sys("PTRACE_CONT", ptrace::cont(pid, Some(sig)))?;
+            }
+            _ => {
+                sys("PTRACE_CONT", ptrace::cont(pid, None))?;
+            }
+        }
+    }
+}

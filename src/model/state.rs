@@ -695,6 +695,12 @@ impl Model {
         }
     }
 
+    /// Wakes up to `count` threads waiting on futex word `addr` (as the kernel does at thread
+    /// exit for the clear_child_tid word); returns how many woke.
+    pub fn wake_futex(&mut self, addr: Addr, count: u32) -> u32 {
+        self.futex_wake(addr, count, u32::MAX)
+    }
+
     fn live_sem(&mut self, t: ThreadId, op: &Op, s: Addr) -> Result<&mut SemState, ModelFinding> {
         let what = match self.sems.get(&s).map(|x| x.life) {
             Some(Life::Initialised) => None,

@@ -106,7 +106,10 @@ fn ignore_gone(r: nix::Result<()>) -> nix::Result<()> {
     }
 }
 
-/// Fetches the siginfo of a signal-delivery stop (fault address, sender).
-pub fn siginfo(tid: Pid) -> Option<libc::siginfo_t> {
-    ptrace::getsiginfo(tid).ok()
+/// The faulting address of the signal-delivery stop `tid` is in (si_addr).
+pub fn fault_address(tid: Pid) -> Option<u64> {
+    let si = ptrace::getsiginfo(tid).ok()?;
+    // SAFETY: si_addr reads a field of the siginfo copied from the kernel; for the fault
+    // signals it is the faulting address, for others a harmless number.
+    Some(unsafe { si.si_addr() } as u64)
 }

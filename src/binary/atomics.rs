@@ -1,0 +1,139 @@
+//! Finds atomic read-modify-write instructions by linear-sweep decoding (iced-x86).
+//!
+//! An instruction is atomic when it has a LOCK prefix and a memory operand, or when it is
+//! an `XCHG` with a memory operand (implicitly locked). These are the fallback scheduling
+//! points for programs that bypass pthread.
+
+use std::ops::Range;
+
+use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind};
+
+use super::elf::ElfFile;
+
+/// The svmas of all atomic instructions in the executable sections of `elf`, sorted.
+/// When `only_in` is given, only instructions whose address lies in one of those ranges
+/// are returned (e.g. the program's own DWARF code ranges, to leave libc out).
+/// Undecodable bytes are skipped one at a time.
+pub fn atomic_instruction_addresses(elf: &ElfFile, only_in: Option<&[Range<u64>]>) -> Vec<u64> {
+    let mut out = Vec::new();
+    for (svma, bytes) in elf.executable_sections() {
+        sweep(svma, bytes, &mut out);
+    }
+    if let Some(ranges) = only_in {
+        out.retain(|a| ranges.iter().any(|r| r.contains(a)));
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Decodes `bytes` (mapped at `svma`) and pushes the addresses of atomic instructions.
+fn sweep(svma: u64, bytes: &[u8], out: &mut Vec<u64>) {
+    let mut decoder = Decoder::with_ip(64, bytes, svma, DecoderOptions::NONE);
+    let mut insn = Instruction::default();
+    while decoder.can_decode() {
+        let pos = decoder.position();
+        decoder.decode_out(&mut insn);
+        if insn.is_invalid() {
+            // Resynchronise one byte further on.
+            let next = pos + 1;
+            if next >= bytes.len() || decoder.set_position(next).is_err() {
+                break;
+            }
+            decoder.set_ip(svma + next as u64);
+            continue;
+        }
+        if is_atomic(&insn) {
+            out.push(insn.ip());
+        }
+    }
+}
+
+/// True for LOCK-prefixed instructions with a memory operand and XCHG with memory.
+pub fn is_atomic(insn: &Instruction) -> bool {
+    let has_memory = (0..insn.op_count()).any(|i| insn.op_kind(i) == OpKind::Memory);
+    has_memory && (insn.has_lock_prefix() || insn.mnemonic() == Mnemonic::Xchg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    const PROGRAM: &str = r#"
+#include <stdio.h>
+long counter;
+int flag;
+long other;
+__attribute__((noinline)) void work(void) {
+    __atomic_fetch_add(&counter, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&counter, 2, __ATOMIC_SEQ_CST);
+    while (__sync_lock_test_and_set(&flag, 1)) {}
+    __sync_lock_release(&flag);
+    __atomic_exchange_n(&other, 5, __ATOMIC_SEQ_CST);
+    long expected = 0;
+    __atomic_compare_exchange_n(&other, &expected, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+int main(void) { work(); printf("%ld\n", counter); return 0; }
+"#;
+
+    /// Compiles `PROGRAM` with gcc into a temp dir; `None` when gcc is missing.
+    fn compile(extra: &[&str]) -> Option<PathBuf> {
+        let dir = std::env::temp_dir().join(format!(
+            "mcheck-atomics-{}-{}",
+            std::process::id(),
+            extra.len()
+        ));
+        std::fs::create_dir_all(&dir).ok()?;
+        let src = dir.join("a.c");
+        std::fs::write(&src, PROGRAM).ok()?;
+        let exe = dir.join("a.out");
+        let status = Command::new("gcc")
+            .args(["-O2", "-g"])
+            .args(extra)
+            .arg(&src)
+            .arg("-o")
+            .arg(&exe)
+            .status()
+            .ok()?;
+        status.success().then_some(exe)
+    }
+
+    #[test]
+    fn finds_atomics_in_compiled_program() {
+        let Some(exe) = compile(&[]) else {
+            eprintln!("gcc not available; skipping");
+            return;
+        };
+        let elf = ElfFile::load(&exe).unwrap();
+        let all = atomic_instruction_addresses(&elf, None);
+        // 2 x lock xadd/add, 1 xchg (test-and-set), 1 xchg (exchange), 1 lock cmpxchg.
+        assert!(all.len() >= 5, "{all:x?}");
+        let ranges = elf.dwarf_code_ranges();
+        assert!(!ranges.is_empty());
+        let own = atomic_instruction_addresses(&elf, Some(&ranges));
+        assert!(own.len() >= 5, "{own:x?}");
+        for a in &own {
+            let (name, _) = elf.symbolize(*a).unwrap();
+            assert_eq!(name, "work");
+        }
+        std::fs::remove_dir_all(exe.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn true_has_few_atomics() {
+        let elf = ElfFile::load(Path::new("/bin/true")).unwrap();
+        let all = atomic_instruction_addresses(&elf, None);
+        assert!(all.len() < 50, "{}", all.len());
+    }
+
+    #[test]
+    fn classifies_encodings() {
+        // lock add [rax], ecx ; xchg [rax], ecx ; xchg eax, ecx ; add [rax], ecx
+        let bytes = [0xf0, 0x01, 0x08, 0x87, 0x08, 0x91, 0x01, 0x08];
+        let mut out = Vec::new();
+        sweep(0x1000, &bytes, &mut out);
+        assert_eq!(out, vec![0x1000, 0x1003]);
+    }
+}

@@ -1,0 +1,108 @@
+//! Command-line interface: options, validation of the program, and exit codes.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Parser, ValueEnum};
+
+/// Exit status: nothing found.
+pub const EXIT_CLEAN: i32 = 0;
+/// Exit status: findings.
+pub const EXIT_FINDINGS: i32 = 1;
+/// Exit status: bad usage or bad input.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit status: internal failure.
+pub const EXIT_INTERNAL: i32 = 3;
+
+/// Scheduling strategies selectable with `--strategy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StrategyName {
+    /// A fresh seeded random choice at every scheduling point.
+    Random,
+}
+
+/// mcheck: systematic concurrency checking of unmodified Linux x86-64 binaries.
+///
+/// Runs PROG under ptrace one thread at a time, explores thread interleavings at
+/// synchronisation points, and reports deadlocks, assertion failures, crashes, API misuse
+/// and threads that spin without synchronising.
+#[derive(Parser, Debug)]
+#[command(
+    name = "mcheck",
+    version,
+    override_usage = "mcheck [OPTIONS] -- PROG [ARGS...]",
+    after_help = "Exit status: 0 nothing found, 1 findings, 2 bad usage or input, 3 internal failure."
+)]
+pub struct Cli {
+    /// Scheduling strategy.
+    #[arg(long, value_enum, default_value = "random")]
+    pub strategy: StrategyName,
+    /// Base seed: execution i uses seed+i, so a finding's seed replays it as execution 1.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Most executions to run.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub max_executions: u64,
+    /// Wall-clock budget for the whole search, in seconds.
+    #[arg(long, value_name = "SECS")]
+    pub time_limit: Option<f64>,
+    /// Most scheduling decisions in one execution.
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
+    pub max_steps: u64,
+    /// Collect every distinct finding instead of stopping at the first.
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Write the machine-readable report to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Hide the program's own stdout and stderr.
+    #[arg(long)]
+    pub quiet_program: bool,
+    /// The exit status the program is expected to end with.
+    #[arg(long, default_value_t = 0, value_name = "N", allow_negative_numbers = true)]
+    pub expect_exit: i32,
+    /// Longest a thread may run without reaching a scheduling point, in seconds.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub execution_timeout: f64,
+    /// The program to check, then its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "PROG")]
+    pub command: Vec<OsString>,
+}
+
+/// Quotes `s` for a POSIX shell when it needs it.
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_program_and_args_after_double_dash() {
+        let cli = Cli::try_parse_from(["mcheck", "--seed", "5", "--", "./a.out", "-x", "y"]).unwrap();
+        assert_eq!(cli.seed, 5);
+        assert_eq!(cli.command, vec!["./a.out", "-x", "y"]);
+        assert_eq!(cli.max_executions, 1000);
+    }
+
+    #[test]
+    fn missing_program_is_a_usage_error() {
+        assert!(Cli::try_parse_from(["mcheck", "--"]).is_err());
+        assert!(Cli::try_parse_from(["mcheck"]).is_err());
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("./a.out"), "./a.out");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+    }
+}

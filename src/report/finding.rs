@@ -1,0 +1,128 @@
+//! What a finding is: its kind, a one-line message, the threads involved with their stacks,
+//! and how to reproduce it.
+
+use serde::Serialize;
+
+/// The kinds of findings (stable names, used in JSON).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// No thread can proceed (or a wait-for cycle / a lock held by an exited thread).
+    Deadlock,
+    /// Two unsynchronised conflicting accesses.
+    DataRace,
+    /// SIGABRT (assert) or a Rust panic.
+    Assertion,
+    /// SIGSEGV, SIGBUS, SIGFPE or SIGILL.
+    Crash,
+    /// No progress under fair scheduling.
+    Livelock,
+    /// Same schedule, different results.
+    Nondeterminism,
+    /// An exit status other than the expected one, or death by another signal.
+    ExitStatus,
+    /// Wrong use of the threading API.
+    ApiMisuse,
+    /// A thread ran too long without reaching a scheduling point.
+    Timeout,
+}
+
+impl FindingKind {
+    /// The stable name (`deadlock`, `api_misuse`...).
+    pub fn name(self) -> &'static str {
+        match self {
+            FindingKind::Deadlock => "deadlock",
+            FindingKind::DataRace => "data_race",
+            FindingKind::Assertion => "assertion",
+            FindingKind::Crash => "crash",
+            FindingKind::Livelock => "livelock",
+            FindingKind::Nondeterminism => "nondeterminism",
+            FindingKind::ExitStatus => "exit_status",
+            FindingKind::ApiMisuse => "api_misuse",
+            FindingKind::Timeout => "timeout",
+        }
+    }
+}
+
+/// One stack frame or source location.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+pub struct Frame {
+    /// Runtime address, hex.
+    pub address: String,
+    /// Function name (demangled), if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// Source file, if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Source line, if known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// The module (executable or library file name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// Offset in the module when there is no source location.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<String>,
+    /// This frame was inlined into the next one.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inlined: bool,
+    /// The frame is in the program's own code (not a system library).
+    #[serde(skip)]
+    pub user_code: bool,
+}
+
+impl Frame {
+    /// `file:line` or `module+offset`, for one-line mentions.
+    pub fn short(&self) -> String {
+        let func = self.function.as_deref().unwrap_or("??");
+        match (&self.file, self.line) {
+            (Some(f), Some(l)) => format!("{func} at {}:{l}", short_path(f)),
+            _ => match (&self.module, &self.offset) {
+                (Some(m), Some(o)) => format!("{func} ({m}+{o})"),
+                _ => format!("{func} ({})", self.address),
+            },
+        }
+    }
+}
+
+fn short_path(p: &str) -> &str {
+    p.rsplit('/').next().unwrap_or(p)
+}
+
+/// One thread involved in a finding.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadReport {
+    /// Logical thread id (0 = main).
+    pub id: usize,
+    /// OS thread id in the execution that found it.
+    pub tid: i32,
+    /// What the thread was doing, in words.
+    pub state: String,
+    /// Its stack, innermost first.
+    pub stack: Vec<Frame>,
+}
+
+/// A bug found in one execution.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    /// What kind of bug.
+    pub kind: FindingKind,
+    /// One line saying what happened.
+    pub message: String,
+    /// Further explanation lines for the human report.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
+    /// Source locations that identify the bug (the innermost user frame of each thread).
+    pub locations: Vec<Frame>,
+    /// Threads involved.
+    pub threads: Vec<ThreadReport>,
+    /// Preemptive context switches in the witness schedule.
+    pub preemptions: u64,
+    /// Seed that reproduces the witness execution.
+    pub seed: u64,
+    /// Index of the execution that found it (1-based).
+    pub execution: u64,
+    /// Scheduling decisions in the witness execution.
+    pub steps: u64,
+}

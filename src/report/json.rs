@@ -1,0 +1,41 @@
+//! The machine-readable report written by `--json FILE` (schema in docs/report-format.md).
+
+use serde::Serialize;
+
+use super::Finding;
+
+/// Version of the JSON report format.
+pub const REPORT_VERSION: u32 = 1;
+
+/// The top-level JSON object.
+#[derive(Serialize)]
+pub struct JsonReport<'a> {
+    /// Format version.
+    pub version: u32,
+    /// mcheck's own version.
+    pub mcheck_version: &'static str,
+    /// The program checked, as given.
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// The strategy used.
+    pub strategy: &'static str,
+    /// The search's base seed.
+    pub seed: u64,
+    /// Executions run.
+    pub executions: u64,
+    /// Whether the search space was exhausted.
+    pub complete: bool,
+    /// Why the search stopped.
+    pub stopped_because: &'a str,
+    /// Wall time in seconds.
+    pub elapsed_seconds: f64,
+    /// The findings, in the order found.
+    pub findings: &'a [Finding],
+}
+
+/// Writes the report to `path`.
+pub fn write(path: &std::path::Path, report: &JsonReport<'_>) -> std::io::Result<()> {
+    let text = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
+    std::fs::write(path, text + "\n")
+}

@@ -1,0 +1,7 @@
+//! Findings and how they are written: the human report on stderr and the JSON file.
+
+mod finding;
+pub mod human;
+pub mod json;
+
+pub use finding::{Finding, FindingKind, Frame, ThreadReport};

@@ -1,0 +1,1060 @@
+//! One execution: launch the program, then alternate "the strategy picks an enabled thread,
+//! the model executes its operation, the thread runs natively to its next scheduling point"
+//! until the program ends or something goes wrong. Every exit path kills and reaps the
+//! whole process tree.
+
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use super::capture::{failure_message, StderrCapture};
+use super::hooks::{Convention, HookContext, HOOKED_FUNCTIONS};
+use super::process::{decode_at, BreakpointKind, Process, StopPlace, TracedThread};
+use super::stacks::{primary_location, Symbols};
+use super::syscalls::{self, SyscallAction, TimeSource};
+use crate::binary::{
+    atomic_instruction_addresses, errno_tls_offset_source, is_system_library, ElfFile, ErrnoTls,
+};
+use crate::explore::{Point, Scheduler};
+use crate::model::{Completion, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId};
+use crate::report::{Finding, FindingKind, ThreadReport};
+use crate::tracee::seccomp::nr;
+use crate::tracee::spawn::{spawn_traced, StdioSetup};
+use crate::tracee::{events, regs, Event, WaitOutcome};
+
+/// How to run the program.
+#[derive(Clone, Debug)]
+pub struct ExecutionConfig {
+    /// The program (absolute path).
+    pub program: PathBuf,
+    /// Its arguments (argv[1..]).
+    pub args: Vec<OsString>,
+    /// Hide the program's stdout and stderr.
+    pub quiet_program: bool,
+    /// The exit status that is not a finding.
+    pub expect_exit: i32,
+    /// Longest a thread may run without reaching a scheduling point.
+    pub execution_timeout: Duration,
+    /// Most scheduling decisions in one execution (None: unbounded).
+    pub max_steps: Option<u64>,
+}
+
+/// How one execution ended.
+#[derive(Debug, Default)]
+pub struct ExecutionOutcome {
+    /// The finding, if the execution showed a bug (seed and execution index not yet set).
+    pub finding: Option<Finding>,
+    /// Scheduling decisions taken.
+    pub steps: u64,
+    /// Preemptive switches among them.
+    pub preemptions: u64,
+    /// The execution hit `max_steps` without ending.
+    pub step_limit_hit: bool,
+}
+
+/// What running a thread to its next stop produced.
+enum RunResult {
+    /// The thread is at a new scheduling point.
+    Point,
+    /// The thread exited.
+    ThreadExited,
+    /// The whole process ended.
+    ProcessEnded(ProcessEnd),
+    /// A finding.
+    Found(Finding),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum ProcessEnd {
+    Exited(i32),
+    Killed(Signal),
+    Vanished,
+}
+
+/// Runs one execution of the program under `sched`.
+pub fn run_execution(
+    cfg: &ExecutionConfig,
+    sched: &mut dyn Scheduler,
+    symbols: &mut Symbols,
+) -> Result<ExecutionOutcome> {
+    let (capture, stderr_fd) = StderrCapture::start(!cfg.quiet_program)?;
+    let stdout = if cfg.quiet_program {
+        Some(std::fs::OpenOptions::new().write(true).open("/dev/null")?.into())
+    } else {
+        None
+    };
+    let path = CString::new(cfg.program.as_os_str().as_bytes())?;
+    let mut argv = vec![path.clone()];
+    for a in &cfg.args {
+        argv.push(CString::new(a.as_bytes())?);
+    }
+    let envp = environment()?;
+    let pid = spawn_traced(
+        &path,
+        &argv,
+        &envp,
+        StdioSetup {
+            stdout,
+            stderr: Some(stderr_fd),
+        },
+    )
+    .context("launching the program under ptrace")?;
+    let process = match Process::new(pid) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = kill(pid, Signal::SIGKILL);
+            reap_all(&Default::default());
+            return Err(e).context("opening the program's memory");
+        }
+    };
+    let mut exec = Execution {
+        cfg,
+        p: process,
+        model: Model::new(),
+        symbols,
+        group_exiting: false,
+        pending_clone: None,
+        resumed_at: Instant::now(),
+        interrupt_sent: false,
+        steps: 0,
+        preemptions: 0,
+        killed: false,
+    };
+    let result = exec.run(sched);
+    exec.kill_all();
+    let stderr = capture.finish();
+    let mut outcome = result?;
+    if let Some(f) = &mut outcome.finding {
+        if f.kind == FindingKind::Assertion {
+            if let Some(msg) = failure_message(&stderr) {
+                f.details.insert(0, format!("the program printed: {msg}"));
+                if f.message.starts_with("the program") {
+                    f.message = msg;
+                }
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// The program's environment: mcheck's own, with rseq disabled for determinism.
+fn environment() -> Result<Vec<CString>> {
+    let mut env: Vec<CString> = Vec::new();
+    let mut tunables = String::from("glibc.pthread.rseq=0");
+    for (k, v) in std::env::vars_os() {
+        if k == "GLIBC_TUNABLES" {
+            tunables = format!("{}:{tunables}", v.to_string_lossy());
+            continue;
+        }
+        let mut kv = k.as_bytes().to_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        if let Ok(c) = CString::new(kv) {
+            env.push(c);
+        }
+    }
+    env.push(CString::new(format!("GLIBC_TUNABLES={tunables}"))?);
+    Ok(env)
+}
+
+struct Execution<'a> {
+    cfg: &'a ExecutionConfig,
+    p: Process,
+    model: Model,
+    symbols: &'a mut Symbols,
+    group_exiting: bool,
+    /// (flags, child_tid, tls) of the clone the running thread is making.
+    pending_clone: Option<(u64, u64, u64)>,
+    resumed_at: Instant,
+    interrupt_sent: bool,
+    steps: u64,
+    preemptions: u64,
+    killed: bool,
+}
+
+const CLONE_THREAD: u64 = 0x0001_0000;
+const CLONE_CHILD_CLEARTID: u64 = 0x0020_0000;
+const CLONE_SETTLS: u64 = 0x0008_0000;
+
+impl Execution<'_> {
+    fn run(&mut self, sched: &mut dyn Scheduler) -> Result<ExecutionOutcome> {
+        let entry = auxv_entry(self.p.pid)?;
+        self.p.add_breakpoints(&[entry], |_| Some(BreakpointKind::Entry))?;
+        let mut current: Option<ThreadId> = None;
+        let first = self.resume_and_run(0)?;
+        if let Some(done) = self.settle(0, first)? {
+            return Ok(done);
+        }
+        loop {
+            let enabled = self.model.enabled_threads();
+            if enabled.is_empty() {
+                if self.model.all_finished() {
+                    let end = self.wait_process_end()?;
+                    return Ok(self.outcome(self.exit_finding(end)));
+                }
+                if self.model.fire_next_timeout() {
+                    continue;
+                }
+                let f = self.model_finding(self.model.global_deadlock());
+                return Ok(self.outcome(Some(f)));
+            }
+            if self.cfg.max_steps.is_some_and(|m| self.steps >= m) {
+                let mut out = self.outcome(None);
+                out.step_limit_hit = true;
+                return Ok(out);
+            }
+            let t = sched.choose(&Point {
+                enabled: &enabled,
+                current,
+                step: self.steps as usize,
+            });
+            if let Some(c) = current {
+                if c != t && enabled.contains(&c) {
+                    self.preemptions += 1;
+                }
+            }
+            self.steps += 1;
+            current = Some(t);
+            let completion = {
+                let mut view = MemView(&self.p);
+                self.model.execute(t, &mut view)
+            };
+            let completion = match completion {
+                Ok(c) => c,
+                Err(f) => {
+                    let f = self.model_finding(f);
+                    return Ok(self.outcome(Some(f)));
+                }
+            };
+            if completion == Completion::Blocked {
+                continue;
+            }
+            if let Some(f) = self.complete(t, completion)? {
+                return Ok(self.outcome(Some(f)));
+            }
+            let r = self.resume_and_run(t)?;
+            if let Some(done) = self.settle(t, r)? {
+                return Ok(done);
+            }
+        }
+    }
+
+    fn outcome(&self, finding: Option<Finding>) -> ExecutionOutcome {
+        let mut finding = finding;
+        if let Some(f) = &mut finding {
+            f.preemptions = self.preemptions;
+            f.steps = self.steps;
+        }
+        ExecutionOutcome {
+            finding,
+            steps: self.steps,
+            preemptions: self.preemptions,
+            step_limit_hit: false,
+        }
+    }
+
+    /// Handles the result of running `t`; Some when the execution is over.
+    fn settle(&mut self, t: ThreadId, r: RunResult) -> Result<Option<ExecutionOutcome>> {
+        match r {
+            RunResult::Point => Ok(None),
+            RunResult::ThreadExited => match self.model.thread_exited(t) {
+                Ok(()) => Ok(None),
+                Err(f) => {
+                    let f = self.model_finding(f);
+                    Ok(Some(self.outcome(Some(f))))
+                }
+            },
+            RunResult::ProcessEnded(end) => Ok(Some(self.outcome(self.exit_finding(end)))),
+            RunResult::Found(f) => Ok(Some(self.outcome(Some(f)))),
+        }
+    }
+
+    /// Applies a completed operation's result to thread `t`'s registers. A fault while
+    /// stepping over a native instruction becomes a finding.
+    fn complete(&mut self, t: ThreadId, c: Completion) -> Result<Option<Finding>> {
+        let place = self.p.threads[t].place;
+        match place {
+            StopPlace::Breakpoint(addr) => {
+                let kind = self.p.bp_kinds.get(&addr).cloned();
+                let convention = match &kind {
+                    Some(BreakpointKind::Hook(h)) => h.convention(),
+                    _ => Convention::Native,
+                };
+                match (convention, c) {
+                    (Convention::Native, _) | (_, Completion::Native) => {
+                        if let Some(ev) = self.p.step_over_breakpoint(t)? {
+                            return self.fault_during_step(t, ev);
+                        }
+                    }
+                    (Convention::ErrorNumber, Completion::Return(v)) => {
+                        self.p.return_from_call(t, v as u64)?
+                    }
+                    (Convention::ErrorNumber, Completion::Error(e)) => {
+                        self.p.return_from_call(t, e as u64)?
+                    }
+                    (Convention::MinusOneErrno, Completion::Return(v)) => {
+                        self.p.return_from_call(t, v as u64)?
+                    }
+                    (Convention::MinusOneErrno, Completion::Error(e)) => {
+                        self.p.set_errno(t, e)?;
+                        self.p.return_from_call(t, u64::MAX)?
+                    }
+                    (_, Completion::Blocked) => {}
+                }
+            }
+            StopPlace::Syscall => match c {
+                Completion::Return(v) => self.p.finish_syscall(t, v)?,
+                Completion::Error(e) => self.p.finish_syscall(t, -(e as i64))?,
+                Completion::Native | Completion::Blocked => {}
+            },
+            StopPlace::Event => {}
+        }
+        Ok(None)
+    }
+
+    fn fault_during_step(&mut self, t: ThreadId, ev: Event) -> Result<Option<Finding>> {
+        match ev {
+            Event::Signal(sig) => Ok(self.signal_finding(t, sig)),
+            _ => Err(anyhow!("unexpected event {ev:?} while stepping thread T{t}")),
+        }
+    }
+
+    /// Resumes thread `t` and runs it until it reaches a scheduling point or stops existing.
+    fn resume_and_run(&mut self, t: ThreadId) -> Result<RunResult> {
+        self.ensure_started(t)?;
+        let th = &mut self.p.threads[t];
+        let sig = th.pending_signal.take();
+        let tid = th.tid;
+        events::resume(tid, sig)?;
+        self.resumed_at = Instant::now();
+        self.interrupt_sent = false;
+        loop {
+            let (pid, ev) = match events::wait(None)? {
+                WaitOutcome::Interrupted => {
+                    self.check_timeout(tid)?;
+                    continue;
+                }
+                WaitOutcome::NoChildren => return Ok(RunResult::ProcessEnded(ProcessEnd::Vanished)),
+                WaitOutcome::Event(pid, ev) => (pid, ev),
+            };
+            if self.p.foreign.contains(&pid) {
+                self.pass_through(pid, ev)?;
+                continue;
+            }
+            let Some(&u) = self.p.by_tid.get(&pid) else {
+                self.unknown_stop(pid, ev);
+                continue;
+            };
+            if u != t {
+                if let Some(end) = self.other_thread_event(u, ev)? {
+                    return Ok(RunResult::ProcessEnded(end));
+                }
+                continue;
+            }
+            if let Some(r) = self.running_thread_event(t, ev)? {
+                return Ok(r);
+            }
+        }
+    }
+
+    fn check_timeout(&mut self, tid: Pid) -> Result<()> {
+        if !self.interrupt_sent && self.resumed_at.elapsed() > self.cfg.execution_timeout {
+            events::interrupt(tid)?;
+            self.interrupt_sent = true;
+        }
+        Ok(())
+    }
+
+    /// Consumes a new thread's first stop before it is resumed for the first time.
+    fn ensure_started(&mut self, t: ThreadId) -> Result<()> {
+        if self.p.threads[t].started {
+            return Ok(());
+        }
+        let tid = self.p.threads[t].tid;
+        if self.p.early_stops.remove(&tid) {
+            self.p.threads[t].started = true;
+            return Ok(());
+        }
+        loop {
+            match events::wait(Some(tid))? {
+                WaitOutcome::Interrupted => continue,
+                WaitOutcome::NoChildren => break,
+                WaitOutcome::Event(_, Event::Stop(_)) | WaitOutcome::Event(_, Event::Signal(_)) => {
+                    break
+                }
+                WaitOutcome::Event(_, _) => break,
+            }
+        }
+        self.p.threads[t].started = true;
+        Ok(())
+    }
+
+    /// Events of processes the program forked: they run free.
+    fn pass_through(&mut self, pid: Pid, ev: Event) -> Result<()> {
+        match ev {
+            Event::Exited(_) | Event::Killed(_) => {
+                self.p.foreign.remove(&pid);
+            }
+            Event::Fork(child) | Event::Vfork(child) | Event::Clone(child) => {
+                self.adopt_foreign(child)?;
+                events::resume(pid, None)?;
+            }
+            Event::Signal(sig) => events::resume(pid, Some(sig))?,
+            _ => events::resume(pid, None)?,
+        }
+        Ok(())
+    }
+
+    fn adopt_foreign(&mut self, child: Pid) -> Result<()> {
+        self.p.foreign.insert(child);
+        if self.p.early_stops.remove(&child) {
+            events::resume(child, None)?;
+        }
+        Ok(())
+    }
+
+    fn unknown_stop(&mut self, pid: Pid, ev: Event) {
+        if matches!(ev, Event::Stop(_) | Event::Signal(Signal::SIGSTOP)) {
+            self.p.early_stops.insert(pid);
+        }
+    }
+
+    /// An event of a thread that is not the running one (group exit, first stops).
+    fn other_thread_event(&mut self, u: ThreadId, ev: Event) -> Result<Option<ProcessEnd>> {
+        let tid = self.p.threads[u].tid;
+        match ev {
+            Event::Stop(_) if !self.p.threads[u].started => self.p.threads[u].started = true,
+            Event::Exiting(_) => {
+                self.p.threads[u].gone = true;
+                events::resume(tid, None)?;
+            }
+            Event::Exited(code) if tid == self.p.pid => return Ok(Some(ProcessEnd::Exited(code))),
+            Event::Killed(sig) if tid == self.p.pid => return Ok(Some(ProcessEnd::Killed(sig))),
+            Event::Exited(_) | Event::Killed(_) => {
+                self.p.threads[u].gone = true;
+                if !self.model.is_finished(u) {
+                    let _ = self.model.thread_exited(u);
+                }
+            }
+            Event::Signal(sig) => self.p.threads[u].pending_signal = Some(sig),
+            _ => {
+                if self.group_exiting {
+                    events::resume(tid, None)?;
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// An event of the running thread; Some when it stopped running.
+    fn running_thread_event(&mut self, t: ThreadId, ev: Event) -> Result<Option<RunResult>> {
+        let tid = self.p.threads[t].tid;
+        match ev {
+            Event::Trap => self.on_trap(t),
+            Event::Seccomp => self.on_seccomp(t),
+            Event::Clone(child) => self.on_clone(t, child),
+            Event::Fork(child) | Event::Vfork(child) => {
+                self.adopt_foreign(child)?;
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+            Event::Exiting(_) => {
+                self.p.threads[t].gone = true;
+                events::resume(tid, None)?;
+                if self.group_exiting {
+                    return Ok(None);
+                }
+                if tid != self.p.pid {
+                    if let Some(end) = self.await_thread_gone(t)? {
+                        return Ok(Some(RunResult::ProcessEnded(end)));
+                    }
+                    let ctid = self.p.threads[t].clear_tid;
+                    if ctid != 0 {
+                        self.model.wake_futex(ctid, u32::MAX);
+                    }
+                }
+                Ok(Some(RunResult::ThreadExited))
+            }
+            Event::Exited(code) if tid == self.p.pid && self.live_threads() <= 1 => {
+                Ok(Some(RunResult::ProcessEnded(ProcessEnd::Exited(code))))
+            }
+            Event::Killed(sig) if tid == self.p.pid => {
+                Ok(Some(RunResult::ProcessEnded(ProcessEnd::Killed(sig))))
+            }
+            Event::Exited(_) | Event::Killed(_) => {
+                self.p.threads[t].gone = true;
+                Ok(Some(RunResult::ThreadExited))
+            }
+            Event::Stop(_) => {
+                if self.interrupt_sent {
+                    return Ok(Some(RunResult::Found(self.timeout_finding(t)?)));
+                }
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+            Event::Signal(sig) => {
+                if let Some(f) = self.signal_finding(t, sig) {
+                    return Ok(Some(RunResult::Found(f)));
+                }
+                events::resume(tid, Some(sig))?;
+                Ok(None)
+            }
+            Event::Exec => Ok(Some(RunResult::ProcessEnded(ProcessEnd::Vanished))),
+            Event::VforkDone => {
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+        }
+    }
+
+    fn live_threads(&self) -> usize {
+        self.p.threads.iter().filter(|t| !t.gone).count()
+    }
+
+    /// Waits until exiting thread `t` is reaped, serving other events meanwhile.
+    fn await_thread_gone(&mut self, t: ThreadId) -> Result<Option<ProcessEnd>> {
+        let tid = self.p.threads[t].tid;
+        loop {
+            let (pid, ev) = match events::wait(None)? {
+                WaitOutcome::Interrupted => continue,
+                WaitOutcome::NoChildren => return Ok(Some(ProcessEnd::Vanished)),
+                WaitOutcome::Event(pid, ev) => (pid, ev),
+            };
+            if pid == tid && matches!(ev, Event::Exited(_) | Event::Killed(_)) {
+                return Ok(None);
+            }
+            if self.p.foreign.contains(&pid) {
+                self.pass_through(pid, ev)?;
+            } else if let Some(&u) = self.p.by_tid.get(&pid) {
+                if let Some(end) = self.other_thread_event(u, ev)? {
+                    return Ok(Some(end));
+                }
+            } else {
+                self.unknown_stop(pid, ev);
+            }
+        }
+    }
+
+    fn on_trap(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
+        let r = self.p.load_regs(t)?;
+        let addr = r.rip.wrapping_sub(1);
+        let Some(kind) = self.p.bp_kinds.get(&addr).cloned() else {
+            // Not ours: a SIGTRAP of the program's own.
+            events::resume(self.p.threads[t].tid, Some(Signal::SIGTRAP))?;
+            return Ok(None);
+        };
+        self.p.threads[t].place = StopPlace::Breakpoint(addr);
+        let (op, site) = match kind {
+            BreakpointKind::Entry => {
+                self.p.bps.remove(&self.p.mem, addr)?;
+                self.p.bp_kinds.remove(&addr);
+                let mut r = r;
+                r.rip = addr;
+                regs::set(self.p.threads[t].tid, r)?;
+                self.p.threads[t].regs = r;
+                self.p.threads[t].place = StopPlace::Event;
+                self.p.threads[t].handle = r.fs_base;
+                self.install_hooks()?;
+                (Op::Continue, addr)
+            }
+            BreakpointKind::Hook(h) => {
+                let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
+                (h.op(regs::call_args(&r), self), site)
+            }
+            BreakpointKind::Atomic(insn) => {
+                let ea = self.p.effective_address(t, &insn);
+                (Op::Atomic { addr: ea }, addr)
+            }
+        };
+        self.point(t, op, site)
+    }
+
+    /// Records that `t` reached a scheduling point.
+    fn point(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
+        match self.model.set_pending(t, op, site) {
+            Ok(()) => Ok(Some(RunResult::Point)),
+            Err(f) => Ok(Some(RunResult::Found(self.model_finding(f)))),
+        }
+    }
+
+    fn on_seccomp(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
+        let r = self.p.load_regs(t)?;
+        let tid = self.p.threads[t].tid;
+        let nr = r.orig_rax as i64;
+        let a = regs::syscall_args(&r);
+        self.p.threads[t].place = StopPlace::Syscall;
+        match nr {
+            nr::CLONE => self.pending_clone = Some((a[0], a[3], a[4])),
+            nr::CLONE3 => {
+                let flags = self.p.mem.read_u64(a[0]).unwrap_or(0);
+                let ctid = self.p.mem.read_u64(a[0] + 16).unwrap_or(0);
+                let tls = self.p.mem.read_u64(a[0] + 56).unwrap_or(0);
+                self.pending_clone = Some((flags, ctid, tls));
+            }
+            nr::SET_TID_ADDRESS => self.p.threads[t].clear_tid = a[0],
+            nr::EXIT_GROUP => self.group_exiting = true,
+            _ => {}
+        }
+        match syscalls::decode(nr, a, self) {
+            SyscallAction::Point(op) => {
+                let site = self.p.mem.read_u64(r.rsp).unwrap_or(r.rip);
+                self.point(t, op, site)
+            }
+            SyscallAction::Emulate(v) => {
+                self.p.finish_syscall(t, v)?;
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+            SyscallAction::Native => {
+                self.p.threads[t].place = StopPlace::Event;
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+        }
+    }
+
+    fn on_clone(&mut self, t: ThreadId, child: Pid) -> Result<Option<RunResult>> {
+        let (flags, ctid, tls) = self.pending_clone.take().unwrap_or((CLONE_THREAD, 0, 0));
+        let parent_tid = self.p.threads[t].tid;
+        if flags & CLONE_THREAD == 0 {
+            self.adopt_foreign(child)?;
+            events::resume(parent_tid, None)?;
+            return Ok(None);
+        }
+        let id = self.model.add_thread();
+        let started = self.p.early_stops.remove(&child);
+        let clear_tid = if flags & CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 };
+        let handle = if flags & CLONE_SETTLS != 0 { tls } else { 0 };
+        self.p
+            .threads
+            .push(TracedThread::new(child, started, clear_tid, handle));
+        self.p.by_tid.insert(child, id);
+        debug_assert_eq!(self.p.threads.len(), id + 1);
+        self.p.threads[t].place = StopPlace::Event;
+        self.point(t, Op::Continue, 0)
+    }
+
+    /// Puts breakpoints on the threading API and on atomic instructions of the program's
+    /// own code, once libraries are mapped (at the entry point).
+    fn install_hooks(&mut self) -> Result<()> {
+        self.symbols.refresh(self.p.pid.as_raw());
+        let modules = self.symbols.modules().clone();
+        for m in modules.modules() {
+            let Ok(elf) = ElfFile::load(&m.path) else { continue };
+            let is_main = m.path == self.cfg.program;
+            let is_libc = file_is_libc(&m.path);
+            if is_libc || (is_main && elf.is_static()) {
+                for (name, hook) in HOOKED_FUNCTIONS {
+                    let addrs: Vec<u64> = elf
+                        .function_addresses(name)
+                        .into_iter()
+                        .map(|a| m.to_avma(a))
+                        .collect();
+                    let hook = *hook;
+                    self.p
+                        .add_breakpoints(&addrs, |_| Some(BreakpointKind::Hook(hook)))?;
+                }
+                if self.p.errno_tp_offset.is_none() {
+                    self.p.errno_tp_offset = match errno_tls_offset_source(&elf) {
+                        Some(ErrnoTls::Constant(c)) => Some(c),
+                        Some(ErrnoTls::GotSlot(s)) => {
+                            self.p.mem.read_u64(m.to_avma(s)).ok().map(|v| v as i64)
+                        }
+                        None => None,
+                    };
+                }
+            }
+            if is_main || !is_system_library(&m.path) {
+                let ranges = elf.dwarf_code_ranges();
+                let only_in = elf.is_static().then_some(ranges.as_slice());
+                if elf.is_static() && ranges.is_empty() {
+                    continue;
+                }
+                let svmas = atomic_instruction_addresses(&elf, only_in);
+                let mut addrs = Vec::with_capacity(svmas.len());
+                let mut insns = std::collections::HashMap::new();
+                for s in svmas {
+                    let Some(bytes) = elf.read_svma(s, 16) else { continue };
+                    let avma = m.to_avma(s);
+                    insns.insert(avma, decode_at(bytes, avma));
+                    addrs.push(avma);
+                }
+                self.p.add_breakpoints(&addrs, |a| {
+                    insns.remove(&a).map(|i| BreakpointKind::Atomic(Box::new(i)))
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Kills the process tree and reaps it.
+    fn kill_all(&mut self) {
+        if self.killed {
+            return;
+        }
+        self.killed = true;
+        let _ = kill(self.p.pid, Signal::SIGKILL);
+        for &f in &self.p.foreign {
+            let _ = kill(f, Signal::SIGKILL);
+        }
+        reap_all(&self.p.foreign);
+    }
+
+    fn wait_process_end(&mut self) -> Result<ProcessEnd> {
+        loop {
+            let (pid, ev) = match events::wait(None)? {
+                WaitOutcome::Interrupted => continue,
+                WaitOutcome::NoChildren => return Ok(ProcessEnd::Vanished),
+                WaitOutcome::Event(pid, ev) => (pid, ev),
+            };
+            if pid == self.p.pid {
+                match ev {
+                    Event::Exited(c) => return Ok(ProcessEnd::Exited(c)),
+                    Event::Killed(s) => return Ok(ProcessEnd::Killed(s)),
+                    _ => events::resume(pid, None)?,
+                }
+            } else if self.p.foreign.contains(&pid) {
+                self.pass_through(pid, ev)?;
+            } else {
+                events::resume(pid, None)?;
+            }
+        }
+    }
+
+    // ----- findings -----
+
+    fn thread_stack(&mut self, t: ThreadId) -> Vec<crate::report::Frame> {
+        let th = &self.p.threads[t];
+        if th.gone {
+            return vec![];
+        }
+        let r = regs::get(th.tid).unwrap_or(th.regs);
+        let pc = match th.place {
+            StopPlace::Breakpoint(a) => a,
+            _ => r.rip,
+        };
+        self.symbols.stack(pc, r.rsp, r.rbp, &self.p.mem)
+    }
+
+    fn thread_report(&mut self, t: ThreadId, state: String) -> ThreadReport {
+        let stack = self.thread_stack(t);
+        ThreadReport {
+            id: t,
+            tid: self.p.threads[t].tid.as_raw(),
+            state,
+            stack,
+        }
+    }
+
+    fn finding(&self, kind: FindingKind, message: String, threads: Vec<ThreadReport>) -> Finding {
+        let locations = threads
+            .iter()
+            .filter_map(|t| primary_location(&t.stack))
+            .collect();
+        Finding {
+            kind,
+            message,
+            details: vec![],
+            locations,
+            threads,
+            preemptions: 0,
+            seed: 0,
+            execution: 0,
+            steps: 0,
+        }
+    }
+
+    fn object_desc(&mut self, kind: ObjectKind, addr: u64) -> String {
+        match kind {
+            ObjectKind::Thread => format!("thread T{addr}"),
+            ObjectKind::Time => "a timer".to_string(),
+            _ => format!("{} {}", kind.name(), self.symbols.object_name(addr)),
+        }
+    }
+
+    fn model_finding(&mut self, f: ModelFinding) -> Finding {
+        match f {
+            ModelFinding::Misuse {
+                thread,
+                object,
+                message,
+            } => {
+                let what = object
+                    .map(|o| format!(" ({})", self.object_desc(o.kind, o.addr)))
+                    .unwrap_or_default();
+                let state = format!("{message}{what}");
+                let report = self.thread_report(thread, state.clone());
+                self.finding(FindingKind::ApiMisuse, format!("thread T{thread} {state}"), vec![report])
+            }
+            ModelFinding::Deadlock { local, blocked } => {
+                let mut threads = Vec::new();
+                let mut details = Vec::new();
+                for b in &blocked {
+                    let obj = self.object_desc(b.object.kind, b.object.addr);
+                    let mut state = format!("is blocked in {} on {obj}", b.op);
+                    for h in &b.holders {
+                        let held = if b.object.kind == ObjectKind::Thread {
+                            if h.exited {
+                                String::new()
+                            } else {
+                                format!(", which has not exited")
+                            }
+                        } else {
+                            let at = if h.site != 0 {
+                                format!(", acquired at {}", self.symbols.call_site(h.site).short())
+                            } else {
+                                String::new()
+                            };
+                            let exited = if h.exited { " (which has exited)" } else { "" };
+                            format!(", held by T{}{exited}{at}", h.thread)
+                        };
+                        state.push_str(&held);
+                    }
+                    if b.site != 0 && b.object.kind != ObjectKind::Thread {
+                        let at = self.symbols.call_site(b.site).short();
+                        details.push(format!("T{} waits at {at}", b.thread));
+                    }
+                    threads.push(self.thread_report(b.thread, state));
+                }
+                let message = describe_deadlock(local, &blocked);
+                let mut f = self.finding(FindingKind::Deadlock, message, threads);
+                f.details = details;
+                f
+            }
+        }
+    }
+
+    fn signal_finding(&mut self, t: ThreadId, sig: Signal) -> Option<Finding> {
+        let fatal = matches!(
+            sig,
+            Signal::SIGSEGV | Signal::SIGBUS | Signal::SIGFPE | Signal::SIGILL | Signal::SIGABRT
+        );
+        if !fatal || signal_is_caught(self.p.threads[t].tid, sig) {
+            return None;
+        }
+        let _ = self.p.load_regs(t);
+        self.p.threads[t].place = StopPlace::Event;
+        if sig == Signal::SIGABRT {
+            let report = self.thread_report(t, "aborted (SIGABRT)".into());
+            return Some(self.finding(
+                FindingKind::Assertion,
+                format!("the program aborted in thread T{t}"),
+                vec![report],
+            ));
+        }
+        let addr = events::fault_address(self.p.threads[t].tid).unwrap_or(0);
+        let report = self.thread_report(t, format!("received {sig:?}"));
+        let place = report
+            .stack
+            .first()
+            .map(|f| format!(" in {}", f.short()))
+            .unwrap_or_default();
+        let what = match sig {
+            Signal::SIGSEGV => format!("invalid memory access at address {addr:#x}"),
+            Signal::SIGBUS => format!("bus error at address {addr:#x}"),
+            Signal::SIGFPE => "arithmetic exception".to_string(),
+            _ => "illegal instruction".to_string(),
+        };
+        Some(self.finding(
+            FindingKind::Crash,
+            format!("{sig:?}: {what} by thread T{t}{place}"),
+            vec![report],
+        ))
+    }
+
+    fn timeout_finding(&mut self, t: ThreadId) -> Result<Finding> {
+        self.p.load_regs(t)?;
+        self.p.threads[t].place = StopPlace::Event;
+        let secs = self.cfg.execution_timeout.as_secs_f64();
+        let report = self.thread_report(
+            t,
+            format!("ran {secs:.1} s without reaching a scheduling point"),
+        );
+        let place = report
+            .stack
+            .iter()
+            .find(|f| f.user_code)
+            .or(report.stack.first())
+            .map(|f| format!(" in {}", f.short()))
+            .unwrap_or_default();
+        Ok(self.finding(
+            FindingKind::Timeout,
+            format!(
+                "thread T{t} spins{place}: no scheduling point for {secs:.1} s (a busy wait on a plain variable?)"
+            ),
+            vec![report],
+        ))
+    }
+
+    fn exit_finding(&self, end: ProcessEnd) -> Option<Finding> {
+        match end {
+            ProcessEnd::Exited(code) if code == self.cfg.expect_exit => None,
+            ProcessEnd::Exited(101) => Some(self.finding(
+                FindingKind::Assertion,
+                "the program panicked (exit status 101)".into(),
+                vec![],
+            )),
+            ProcessEnd::Exited(code) => Some(self.finding(
+                FindingKind::ExitStatus,
+                format!(
+                    "the program exited with status {code}, expected {}",
+                    self.cfg.expect_exit
+                ),
+                vec![],
+            )),
+            ProcessEnd::Killed(Signal::SIGABRT) => Some(self.finding(
+                FindingKind::Assertion,
+                "the program aborted (SIGABRT)".into(),
+                vec![],
+            )),
+            ProcessEnd::Killed(sig) => Some(self.finding(
+                FindingKind::ExitStatus,
+                format!("the program was terminated by {sig:?}"),
+                vec![],
+            )),
+            ProcessEnd::Vanished => None,
+        }
+    }
+}
+
+fn describe_deadlock(local: bool, blocked: &[crate::model::BlockedThread]) -> String {
+    let names: Vec<String> = blocked.iter().map(|b| format!("T{}", b.thread)).collect();
+    let exited_holder = blocked
+        .iter()
+        .flat_map(|b| b.holders.iter().map(move |h| (b, h)))
+        .find(|(b, h)| h.exited && b.object.kind != ObjectKind::Thread);
+    if let Some((b, h)) = exited_holder {
+        return format!(
+            "thread T{} waits forever for a {} that thread T{} still held when it exited",
+            b.thread,
+            b.object.kind.name(),
+            h.thread
+        );
+    }
+    if local {
+        if blocked.len() == 1 {
+            return format!(
+                "thread {} waits for a {} it holds itself",
+                names[0],
+                blocked[0].object.kind.name()
+            );
+        }
+        return format!("threads {} wait for each other in a cycle", names.join(", "));
+    }
+    format!(
+        "no thread can run: {} blocked forever ({})",
+        names.join(", "),
+        blocked
+            .iter()
+            .map(|b| b.op)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+fn file_is_libc(p: &std::path::Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("libc.so") || n.starts_with("libc-"))
+}
+
+/// Whether thread `tid` has a handler installed for `sig` (SigCgt in /proc).
+fn signal_is_caught(tid: Pid, sig: Signal) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|mask| mask & (1u64 << (sig as i32 - 1)) != 0)
+}
+
+/// AT_ENTRY of the freshly exec'd process.
+fn auxv_entry(pid: Pid) -> Result<u64> {
+    let bytes = std::fs::read(format!("/proc/{pid}/auxv")).context("reading auxv")?;
+    for pair in bytes.chunks_exact(16) {
+        let key = u64::from_le_bytes(pair[..8].try_into().expect("8 bytes"));
+        let val = u64::from_le_bytes(pair[8..].try_into().expect("8 bytes"));
+        if key == libc::AT_ENTRY {
+            return Ok(val);
+        }
+    }
+    Err(anyhow!("no AT_ENTRY in the auxiliary vector"))
+}
+
+/// Reaps every child of this tracer thread, continuing exit stops until none is left.
+fn reap_all(foreign: &std::collections::HashSet<Pid>) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match events::wait(None) {
+            Ok(WaitOutcome::Event(pid, Event::Exited(_) | Event::Killed(_))) => {
+                let _ = pid;
+            }
+            Ok(WaitOutcome::Event(pid, _)) => {
+                let _ = kill(pid, Signal::SIGKILL);
+                let _ = events::resume(pid, None);
+            }
+            Ok(WaitOutcome::Interrupted) => {}
+            Ok(WaitOutcome::NoChildren) | Err(_) => return,
+        }
+        if Instant::now() > deadline {
+            for &f in foreign {
+                let _ = kill(f, Signal::SIGKILL);
+            }
+            return;
+        }
+    }
+}
+
+struct MemView<'a>(&'a Process);
+
+impl MemoryView for MemView<'_> {
+    fn read_u32(&mut self, addr: u64) -> Option<u32> {
+        self.0.mem.read_u32(addr).ok()
+    }
+    fn write_u32(&mut self, addr: u64, value: u32) -> bool {
+        self.0.mem.write_u32(addr, value).is_ok()
+    }
+}
+
+impl HookContext for Execution<'_> {
+    fn read_u32(&self, addr: u64) -> Option<u32> {
+        self.p.mem.read_u32(addr).ok()
+    }
+    fn relative_timeout(&self, ts: u64, clock: libc::clockid_t) -> u64 {
+        self.timespec_ns(ts)
+            .map_or(0, |abs| abs.saturating_sub(self.clock_now_ns(clock)))
+    }
+    fn thread_of_handle(&self, handle: u64) -> Option<ThreadId> {
+        if handle == 0 {
+            return None;
+        }
+        self.p.threads.iter().position(|t| t.handle == handle)
+    }
+    fn knows_mutex(&self, m: u64) -> bool {
+        self.model.knows_mutex(m)
+    }
+}
+
+impl TimeSource for Execution<'_> {
+    fn timespec_ns(&self, addr: u64) -> Option<u64> {
+        if addr == 0 {
+            return None;
+        }
+        let sec = self.p.mem.read_u64(addr).ok()?;
+        let nsec = self.p.mem.read_u64(addr + 8).ok()?;
+        Some(sec.saturating_mul(1_000_000_000).saturating_add(nsec))
+    }
+    fn clock_now_ns(&self, clock: libc::clockid_t) -> u64 {
+        let id = nix::time::ClockId::from_raw(clock);
+        nix::time::clock_gettime(id)
+            .map(|ts| ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
+            .unwrap_or(0)
+    }
+}

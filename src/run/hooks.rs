@@ -1,0 +1,296 @@
+//! The intercepted threading API: which function names get an entry breakpoint, how their
+//! arguments become a model [`Op`], and how a result is handed back (the calling convention).
+
+use crate::model::{Attempt, MutexType, Op, ThreadId};
+
+/// How an emulated function reports its result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Convention {
+    /// pthread style: returns 0 or an error number.
+    ErrorNumber,
+    /// POSIX semaphore style: returns 0, or -1 with errno set.
+    MinusOneErrno,
+    /// The function runs natively after the model has seen it.
+    Native,
+}
+
+/// One intercepted function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hook {
+    MutexInit,
+    MutexLock,
+    MutexTryLock,
+    MutexTimedLock,
+    MutexClockLock,
+    MutexUnlock,
+    MutexDestroy,
+    RwInit,
+    RwRead,
+    RwTryRead,
+    RwTimedRead,
+    RwClockRead,
+    RwWrite,
+    RwTryWrite,
+    RwTimedWrite,
+    RwClockWrite,
+    RwUnlock,
+    RwDestroy,
+    CondInit,
+    CondWait,
+    CondTimedWait,
+    CondClockWait,
+    CondSignal,
+    CondBroadcast,
+    CondDestroy,
+    SemInit,
+    SemWait,
+    SemTryWait,
+    SemTimedWait,
+    SemClockWait,
+    SemPost,
+    SemGetValue,
+    SemDestroy,
+    BarrierInit,
+    BarrierWait,
+    BarrierDestroy,
+    SpinInit,
+    SpinLock,
+    SpinTryLock,
+    SpinUnlock,
+    SpinDestroy,
+    Join,
+    TryJoin,
+    TimedJoin,
+    ClockJoin,
+    Detach,
+    Once,
+}
+
+/// Every intercepted symbol name with its hook.
+pub const HOOKED_FUNCTIONS: &[(&str, Hook)] = &[
+    ("pthread_mutex_init", Hook::MutexInit),
+    ("pthread_mutex_lock", Hook::MutexLock),
+    ("pthread_mutex_trylock", Hook::MutexTryLock),
+    ("pthread_mutex_timedlock", Hook::MutexTimedLock),
+    ("pthread_mutex_clocklock", Hook::MutexClockLock),
+    ("pthread_mutex_unlock", Hook::MutexUnlock),
+    ("pthread_mutex_destroy", Hook::MutexDestroy),
+    ("pthread_rwlock_init", Hook::RwInit),
+    ("pthread_rwlock_rdlock", Hook::RwRead),
+    ("pthread_rwlock_tryrdlock", Hook::RwTryRead),
+    ("pthread_rwlock_timedrdlock", Hook::RwTimedRead),
+    ("pthread_rwlock_clockrdlock", Hook::RwClockRead),
+    ("pthread_rwlock_wrlock", Hook::RwWrite),
+    ("pthread_rwlock_trywrlock", Hook::RwTryWrite),
+    ("pthread_rwlock_timedwrlock", Hook::RwTimedWrite),
+    ("pthread_rwlock_clockwrlock", Hook::RwClockWrite),
+    ("pthread_rwlock_unlock", Hook::RwUnlock),
+    ("pthread_rwlock_destroy", Hook::RwDestroy),
+    ("pthread_cond_init", Hook::CondInit),
+    ("pthread_cond_wait", Hook::CondWait),
+    ("pthread_cond_timedwait", Hook::CondTimedWait),
+    ("pthread_cond_clockwait", Hook::CondClockWait),
+    ("pthread_cond_signal", Hook::CondSignal),
+    ("pthread_cond_broadcast", Hook::CondBroadcast),
+    ("pthread_cond_destroy", Hook::CondDestroy),
+    ("sem_init", Hook::SemInit),
+    ("sem_wait", Hook::SemWait),
+    ("sem_trywait", Hook::SemTryWait),
+    ("sem_timedwait", Hook::SemTimedWait),
+    ("sem_clockwait", Hook::SemClockWait),
+    ("sem_post", Hook::SemPost),
+    ("sem_getvalue", Hook::SemGetValue),
+    ("sem_destroy", Hook::SemDestroy),
+    ("pthread_barrier_init", Hook::BarrierInit),
+    ("pthread_barrier_wait", Hook::BarrierWait),
+    ("pthread_barrier_destroy", Hook::BarrierDestroy),
+    ("pthread_spin_init", Hook::SpinInit),
+    ("pthread_spin_lock", Hook::SpinLock),
+    ("pthread_spin_trylock", Hook::SpinTryLock),
+    ("pthread_spin_unlock", Hook::SpinUnlock),
+    ("pthread_spin_destroy", Hook::SpinDestroy),
+    ("pthread_join", Hook::Join),
+    ("pthread_tryjoin_np", Hook::TryJoin),
+    ("pthread_timedjoin_np", Hook::TimedJoin),
+    ("pthread_clockjoin_np", Hook::ClockJoin),
+    ("pthread_detach", Hook::Detach),
+    ("pthread_once", Hook::Once),
+];
+
+/// What the hook needs from the stopped process to build its operation.
+pub trait HookContext {
+    /// Reads a u32 (None on fault).
+    fn read_u32(&self, addr: u64) -> Option<u32>;
+    /// Converts an absolute timespec at `ts` on clock `clock` to a relative timeout in ns.
+    fn relative_timeout(&self, ts: u64, clock: libc::clockid_t) -> u64;
+    /// Maps a pthread_t to a logical thread.
+    fn thread_of_handle(&self, handle: u64) -> Option<ThreadId>;
+    /// Whether the model has seen mutex `m` before.
+    fn knows_mutex(&self, m: u64) -> bool;
+}
+
+/// glibc's `__kind` field of pthread_mutex_t (offset 16) gives the type of a statically
+/// initialised mutex (PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP and friends).
+const MUTEX_KIND_OFFSET: u64 = 16;
+
+fn mutex_type_from_bits(bits: u32) -> MutexType {
+    match bits & 3 {
+        1 => MutexType::Recursive,
+        2 => MutexType::ErrorCheck,
+        _ => MutexType::Normal,
+    }
+}
+
+impl Hook {
+    /// How this hook returns.
+    pub fn convention(self) -> Convention {
+        use Hook::*;
+        match self {
+            SemInit | SemWait | SemTryWait | SemTimedWait | SemClockWait | SemPost
+            | SemGetValue | SemDestroy => Convention::MinusOneErrno,
+            Join | TryJoin | TimedJoin | ClockJoin | Detach | Once => Convention::Native,
+            _ => Convention::ErrorNumber,
+        }
+    }
+
+    /// Builds the operation from the call's arguments.
+    pub fn op(self, a: [u64; 6], cx: &dyn HookContext) -> Op {
+        use Hook::*;
+        let rt = CLOCK_REALTIME;
+        let timed = |ts: u64, clock| Attempt::Timed(cx.relative_timeout(ts, clock));
+        let lock = |attempt| {
+            let m = a[0];
+            let kind = if cx.knows_mutex(m) {
+                MutexType::Normal
+            } else {
+                mutex_type_from_bits(cx.read_u32(m + MUTEX_KIND_OFFSET).unwrap_or(0))
+            };
+            Op::MutexLock { m, attempt, kind }
+        };
+        match self {
+            MutexInit => Op::MutexInit {
+                m: a[0],
+                kind: if a[1] == 0 {
+                    MutexType::Normal
+                } else {
+                    mutex_type_from_bits(cx.read_u32(a[1]).unwrap_or(0))
+                },
+            },
+            MutexLock => lock(Attempt::Block),
+            MutexTryLock => lock(Attempt::Try),
+            MutexTimedLock => lock(timed(a[1], rt)),
+            MutexClockLock => lock(timed(a[2], a[1] as i32)),
+            MutexUnlock => Op::MutexUnlock { m: a[0] },
+            MutexDestroy => Op::MutexDestroy { m: a[0] },
+            RwInit => Op::RwInit { l: a[0] },
+            RwRead => Op::RwRead { l: a[0], attempt: Attempt::Block },
+            RwTryRead => Op::RwRead { l: a[0], attempt: Attempt::Try },
+            RwTimedRead => Op::RwRead { l: a[0], attempt: timed(a[1], rt) },
+            RwClockRead => Op::RwRead { l: a[0], attempt: timed(a[2], a[1] as i32) },
+            RwWrite => Op::RwWrite { l: a[0], attempt: Attempt::Block },
+            RwTryWrite => Op::RwWrite { l: a[0], attempt: Attempt::Try },
+            RwTimedWrite => Op::RwWrite { l: a[0], attempt: timed(a[1], rt) },
+            RwClockWrite => Op::RwWrite { l: a[0], attempt: timed(a[2], a[1] as i32) },
+            RwUnlock => Op::RwUnlock { l: a[0] },
+            RwDestroy => Op::RwDestroy { l: a[0] },
+            CondInit => Op::CondInit { c: a[0] },
+            CondWait => Op::CondWait { c: a[0], m: a[1], timeout: None },
+            CondTimedWait => Op::CondWait {
+                c: a[0],
+                m: a[1],
+                timeout: Some(cx.relative_timeout(a[2], rt)),
+            },
+            CondClockWait => Op::CondWait {
+                c: a[0],
+                m: a[1],
+                timeout: Some(cx.relative_timeout(a[3], a[2] as i32)),
+            },
+            CondSignal => Op::CondSignal { c: a[0] },
+            CondBroadcast => Op::CondBroadcast { c: a[0] },
+            CondDestroy => Op::CondDestroy { c: a[0] },
+            SemInit => Op::SemInit { s: a[0], value: a[2] as u32 },
+            SemWait => Op::SemWait { s: a[0], attempt: Attempt::Block },
+            SemTryWait => Op::SemWait { s: a[0], attempt: Attempt::Try },
+            SemTimedWait => Op::SemWait { s: a[0], attempt: timed(a[1], rt) },
+            SemClockWait => Op::SemWait { s: a[0], attempt: timed(a[2], a[1] as i32) },
+            SemPost => Op::SemPost { s: a[0] },
+            SemGetValue => Op::SemGetValue { s: a[0], out: a[1] },
+            SemDestroy => Op::SemDestroy { s: a[0] },
+            BarrierInit => Op::BarrierInit { b: a[0], count: a[2] as u32 },
+            BarrierWait => Op::BarrierWait { b: a[0] },
+            BarrierDestroy => Op::BarrierDestroy { b: a[0] },
+            SpinInit => Op::SpinInit { s: a[0] },
+            SpinLock => Op::SpinLock { s: a[0], attempt: Attempt::Block },
+            SpinTryLock => Op::SpinLock { s: a[0], attempt: Attempt::Try },
+            SpinUnlock => Op::SpinUnlock { s: a[0] },
+            SpinDestroy => Op::SpinDestroy { s: a[0] },
+            Join => Op::Join { target: cx.thread_of_handle(a[0]), attempt: Attempt::Block },
+            TryJoin => Op::Join { target: cx.thread_of_handle(a[0]), attempt: Attempt::Try },
+            TimedJoin => Op::Join {
+                target: cx.thread_of_handle(a[0]),
+                attempt: timed(a[2], rt),
+            },
+            ClockJoin => Op::Join {
+                target: cx.thread_of_handle(a[0]),
+                attempt: timed(a[3], a[2] as i32),
+            },
+            Detach => Op::Detach { target: cx.thread_of_handle(a[0]) },
+            Once => Op::Once { o: a[0] },
+        }
+    }
+}
+
+const CLOCK_REALTIME: libc::clockid_t = libc::CLOCK_REALTIME;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Cx;
+    impl HookContext for Cx {
+        fn read_u32(&self, addr: u64) -> Option<u32> {
+            Some(if addr == 0x1010 { 1 } else { 0 })
+        }
+        fn relative_timeout(&self, _ts: u64, _clock: libc::clockid_t) -> u64 {
+            5
+        }
+        fn thread_of_handle(&self, h: u64) -> Option<ThreadId> {
+            (h == 0xabc).then_some(3)
+        }
+        fn knows_mutex(&self, _m: u64) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn static_recursive_initialiser_is_recognised() {
+        let op = Hook::MutexLock.op([0x1000, 0, 0, 0, 0, 0], &Cx);
+        assert_eq!(
+            op,
+            Op::MutexLock {
+                m: 0x1000,
+                attempt: Attempt::Block,
+                kind: MutexType::Recursive
+            }
+        );
+    }
+
+    #[test]
+    fn join_resolves_handles_and_timed_ops_carry_timeouts() {
+        assert_eq!(
+            Hook::Join.op([0xabc, 0, 0, 0, 0, 0], &Cx),
+            Op::Join { target: Some(3), attempt: Attempt::Block }
+        );
+        assert_eq!(
+            Hook::CondTimedWait.op([1, 2, 3, 0, 0, 0], &Cx),
+            Op::CondWait { c: 1, m: 2, timeout: Some(5) }
+        );
+    }
+
+    #[test]
+    fn semaphores_use_errno_and_join_runs_natively() {
+        assert_eq!(Hook::SemWait.convention(), Convention::MinusOneErrno);
+        assert_eq!(Hook::Join.convention(), Convention::Native);
+        assert_eq!(Hook::MutexLock.convention(), Convention::ErrorNumber);
+    }
+}

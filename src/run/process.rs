@@ -1,0 +1,279 @@
+//! One traced process as the executor sees it: its threads (OS tid ↔ logical id), where each
+//! is stopped, the breakpoints and what they mean, and the low-level moves on a stopped thread
+//! (return from an emulated call, step over a breakpoint, finish an emulated syscall).
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+
+use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind, Register};
+use nix::unistd::Pid;
+
+use super::hooks::Hook;
+use crate::model::ThreadId;
+use crate::tracee::breakpoints::Breakpoints;
+use crate::tracee::memory::Memory;
+use crate::tracee::regs::{self, Regs};
+use crate::tracee::{events, Event, WaitOutcome};
+
+/// What a breakpoint address means.
+#[derive(Clone, Debug)]
+pub enum BreakpointKind {
+    /// The program's entry point: libraries are mapped, install the rest.
+    Entry,
+    /// Entry of an intercepted function.
+    Hook(Hook),
+    /// An atomic instruction (decoded, to compute its memory operand).
+    Atomic(Box<Instruction>),
+}
+
+/// Where a thread is stopped, which decides how it is resumed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopPlace {
+    /// At the int3 of a breakpoint at `addr` (rip = addr + 1).
+    Breakpoint(u64),
+    /// At a seccomp stop before a syscall.
+    Syscall,
+    /// At an event stop (clone, initial stop...): plain continue.
+    Event,
+}
+
+/// Tracer-side state of one thread.
+#[derive(Debug)]
+pub struct TracedThread {
+    /// OS thread id.
+    pub tid: Pid,
+    /// Where it is stopped.
+    pub place: StopPlace,
+    /// Its registers at that stop.
+    pub regs: Regs,
+    /// Its first stop after creation has been consumed.
+    pub started: bool,
+    /// clear_child_tid address (woken by the tracer when the thread exits).
+    pub clear_tid: u64,
+    /// Its pthread_t (the thread pointer, fs_base).
+    pub handle: u64,
+    /// A signal to deliver when it next resumes.
+    pub pending_signal: Option<nix::sys::signal::Signal>,
+    /// It is gone (reaped or exiting).
+    pub gone: bool,
+}
+
+impl TracedThread {
+    /// A thread as first seen.
+    pub fn new(tid: Pid, started: bool, clear_tid: u64, handle: u64) -> Self {
+        TracedThread {
+            tid,
+            place: StopPlace::Event,
+            // SAFETY-free zero: user_regs_struct is plain integers.
+            regs: zero_regs(),
+            started,
+            clear_tid,
+            handle,
+            pending_signal: None,
+            gone: false,
+        }
+    }
+}
+
+fn zero_regs() -> Regs {
+    Regs {
+        r15: 0,
+        r14: 0,
+        r13: 0,
+        r12: 0,
+        rbp: 0,
+        rbx: 0,
+        r11: 0,
+        r10: 0,
+        r9: 0,
+        r8: 0,
+        rax: 0,
+        rcx: 0,
+        rdx: 0,
+        rsi: 0,
+        rdi: 0,
+        orig_rax: 0,
+        rip: 0,
+        cs: 0,
+        eflags: 0,
+        rsp: 0,
+        ss: 0,
+        fs_base: 0,
+        gs_base: 0,
+        ds: 0,
+        es: 0,
+        fs: 0,
+        gs: 0,
+    }
+}
+
+/// The traced process.
+pub struct Process {
+    /// Thread-group id.
+    pub pid: Pid,
+    /// Its memory.
+    pub mem: Memory,
+    /// Inserted breakpoints.
+    pub bps: Breakpoints,
+    /// Meaning of each breakpoint.
+    pub bp_kinds: HashMap<u64, BreakpointKind>,
+    /// Threads by logical id.
+    pub threads: Vec<TracedThread>,
+    /// Logical id by tid.
+    pub by_tid: HashMap<Pid, ThreadId>,
+    /// Stops of tids not known yet (a new thread's first stop before its clone event).
+    pub early_stops: HashSet<Pid>,
+    /// Other processes the program forked: followed but not controlled.
+    pub foreign: HashSet<Pid>,
+    /// TP offset of errno, once known.
+    pub errno_tp_offset: Option<i64>,
+}
+
+impl Process {
+    /// A process just past exec, with its main thread.
+    pub fn new(pid: Pid) -> io::Result<Process> {
+        let mem = Memory::open(pid)?;
+        let mut by_tid = HashMap::new();
+        by_tid.insert(pid, 0);
+        Ok(Process {
+            pid,
+            mem,
+            bps: Breakpoints::default(),
+            bp_kinds: HashMap::new(),
+            threads: vec![TracedThread::new(pid, true, 0, 0)],
+            by_tid,
+            early_stops: HashSet::new(),
+            foreign: HashSet::new(),
+            errno_tp_offset: None,
+        })
+    }
+
+    /// Inserts breakpoints at `addrs`, all with meaning produced by `kind`.
+    pub fn add_breakpoints(
+        &mut self,
+        addrs: &[u64],
+        mut kind: impl FnMut(u64) -> Option<BreakpointKind>,
+    ) -> io::Result<()> {
+        for &a in addrs {
+            if self.bps.contains(a) {
+                continue;
+            }
+            let Some(k) = kind(a) else { continue };
+            self.bps.insert(&self.mem, a)?;
+            self.bp_kinds.insert(a, k);
+        }
+        Ok(())
+    }
+
+    /// Reads the registers of thread `t` into its record.
+    pub fn load_regs(&mut self, t: ThreadId) -> nix::Result<Regs> {
+        let r = regs::get(self.threads[t].tid)?;
+        self.threads[t].regs = r;
+        Ok(r)
+    }
+
+    /// Makes thread `t`, stopped at a function-entry breakpoint, return `value` to its caller.
+    pub fn return_from_call(&mut self, t: ThreadId, value: u64) -> io::Result<()> {
+        let th = &mut self.threads[t];
+        let mut r = th.regs;
+        r.rax = value;
+        r.rip = self.mem.read_u64(r.rsp)?;
+        r.rsp += 8;
+        regs::set(th.tid, r).map_err(io::Error::from)?;
+        th.regs = r;
+        th.place = StopPlace::Event;
+        Ok(())
+    }
+
+    /// Makes thread `t`, at a seccomp stop, skip the syscall with result `value`.
+    pub fn finish_syscall(&mut self, t: ThreadId, value: i64) -> io::Result<()> {
+        let th = &mut self.threads[t];
+        let mut r = th.regs;
+        r.orig_rax = u64::MAX;
+        r.rax = value as u64;
+        regs::set(th.tid, r).map_err(io::Error::from)?;
+        th.regs = r;
+        th.place = StopPlace::Event;
+        Ok(())
+    }
+
+    /// Writes errno of thread `t` (its fs_base plus libc's TLS offset).
+    pub fn set_errno(&mut self, t: ThreadId, value: i32) -> io::Result<()> {
+        if let Some(off) = self.errno_tp_offset {
+            let addr = self.threads[t].regs.fs_base.wrapping_add(off as u64);
+            self.mem.write_u32(addr, value as u32)?;
+        }
+        Ok(())
+    }
+
+    /// Steps thread `t` over the breakpoint it is stopped at, executing the original
+    /// instruction. Returns an event that interrupted the step (a fault), if any.
+    pub fn step_over_breakpoint(&mut self, t: ThreadId) -> io::Result<Option<Event>> {
+        let StopPlace::Breakpoint(addr) = self.threads[t].place else {
+            return Ok(None);
+        };
+        let tid = self.threads[t].tid;
+        let mut r = self.threads[t].regs;
+        r.rip = addr;
+        regs::set(tid, r).map_err(io::Error::from)?;
+        self.bps.lift(&self.mem, addr)?;
+        events::step(tid).map_err(io::Error::from)?;
+        let result = loop {
+            match events::wait(Some(tid)).map_err(io::Error::from)? {
+                WaitOutcome::Interrupted => continue,
+                WaitOutcome::NoChildren => break None,
+                WaitOutcome::Event(_, Event::Trap) => break None,
+                WaitOutcome::Event(_, ev) => break Some(ev),
+            }
+        };
+        self.bps.restore(&self.mem, addr)?;
+        self.threads[t].place = StopPlace::Event;
+        Ok(result)
+    }
+
+    /// Effective address of the memory operand of `insn` with thread `t`'s registers.
+    pub fn effective_address(&self, t: ThreadId, insn: &Instruction) -> u64 {
+        let r = &self.threads[t].regs;
+        let operand = (0..insn.op_count()).find(|&i| insn.op_kind(i) == OpKind::Memory);
+        let Some(operand) = operand else { return 0 };
+        insn.virtual_address(operand, 0, |reg, _, _| Some(register_value(r, reg)))
+            .unwrap_or(0)
+    }
+}
+
+/// Decodes the instruction at `addr` from `bytes` (taken from the ELF file).
+pub fn decode_at(bytes: &[u8], addr: u64) -> Instruction {
+    let mut d = Decoder::with_ip(64, bytes, addr, DecoderOptions::NONE);
+    d.decode()
+}
+
+fn register_value(r: &Regs, reg: Register) -> u64 {
+    use Register::*;
+    let full = reg.full_register();
+    let v = match full {
+        RAX => r.rax,
+        RBX => r.rbx,
+        RCX => r.rcx,
+        RDX => r.rdx,
+        RSI => r.rsi,
+        RDI => r.rdi,
+        RBP => r.rbp,
+        RSP => r.rsp,
+        R8 => r.r8,
+        R9 => r.r9,
+        R10 => r.r10,
+        R11 => r.r11,
+        R12 => r.r12,
+        R13 => r.r13,
+        R14 => r.r14,
+        R15 => r.r15,
+        RIP => r.rip,
+        FS => r.fs_base,
+        GS => r.gs_base,
+        _ => 0,
+    };
+    match reg.size() {
+        4 if reg != full => v & 0xffff_ffff,
+        _ => v,
+    }
+}

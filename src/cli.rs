@@ -44,7 +44,7 @@ pub struct Cli {
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub max_executions: u64,
     /// Wall-clock budget for the whole search, in seconds.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     pub time_limit: Option<f64>,
     /// Most scheduling decisions in one execution.
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
@@ -59,14 +59,27 @@ pub struct Cli {
     #[arg(long)]
     pub quiet_program: bool,
     /// The exit status the program is expected to end with.
-    #[arg(long, default_value_t = 0, value_name = "N", allow_negative_numbers = true)]
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
     pub expect_exit: i32,
     /// Longest a thread may run without reaching a scheduling point, in seconds.
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    #[arg(long, default_value_t = 10.0, value_name = "SECS", value_parser = parse_seconds)]
     pub execution_timeout: f64,
     /// The program to check, then its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "PROG")]
     pub command: Vec<OsString>,
+}
+
+/// Parses a positive, finite number of seconds.
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a positive number of seconds")),
+    }
 }
 
 /// Quotes `s` for a POSIX shell when it needs it.
@@ -87,7 +100,8 @@ mod tests {
 
     #[test]
     fn parses_program_and_args_after_double_dash() {
-        let cli = Cli::try_parse_from(["mcheck", "--seed", "5", "--", "./a.out", "-x", "y"]).unwrap();
+        let cli =
+            Cli::try_parse_from(["mcheck", "--seed", "5", "--", "./a.out", "-x", "y"]).unwrap();
         assert_eq!(cli.seed, 5);
         assert_eq!(cli.command, vec!["./a.out", "-x", "y"]);
         assert_eq!(cli.max_executions, 1000);
@@ -97,6 +111,14 @@ mod tests {
     fn missing_program_is_a_usage_error() {
         assert!(Cli::try_parse_from(["mcheck", "--"]).is_err());
         assert!(Cli::try_parse_from(["mcheck"]).is_err());
+    }
+
+    #[test]
+    fn seconds_must_be_positive() {
+        assert!(Cli::try_parse_from(["mcheck", "--time-limit", "0", "--", "x"]).is_err());
+        assert!(Cli::try_parse_from(["mcheck", "--execution-timeout", "nan", "--", "x"]).is_err());
+        let cli = Cli::try_parse_from(["mcheck", "--time-limit", "1.5", "--", "x"]).unwrap();
+        assert_eq!(cli.time_limit, Some(1.5));
     }
 
     #[test]

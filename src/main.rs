@@ -8,7 +8,9 @@ use anyhow::{Context, Result};
 use clap::Parser;
 
 use mcheck::binary::{check_program, resolve_program};
-use mcheck::cli::{shell_quote, Cli, StrategyName, EXIT_CLEAN, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_USAGE};
+use mcheck::cli::{
+    shell_quote, Cli, StrategyName, EXIT_CLEAN, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_USAGE,
+};
 use mcheck::explore::{RandomScheduler, Scheduler};
 use mcheck::report::{human, json, Finding};
 use mcheck::run::search::search;
@@ -49,9 +51,6 @@ impl From<anyhow::Error> for Failure {
 fn run(cli: Cli) -> Result<i32, Failure> {
     let program = resolve_program(&cli.command[0]).map_err(|e| Failure::Usage(e.to_string()))?;
     check_program(&program).map_err(|e| Failure::Usage(e.to_string()))?;
-    if !(cli.execution_timeout > 0.0) || cli.time_limit.is_some_and(|t| !(t > 0.0)) {
-        return Err(Failure::Usage("time limits must be positive numbers of seconds".into()));
-    }
     let cfg = SearchConfig {
         execution: ExecutionConfig {
             program: program.clone(),
@@ -141,7 +140,11 @@ fn reproduce_command(cli: &Cli, f: &Finding) -> String {
         parts.push(format!("--execution-timeout={}", cli.execution_timeout));
     }
     parts.push("--".into());
-    parts.extend(cli.command.iter().map(|a| shell_quote(&a.to_string_lossy())));
+    parts.extend(
+        cli.command
+            .iter()
+            .map(|a| shell_quote(&a.to_string_lossy())),
+    );
     parts.join(" ")
 }
 

@@ -270,7 +270,7 @@ impl ElfFile {
             if !keep(s.kind) || !contains {
                 continue;
             }
-            if best.map_or(true, |b| symbol_rank(s) < symbol_rank(b)) {
+            if best.is_none_or(|b| symbol_rank(s) < symbol_rank(b)) {
                 best = Some(s);
             }
         }

@@ -161,10 +161,6 @@ pub fn lookup_address(frame_index: usize, addr: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::binary::symbolize::Symbolizer;
-    use std::os::unix::fs::FileExt;
-    use std::sync::mpsc;
-    use std::time::Duration;
 
     #[test]
     fn lookup_addresses() {
@@ -177,81 +173,5 @@ mod tests {
         let map = ModuleMap::read(std::process::id() as i32).unwrap();
         let unwinder = StackUnwinder::new(&map);
         assert!(unwinder.added.len() >= 2, "{unwinder:?}");
-    }
-
-    #[inline(never)]
-    fn park_here(rx: mpsc::Receiver<()>, tid_tx: mpsc::Sender<i32>) {
-        tid_tx.send(nix::unistd::gettid().as_raw()).unwrap();
-        let _ = rx.recv();
-    }
-
-    /// Reads `sp` and `pc` of thread `tid` blocked in a syscall from `/proc`.
-    fn blocked_regs(tid: i32) -> Option<(u64, u64)> {
-        let path = format!("/proc/self/task/{tid}/syscall");
-        for _ in 0..200 {
-            let text = std::fs::read_to_string(&path).ok()?;
-            let fields: Vec<&str> = text.split_whitespace().collect();
-            if fields.len() == 9 && fields[0] == "202" {
-                let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
-                return Some((hex(fields[7])?, hex(fields[8])?));
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        None
-    }
-
-    /// `/proc` gives no rbp: take the first stack slot above `sp` that looks like a saved
-    /// frame pointer (points further up the stack, next to a code address).
-    fn guess_rbp(sp: u64, map: &ModuleMap, read: &mut dyn FnMut(u64) -> Option<u64>) -> u64 {
-        (sp..sp + 0x2000)
-            .step_by(8)
-            .find(|&slot| {
-                let next = read(slot).unwrap_or(0);
-                let ret = read(slot + 8).unwrap_or(0);
-                next > slot && next < sp + 0x10000 && map.find(ret).is_some()
-            })
-            .unwrap_or(0)
-    }
-
-    #[test]
-    fn unwinds_a_blocked_thread_of_this_process() {
-        let (tx, rx) = mpsc::channel();
-        let (tid_tx, tid_rx) = mpsc::channel();
-        let handle = std::thread::spawn(move || park_here(rx, tid_tx));
-        let tid = tid_rx.recv().unwrap();
-        let Some((sp, pc)) = blocked_regs(tid) else {
-            tx.send(()).unwrap();
-            handle.join().unwrap();
-            eprintln!("/proc/self/task/TID/syscall unavailable; skipping");
-            return;
-        };
-        let mem = std::fs::File::open("/proc/self/mem").unwrap();
-        let mut read = |addr: u64| {
-            let mut buf = [0u8; 8];
-            mem.read_exact_at(&mut buf, addr).ok()?;
-            Some(u64::from_le_bytes(buf))
-        };
-        let map = ModuleMap::read(std::process::id() as i32).unwrap();
-        let mut unwinder = StackUnwinder::new(&map);
-        let rbp = guess_rbp(sp, &map, &mut read);
-        let frames = unwinder.unwind(pc, sp, rbp, 64, &mut read);
-        tx.send(()).unwrap();
-        handle.join().unwrap();
-
-        assert_eq!(frames[0], pc);
-        let mut symbolizer = Symbolizer::new();
-        let names: Vec<String> = frames
-            .iter()
-            .enumerate()
-            .filter_map(|(i, &a)| {
-                let m = map.find(a)?;
-                let f = symbolizer.frames(&m.path, m.to_svma(lookup_address(i, a)));
-                f.last()?.function.clone()
-            })
-            .collect();
-        assert!(
-            names.iter().any(|n| n.contains("park_here")),
-            "{frames:x?} {names:#?}"
-        );
     }
 }

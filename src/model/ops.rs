@@ -41,7 +41,11 @@ pub enum Op {
     MutexInit { m: Addr, kind: MutexType },
     /// pthread_mutex_lock/trylock/timedlock; `kind` is the type read from a statically
     /// initialised mutex the model has not seen initialised.
-    MutexLock { m: Addr, attempt: Attempt, kind: MutexType },
+    MutexLock {
+        m: Addr,
+        attempt: Attempt,
+        kind: MutexType,
+    },
     /// pthread_mutex_unlock.
     MutexUnlock { m: Addr },
     /// pthread_mutex_destroy.
@@ -59,7 +63,11 @@ pub enum Op {
     /// pthread_cond_init.
     CondInit { c: Addr },
     /// pthread_cond_wait/timedwait.
-    CondWait { c: Addr, m: Addr, timeout: Option<u64> },
+    CondWait {
+        c: Addr,
+        m: Addr,
+        timeout: Option<u64>,
+    },
     /// pthread_cond_signal.
     CondSignal { c: Addr },
     /// pthread_cond_broadcast.
@@ -91,17 +99,31 @@ pub enum Op {
     /// pthread_spin_destroy.
     SpinDestroy { s: Addr },
     /// pthread_join and its try/timed forms; `target` is None when the handle is unknown.
-    Join { target: Option<ThreadId>, attempt: Attempt },
+    Join {
+        target: Option<ThreadId>,
+        attempt: Attempt,
+    },
     /// pthread_detach.
     Detach { target: Option<ThreadId> },
     /// pthread_once (runs natively).
     Once { o: Addr },
     /// FUTEX_WAIT/WAIT_BITSET.
-    FutexWait { addr: Addr, expected: u32, bitset: u32, timeout: Option<u64> },
+    FutexWait {
+        addr: Addr,
+        expected: u32,
+        bitset: u32,
+        timeout: Option<u64>,
+    },
     /// FUTEX_WAKE/WAKE_BITSET.
     FutexWake { addr: Addr, count: u32, bitset: u32 },
     /// FUTEX_REQUEUE/CMP_REQUEUE.
-    FutexRequeue { addr: Addr, wake: u32, requeue: u32, to: Addr, expected: Option<u32> },
+    FutexRequeue {
+        addr: Addr,
+        wake: u32,
+        requeue: u32,
+        to: Addr,
+        expected: Option<u32>,
+    },
     /// Internal continuation: waiting for a condvar signal, then for the mutex.
     CondResume { c: Addr, m: Addr, count: u32 },
     /// Internal continuation: waiting in a futex queue.
@@ -120,8 +142,14 @@ impl Op {
             Op::Sleep { .. } => "sleep",
             Op::Atomic { .. } => "atomic",
             Op::MutexInit { .. } => "mutex_init",
-            Op::MutexLock { attempt: Attempt::Try, .. } => "mutex_trylock",
-            Op::MutexLock { attempt: Attempt::Timed(_), .. } => "mutex_timedlock",
+            Op::MutexLock {
+                attempt: Attempt::Try,
+                ..
+            } => "mutex_trylock",
+            Op::MutexLock {
+                attempt: Attempt::Timed(_),
+                ..
+            } => "mutex_timedlock",
             Op::MutexLock { .. } => "mutex_lock",
             Op::MutexUnlock { .. } => "mutex_unlock",
             Op::MutexDestroy { .. } => "mutex_destroy",
@@ -137,8 +165,14 @@ impl Op {
             Op::CondBroadcast { .. } => "cond_broadcast",
             Op::CondDestroy { .. } => "cond_destroy",
             Op::SemInit { .. } => "sem_init",
-            Op::SemWait { attempt: Attempt::Try, .. } => "sem_trywait",
-            Op::SemWait { attempt: Attempt::Timed(_), .. } => "sem_timedwait",
+            Op::SemWait {
+                attempt: Attempt::Try,
+                ..
+            } => "sem_trywait",
+            Op::SemWait {
+                attempt: Attempt::Timed(_),
+                ..
+            } => "sem_timedwait",
             Op::SemWait { .. } => "sem_wait",
             Op::SemPost { .. } => "sem_post",
             Op::SemGetValue { .. } => "sem_getvalue",
@@ -147,7 +181,10 @@ impl Op {
             Op::BarrierWait { .. } => "barrier_wait",
             Op::BarrierDestroy { .. } => "barrier_destroy",
             Op::SpinInit { .. } => "spin_init",
-            Op::SpinLock { attempt: Attempt::Try, .. } => "spin_trylock",
+            Op::SpinLock {
+                attempt: Attempt::Try,
+                ..
+            } => "spin_trylock",
             Op::SpinLock { .. } => "spin_lock",
             Op::SpinUnlock { .. } => "spin_unlock",
             Op::SpinDestroy { .. } => "spin_destroy",
@@ -192,9 +229,10 @@ impl Op {
             | Op::BarrierWait { b }
             | Op::BarrierDestroy { b }
             | Op::BarrierResume { b, .. } => r(K::Barrier, b),
-            Op::SpinInit { s } | Op::SpinLock { s, .. } | Op::SpinUnlock { s } | Op::SpinDestroy { s } => {
-                r(K::Spin, s)
-            }
+            Op::SpinInit { s }
+            | Op::SpinLock { s, .. }
+            | Op::SpinUnlock { s }
+            | Op::SpinDestroy { s } => r(K::Spin, s),
             Op::FutexWait { addr, .. }
             | Op::FutexWake { addr, .. }
             | Op::FutexRequeue { addr, .. }

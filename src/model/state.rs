@@ -125,12 +125,30 @@ impl Model {
     pub fn set_pending(&mut self, t: ThreadId, op: Op, site: Site) -> Result<(), ModelFinding> {
         let timeout = match op {
             Op::Sleep { ns } => Some(ns),
-            Op::MutexLock { attempt: Attempt::Timed(ns), .. }
-            | Op::RwRead { attempt: Attempt::Timed(ns), .. }
-            | Op::RwWrite { attempt: Attempt::Timed(ns), .. }
-            | Op::SemWait { attempt: Attempt::Timed(ns), .. }
-            | Op::SpinLock { attempt: Attempt::Timed(ns), .. }
-            | Op::Join { attempt: Attempt::Timed(ns), .. } => Some(ns),
+            Op::MutexLock {
+                attempt: Attempt::Timed(ns),
+                ..
+            }
+            | Op::RwRead {
+                attempt: Attempt::Timed(ns),
+                ..
+            }
+            | Op::RwWrite {
+                attempt: Attempt::Timed(ns),
+                ..
+            }
+            | Op::SemWait {
+                attempt: Attempt::Timed(ns),
+                ..
+            }
+            | Op::SpinLock {
+                attempt: Attempt::Timed(ns),
+                ..
+            }
+            | Op::Join {
+                attempt: Attempt::Timed(ns),
+                ..
+            } => Some(ns),
             _ => None,
         };
         let th = &mut self.threads[t];
@@ -156,7 +174,9 @@ impl Model {
         match *op {
             Op::Sleep { .. } => th.timed_out,
             Op::MutexLock { m, attempt, .. } => {
-                attempt == Attempt::Try || th.timed_out || self.mutex_acquirable(&self.mutexes, m, t)
+                attempt == Attempt::Try
+                    || th.timed_out
+                    || self.mutex_acquirable(&self.mutexes, m, t)
             }
             Op::SpinLock { s, attempt } => {
                 attempt == Attempt::Try || th.timed_out || self.mutex_acquirable(&self.spins, s, t)
@@ -164,7 +184,10 @@ impl Model {
             Op::RwRead { l, attempt } => {
                 attempt == Attempt::Try
                     || th.timed_out
-                    || self.rwlocks.get(&l).is_none_or(|rw| rw.writer.is_none_or(|(w, _)| w == t))
+                    || self
+                        .rwlocks
+                        .get(&l)
+                        .is_none_or(|rw| rw.writer.is_none_or(|(w, _)| w == t))
             }
             Op::RwWrite { l, attempt } => {
                 attempt == Attempt::Try
@@ -196,7 +219,8 @@ impl Model {
                     }
             }
             Op::CondResume { m, .. } => {
-                (th.woken || th.timed_out) && self.mutexes.get(&m).is_none_or(|mx| mx.owner.is_none())
+                (th.woken || th.timed_out)
+                    && self.mutexes.get(&m).is_none_or(|mx| mx.owner.is_none())
             }
             Op::FutexResume { .. } => th.woken || th.timed_out,
             Op::BarrierResume { b, generation } => self
@@ -220,7 +244,9 @@ impl Model {
 
     /// All enabled threads, in id order.
     pub fn enabled_threads(&self) -> Vec<ThreadId> {
-        (0..self.threads.len()).filter(|&t| self.is_enabled(t)).collect()
+        (0..self.threads.len())
+            .filter(|&t| self.is_enabled(t))
+            .collect()
     }
 
     /// Threads that have a pending operation they cannot perform.
@@ -321,7 +347,8 @@ impl Model {
                         return self.misuse(t, op, "re-initialises a locked mutex".into());
                     }
                 }
-                self.mutexes.insert(m, MutexState::new(kind, Life::Initialised));
+                self.mutexes
+                    .insert(m, MutexState::new(kind, Life::Initialised));
                 Ok(Return(0))
             }
             Op::MutexLock { m, attempt, kind } => {
@@ -466,7 +493,11 @@ impl Model {
                 Ok(Return(0))
             }
             Op::CondWait { c, m, timeout } => {
-                if self.conds.get(&c).is_some_and(|cv| cv.life == Life::Destroyed) {
+                if self
+                    .conds
+                    .get(&c)
+                    .is_some_and(|cv| cv.life == Life::Destroyed)
+                {
                     return self.misuse(t, op, "waits on a destroyed condition variable".into());
                 }
                 let count = match self.mutexes.get_mut(&m) {
@@ -506,7 +537,11 @@ impl Model {
                 if cv.life == Life::Destroyed {
                     return self.misuse(t, op, "signals a destroyed condition variable".into());
                 }
-                let n = if all { cv.waiters.len() } else { cv.waiters.len().min(1) };
+                let n = if all {
+                    cv.waiters.len()
+                } else {
+                    cv.waiters.len().min(1)
+                };
                 let woken: Vec<ThreadId> = cv.waiters.drain(..n).collect();
                 for w in woken {
                     self.threads[w].woken = true;
@@ -579,7 +614,10 @@ impl Model {
                 Ok(Return(0))
             }
             Op::BarrierWait { b } => {
-                let Some(bar) = self.barriers.get_mut(&b).filter(|x| x.life == Life::Initialised)
+                let Some(bar) = self
+                    .barriers
+                    .get_mut(&b)
+                    .filter(|x| x.life == Life::Initialised)
                 else {
                     let what = if self.barriers.contains_key(&b) {
                         "waits on a destroyed barrier"
@@ -602,13 +640,21 @@ impl Model {
             Op::BarrierDestroy { b } => match self.barriers.get_mut(&b) {
                 Some(bar) if bar.arrived > 0 => {
                     let n = bar.arrived;
-                    self.misuse(t, op, format!("destroys a barrier that {n} thread(s) wait on"))
+                    self.misuse(
+                        t,
+                        op,
+                        format!("destroys a barrier that {n} thread(s) wait on"),
+                    )
                 }
                 Some(bar) => {
                     bar.life = Life::Destroyed;
                     Ok(Return(0))
                 }
-                None => self.misuse(t, op, "destroys a barrier that was never initialised".into()),
+                None => self.misuse(
+                    t,
+                    op,
+                    "destroys a barrier that was never initialised".into(),
+                ),
             },
             Op::Join { target, attempt } => {
                 let Some(u) = target else { return Ok(Native) };
@@ -626,7 +672,11 @@ impl Model {
                     return self.misuse(t, op, format!("joins thread T{u}, which is detached"));
                 }
                 if !self.threads[u].finished {
-                    return Ok(Error(if attempt == Attempt::Try { EBUSY } else { ETIMEDOUT }));
+                    return Ok(Error(if attempt == Attempt::Try {
+                        EBUSY
+                    } else {
+                        ETIMEDOUT
+                    }));
                 }
                 self.threads[u].joined_by = Some(t);
                 Ok(Native)
@@ -637,7 +687,11 @@ impl Model {
                         return self.misuse(t, op, format!("detaches thread T{u} twice"));
                     }
                     if self.threads[u].joined_by.is_some() {
-                        return self.misuse(t, op, format!("detaches thread T{u} after joining it"));
+                        return self.misuse(
+                            t,
+                            op,
+                            format!("detaches thread T{u} after joining it"),
+                        );
                     }
                     self.threads[u].detached = true;
                 }
@@ -752,7 +806,13 @@ impl Model {
     }
 }
 
-fn lock_mutex(mx: &mut MutexState, t: ThreadId, site: Site, attempt: Attempt, timed_out: bool) -> Outcome {
+fn lock_mutex(
+    mx: &mut MutexState,
+    t: ThreadId,
+    site: Site,
+    attempt: Attempt,
+    timed_out: bool,
+) -> Outcome {
     use Completion::*;
     match mx.owner {
         None => {
@@ -766,8 +826,8 @@ fn lock_mutex(mx: &mut MutexState, t: ThreadId, site: Site, attempt: Attempt, ti
                 mx.count += 1;
                 Ok(Return(0))
             }
+            _ if attempt == Attempt::Try => Ok(Error(EBUSY)),
             MutexType::ErrorCheck => Ok(Error(EDEADLK)),
-            MutexType::Normal if attempt == Attempt::Try => Ok(Error(EBUSY)),
             MutexType::Normal => Ok(Error(ETIMEDOUT)),
         },
         Some(_) if attempt == Attempt::Try => Ok(Error(EBUSY)),

@@ -30,7 +30,9 @@ fn lock(m: Addr) -> Op {
 
 /// Sets `op` pending for `t` and executes it at once.
 fn run(model: &mut Model, mem: &mut FakeMemory, t: ThreadId, op: Op) -> Completion {
-    model.set_pending(t, op, 0x42).expect("no finding on set_pending");
+    model
+        .set_pending(t, op, 0x42)
+        .expect("no finding on set_pending");
     assert!(model.is_enabled(t), "thread {t} should be enabled");
     model.execute(t, mem).expect("no finding on execute")
 }
@@ -43,7 +45,10 @@ fn mutex_blocks_second_locker_until_unlock() {
     m.set_pending(t1, lock(M1), 7).unwrap();
     assert!(!m.is_enabled(t1));
     assert_eq!(m.enabled_threads(), Vec::<ThreadId>::new());
-    assert_eq!(run(&mut m, &mut mem, 0, Op::MutexUnlock { m: M1 }), Completion::Return(0));
+    assert_eq!(
+        run(&mut m, &mut mem, 0, Op::MutexUnlock { m: M1 }),
+        Completion::Return(0)
+    );
     assert!(m.is_enabled(t1));
 }
 
@@ -55,7 +60,10 @@ fn abba_is_a_local_deadlock_with_both_threads() {
     run(&mut m, &mut mem, t1, lock(M2));
     m.set_pending(0, lock(M2), 1).unwrap();
     match m.set_pending(t1, lock(M1), 2) {
-        Err(ModelFinding::Deadlock { local: true, blocked }) => {
+        Err(ModelFinding::Deadlock {
+            local: true,
+            blocked,
+        }) => {
             let ids: Vec<_> = blocked.iter().map(|b| b.thread).collect();
             assert_eq!(ids, vec![t1, 0]);
             assert_eq!(blocked[0].holders[0].thread, 0);
@@ -74,16 +82,35 @@ fn relocking_a_normal_mutex_deadlocks_but_errorcheck_returns_edeadlk() {
         Err(ModelFinding::Deadlock { local: true, .. })
     ));
     let (mut m, mut mem) = (Model::new(), FakeMemory::default());
-    run(&mut m, &mut mem, 0, Op::MutexInit { m: M1, kind: MutexType::ErrorCheck });
+    run(
+        &mut m,
+        &mut mem,
+        0,
+        Op::MutexInit {
+            m: M1,
+            kind: MutexType::ErrorCheck,
+        },
+    );
     run(&mut m, &mut mem, 0, lock(M1));
-    assert_eq!(run(&mut m, &mut mem, 0, lock(M1)), Completion::Error(errno::EDEADLK));
+    assert_eq!(
+        run(&mut m, &mut mem, 0, lock(M1)),
+        Completion::Error(errno::EDEADLK)
+    );
 }
 
 #[test]
 fn recursive_mutex_counts() {
     let (mut m, mut mem) = (Model::new(), FakeMemory::default());
     let t1 = m.add_thread();
-    run(&mut m, &mut mem, 0, Op::MutexInit { m: M1, kind: MutexType::Recursive });
+    run(
+        &mut m,
+        &mut mem,
+        0,
+        Op::MutexInit {
+            m: M1,
+            kind: MutexType::Recursive,
+        },
+    );
     run(&mut m, &mut mem, 0, lock(M1));
     run(&mut m, &mut mem, 0, lock(M1));
     run(&mut m, &mut mem, 0, Op::MutexUnlock { m: M1 });
@@ -97,7 +124,10 @@ fn recursive_mutex_counts() {
 fn unlocking_an_unheld_mutex_is_misuse() {
     let (mut m, mut mem) = (Model::new(), FakeMemory::default());
     m.set_pending(0, Op::MutexUnlock { m: M1 }, 0).unwrap();
-    assert!(matches!(m.execute(0, &mut mem), Err(ModelFinding::Misuse { thread: 0, .. })));
+    assert!(matches!(
+        m.execute(0, &mut mem),
+        Err(ModelFinding::Misuse { thread: 0, .. })
+    ));
 }
 
 #[test]
@@ -105,7 +135,10 @@ fn destroying_a_locked_mutex_is_misuse() {
     let (mut m, mut mem) = (Model::new(), FakeMemory::default());
     run(&mut m, &mut mem, 0, lock(M1));
     m.set_pending(0, Op::MutexDestroy { m: M1 }, 0).unwrap();
-    assert!(matches!(m.execute(0, &mut mem), Err(ModelFinding::Misuse { .. })));
+    assert!(matches!(
+        m.execute(0, &mut mem),
+        Err(ModelFinding::Misuse { .. })
+    ));
 }
 
 #[test]
@@ -115,7 +148,10 @@ fn exit_while_holding_is_reported_when_someone_waits() {
     run(&mut m, &mut mem, t1, lock(M1));
     m.thread_exited(t1).unwrap();
     match m.set_pending(0, lock(M1), 0) {
-        Err(ModelFinding::Deadlock { local: true, blocked }) => {
+        Err(ModelFinding::Deadlock {
+            local: true,
+            blocked,
+        }) => {
             assert!(blocked[0].holders[0].exited);
         }
         other => panic!("expected a deadlock, got {other:?}"),
@@ -128,7 +164,16 @@ fn condvar_wait_releases_and_reacquires_the_mutex() {
     let t1 = m.add_thread();
     const C: Addr = 0x3000;
     run(&mut m, &mut mem, t1, lock(M1));
-    let r = run(&mut m, &mut mem, t1, Op::CondWait { c: C, m: M1, timeout: None });
+    let r = run(
+        &mut m,
+        &mut mem,
+        t1,
+        Op::CondWait {
+            c: C,
+            m: M1,
+            timeout: None,
+        },
+    );
     assert_eq!(r, Completion::Blocked);
     assert!(!m.is_enabled(t1));
     run(&mut m, &mut mem, 0, lock(M1));
@@ -147,11 +192,23 @@ fn lost_wakeup_is_a_global_deadlock() {
     const C: Addr = 0x3000;
     run(&mut m, &mut mem, 0, Op::CondSignal { c: C });
     run(&mut m, &mut mem, 0, lock(M1));
-    run(&mut m, &mut mem, 0, Op::CondWait { c: C, m: M1, timeout: None });
+    run(
+        &mut m,
+        &mut mem,
+        0,
+        Op::CondWait {
+            c: C,
+            m: M1,
+            timeout: None,
+        },
+    );
     assert!(m.enabled_threads().is_empty());
     assert!(!m.fire_next_timeout());
     match m.global_deadlock() {
-        ModelFinding::Deadlock { local: false, blocked } => {
+        ModelFinding::Deadlock {
+            local: false,
+            blocked,
+        } => {
             assert_eq!(blocked[0].object.kind, ObjectKind::Cond);
         }
         other => panic!("{other:?}"),
@@ -163,10 +220,22 @@ fn timed_condvar_wait_times_out_on_virtual_time() {
     let (mut m, mut mem) = (Model::new(), FakeMemory::default());
     const C: Addr = 0x3000;
     run(&mut m, &mut mem, 0, lock(M1));
-    run(&mut m, &mut mem, 0, Op::CondWait { c: C, m: M1, timeout: Some(5_000) });
+    run(
+        &mut m,
+        &mut mem,
+        0,
+        Op::CondWait {
+            c: C,
+            m: M1,
+            timeout: Some(5_000),
+        },
+    );
     assert!(m.fire_next_timeout());
     assert_eq!(m.now(), 5_000);
-    assert_eq!(m.execute(0, &mut mem).unwrap(), Completion::Error(errno::ETIMEDOUT));
+    assert_eq!(
+        m.execute(0, &mut mem).unwrap(),
+        Completion::Error(errno::ETIMEDOUT)
+    );
 }
 
 #[test]
@@ -177,7 +246,11 @@ fn sleep_fires_only_when_nothing_else_runs() {
     assert_eq!(m.enabled_threads(), vec![t1]);
     m.set_pending(t1, Op::Sleep { ns: 10 }, 0).unwrap();
     assert!(m.fire_next_timeout());
-    assert_eq!(m.enabled_threads(), vec![t1], "the shorter sleep fires first");
+    assert_eq!(
+        m.enabled_threads(),
+        vec![t1],
+        "the shorter sleep fires first"
+    );
 }
 
 #[test]
@@ -185,12 +258,36 @@ fn semaphore_counts_and_blocks() {
     let (mut m, mut mem) = (Model::new(), FakeMemory::default());
     const S: Addr = 0x4000;
     run(&mut m, &mut mem, 0, Op::SemInit { s: S, value: 1 });
-    run(&mut m, &mut mem, 0, Op::SemWait { s: S, attempt: Attempt::Block });
+    run(
+        &mut m,
+        &mut mem,
+        0,
+        Op::SemWait {
+            s: S,
+            attempt: Attempt::Block,
+        },
+    );
     assert_eq!(
-        run(&mut m, &mut mem, 0, Op::SemWait { s: S, attempt: Attempt::Try }),
+        run(
+            &mut m,
+            &mut mem,
+            0,
+            Op::SemWait {
+                s: S,
+                attempt: Attempt::Try
+            }
+        ),
         Completion::Error(errno::EAGAIN)
     );
-    m.set_pending(0, Op::SemWait { s: S, attempt: Attempt::Block }, 0).unwrap();
+    m.set_pending(
+        0,
+        Op::SemWait {
+            s: S,
+            attempt: Attempt::Block,
+        },
+        0,
+    )
+    .unwrap();
     assert!(!m.is_enabled(0));
 }
 
@@ -198,7 +295,10 @@ fn semaphore_counts_and_blocks() {
 fn semaphore_without_init_is_misuse() {
     let (mut m, mut mem) = (Model::new(), FakeMemory::default());
     m.set_pending(0, Op::SemPost { s: 0x4000 }, 0).unwrap();
-    assert!(matches!(m.execute(0, &mut mem), Err(ModelFinding::Misuse { .. })));
+    assert!(matches!(
+        m.execute(0, &mut mem),
+        Err(ModelFinding::Misuse { .. })
+    ));
 }
 
 #[test]
@@ -207,9 +307,15 @@ fn barrier_releases_all_and_one_is_serial() {
     const B: Addr = 0x5000;
     let t1 = m.add_thread();
     run(&mut m, &mut mem, 0, Op::BarrierInit { b: B, count: 2 });
-    assert_eq!(run(&mut m, &mut mem, t1, Op::BarrierWait { b: B }), Completion::Blocked);
+    assert_eq!(
+        run(&mut m, &mut mem, t1, Op::BarrierWait { b: B }),
+        Completion::Blocked
+    );
     assert!(!m.is_enabled(t1));
-    assert_eq!(run(&mut m, &mut mem, 0, Op::BarrierWait { b: B }), Completion::Return(-1));
+    assert_eq!(
+        run(&mut m, &mut mem, 0, Op::BarrierWait { b: B }),
+        Completion::Return(-1)
+    );
     assert!(m.is_enabled(t1));
     assert_eq!(m.execute(t1, &mut mem).unwrap(), Completion::Return(0));
 }
@@ -225,7 +331,10 @@ fn futex_wait_checks_the_word_and_wake_releases() {
         bitset: u32::MAX,
         timeout: None,
     };
-    assert_eq!(run(&mut m, &mut mem, t1, wait(1)), Completion::Error(errno::EAGAIN));
+    assert_eq!(
+        run(&mut m, &mut mem, t1, wait(1)),
+        Completion::Error(errno::EAGAIN)
+    );
     assert_eq!(run(&mut m, &mut mem, t1, wait(2)), Completion::Blocked);
     let wake = Op::FutexWake {
         addr: 0x6000,
@@ -249,7 +358,10 @@ fn join_waits_for_exit_and_double_join_is_misuse() {
     m.thread_exited(t1).unwrap();
     assert_eq!(m.execute(0, &mut mem).unwrap(), Completion::Native);
     m.set_pending(0, join, 0).unwrap();
-    assert!(matches!(m.execute(0, &mut mem), Err(ModelFinding::Misuse { .. })));
+    assert!(matches!(
+        m.execute(0, &mut mem),
+        Err(ModelFinding::Misuse { .. })
+    ));
 }
 
 #[test]
@@ -274,9 +386,33 @@ fn rwlock_readers_share_writers_exclude() {
     const L: Addr = 0x7000;
     let t1 = m.add_thread();
     let t2 = m.add_thread();
-    run(&mut m, &mut mem, 0, Op::RwRead { l: L, attempt: Attempt::Block });
-    run(&mut m, &mut mem, t1, Op::RwRead { l: L, attempt: Attempt::Block });
-    m.set_pending(t2, Op::RwWrite { l: L, attempt: Attempt::Block }, 0).unwrap();
+    run(
+        &mut m,
+        &mut mem,
+        0,
+        Op::RwRead {
+            l: L,
+            attempt: Attempt::Block,
+        },
+    );
+    run(
+        &mut m,
+        &mut mem,
+        t1,
+        Op::RwRead {
+            l: L,
+            attempt: Attempt::Block,
+        },
+    );
+    m.set_pending(
+        t2,
+        Op::RwWrite {
+            l: L,
+            attempt: Attempt::Block,
+        },
+        0,
+    )
+    .unwrap();
     assert!(!m.is_enabled(t2));
     run(&mut m, &mut mem, 0, Op::RwUnlock { l: L });
     assert!(!m.is_enabled(t2));
@@ -290,7 +426,19 @@ fn condvar_destroy_with_waiter_is_misuse() {
     const C: Addr = 0x3000;
     let t1 = m.add_thread();
     run(&mut m, &mut mem, t1, lock(M1));
-    run(&mut m, &mut mem, t1, Op::CondWait { c: C, m: M1, timeout: None });
+    run(
+        &mut m,
+        &mut mem,
+        t1,
+        Op::CondWait {
+            c: C,
+            m: M1,
+            timeout: None,
+        },
+    );
     m.set_pending(0, Op::CondDestroy { c: C }, 0).unwrap();
-    assert!(matches!(m.execute(0, &mut mem), Err(ModelFinding::Misuse { .. })));
+    assert!(matches!(
+        m.execute(0, &mut mem),
+        Err(ModelFinding::Misuse { .. })
+    ));
 }

@@ -68,7 +68,9 @@ impl Model {
             exited: self.threads[thread].finished,
         };
         let (object, holders) = match *op {
-            Op::Join { target: Some(u), .. } => (
+            Op::Join {
+                target: Some(u), ..
+            } => (
                 ObjectRef {
                     kind: ObjectKind::Thread,
                     addr: u as u64,
@@ -143,9 +145,16 @@ impl Model {
             || matches!(
                 th.pending,
                 Some(
-                    Op::MutexLock { attempt: Attempt::Timed(_), .. }
-                        | Op::RwRead { attempt: Attempt::Timed(_), .. }
-                        | Op::RwWrite { attempt: Attempt::Timed(_), .. }
+                    Op::MutexLock {
+                        attempt: Attempt::Timed(_),
+                        ..
+                    } | Op::RwRead {
+                        attempt: Attempt::Timed(_),
+                        ..
+                    } | Op::RwWrite {
+                        attempt: Attempt::Timed(_),
+                        ..
+                    }
                 )
             );
         th.pending.is_some() && !timed && !self.is_enabled(t)

@@ -84,7 +84,12 @@ pub fn run_execution(
 ) -> Result<ExecutionOutcome> {
     let (capture, stderr_fd) = StderrCapture::start(!cfg.quiet_program)?;
     let stdout = if cfg.quiet_program {
-        Some(std::fs::OpenOptions::new().write(true).open("/dev/null")?.into())
+        Some(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/null")?
+                .into(),
+        )
     } else {
         None
     };
@@ -184,7 +189,8 @@ const CLONE_SETTLS: u64 = 0x0008_0000;
 impl Execution<'_> {
     fn run(&mut self, sched: &mut dyn Scheduler) -> Result<ExecutionOutcome> {
         let entry = auxv_entry(self.p.pid)?;
-        self.p.add_breakpoints(&[entry], |_| Some(BreakpointKind::Entry))?;
+        self.p
+            .add_breakpoints(&[entry], |_| Some(BreakpointKind::Entry))?;
         let mut current: Option<ThreadId> = None;
         let first = self.resume_and_run(0)?;
         if let Some(done) = self.settle(0, first)? {
@@ -320,7 +326,9 @@ impl Execution<'_> {
     fn fault_during_step(&mut self, t: ThreadId, ev: Event) -> Result<Option<Finding>> {
         match ev {
             Event::Signal(sig) => Ok(self.signal_finding(t, sig)),
-            _ => Err(anyhow!("unexpected event {ev:?} while stepping thread T{t}")),
+            _ => Err(anyhow!(
+                "unexpected event {ev:?} while stepping thread T{t}"
+            )),
         }
     }
 
@@ -339,7 +347,9 @@ impl Execution<'_> {
                     self.check_timeout(tid)?;
                     continue;
                 }
-                WaitOutcome::NoChildren => return Ok(RunResult::ProcessEnded(ProcessEnd::Vanished)),
+                WaitOutcome::NoChildren => {
+                    return Ok(RunResult::ProcessEnded(ProcessEnd::Vanished))
+                }
                 WaitOutcome::Event(pid, ev) => (pid, ev),
             };
             if self.p.foreign.contains(&pid) {
@@ -463,8 +473,12 @@ impl Execution<'_> {
                 events::resume(tid, None)?;
                 Ok(None)
             }
-            Event::Exiting(_) => {
+            Event::Exiting(status) => {
                 self.p.threads[t].gone = true;
+                if status & 0x7f != 0 {
+                    // Death by a signal takes every thread with it.
+                    self.group_exiting = true;
+                }
                 events::resume(tid, None)?;
                 if self.group_exiting {
                     return Ok(None);
@@ -480,12 +494,14 @@ impl Execution<'_> {
                 }
                 Ok(Some(RunResult::ThreadExited))
             }
-            Event::Exited(code) if tid == self.p.pid && self.live_threads() <= 1 => {
+            Event::Exited(code) if tid == self.p.pid => {
                 Ok(Some(RunResult::ProcessEnded(ProcessEnd::Exited(code))))
             }
             Event::Killed(sig) if tid == self.p.pid => {
                 Ok(Some(RunResult::ProcessEnded(ProcessEnd::Killed(sig))))
             }
+            // During a group exit only the end of the whole process matters.
+            Event::Exited(_) | Event::Killed(_) if self.group_exiting => Ok(None),
             Event::Exited(_) | Event::Killed(_) => {
                 self.p.threads[t].gone = true;
                 Ok(Some(RunResult::ThreadExited))
@@ -510,10 +526,6 @@ impl Execution<'_> {
                 Ok(None)
             }
         }
-    }
-
-    fn live_threads(&self) -> usize {
-        self.p.threads.iter().filter(|t| !t.gone).count()
     }
 
     /// Waits until exiting thread `t` is reaped, serving other events meanwhile.
@@ -628,7 +640,11 @@ impl Execution<'_> {
         }
         let id = self.model.add_thread();
         let started = self.p.early_stops.remove(&child);
-        let clear_tid = if flags & CLONE_CHILD_CLEARTID != 0 { ctid } else { 0 };
+        let clear_tid = if flags & CLONE_CHILD_CLEARTID != 0 {
+            ctid
+        } else {
+            0
+        };
         let handle = if flags & CLONE_SETTLS != 0 { tls } else { 0 };
         self.p
             .threads
@@ -645,7 +661,9 @@ impl Execution<'_> {
         self.symbols.refresh(self.p.pid.as_raw());
         let modules = self.symbols.modules().clone();
         for m in modules.modules() {
-            let Ok(elf) = ElfFile::load(&m.path) else { continue };
+            let Ok(elf) = ElfFile::load(&m.path) else {
+                continue;
+            };
             let is_main = m.path == self.cfg.program;
             let is_libc = file_is_libc(&m.path);
             if is_libc || (is_main && elf.is_static()) {
@@ -679,13 +697,17 @@ impl Execution<'_> {
                 let mut addrs = Vec::with_capacity(svmas.len());
                 let mut insns = std::collections::HashMap::new();
                 for s in svmas {
-                    let Some(bytes) = elf.read_svma(s, 16) else { continue };
+                    let Some(bytes) = elf.read_svma(s, 16) else {
+                        continue;
+                    };
                     let avma = m.to_avma(s);
                     insns.insert(avma, decode_at(bytes, avma));
                     addrs.push(avma);
                 }
                 self.p.add_breakpoints(&addrs, |a| {
-                    insns.remove(&a).map(|i| BreakpointKind::Atomic(Box::new(i)))
+                    insns
+                        .remove(&a)
+                        .map(|i| BreakpointKind::Atomic(Box::new(i)))
                 })?;
             }
         }
@@ -789,7 +811,11 @@ impl Execution<'_> {
                     .unwrap_or_default();
                 let state = format!("{message}{what}");
                 let report = self.thread_report(thread, state.clone());
-                self.finding(FindingKind::ApiMisuse, format!("thread T{thread} {state}"), vec![report])
+                self.finding(
+                    FindingKind::ApiMisuse,
+                    format!("thread T{thread} {state}"),
+                    vec![report],
+                )
             }
             ModelFinding::Deadlock { local, blocked } => {
                 let mut threads = Vec::new();
@@ -802,7 +828,7 @@ impl Execution<'_> {
                             if h.exited {
                                 String::new()
                             } else {
-                                format!(", which has not exited")
+                                ", which has not exited".to_string()
                             }
                         } else {
                             let at = if h.site != 0 {
@@ -944,16 +970,15 @@ fn describe_deadlock(local: bool, blocked: &[crate::model::BlockedThread]) -> St
                 blocked[0].object.kind.name()
             );
         }
-        return format!("threads {} wait for each other in a cycle", names.join(", "));
+        return format!(
+            "threads {} wait for each other in a cycle",
+            names.join(", ")
+        );
     }
     format!(
         "no thread can run: {} blocked forever ({})",
         names.join(", "),
-        blocked
-            .iter()
-            .map(|b| b.op)
-            .collect::<Vec<_>>()
-            .join(", ")
+        blocked.iter().map(|b| b.op).collect::<Vec<_>>().join(", ")
     )
 }
 

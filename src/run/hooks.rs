@@ -183,18 +183,46 @@ impl Hook {
             MutexUnlock => Op::MutexUnlock { m: a[0] },
             MutexDestroy => Op::MutexDestroy { m: a[0] },
             RwInit => Op::RwInit { l: a[0] },
-            RwRead => Op::RwRead { l: a[0], attempt: Attempt::Block },
-            RwTryRead => Op::RwRead { l: a[0], attempt: Attempt::Try },
-            RwTimedRead => Op::RwRead { l: a[0], attempt: timed(a[1], rt) },
-            RwClockRead => Op::RwRead { l: a[0], attempt: timed(a[2], a[1] as i32) },
-            RwWrite => Op::RwWrite { l: a[0], attempt: Attempt::Block },
-            RwTryWrite => Op::RwWrite { l: a[0], attempt: Attempt::Try },
-            RwTimedWrite => Op::RwWrite { l: a[0], attempt: timed(a[1], rt) },
-            RwClockWrite => Op::RwWrite { l: a[0], attempt: timed(a[2], a[1] as i32) },
+            RwRead => Op::RwRead {
+                l: a[0],
+                attempt: Attempt::Block,
+            },
+            RwTryRead => Op::RwRead {
+                l: a[0],
+                attempt: Attempt::Try,
+            },
+            RwTimedRead => Op::RwRead {
+                l: a[0],
+                attempt: timed(a[1], rt),
+            },
+            RwClockRead => Op::RwRead {
+                l: a[0],
+                attempt: timed(a[2], a[1] as i32),
+            },
+            RwWrite => Op::RwWrite {
+                l: a[0],
+                attempt: Attempt::Block,
+            },
+            RwTryWrite => Op::RwWrite {
+                l: a[0],
+                attempt: Attempt::Try,
+            },
+            RwTimedWrite => Op::RwWrite {
+                l: a[0],
+                attempt: timed(a[1], rt),
+            },
+            RwClockWrite => Op::RwWrite {
+                l: a[0],
+                attempt: timed(a[2], a[1] as i32),
+            },
             RwUnlock => Op::RwUnlock { l: a[0] },
             RwDestroy => Op::RwDestroy { l: a[0] },
             CondInit => Op::CondInit { c: a[0] },
-            CondWait => Op::CondWait { c: a[0], m: a[1], timeout: None },
+            CondWait => Op::CondWait {
+                c: a[0],
+                m: a[1],
+                timeout: None,
+            },
             CondTimedWait => Op::CondWait {
                 c: a[0],
                 m: a[1],
@@ -208,24 +236,54 @@ impl Hook {
             CondSignal => Op::CondSignal { c: a[0] },
             CondBroadcast => Op::CondBroadcast { c: a[0] },
             CondDestroy => Op::CondDestroy { c: a[0] },
-            SemInit => Op::SemInit { s: a[0], value: a[2] as u32 },
-            SemWait => Op::SemWait { s: a[0], attempt: Attempt::Block },
-            SemTryWait => Op::SemWait { s: a[0], attempt: Attempt::Try },
-            SemTimedWait => Op::SemWait { s: a[0], attempt: timed(a[1], rt) },
-            SemClockWait => Op::SemWait { s: a[0], attempt: timed(a[2], a[1] as i32) },
+            SemInit => Op::SemInit {
+                s: a[0],
+                value: a[2] as u32,
+            },
+            SemWait => Op::SemWait {
+                s: a[0],
+                attempt: Attempt::Block,
+            },
+            SemTryWait => Op::SemWait {
+                s: a[0],
+                attempt: Attempt::Try,
+            },
+            SemTimedWait => Op::SemWait {
+                s: a[0],
+                attempt: timed(a[1], rt),
+            },
+            SemClockWait => Op::SemWait {
+                s: a[0],
+                attempt: timed(a[2], a[1] as i32),
+            },
             SemPost => Op::SemPost { s: a[0] },
             SemGetValue => Op::SemGetValue { s: a[0], out: a[1] },
             SemDestroy => Op::SemDestroy { s: a[0] },
-            BarrierInit => Op::BarrierInit { b: a[0], count: a[2] as u32 },
+            BarrierInit => Op::BarrierInit {
+                b: a[0],
+                count: a[2] as u32,
+            },
             BarrierWait => Op::BarrierWait { b: a[0] },
             BarrierDestroy => Op::BarrierDestroy { b: a[0] },
             SpinInit => Op::SpinInit { s: a[0] },
-            SpinLock => Op::SpinLock { s: a[0], attempt: Attempt::Block },
-            SpinTryLock => Op::SpinLock { s: a[0], attempt: Attempt::Try },
+            SpinLock => Op::SpinLock {
+                s: a[0],
+                attempt: Attempt::Block,
+            },
+            SpinTryLock => Op::SpinLock {
+                s: a[0],
+                attempt: Attempt::Try,
+            },
             SpinUnlock => Op::SpinUnlock { s: a[0] },
             SpinDestroy => Op::SpinDestroy { s: a[0] },
-            Join => Op::Join { target: cx.thread_of_handle(a[0]), attempt: Attempt::Block },
-            TryJoin => Op::Join { target: cx.thread_of_handle(a[0]), attempt: Attempt::Try },
+            Join => Op::Join {
+                target: cx.thread_of_handle(a[0]),
+                attempt: Attempt::Block,
+            },
+            TryJoin => Op::Join {
+                target: cx.thread_of_handle(a[0]),
+                attempt: Attempt::Try,
+            },
             TimedJoin => Op::Join {
                 target: cx.thread_of_handle(a[0]),
                 attempt: timed(a[2], rt),
@@ -234,7 +292,9 @@ impl Hook {
                 target: cx.thread_of_handle(a[0]),
                 attempt: timed(a[3], a[2] as i32),
             },
-            Detach => Op::Detach { target: cx.thread_of_handle(a[0]) },
+            Detach => Op::Detach {
+                target: cx.thread_of_handle(a[0]),
+            },
             Once => Op::Once { o: a[0] },
         }
     }
@@ -279,11 +339,18 @@ mod tests {
     fn join_resolves_handles_and_timed_ops_carry_timeouts() {
         assert_eq!(
             Hook::Join.op([0xabc, 0, 0, 0, 0, 0], &Cx),
-            Op::Join { target: Some(3), attempt: Attempt::Block }
+            Op::Join {
+                target: Some(3),
+                attempt: Attempt::Block
+            }
         );
         assert_eq!(
             Hook::CondTimedWait.op([1, 2, 3, 0, 0, 0], &Cx),
-            Op::CondWait { c: 1, m: 2, timeout: Some(5) }
+            Op::CondWait {
+                c: 1,
+                m: 2,
+                timeout: Some(5)
+            }
         );
     }
 

@@ -58,7 +58,11 @@ impl Symbols {
     /// Source frames for `addr` (innermost inlined first; never empty). With
     /// `return_address`, the call instruction before `addr` is looked up.
     pub fn frame_at(&mut self, addr: u64, return_address: bool) -> Vec<Frame> {
-        let lookup = if return_address { addr.saturating_sub(1) } else { addr };
+        let lookup = if return_address {
+            addr.saturating_sub(1)
+        } else {
+            addr
+        };
         let address = format!("{addr:#x}");
         let Some(module) = self.map.find(lookup).cloned() else {
             return vec![Frame {
@@ -108,8 +112,7 @@ impl Symbols {
             .map
             .modules()
             .iter()
-            .filter(|m| m.start <= addr)
-            .next_back()
+            .rfind(|m| m.start <= addr)
             .cloned();
         if let Some(m) = module {
             if let Some(name) = self.symbolizer.variable_name(&m.path, m.to_svma(addr)) {

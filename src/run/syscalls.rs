@@ -120,7 +120,14 @@ mod tests {
 
     #[test]
     fn futex_wait_bitset_timeouts_are_made_relative() {
-        let a = [0x10, FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, 2, 0x99, 0, 0xffff_ffff];
+        let a = [
+            0x10,
+            FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG,
+            2,
+            0x99,
+            0,
+            0xffff_ffff,
+        ];
         assert_eq!(
             decode(nr::FUTEX, a, &Clock),
             SyscallAction::Point(Op::FutexWait {
@@ -140,8 +147,14 @@ mod tests {
             SyscallAction::Point(Op::FutexWake { count: 1, .. })
         ));
         let lock_pi = [0x10, 6, 0, 0, 0, 0];
-        assert_eq!(decode(nr::FUTEX, lock_pi, &Clock), SyscallAction::Emulate(-38));
-        assert_eq!(decode(nr::RSEQ, [0; 6], &Clock), SyscallAction::Emulate(-38));
+        assert_eq!(
+            decode(nr::FUTEX, lock_pi, &Clock),
+            SyscallAction::Emulate(-38)
+        );
+        assert_eq!(
+            decode(nr::RSEQ, [0; 6], &Clock),
+            SyscallAction::Emulate(-38)
+        );
     }
 
     #[test]
@@ -151,7 +164,11 @@ mod tests {
             SyscallAction::Point(Op::Sleep { ns: 1_000 })
         );
         assert_eq!(
-            decode(nr::CLOCK_NANOSLEEP, [1, TIMER_ABSTIME, 0x5, 0, 0, 0], &Clock),
+            decode(
+                nr::CLOCK_NANOSLEEP,
+                [1, TIMER_ABSTIME, 0x5, 0, 0, 0],
+                &Clock
+            ),
             SyscallAction::Point(Op::Sleep { ns: 600 })
         );
     }

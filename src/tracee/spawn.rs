@@ -116,7 +116,13 @@ pub fn spawn_traced(
     drop(stdio);
     let pid = Pid::from_raw(pid);
     // The child stops itself; seize it so that PTRACE_INTERRUPT works, then let it go on.
-    match sys("waitpid", waitpid(pid, Some(WaitPidFlag::WSTOPPED)))? {
+    let first = loop {
+        match waitpid(pid, Some(WaitPidFlag::WSTOPPED)) {
+            Err(Errno::EINTR) => continue,
+            r => break sys("waitpid", r)?,
+        }
+    };
+    match first {
         WaitStatus::Stopped(_, Signal::SIGSTOP) => {}
         other => {
             return Err(SpawnError::Sys {
@@ -139,7 +145,9 @@ pub fn spawn_traced(
         match status {
             WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXEC) => return Ok(pid),
             WaitStatus::Exited(_, code) => return Err(SpawnError::ExecFailed(code)),
-            WaitStatus::Signaled(_, sig, _) => return Err(SpawnError::ExecFailed(128 + sig as i32)),
+            WaitStatus::Signaled(_, sig, _) => {
+                return Err(SpawnError::ExecFailed(128 + sig as i32))
+            }
             WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXIT) => {
                 sys("PTRACE_CONT", ptrace::cont(pid, None))?;
             }

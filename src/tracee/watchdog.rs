@@ -16,7 +16,11 @@ pub struct Watchdog {
 impl Watchdog {
     /// Starts ticking every `period` on the calling thread.
     pub fn start(period: Duration) -> nix::Result<Watchdog> {
-        let action = SigAction::new(SigHandler::Handler(on_tick), SaFlags::empty(), SigSet::empty());
+        let action = SigAction::new(
+            SigHandler::Handler(on_tick),
+            SaFlags::empty(),
+            SigSet::empty(),
+        );
         // SAFETY: the handler does nothing, so it is async-signal-safe.
         unsafe { sigaction(Signal::SIGALRM, &action) }?;
         // SAFETY: sigevent is plain data; zeroed is a valid starting value.

@@ -1,0 +1,45 @@
+# mcheck — build, fixtures, tests, demo and benchmarks.
+#   make demo    check a bundled fixture with a deadlock (builds everything first)
+#   make test    the whole test suite (what CI runs)
+#   make bench   side-by-side performance figures (see docs/performance.md)
+
+CARGO ?= cargo
+MCHECK := target/release/mcheck
+
+.PHONY: all build fixtures demo test lint bench clean deps
+
+all: build fixtures
+
+# Everything the build needs that a fresh Debian 12 machine may lack.
+deps:
+	@command -v cargo >/dev/null || { echo "cargo (rustup) is required"; exit 1; }
+	@command -v gcc >/dev/null && command -v g++ >/dev/null || \
+	  { apt-get update -qq && apt-get install -y -qq gcc g++ make; }
+	@test -f /usr/lib/x86_64-linux-gnu/libc.a || \
+	  { apt-get update -qq && apt-get install -y -qq libc6-dev; }
+
+build: deps
+	$(CARGO) build --release
+
+fixtures: deps
+	$(MAKE) -C tracee-fixtures
+
+demo: build fixtures
+	@echo "== mcheck on an ABBA deadlock (tracee-fixtures/src/c/abba.c) =="
+	-$(MCHECK) -- tracee-fixtures/build/abba_O0
+	@echo "== mcheck on a correct producer/consumer (C++) =="
+	$(MCHECK) --max-executions 200 -- tracee-fixtures/build/cpp_prodcons_ok
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+test: deps fixtures lint
+	$(CARGO) test --release
+
+bench: build fixtures
+	bench/run.sh
+
+clean:
+	$(CARGO) clean
+	$(MAKE) -C tracee-fixtures clean

@@ -1,0 +1,399 @@
+//! Runs `mcheck` on every fixture listed in `tracee-fixtures/expected.json` and
+//! compares the outcome with the expected verdict.
+//!
+//! The fixtures are built by `make fixtures` (or `make -C tracee-fixtures`); this
+//! test does not build them.  All fixtures run inside one `#[test]` on a small
+//! pool of worker threads; every mismatch is collected and reported at the end.
+//!
+//! For each fixture the command is
+//! `mcheck --quiet-program --json <tmp> --seed 1 <options> -- <binary> <args>`
+//! and the expectations are:
+//! - verdict `none`: exit status 0 and an empty `findings` array;
+//! - any other verdict: exit status 1 and `findings[0].kind == verdict`.
+//!
+//! Environment knobs (for local use):
+//! - `MCHECK_FIXTURES=name1,name2` runs only those fixtures;
+//! - `MCHECK_FIXTURE_JOBS=N` changes the number of parallel runs (default 2).
+
+use serde_json::Value;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Any single mcheck run taking longer than this is killed and counts as a failure.
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+const DEFAULT_JOBS: usize = 2;
+
+/// Finding kinds a fixture may expect (plus "none").
+const KNOWN_VERDICTS: &[&str] = &[
+    "none",
+    "deadlock",
+    "data_race",
+    "assertion",
+    "crash",
+    "livelock",
+    "nondeterminism",
+    "exit_status",
+    "api_misuse",
+    "timeout",
+];
+
+#[derive(Debug, Clone)]
+struct Fixture {
+    name: String,
+    binary: PathBuf,
+    verdict: String,
+    args: Vec<String>,
+    options: Vec<String>,
+}
+
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tracee-fixtures")
+}
+
+fn string_list(v: &Value, field: &str, name: &str) -> Vec<String> {
+    match v.get(field) {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|x| {
+                x.as_str()
+                    .unwrap_or_else(|| panic!("expected.json: {name}.{field} must hold strings"))
+                    .to_string()
+            })
+            .collect(),
+        Some(_) => panic!("expected.json: {name}.{field} must be an array of strings"),
+    }
+}
+
+fn load_fixtures() -> Vec<Fixture> {
+    let dir = fixtures_dir();
+    let path = dir.join("expected.json");
+    let text =
+        fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let json: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not valid JSON: {e}", path.display()));
+    let entries = json
+        .as_array()
+        .unwrap_or_else(|| panic!("{} must hold a JSON array", path.display()));
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for e in entries {
+        let name = e
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("expected.json: entry without a string \"name\": {e}"))
+            .to_string();
+        assert!(
+            seen.insert(name.clone()),
+            "expected.json: duplicate fixture name {name}"
+        );
+        let binary = e
+            .get("binary")
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("expected.json: {name} has no \"binary\""));
+        let verdict = e
+            .get("verdict")
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("expected.json: {name} has no \"verdict\""))
+            .to_string();
+        assert!(
+            KNOWN_VERDICTS.contains(&verdict.as_str()),
+            "expected.json: {name} has unknown verdict {verdict:?}"
+        );
+        out.push(Fixture {
+            binary: dir.join(binary),
+            args: string_list(e, "args", &name),
+            options: string_list(e, "options", &name),
+            name,
+            verdict,
+        });
+    }
+    out
+}
+
+fn unique_temp(tag: &str, ext: &str) -> PathBuf {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!(
+        "mcheck-verdicts-{}-{}-{tag}.{ext}",
+        std::process::id(),
+        n
+    ))
+}
+
+/// The last `max` characters of a file, for failure messages.
+fn tail_of(path: &Path, max: usize) -> String {
+    let text = fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let text = text.trim_end();
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("...{}", &text[start..])
+}
+
+enum RunEnd {
+    Exited(ExitStatus),
+    TimedOut,
+    SpawnFailed(String),
+}
+
+struct RunResult {
+    end: RunEnd,
+    elapsed: Duration,
+    json: Result<Value, String>,
+    stdout_tail: String,
+    stderr_tail: String,
+    command: String,
+}
+
+fn run_mcheck(fx: &Fixture) -> RunResult {
+    let json_path = unique_temp(&fx.name, "json");
+    let out_path = unique_temp(&fx.name, "stdout");
+    let err_path = unique_temp(&fx.name, "stderr");
+    let _ = fs::remove_file(&json_path);
+
+    let mut args: Vec<String> = vec![
+        "--quiet-program".into(),
+        "--json".into(),
+        json_path.display().to_string(),
+        "--seed".into(),
+        "1".into(),
+    ];
+    args.extend(fx.options.iter().cloned());
+    args.push("--".into());
+    args.push(fx.binary.display().to_string());
+    args.extend(fx.args.iter().cloned());
+    let command = format!("mcheck {}", args.join(" "));
+
+    let start = Instant::now();
+    // Output goes to files, not pipes: an unread pipe could block mcheck.
+    let spawned = File::create(&out_path).and_then(|out| {
+        let err = File::create(&err_path)?;
+        Command::new(env!("CARGO_BIN_EXE_mcheck"))
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+    });
+    let end = match spawned {
+        Err(e) => RunEnd::SpawnFailed(e.to_string()),
+        Ok(mut child) => loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break RunEnd::Exited(status),
+                Ok(None) => {}
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break RunEnd::SpawnFailed(format!("waiting for mcheck failed: {e}"));
+                }
+            }
+            if start.elapsed() > RUN_LIMIT {
+                let _ = child.kill();
+                let _ = child.wait();
+                break RunEnd::TimedOut;
+            }
+            thread::sleep(Duration::from_millis(20));
+        },
+    };
+    let elapsed = start.elapsed();
+
+    let json = match fs::read_to_string(&json_path) {
+        Err(e) => Err(format!("no JSON report at {}: {e}", json_path.display())),
+        Ok(text) => serde_json::from_str::<Value>(&text)
+            .map_err(|e| format!("JSON report is not valid JSON: {e}")),
+    };
+    let result = RunResult {
+        end,
+        elapsed,
+        json,
+        stdout_tail: tail_of(&out_path, 1500),
+        stderr_tail: tail_of(&err_path, 1500),
+        command,
+    };
+    let _ = fs::remove_file(&json_path);
+    let _ = fs::remove_file(&out_path);
+    let _ = fs::remove_file(&err_path);
+    result
+}
+
+/// `Ok(summary)` when the run matches the expectation, `Err(explanation)` otherwise.
+fn judge(fx: &Fixture, r: &RunResult) -> Result<String, String> {
+    let status = match &r.end {
+        RunEnd::SpawnFailed(e) => return Err(format!("could not run mcheck: {e}")),
+        RunEnd::TimedOut => {
+            return Err(format!(
+                "mcheck did not finish within {}s and was killed",
+                RUN_LIMIT.as_secs()
+            ))
+        }
+        RunEnd::Exited(s) => *s,
+    };
+    let code = match status.code() {
+        Some(c) => c,
+        None => return Err(format!("mcheck itself died: {status}")),
+    };
+    let report = r
+        .json
+        .as_ref()
+        .map_err(|e| format!("exit status {code}; {e}"))?;
+    let findings = report
+        .get("findings")
+        .and_then(Value::as_array)
+        .ok_or_else(|| format!("exit status {code}; JSON report has no \"findings\" array"))?;
+    let kinds: Vec<String> = findings
+        .iter()
+        .map(|f| {
+            f.get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or("<no kind>")
+                .to_string()
+        })
+        .collect();
+    let executions = report.get("executions").and_then(Value::as_u64);
+    let first_message = findings
+        .first()
+        .and_then(|f| f.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+
+    if fx.verdict == "none" {
+        if code == 0 && findings.is_empty() {
+            Ok(format!(
+                "none after {} executions",
+                executions.map_or("?".into(), |n| n.to_string())
+            ))
+        } else {
+            Err(format!(
+                "expected no finding, got exit status {code} and findings {kinds:?} (first: {first_message})"
+            ))
+        }
+    } else if code != 1 {
+        Err(format!(
+            "expected exit status 1 with a {} finding, got exit status {code}, findings {kinds:?}",
+            fx.verdict
+        ))
+    } else if kinds.first().map(String::as_str) != Some(fx.verdict.as_str()) {
+        Err(format!(
+            "expected first finding {}, got findings {kinds:?} (first: {first_message})",
+            fx.verdict
+        ))
+    } else {
+        Ok(format!(
+            "{} after {} executions",
+            fx.verdict,
+            executions.map_or("?".into(), |n| n.to_string())
+        ))
+    }
+}
+
+#[test]
+fn every_fixture_gets_its_expected_verdict() {
+    let dir = fixtures_dir();
+    let build = dir.join("build");
+    assert!(
+        build.is_dir(),
+        "{} is missing: run `make fixtures` (or `make -C tracee-fixtures`) before `cargo test`",
+        build.display()
+    );
+
+    let mut fixtures = load_fixtures();
+    assert!(!fixtures.is_empty(), "expected.json lists no fixtures");
+    if let Ok(filter) = std::env::var("MCHECK_FIXTURES") {
+        let wanted: Vec<&str> = filter
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        for w in &wanted {
+            assert!(
+                fixtures.iter().any(|f| f.name == *w),
+                "MCHECK_FIXTURES: no fixture named {w}"
+            );
+        }
+        fixtures.retain(|f| wanted.contains(&f.name.as_str()));
+    }
+
+    let mut failures: Vec<String> = Vec::new();
+    let missing: Vec<&Fixture> = fixtures.iter().filter(|f| !f.binary.is_file()).collect();
+    for f in &missing {
+        failures.push(format!(
+            "{}: binary {} does not exist (run `make fixtures`; is expected.json in sync with the Makefile?)",
+            f.name,
+            f.binary.display()
+        ));
+    }
+    let runnable: Vec<Fixture> = fixtures
+        .iter()
+        .filter(|f| f.binary.is_file())
+        .cloned()
+        .collect();
+
+    let jobs = std::env::var("MCHECK_FIXTURE_JOBS")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_JOBS);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, Result<String, String>)>> = Mutex::new(Vec::new());
+
+    thread::scope(|s| {
+        for _ in 0..jobs.min(runnable.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(fx) = runnable.get(i) else { break };
+                let r = run_mcheck(fx);
+                let verdict = judge(fx, &r).map_err(|why| {
+                    format!(
+                        "{}: {why}\n    command: {}\n    stderr: {}\n    stdout: {}",
+                        fx.name,
+                        r.command,
+                        if r.stderr_tail.is_empty() {
+                            "<empty>"
+                        } else {
+                            r.stderr_tail.as_str()
+                        },
+                        if r.stdout_tail.is_empty() {
+                            "<empty>"
+                        } else {
+                            r.stdout_tail.as_str()
+                        },
+                    )
+                });
+                match &verdict {
+                    Ok(summary) => eprintln!(
+                        "ok   {:<26} {:>6.1}s  {summary}",
+                        fx.name,
+                        r.elapsed.as_secs_f64()
+                    ),
+                    Err(_) => eprintln!("FAIL {:<26} {:>6.1}s", fx.name, r.elapsed.as_secs_f64()),
+                }
+                results.lock().unwrap().push((i, verdict));
+            });
+        }
+    });
+
+    let mut results = results.into_inner().unwrap();
+    results.sort_by_key(|(i, _)| *i);
+    failures.extend(results.into_iter().filter_map(|(_, r)| r.err()));
+
+    if !failures.is_empty() {
+        panic!(
+            "{} of {} fixtures did not get their expected verdict:\n\n{}\n",
+            failures.len(),
+            fixtures.len(),
+            failures.join("\n\n")
+        );
+    }
+}

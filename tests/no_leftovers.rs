@@ -1,0 +1,314 @@
+//! Process hygiene: whatever happens to the checked program (crashes, exit_group
+//! from a thread, self-kill, signals, fork+exec, deadlocks, timeouts) and even when
+//! mcheck itself is SIGKILLed, no process of the checked program may survive mcheck
+//! — neither alive nor as a zombie.
+//!
+//! Every test runs its own private copy of a fixture binary, placed in a fresh
+//! temporary directory under a short unique file name.  A leftover is then any
+//! process whose `/proc/PID/exe` is that copy, or whose `comm` (the first 15 bytes
+//! of the file name, kept even by zombies whose exe link is gone) equals the unique
+//! name.  Tests running in parallel, or other mcheck runs on the same fixtures,
+//! therefore never see each other's processes.
+//!
+//! Needs the fixtures: run `make fixtures` first.
+
+use serde_json::Value;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+/// After mcheck has exited on its own, the kernel may still be tearing down
+/// processes it killed; allow this long for them to disappear.
+const GRACE_NORMAL: Duration = Duration::from_secs(1);
+/// After mcheck was SIGKILLed, its tracees die through PTRACE_O_EXITKILL (or
+/// whatever mechanism mcheck uses); allow this long.
+const GRACE_AFTER_KILL: Duration = Duration::from_secs(3);
+/// Executions per run: enough to exercise the machinery, short enough to be quick.
+const EXECUTIONS: &str = "20";
+
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tracee-fixtures")
+}
+
+struct Fixture {
+    binary: PathBuf,
+    args: Vec<String>,
+    options: Vec<String>,
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Looks a fixture up in expected.json, so that binary, args and options stay in sync.
+fn fixture(name: &str) -> Fixture {
+    let dir = fixtures_dir();
+    assert!(
+        dir.join("build").is_dir(),
+        "{} is missing: run `make fixtures` (or `make -C tracee-fixtures`) before `cargo test`",
+        dir.join("build").display()
+    );
+    let text =
+        fs::read_to_string(dir.join("expected.json")).expect("read tracee-fixtures/expected.json");
+    let json: Value = serde_json::from_str(&text).expect("expected.json is valid JSON");
+    let e = json
+        .as_array()
+        .expect("expected.json is an array")
+        .iter()
+        .find(|e| e.get("name").and_then(Value::as_str) == Some(name))
+        .unwrap_or_else(|| panic!("expected.json has no fixture named {name}"));
+    let binary = dir.join(
+        e.get("binary")
+            .and_then(Value::as_str)
+            .expect("fixture binary"),
+    );
+    assert!(
+        binary.is_file(),
+        "{} does not exist: run `make fixtures`",
+        binary.display()
+    );
+    Fixture {
+        binary,
+        args: strings(e.get("args")),
+        options: strings(e.get("options")),
+    }
+}
+
+/// A private copy of a fixture binary with a unique short name; the directory is
+/// removed on drop.
+struct PrivateCopy {
+    dir: PathBuf,
+    exe: PathBuf,
+    comm: String,
+}
+
+impl PrivateCopy {
+    fn new(original: &Path) -> PrivateCopy {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let pid = std::process::id();
+        let dir = std::env::temp_dir().join(format!("mcheck-leftovers-{pid}-{n}"));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("create temp dir");
+        // At most 15 bytes, so that it equals the kernel's comm for the process.
+        let mut name = format!("mcl{pid:x}n{n}");
+        name.truncate(15);
+        let exe = dir.join(&name);
+        fs::copy(original, &exe).expect("copy fixture binary");
+        PrivateCopy {
+            dir,
+            exe,
+            comm: name,
+        }
+    }
+}
+
+impl Drop for PrivateCopy {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Processes belonging to `copy`: `(pid, state, comm, exe)` for each.
+fn processes_of(copy: &PrivateCopy) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let fname = entry.file_name();
+        let Some(pid) = fname
+            .to_str()
+            .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let proc_dir = entry.path();
+        let exe = fs::read_link(proc_dir.join("exe")).ok();
+        let exe_matches = exe.as_ref().is_some_and(|e| {
+            // A deleted file shows as "<path> (deleted)".
+            e == &copy.exe || e.to_string_lossy().strip_suffix(" (deleted)") == copy.exe.to_str()
+        });
+        let stat = fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
+        let (comm, state, ppid) = match (stat.find('('), stat.rfind(')')) {
+            (Some(a), Some(b)) if b > a => {
+                let rest: Vec<&str> = stat[b + 1..].split_whitespace().collect();
+                (
+                    stat[a + 1..b].to_string(),
+                    rest.first().copied().unwrap_or("?").to_string(),
+                    rest.get(1).copied().unwrap_or("?").to_string(),
+                )
+            }
+            _ => (String::new(), "?".to_string(), "?".to_string()),
+        };
+        if exe_matches || comm == copy.comm {
+            found.push(format!(
+                "pid {pid} state {state} ppid {ppid} comm {comm:?} exe {}",
+                exe.map_or("<unreadable>".to_string(), |e| e.display().to_string())
+            ));
+        }
+    }
+    found
+}
+
+/// Polls until no process of `copy` exists, or `grace` has passed.
+fn leftovers_after(copy: &PrivateCopy, grace: Duration) -> Vec<String> {
+    let start = Instant::now();
+    loop {
+        let found = processes_of(copy);
+        if found.is_empty() || start.elapsed() >= grace {
+            return found;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn spawn_mcheck(copy: &PrivateCopy, fx: &Fixture, executions: &str) -> Child {
+    let mut args: Vec<String> = vec![
+        "--quiet-program".into(),
+        "--seed".into(),
+        "1".into(),
+        "--max-executions".into(),
+        executions.into(),
+    ];
+    args.extend(fx.options.iter().cloned());
+    args.push("--".into());
+    args.push(copy.exe.display().to_string());
+    args.extend(fx.args.iter().cloned());
+    let log = copy.dir.join("mcheck.log");
+    let log_file = File::create(&log).expect("create log");
+    Command::new(env!("CARGO_BIN_EXE_mcheck"))
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
+        .spawn()
+        .expect("spawn mcheck")
+}
+
+fn wait_limited(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().expect("wait for mcheck") {
+            return Some(s);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs mcheck to completion on a private copy of fixture `name` and checks that
+/// nothing of the program is left afterwards.
+fn check_clean_after_run(name: &str) {
+    let fx = fixture(name);
+    let copy = PrivateCopy::new(&fx.binary);
+    let mut child = spawn_mcheck(&copy, &fx, EXECUTIONS);
+    let status = wait_limited(&mut child, RUN_LIMIT);
+    let log = fs::read_to_string(copy.dir.join("mcheck.log")).unwrap_or_default();
+    let left = leftovers_after(&copy, GRACE_NORMAL);
+    assert!(
+        left.is_empty(),
+        "{name}: processes of the checked program survive mcheck (mcheck {}):\n  {}\nmcheck output:\n{}",
+        status.map_or("was killed after the time limit".to_string(), |s| format!("exited with {s}")),
+        left.join("\n  "),
+        log
+    );
+    assert!(
+        status.is_some(),
+        "{name}: mcheck did not finish within {}s\nmcheck output:\n{log}",
+        RUN_LIMIT.as_secs()
+    );
+    eprintln!("{name}: mcheck {}, no leftovers", status.unwrap());
+}
+
+#[test]
+fn thread_segv_leaves_nothing() {
+    check_clean_after_run("thread_segv");
+}
+
+#[test]
+fn exit_group_during_join_leaves_nothing() {
+    check_clean_after_run("exit_group_thread_join");
+}
+
+#[test]
+fn exit_group_during_cond_wait_leaves_nothing() {
+    check_clean_after_run("exit_group_thread_cond");
+}
+
+#[test]
+fn raise_sigkill_leaves_nothing() {
+    check_clean_after_run("self_kill_sigkill");
+}
+
+#[test]
+fn raise_sigterm_leaves_nothing() {
+    check_clean_after_run("self_kill_sigterm");
+}
+
+#[test]
+fn sigusr1_handler_leaves_nothing() {
+    check_clean_after_run("sigusr1_handler");
+}
+
+#[test]
+fn fork_exec_leaves_nothing() {
+    check_clean_after_run("fork_exec_true");
+}
+
+#[test]
+fn deadlock_leaves_nothing() {
+    check_clean_after_run("abba_O0");
+}
+
+#[test]
+fn spinning_thread_timeout_leaves_nothing() {
+    check_clean_after_run("plain_spin_timeout");
+}
+
+/// SIGKILL mcheck in the middle of a long exploration: its tracees (and any
+/// snapshot processes) must die with it.
+#[test]
+fn sigkill_of_mcheck_leaves_nothing() {
+    let fx = fixture("hundred_threads_ok");
+    let copy = PrivateCopy::new(&fx.binary);
+    let mut child = spawn_mcheck(&copy, &fx, "100000");
+    thread::sleep(Duration::from_millis(1500));
+    let running_before = processes_of(&copy);
+    let exited_early = child.try_wait().expect("wait for mcheck");
+    if let Some(s) = exited_early {
+        let log = fs::read_to_string(copy.dir.join("mcheck.log")).unwrap_or_default();
+        eprintln!(
+            "note: mcheck exited on its own ({s}) before it could be killed; \
+             the SIGKILL part of this test was not exercised\nmcheck output:\n{log}"
+        );
+    } else {
+        child.kill().expect("SIGKILL mcheck");
+        let _ = child.wait();
+        if running_before.is_empty() {
+            eprintln!("note: no process of the checked program was seen before the SIGKILL");
+        }
+    }
+    let left = leftovers_after(&copy, GRACE_AFTER_KILL);
+    assert!(
+        left.is_empty(),
+        "processes of the checked program survive a SIGKILL of mcheck (after {}s):\n  {}",
+        GRACE_AFTER_KILL.as_secs(),
+        left.join("\n  ")
+    );
+}

@@ -59,7 +59,8 @@ impl StderrCapture {
 /// The line of captured stderr that explains an abort or panic, if any.
 pub fn failure_message(stderr: &str) -> Option<String> {
     let lines: Vec<&str> = stderr.lines().collect();
-    if let Some(i) = lines.iter().rposition(|l| l.contains("panicked at")) {
+    // The first panic is the cause; later ones (an unwrap of a join) are consequences.
+    if let Some(i) = lines.iter().position(|l| l.contains("panicked at")) {
         let mut msg = lines[i].trim().to_string();
         if let Some(next) = lines.get(i + 1).filter(|l| !l.trim().is_empty()) {
             if !next.starts_with("note:") {

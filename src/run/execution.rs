@@ -129,6 +129,7 @@ pub fn run_execution(
         steps: 0,
         preemptions: 0,
         killed: false,
+        panic: None,
     };
     let result = exec.run(sched);
     exec.kill_all();
@@ -137,9 +138,11 @@ pub fn run_execution(
     if let Some(f) = &mut outcome.finding {
         if f.kind == FindingKind::Assertion {
             if let Some(msg) = failure_message(&stderr) {
-                f.details.insert(0, format!("the program printed: {msg}"));
                 if f.message.starts_with("the program") {
-                    f.message = msg;
+                    let cause = std::mem::replace(&mut f.message, msg);
+                    f.details.insert(0, format!("({cause})"));
+                } else {
+                    f.details.insert(0, format!("the program printed: {msg}"));
                 }
             }
         }
@@ -180,6 +183,8 @@ struct Execution<'a> {
     steps: u64,
     preemptions: u64,
     killed: bool,
+    /// The first thread that started a Rust panic, with its stack.
+    panic: Option<ThreadReport>,
 }
 
 const CLONE_THREAD: u64 = 0x0001_0000;
@@ -582,6 +587,16 @@ impl Execution<'_> {
                 let ea = self.p.effective_address(t, &insn);
                 (Op::Atomic { addr: ea }, addr)
             }
+            BreakpointKind::Panic => {
+                if self.panic.is_none() {
+                    self.panic = Some(self.thread_report(t, "panicked".into()));
+                }
+                if let Some(ev) = self.p.step_over_breakpoint(t)? {
+                    return Ok(self.fault_during_step(t, ev)?.map(RunResult::Found));
+                }
+                events::resume(self.p.threads[t].tid, None)?;
+                return Ok(None);
+            }
         };
         self.point(t, op, site)
     }
@@ -686,6 +701,16 @@ impl Execution<'_> {
                         None => None,
                     };
                 }
+            }
+            if is_main {
+                let panics: Vec<u64> = elf
+                    .function_ranges()
+                    .into_iter()
+                    .filter(|(name, _)| name.ends_with("rust_begin_unwind"))
+                    .map(|(_, r)| m.to_avma(r.start))
+                    .collect();
+                self.p
+                    .add_breakpoints(&panics, |_| Some(BreakpointKind::Panic))?;
             }
             if is_main || !is_system_library(&m.path) {
                 let ranges = elf.dwarf_code_ranges();
@@ -920,11 +945,13 @@ impl Execution<'_> {
     fn exit_finding(&self, end: ProcessEnd) -> Option<Finding> {
         match end {
             ProcessEnd::Exited(code) if code == self.cfg.expect_exit => None,
-            ProcessEnd::Exited(101) => Some(self.finding(
-                FindingKind::Assertion,
-                "the program panicked (exit status 101)".into(),
-                vec![],
-            )),
+            ProcessEnd::Exited(101) | ProcessEnd::Killed(Signal::SIGABRT)
+                if self.panic.is_some() =>
+            {
+                let report = self.panic.clone().expect("checked");
+                let msg = format!("the program panicked in thread T{}", report.id);
+                Some(self.finding(FindingKind::Assertion, msg, vec![report]))
+            }
             ProcessEnd::Exited(code) => Some(self.finding(
                 FindingKind::ExitStatus,
                 format!(

@@ -24,6 +24,8 @@ pub enum BreakpointKind {
     Hook(Hook),
     /// An atomic instruction (decoded, to compute its memory operand).
     Atomic(Box<Instruction>),
+    /// Rust's panic entry (`rust_begin_unwind`): not a scheduling point, only noted.
+    Panic,
 }
 
 /// Where a thread is stopped, which decides how it is resumed.

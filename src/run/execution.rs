@@ -1087,7 +1087,9 @@ impl HookContext for Execution<'_> {
         if handle == 0 {
             return None;
         }
-        self.p.threads.iter().position(|t| t.handle == handle)
+        // glibc reuses the stack and TCB (hence the pthread_t) of a finished thread for a
+        // new one: the newest thread with this handle is the one meant.
+        self.p.threads.iter().rposition(|t| t.handle == handle)
     }
     fn knows_mutex(&self, m: u64) -> bool {
         self.model.knows_mutex(m)

@@ -1,9 +1,9 @@
-//! Command-line interface: options, validation of the program, and exit codes.
+//! Command-line interface: the options of a search and of `mcheck replay`, and exit codes.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Exit status: nothing found.
 pub const EXIT_CLEAN: i32 = 0;
@@ -17,6 +17,14 @@ pub const EXIT_INTERNAL: i32 = 3;
 /// Scheduling strategies selectable with `--strategy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum StrategyName {
+    /// ICB, PCT and random interleaved; complete when ICB exhausts the space.
+    Portfolio,
+    /// Exhaustive depth-first search over the scheduling choices.
+    Dfs,
+    /// Iterative preemption bounding: all executions with ≤ c preemptions before c+1.
+    Icb,
+    /// PCT (probabilistic concurrency testing) with `--pct-depth`.
+    Pct,
     /// A fresh seeded random choice at every scheduling point.
     Random,
 }
@@ -24,40 +32,93 @@ pub enum StrategyName {
 /// mcheck: systematic concurrency checking of unmodified Linux x86-64 binaries.
 ///
 /// Runs PROG under ptrace one thread at a time, explores thread interleavings at
-/// synchronisation points, and reports deadlocks, assertion failures, crashes, API misuse
-/// and threads that spin without synchronising.
+/// synchronisation points, and reports deadlocks, assertion failures, crashes, API misuse,
+/// livelocks and threads that spin without synchronising, each with a schedule file that
+/// `mcheck replay` re-runs exactly.
 #[derive(Parser, Debug)]
 #[command(
     name = "mcheck",
     version,
-    override_usage = "mcheck [OPTIONS] -- PROG [ARGS...]",
-    after_help = "Exit status: 0 nothing found, 1 findings, 2 bad usage or input, 3 internal failure."
+    override_usage = "mcheck [OPTIONS] -- PROG [ARGS...]\n       mcheck replay [OPTIONS] SCHEDULE",
+    after_help = "Exit status: 0 nothing found, 1 findings, 2 bad usage or input, 3 internal failure.",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
 )]
 pub struct Cli {
-    /// Scheduling strategy.
-    #[arg(long, value_enum, default_value = "random")]
-    pub strategy: StrategyName,
-    /// Base seed: execution i uses seed+i, so a finding's seed replays it as execution 1.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-    /// Most executions to run.
-    #[arg(long, default_value_t = 1000, value_name = "N")]
-    pub max_executions: u64,
-    /// Wall-clock budget for the whole search, in seconds.
-    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
-    pub time_limit: Option<f64>,
-    /// Most scheduling decisions in one execution.
-    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
-    pub max_steps: u64,
-    /// Collect every distinct finding instead of stopping at the first.
-    #[arg(long)]
-    pub keep_going: bool,
+    /// A subcommand (`replay`); without one, mcheck checks PROG.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Options of a search.
+    #[command(flatten)]
+    pub check: CheckArgs,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Re-run a schedule file exactly and print the interleaving it leads to.
+    Replay(ReplayArgs),
+}
+
+/// Output options shared by a search and a replay.
+#[derive(Args, Debug, Clone)]
+pub struct OutputArgs {
     /// Write the machine-readable report to FILE.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Hide the program's own stdout and stderr.
     #[arg(long)]
     pub quiet_program: bool,
+}
+
+/// `mcheck replay` options.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The schedule file (written to mcheck-out/ by a search).
+    #[arg(value_name = "SCHEDULE")]
+    pub schedule: PathBuf,
+    /// Stop after this many scheduling decisions.
+    #[arg(long, value_name = "STEP")]
+    pub until: Option<u64>,
+    /// Output options.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Options of a search.
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Scheduling strategy.
+    #[arg(long, value_enum, default_value = "portfolio")]
+    pub strategy: StrategyName,
+    /// Base seed of the randomised strategies: execution i uses seed+i.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Largest number of preemptions icb (and the portfolio's icb member) explores.
+    #[arg(long, value_name = "C")]
+    pub preemption_bound: Option<u32>,
+    /// Bug depth d of pct: d-1 priority change points per execution.
+    #[arg(long, default_value_t = 3, value_name = "D", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pct_depth: u32,
+    /// Most executions to run.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub max_executions: u64,
+    /// Wall-clock budget for the whole search, in seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    pub time_limit: Option<f64>,
+    /// Most scheduling decisions in one execution; a fair execution that reaches it is
+    /// reported as a possible livelock.
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    pub max_steps: u64,
+    /// Collect every distinct finding instead of stopping at the first.
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Directory for schedule files.
+    #[arg(long, default_value = "mcheck-out", value_name = "DIR")]
+    pub out: PathBuf,
+    /// Output options.
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// The exit status the program is expected to end with.
     #[arg(
         long,
@@ -102,15 +163,33 @@ mod tests {
     fn parses_program_and_args_after_double_dash() {
         let cli =
             Cli::try_parse_from(["mcheck", "--seed", "5", "--", "./a.out", "-x", "y"]).unwrap();
-        assert_eq!(cli.seed, 5);
-        assert_eq!(cli.command, vec!["./a.out", "-x", "y"]);
-        assert_eq!(cli.max_executions, 1000);
+        assert!(cli.command.is_none());
+        assert_eq!(cli.check.seed, 5);
+        assert_eq!(cli.check.command, vec!["./a.out", "-x", "y"]);
+        assert_eq!(cli.check.max_executions, 1000);
+        assert_eq!(cli.check.strategy, StrategyName::Portfolio);
+    }
+
+    #[test]
+    fn replay_subcommand_and_a_program_named_replay() {
+        let cli = Cli::try_parse_from(["mcheck", "replay", "--until", "3", "s.json"]).unwrap();
+        match cli.command {
+            Some(Command::Replay(r)) => {
+                assert_eq!(r.until, Some(3));
+                assert_eq!(r.schedule, PathBuf::from("s.json"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let cli = Cli::try_parse_from(["mcheck", "--", "replay"]).unwrap();
+        assert!(cli.command.is_none());
+        assert_eq!(cli.check.command, vec!["replay"]);
     }
 
     #[test]
     fn missing_program_is_a_usage_error() {
         assert!(Cli::try_parse_from(["mcheck", "--"]).is_err());
         assert!(Cli::try_parse_from(["mcheck"]).is_err());
+        assert!(Cli::try_parse_from(["mcheck", "replay"]).is_err());
     }
 
     #[test]
@@ -118,7 +197,7 @@ mod tests {
         assert!(Cli::try_parse_from(["mcheck", "--time-limit", "0", "--", "x"]).is_err());
         assert!(Cli::try_parse_from(["mcheck", "--execution-timeout", "nan", "--", "x"]).is_err());
         let cli = Cli::try_parse_from(["mcheck", "--time-limit", "1.5", "--", "x"]).unwrap();
-        assert_eq!(cli.time_limit, Some(1.5));
+        assert_eq!(cli.check.time_limit, Some(1.5));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 pub mod binary;
 pub mod cli;
+pub mod commands;
 pub mod explore;
 pub mod model;
 pub mod report;

@@ -1,10 +1,25 @@
 //! Scheduling strategies, kept apart from the executor behind the [`Scheduler`] trait: the
 //! executor runs a thread to its next scheduling point, the strategy only says which enabled
 //! thread goes next.
+//!
+//! - [`RandomScheduler`]: a fresh seeded random choice at every point.
+//! - [`TreeSearch`]: stateless depth-first search over the choices, unbounded (`dfs`) or by
+//!   iterative preemption bounding (`icb`, Musuvathi & Qadeer PLDI'07).
+//! - [`PctScheduler`]: probabilistic concurrency testing (Burckhardt et al., ASPLOS'10).
+//! - [`Portfolio`]: several of the above interleaved execution by execution.
+//! - [`ReplayScheduler`]: follows a recorded schedule and detects divergence.
 
+mod pct;
+mod portfolio;
 mod random;
+mod replay;
+mod tree;
 
+pub use pct::PctScheduler;
+pub use portfolio::Portfolio;
 pub use random::RandomScheduler;
+pub use replay::{Decision, ReplayScheduler};
+pub use tree::TreeSearch;
 
 use crate::model::ThreadId;
 
@@ -13,23 +28,95 @@ use crate::model::ThreadId;
 pub struct Point<'a> {
     /// Enabled threads, in id order (never empty).
     pub enabled: &'a [ThreadId],
+    /// The operation each enabled thread will perform (parallel to `enabled`).
+    pub ops: &'a [&'static str],
     /// The thread that ran up to this point (None at the start).
     pub current: Option<ThreadId>,
+    /// The current thread's pending operation yields (sched_yield, sleep): switching away
+    /// from it is not a preemption.
+    pub current_yields: bool,
     /// Scheduling decisions taken so far in this execution.
     pub step: usize,
 }
 
-/// A scheduling strategy.
-pub trait Scheduler {
-    /// Short name (`random`, ...).
-    fn name(&self) -> &'static str;
-    /// Prepares execution number `index` (0-based); returns its seed, or None when the
-    /// strategy has nothing left to explore.
-    fn begin_execution(&mut self, index: u64) -> Option<u64>;
-    /// Picks one of `point.enabled`.
-    fn choose(&mut self, point: &Point<'_>) -> ThreadId;
-    /// Whether the whole space was explored (random search never is).
-    fn exhausted(&self) -> bool {
-        false
+impl Point<'_> {
+    /// Whether choosing `t` here is a preemption: the current thread could go on and is not
+    /// yielding, yet another thread is picked.
+    pub fn is_preemption(&self, t: ThreadId) -> bool {
+        match self.current {
+            Some(c) => c != t && !self.current_yields && self.enabled.contains(&c),
+            None => false,
+        }
+    }
+
+    /// The choice that costs no preemption and keeps things fair: the current thread if it
+    /// can go on and does not yield, else the next enabled thread after it in id order.
+    pub fn default_choice(&self) -> ThreadId {
+        match self.current {
+            Some(c) if !self.current_yields && self.enabled.contains(&c) => c,
+            Some(c) => *self
+                .enabled
+                .iter()
+                .find(|&&t| t > c)
+                .unwrap_or(&self.enabled[0]),
+            None => self.enabled[0],
+        }
     }
 }
+
+/// A strategy could not follow its plan (a replayed schedule no longer matches the program).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the execution diverged from the schedule at step {step}: {reason}")]
+pub struct Divergence {
+    /// The step where it happened.
+    pub step: usize,
+    /// What differed.
+    pub reason: String,
+}
+
+/// What the search tells the strategy about a finished execution.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExecutionSummary {
+    /// Scheduling decisions taken.
+    pub steps: usize,
+    /// Threads created (including main).
+    pub threads: usize,
+    /// The execution showed a bug.
+    pub found_bug: bool,
+}
+
+/// What a systematic strategy has covered so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Coverage {
+    /// Every schedule was explored.
+    pub exhausted: bool,
+    /// Every execution with at most this many preemptions was explored (ICB).
+    pub preemption_bound_completed: Option<u32>,
+    /// Executions explored by the systematic part of the strategy.
+    pub systematic_executions: u64,
+}
+
+/// A scheduling strategy.
+pub trait Scheduler: Send {
+    /// Short name (`random`, `dfs`, ...).
+    fn name(&self) -> &'static str;
+    /// Prepares execution number `index` (0-based); returns its seed (0 for deterministic
+    /// strategies), or None when the strategy has nothing left to explore.
+    fn begin_execution(&mut self, index: u64) -> Option<u64>;
+    /// Picks one of `point.enabled`.
+    fn choose(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence>;
+    /// The execution begun last has ended.
+    fn end_execution(&mut self, _summary: &ExecutionSummary) {}
+    /// What has been covered.
+    fn coverage(&self) -> Coverage {
+        Coverage::default()
+    }
+    /// The strategy that runs the current execution, with its parameters (a portfolio names
+    /// its member).
+    fn describe_current(&self) -> String {
+        self.name().to_string()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing;

@@ -5,7 +5,7 @@
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
-use super::{Point, Scheduler};
+use super::{Divergence, Point, Scheduler};
 use crate::model::ThreadId;
 
 /// The random strategy.
@@ -35,45 +35,33 @@ impl Scheduler for RandomScheduler {
         Some(seed)
     }
 
-    fn choose(&mut self, point: &Point<'_>) -> ThreadId {
-        point.enabled[self.rng.random_range(0..point.enabled.len())]
+    fn choose(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence> {
+        Ok(point.enabled[self.rng.random_range(0..point.enabled.len())])
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn pick_sequence(s: &mut RandomScheduler, n: usize) -> Vec<ThreadId> {
-        let enabled = [0, 1, 2];
-        (0..n)
-            .map(|step| {
-                s.choose(&Point {
-                    enabled: &enabled,
-                    current: None,
-                    step,
-                })
-            })
-            .collect()
-    }
+    use crate::explore::testing::Synthetic;
 
     #[test]
     fn same_seed_same_choices_and_index_shifts_seed() {
+        let prog = Synthetic {
+            steps: vec![5, 5, 5],
+        };
         let mut a = RandomScheduler::new(7);
         let mut b = RandomScheduler::new(10);
         assert_eq!(a.begin_execution(3), Some(10));
         assert_eq!(b.begin_execution(0), Some(10));
-        assert_eq!(pick_sequence(&mut a, 50), pick_sequence(&mut b, 50));
+        assert_eq!(prog.run_once(&mut a), prog.run_once(&mut b));
     }
 
     #[test]
-    fn picks_only_enabled_threads_and_all_of_them() {
+    fn explores_many_different_schedules() {
+        let prog = Synthetic { steps: vec![3, 3] };
         let mut s = RandomScheduler::new(1);
-        s.begin_execution(0);
-        let seen = pick_sequence(&mut s, 200);
-        for t in 0..3 {
-            assert!(seen.contains(&t));
-        }
-        assert!(seen.iter().all(|t| *t < 3));
+        let (seen, _) = prog.run_all(&mut s, 200);
+        assert!(seen.len() >= 15, "only {} of 20 schedules", seen.len());
     }
 }

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 /// The kinds of findings (stable names, used in JSON).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FindingKind {
     /// No thread can proceed (or a wait-for cycle / a lock held by an exited thread).
@@ -45,7 +45,7 @@ impl FindingKind {
 }
 
 /// One stack frame or source location.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 pub struct Frame {
     /// Runtime address, hex.
     pub address: String,
@@ -65,10 +65,10 @@ pub struct Frame {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offset: Option<String>,
     /// This frame was inlined into the next one.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inlined: bool,
     /// The frame is in the program's own code (not a system library).
-    #[serde(skip)]
+    #[serde(skip, default)]
     pub user_code: bool,
 }
 
@@ -125,4 +125,9 @@ pub struct Finding {
     pub execution: u64,
     /// Scheduling decisions in the witness execution.
     pub steps: u64,
+    /// The strategy that found it.
+    pub strategy: String,
+    /// The schedule file that replays it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
 }

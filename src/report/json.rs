@@ -3,6 +3,32 @@
 use serde::Serialize;
 
 use super::Finding;
+use crate::explore::Coverage;
+
+/// What the search covered.
+#[derive(Serialize)]
+pub struct JsonCoverage {
+    /// Every schedule was explored.
+    pub exhausted: bool,
+    /// Every execution with at most this many preemptions was explored.
+    pub preemption_bound_completed: Option<u32>,
+    /// Executions run by the systematic strategy (dfs/icb, or the portfolio's icb member).
+    pub systematic_executions: u64,
+    /// The same facts in one sentence.
+    pub statement: String,
+}
+
+impl JsonCoverage {
+    /// From the strategy's coverage and the sentence printed for it.
+    pub fn new(c: &Coverage, statement: String) -> Self {
+        JsonCoverage {
+            exhausted: c.exhausted,
+            preemption_bound_completed: c.preemption_bound_completed,
+            systematic_executions: c.systematic_executions,
+            statement,
+        }
+    }
+}
 
 /// Version of the JSON report format.
 pub const REPORT_VERSION: u32 = 1;
@@ -26,6 +52,8 @@ pub struct JsonReport<'a> {
     pub executions: u64,
     /// Whether the search space was exhausted.
     pub complete: bool,
+    /// What was covered.
+    pub coverage: JsonCoverage,
     /// Why the search stopped.
     pub stopped_because: &'a str,
     /// Wall time in seconds.

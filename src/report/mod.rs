@@ -3,5 +3,6 @@
 mod finding;
 pub mod human;
 pub mod json;
+pub mod schedule;
 
 pub use finding::{Finding, FindingKind, Frame, ThreadReport};

@@ -13,14 +13,15 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use super::capture::{failure_message, StderrCapture};
+use super::determinism::Determinism;
 use super::hooks::{Convention, HookContext, HOOKED_FUNCTIONS};
 use super::process::{decode_at, BreakpointKind, Process, StopPlace, TracedThread};
 use super::stacks::{primary_location, Symbols};
-use super::syscalls::{self, SyscallAction, TimeSource};
+use super::syscalls::{self, ClockCall, SyscallAction, TimeSource};
 use crate::binary::{
     atomic_instruction_addresses, errno_tls_offset_source, is_system_library, ElfFile, ErrnoTls,
 };
-use crate::explore::{Point, Scheduler};
+use crate::explore::{Decision, Divergence, Point, Scheduler};
 use crate::model::{Completion, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::seccomp::nr;
@@ -34,6 +35,8 @@ pub struct ExecutionConfig {
     pub program: PathBuf,
     /// Its arguments (argv[1..]).
     pub args: Vec<OsString>,
+    /// Its environment (mcheck adds `GLIBC_TUNABLES=glibc.pthread.rseq=0`).
+    pub env: Vec<(OsString, OsString)>,
     /// Hide the program's stdout and stderr.
     pub quiet_program: bool,
     /// The exit status that is not a finding.
@@ -42,6 +45,10 @@ pub struct ExecutionConfig {
     pub execution_timeout: Duration,
     /// Most scheduling decisions in one execution (None: unbounded).
     pub max_steps: Option<u64>,
+    /// Record a readable trace of every step (replay).
+    pub trace: bool,
+    /// Stop after this many decisions (replay --until).
+    pub stop_after: Option<u64>,
 }
 
 /// How one execution ended.
@@ -55,7 +62,35 @@ pub struct ExecutionOutcome {
     pub preemptions: u64,
     /// The execution hit `max_steps` without ending.
     pub step_limit_hit: bool,
+    /// Threads created (including main).
+    pub threads: usize,
+    /// Every scheduling decision, in order (the schedule).
+    pub decisions: Vec<Decision>,
+    /// The strategy could not follow its plan (replay): the execution was abandoned.
+    pub divergence: Option<Divergence>,
+    /// The readable trace, when asked for.
+    pub trace: Vec<TraceStep>,
+    /// Stopped at `stop_after` decisions (replay --until).
+    pub stopped_early: bool,
 }
+
+/// One step of a readable trace.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TraceStep {
+    /// 1-based step number.
+    pub step: u64,
+    /// The thread that ran.
+    pub thread: ThreadId,
+    /// The operation it performed.
+    pub op: &'static str,
+    /// The object, by name.
+    pub object: Option<String>,
+    /// Where it was called from.
+    pub location: Option<crate::report::Frame>,
+}
+
+/// Decisions kept to judge whether a schedule that hit `--max-steps` was fair.
+const FAIRNESS_WINDOW: usize = 1000;
 
 /// What running a thread to its next stop produced.
 enum RunResult {
@@ -98,7 +133,7 @@ pub fn run_execution(
     for a in &cfg.args {
         argv.push(CString::new(a.as_bytes())?);
     }
-    let envp = environment()?;
+    let envp = environment(&cfg.env)?;
     let pid = spawn_traced(
         &path,
         &argv,
@@ -130,6 +165,10 @@ pub fn run_execution(
         preemptions: 0,
         killed: false,
         panic: None,
+        decisions: Vec::new(),
+        trace: Vec::new(),
+        window: Default::default(),
+        det: Determinism::default(),
     };
     let result = exec.run(sched);
     exec.kill_all();
@@ -150,11 +189,11 @@ pub fn run_execution(
     Ok(outcome)
 }
 
-/// The program's environment: mcheck's own, with rseq disabled for determinism.
-fn environment() -> Result<Vec<CString>> {
+/// The program's environment: the configured one, with rseq disabled for determinism.
+fn environment(vars: &[(OsString, OsString)]) -> Result<Vec<CString>> {
     let mut env: Vec<CString> = Vec::new();
     let mut tunables = String::from("glibc.pthread.rseq=0");
-    for (k, v) in std::env::vars_os() {
+    for (k, v) in vars {
         if k == "GLIBC_TUNABLES" {
             tunables = format!("{}:{tunables}", v.to_string_lossy());
             continue;
@@ -185,6 +224,10 @@ struct Execution<'a> {
     killed: bool,
     /// The first thread that started a Rust panic, with its stack.
     panic: Option<ThreadReport>,
+    decisions: Vec<Decision>,
+    trace: Vec<TraceStep>,
+    window: std::collections::VecDeque<(Vec<ThreadId>, ThreadId)>,
+    det: Determinism,
 }
 
 const CLONE_THREAD: u64 = 0x0001_0000;
@@ -193,6 +236,10 @@ const CLONE_SETTLS: u64 = 0x0008_0000;
 
 impl Execution<'_> {
     fn run(&mut self, sched: &mut dyn Scheduler) -> Result<ExecutionOutcome> {
+        let rsp = self.p.load_regs(0)?.rsp;
+        self.det
+            .patch_auxv(&self.p.mem, rsp)
+            .context("making the execution deterministic (auxv)")?;
         let entry = auxv_entry(self.p.pid)?;
         self.p
             .add_breakpoints(&[entry], |_| Some(BreakpointKind::Entry))?;
@@ -215,22 +262,55 @@ impl Execution<'_> {
                 return Ok(self.outcome(Some(f)));
             }
             if self.cfg.max_steps.is_some_and(|m| self.steps >= m) {
-                let mut out = self.outcome(None);
+                let finding = self.step_limit_finding();
+                let mut out = self.outcome(finding);
                 out.step_limit_hit = true;
                 return Ok(out);
             }
-            let t = sched.choose(&Point {
-                enabled: &enabled,
-                current,
-                step: self.steps as usize,
+            let ops: Vec<&'static str> = enabled
+                .iter()
+                .map(|&u| self.model.pending(u).map_or("?", Op::name))
+                .collect();
+            let current_yields = current.is_some_and(|c| {
+                matches!(self.model.pending(c), Some(Op::Yield | Op::Sleep { .. }))
             });
-            if let Some(c) = current {
-                if c != t && enabled.contains(&c) {
-                    self.preemptions += 1;
+            let point = Point {
+                enabled: &enabled,
+                ops: &ops,
+                current,
+                current_yields,
+                step: self.steps as usize,
+            };
+            let t = match sched.choose(&point) {
+                Ok(t) => t,
+                Err(d) => {
+                    let mut out = self.outcome(None);
+                    out.divergence = Some(d);
+                    return Ok(out);
                 }
+            };
+            if point.is_preemption(t) {
+                self.preemptions += 1;
             }
+            let op = ops[enabled.iter().position(|&u| u == t).unwrap_or(0)];
+            self.window.push_back((enabled.clone(), t));
+            if self.window.len() > FAIRNESS_WINDOW {
+                self.window.pop_front();
+            }
+            if self.cfg.trace {
+                self.trace_step(t, op);
+            }
+            self.decisions.push(Decision {
+                thread: t,
+                op: op.to_string(),
+            });
             self.steps += 1;
             current = Some(t);
+            if self.cfg.stop_after.is_some_and(|n| self.steps >= n) {
+                let mut out = self.outcome(None);
+                out.stopped_early = true;
+                return Ok(out);
+            }
             let completion = {
                 let mut view = MemView(&self.p);
                 self.model.execute(t, &mut view)
@@ -255,7 +335,7 @@ impl Execution<'_> {
         }
     }
 
-    fn outcome(&self, finding: Option<Finding>) -> ExecutionOutcome {
+    fn outcome(&mut self, finding: Option<Finding>) -> ExecutionOutcome {
         let mut finding = finding;
         if let Some(f) = &mut finding {
             f.preemptions = self.preemptions;
@@ -266,7 +346,72 @@ impl Execution<'_> {
             steps: self.steps,
             preemptions: self.preemptions,
             step_limit_hit: false,
+            threads: self.model.thread_count(),
+            decisions: std::mem::take(&mut self.decisions),
+            divergence: None,
+            trace: std::mem::take(&mut self.trace),
+            stopped_early: false,
         }
+    }
+
+    /// Records one step of the readable trace (replay): thread, operation, object, line.
+    fn trace_step(&mut self, t: ThreadId, op: &'static str) {
+        let object = self
+            .model
+            .pending(t)
+            .and_then(Op::object)
+            .filter(|o| o.kind != ObjectKind::Atomic || o.addr != 0)
+            .map(|o| self.object_desc(o.kind, o.addr));
+        let site = self.model.pending_site(t);
+        let location = (site != 0).then(|| self.symbols.call_site(site));
+        self.trace.push(TraceStep {
+            step: self.steps + 1,
+            thread: t,
+            op,
+            object,
+            location,
+        });
+    }
+
+    /// At `--max-steps`: a possible livelock when the schedule was fair over the last window
+    /// (every thread enabled in it also ran), else nothing (a fair schedule might end).
+    fn step_limit_finding(&mut self) -> Option<Finding> {
+        let mut enabled_any = std::collections::BTreeSet::new();
+        let mut ran = std::collections::BTreeSet::new();
+        for (enabled, t) in &self.window {
+            enabled_any.extend(enabled.iter().copied());
+            ran.insert(*t);
+        }
+        if !enabled_any.is_subset(&ran) {
+            return None;
+        }
+        let tail: Vec<String> = self
+            .decisions
+            .iter()
+            .rev()
+            .take(8)
+            .rev()
+            .map(|d| format!("T{} {}", d.thread, d.op))
+            .collect();
+        let live: Vec<ThreadId> = ran
+            .into_iter()
+            .filter(|&t| !self.model.is_finished(t))
+            .collect();
+        let threads: Vec<ThreadReport> = live
+            .into_iter()
+            .map(|t| self.thread_report(t, "keeps running without the program ending".into()))
+            .collect();
+        let mut f = self.finding(
+            FindingKind::Livelock,
+            format!(
+                "possible livelock or non-termination: {} scheduling decisions under a fair schedule without the program ending",
+                self.steps
+            ),
+            threads,
+        );
+        f.details
+            .push(format!("the last operations repeat: {}", tail.join(", ")));
+        Some(f)
     }
 
     /// Handles the result of running `t`; Some when the execution is over.
@@ -419,6 +564,9 @@ impl Execution<'_> {
                 self.adopt_foreign(child)?;
                 events::resume(pid, None)?;
             }
+            Event::Signal(Signal::SIGSEGV) if self.emulate_rdtsc_in(pid)? => {
+                events::resume(pid, None)?
+            }
             Event::Signal(sig) => events::resume(pid, Some(sig))?,
             _ => events::resume(pid, None)?,
         }
@@ -518,6 +666,10 @@ impl Execution<'_> {
                 events::resume(tid, None)?;
                 Ok(None)
             }
+            Event::Signal(Signal::SIGSEGV) if self.emulate_rdtsc(t)? => {
+                events::resume(tid, None)?;
+                Ok(None)
+            }
             Event::Signal(sig) => {
                 if let Some(f) = self.signal_finding(t, sig) {
                     return Ok(Some(RunResult::Found(f)));
@@ -577,11 +729,17 @@ impl Execution<'_> {
                 self.p.threads[t].place = StopPlace::Event;
                 self.p.threads[t].handle = r.fs_base;
                 self.install_hooks()?;
-                (Op::Continue, addr)
+                (Op::Continue, 0)
             }
             BreakpointKind::Hook(h) => {
                 let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
-                (h.op(regs::call_args(&r), self), site)
+                let op = h.op(regs::call_args(&r), self);
+                if self.is_glibc_internal(site) {
+                    // glibc's own locking (ld.so's TLS lock at thread creation...) is part of
+                    // an atomic libc call: apply it at once unless it has to wait.
+                    return self.internal_call(t, op, site);
+                }
+                (op, site)
             }
             BreakpointKind::Atomic(insn) => {
                 let ea = self.p.effective_address(t, &insn);
@@ -599,6 +757,40 @@ impl Execution<'_> {
             }
         };
         self.point(t, op, site)
+    }
+
+    /// Whether a hooked function was called from inside glibc (libc.so or ld.so).
+    fn is_glibc_internal(&self, site: u64) -> bool {
+        self.symbols.modules().find(site).is_some_and(|m| {
+            let name = m.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.starts_with("libc.so") || name.starts_with("ld-linux")
+        })
+    }
+
+    /// Performs an operation glibc makes internally without a scheduling decision, and lets
+    /// the thread run on; only an operation that cannot proceed becomes a scheduling point.
+    fn internal_call(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
+        if let Err(f) = self.model.set_pending(t, op.clone(), site) {
+            return Ok(Some(RunResult::Found(self.model_finding(f))));
+        }
+        if !self.model.is_enabled(t) {
+            return Ok(Some(RunResult::Point));
+        }
+        let completion = {
+            let mut view = MemView(&self.p);
+            self.model.execute(t, &mut view)
+        };
+        match completion {
+            Err(f) => Ok(Some(RunResult::Found(self.model_finding(f)))),
+            Ok(Completion::Blocked) => Ok(Some(RunResult::Point)),
+            Ok(c) => {
+                if let Some(f) = self.complete(t, c)? {
+                    return Ok(Some(RunResult::Found(f)));
+                }
+                events::resume(self.p.threads[t].tid, None)?;
+                Ok(None)
+            }
+        }
     }
 
     /// Records that `t` reached a scheduling point.
@@ -642,7 +834,98 @@ impl Execution<'_> {
                 events::resume(tid, None)?;
                 Ok(None)
             }
+            SyscallAction::Clock(call) => {
+                let v = self.answer_clock(call);
+                self.p.finish_syscall(t, v)?;
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+            SyscallAction::Random { buf, len } => {
+                let len = len.min(1 << 20) as usize;
+                let bytes = self.det.random_bytes(len);
+                let v = match self.p.mem.write(buf, &bytes) {
+                    Ok(()) => len as i64,
+                    Err(_) => -(libc::EFAULT as i64),
+                };
+                self.p.finish_syscall(t, v)?;
+                events::resume(tid, None)?;
+                Ok(None)
+            }
         }
+    }
+
+    /// Answers a time query from the virtual clock, writing the result where asked.
+    fn answer_clock(&mut self, call: ClockCall) -> i64 {
+        let now = self.model.now();
+        let write = |mem: &crate::tracee::memory::Memory, out: u64, a: u64, b: u64| {
+            if out == 0 {
+                return true;
+            }
+            let mut bytes = a.to_le_bytes().to_vec();
+            bytes.extend_from_slice(&b.to_le_bytes());
+            mem.write(out, &bytes).is_ok()
+        };
+        let ok = |fine: bool, v: i64| if fine { v } else { -(libc::EFAULT as i64) };
+        match call {
+            ClockCall::Gettime { clock, out } => {
+                let ns = self.det.clock_ns(clock, now);
+                ok(
+                    write(&self.p.mem, out, ns / 1_000_000_000, ns % 1_000_000_000),
+                    0,
+                )
+            }
+            ClockCall::Gettimeofday { out } => {
+                let ns = self.det.clock_ns(libc::CLOCK_REALTIME, now);
+                ok(
+                    write(
+                        &self.p.mem,
+                        out,
+                        ns / 1_000_000_000,
+                        ns % 1_000_000_000 / 1_000,
+                    ),
+                    0,
+                )
+            }
+            ClockCall::Time { out } => {
+                let secs = self.det.clock_ns(libc::CLOCK_REALTIME, now) / 1_000_000_000;
+                let fine = out == 0 || self.p.mem.write(out, &secs.to_le_bytes()).is_ok();
+                ok(fine, secs as i64)
+            }
+        }
+    }
+
+    /// Emulates rdtsc/rdtscp in thread `t`, which fault under PR_TSC_SIGSEGV; true when it
+    /// was one.
+    fn emulate_rdtsc(&mut self, t: ThreadId) -> Result<bool> {
+        let tid = self.p.threads[t].tid;
+        let done = self.emulate_rdtsc_in(tid)?;
+        if done {
+            self.p.load_regs(t)?;
+        }
+        Ok(done)
+    }
+
+    /// Emulates rdtsc/rdtscp for any stopped tracee (forked children inherit the trap).
+    fn emulate_rdtsc_in(&mut self, tid: Pid) -> Result<bool> {
+        let mut r = regs::get(tid)?;
+        let Ok(word) = nix::sys::ptrace::read(tid, r.rip as nix::sys::ptrace::AddressType) else {
+            return Ok(false);
+        };
+        let b = (word as u64).to_le_bytes();
+        let len = match [b[0], b[1], b[2]] {
+            [0x0f, 0x31, _] => 2,
+            [0x0f, 0x01, 0xf9] => 3,
+            _ => return Ok(false),
+        };
+        let tsc = self.det.tsc(self.model.now());
+        r.rax = tsc & 0xffff_ffff;
+        r.rdx = tsc >> 32;
+        if len == 3 {
+            r.rcx = 0;
+        }
+        r.rip += len;
+        regs::set(tid, r)?;
+        Ok(true)
     }
 
     fn on_clone(&mut self, t: ThreadId, child: Pid) -> Result<Option<RunResult>> {
@@ -813,6 +1096,8 @@ impl Execution<'_> {
             seed: 0,
             execution: 0,
             steps: 0,
+            strategy: String::new(),
+            schedule: None,
         }
     }
 
@@ -1106,9 +1391,6 @@ impl TimeSource for Execution<'_> {
         Some(sec.saturating_mul(1_000_000_000).saturating_add(nsec))
     }
     fn clock_now_ns(&self, clock: libc::clockid_t) -> u64 {
-        let id = nix::time::ClockId::from_raw(clock);
-        nix::time::clock_gettime(id)
-            .map(|ts| ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64)
-            .unwrap_or(0)
+        self.det.peek_ns(clock, self.model.now())
     }
 }

@@ -3,6 +3,7 @@
 //! into findings. [`search`] repeats executions within the budget.
 
 mod capture;
+mod determinism;
 mod execution;
 mod hooks;
 mod process;
@@ -10,5 +11,5 @@ pub mod search;
 mod stacks;
 mod syscalls;
 
-pub use execution::{ExecutionConfig, ExecutionOutcome};
-pub use search::{SearchConfig, SearchResult};
+pub use execution::{ExecutionConfig, ExecutionOutcome, TraceStep};
+pub use search::{SearchConfig, SearchResult, Witness};

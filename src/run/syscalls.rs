@@ -31,6 +31,37 @@ pub enum SyscallAction {
     Emulate(i64),
     /// Let the call run natively.
     Native,
+    /// clock_gettime/gettimeofday/time: answer from the virtual clock.
+    Clock(ClockCall),
+    /// getrandom(buf, len): fill with seeded bytes.
+    Random {
+        /// Buffer address.
+        buf: u64,
+        /// Bytes asked for.
+        len: u64,
+    },
+}
+
+/// A time query and where its answer goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockCall {
+    /// clock_gettime(clock, timespec*).
+    Gettime {
+        /// The clock.
+        clock: libc::clockid_t,
+        /// struct timespec * (0: none).
+        out: u64,
+    },
+    /// gettimeofday(timeval*, tz).
+    Gettimeofday {
+        /// struct timeval * (0: none).
+        out: u64,
+    },
+    /// time(time_t*).
+    Time {
+        /// time_t * (0: none).
+        out: u64,
+    },
 }
 
 /// Decodes syscall `nr` with arguments `a`.
@@ -51,6 +82,16 @@ pub fn decode(nr: i64, a: [u64; 6], time: &dyn TimeSource) -> SyscallAction {
             SyscallAction::Point(Op::Sleep { ns })
         }
         nr::RSEQ | nr::FUTEX_WAITV => SyscallAction::Emulate(-(libc::ENOSYS as i64)),
+        nr::CLOCK_GETTIME => SyscallAction::Clock(ClockCall::Gettime {
+            clock: a[0] as libc::clockid_t,
+            out: a[1],
+        }),
+        nr::GETTIMEOFDAY => SyscallAction::Clock(ClockCall::Gettimeofday { out: a[0] }),
+        nr::TIME => SyscallAction::Clock(ClockCall::Time { out: a[0] }),
+        nr::GETRANDOM => SyscallAction::Random {
+            buf: a[0],
+            len: a[1],
+        },
         _ => SyscallAction::Native,
     }
 }

@@ -25,6 +25,14 @@ pub mod nr {
     pub const CLONE3: i64 = 435;
     /// futex_waitv(2)
     pub const FUTEX_WAITV: i64 = 449;
+    /// gettimeofday(2)
+    pub const GETTIMEOFDAY: i64 = 96;
+    /// time(2)
+    pub const TIME: i64 = 201;
+    /// clock_gettime(2)
+    pub const CLOCK_GETTIME: i64 = 228;
+    /// getrandom(2)
+    pub const GETRANDOM: i64 = 318;
 }
 
 /// The syscalls the filter traps.
@@ -39,6 +47,10 @@ pub const TRAPPED: &[i64] = &[
     nr::RSEQ,
     nr::CLONE3,
     nr::FUTEX_WAITV,
+    nr::GETTIMEOFDAY,
+    nr::TIME,
+    nr::CLOCK_GETTIME,
+    nr::GETRANDOM,
 ];
 
 const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS

@@ -95,6 +95,8 @@ pub fn spawn_traced(
                 libc::dup2(fd, 2);
             }
             libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
+            // rdtsc/rdtscp fault with SIGSEGV, so the tracer can return a virtual counter.
+            libc::prctl(libc::PR_SET_TSC, libc::PR_TSC_SIGSEGV, 0, 0, 0);
             libc::kill(libc::getpid(), libc::SIGSTOP);
             if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                 libc::_exit(126);

@@ -1,0 +1,216 @@
+//! `mcheck [OPTIONS] -- PROG ARGS`: validate the program, run the search with the chosen
+//! strategy, write a schedule file per finding, print the reports and the coverage
+//! statement, and write the JSON report.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::{current_env, lossy, Failure};
+use crate::binary::{check_program, resolve_program};
+use crate::cli::{shell_quote, CheckArgs, StrategyName, EXIT_CLEAN, EXIT_FINDINGS};
+use crate::explore::{Coverage, PctScheduler, Portfolio, RandomScheduler, Scheduler, TreeSearch};
+use crate::report::schedule::{file_sha256, ExecutionOptions, ScheduleFile};
+use crate::report::{human, json, Finding};
+use crate::run::search::search;
+use crate::run::{ExecutionConfig, SearchConfig, SearchResult};
+
+/// Runs a search as the options say; returns the exit status.
+pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
+    let program = resolve_program(&args.command[0]).map_err(|e| Failure::Usage(e.to_string()))?;
+    check_program(&program).map_err(|e| Failure::Usage(e.to_string()))?;
+    let env = current_env();
+    let cfg = SearchConfig {
+        execution: ExecutionConfig {
+            program: program.clone(),
+            args: args.command[1..].to_vec(),
+            env: env.clone(),
+            quiet_program: args.output.quiet_program,
+            expect_exit: args.expect_exit,
+            execution_timeout: Duration::from_secs_f64(args.execution_timeout),
+            max_steps: Some(args.max_steps),
+            trace: false,
+            stop_after: None,
+        },
+        max_executions: args.max_executions,
+        time_limit: args.time_limit.map(Duration::from_secs_f64),
+        keep_going: args.keep_going,
+    };
+    let mut sched = make_scheduler(args);
+    let bar = progress_bar(args.max_executions);
+    let mut on_progress = |done: u64, found: usize| {
+        if let Some(b) = &bar {
+            b.set_position(done);
+            b.set_message(format!("{found} finding(s)"));
+        }
+    };
+    let mut result =
+        search(&cfg, sched.as_mut(), &mut on_progress).context("running the search")?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let findings = write_schedules(args, &program, &env, &mut result)?;
+    for f in &findings {
+        let replay = match &f.schedule {
+            Some(p) => format!("mcheck replay {}", shell_quote(p)),
+            None => "(no schedule file could be written)".into(),
+        };
+        eprint!("{}", human::format_finding(f, &replay));
+    }
+    let statement = coverage_statement(&result, sched.name(), findings.is_empty());
+    eprintln!(
+        "mcheck: {statement} [{} strategy, seed {}, {:.1} s; {}]",
+        sched.name(),
+        args.seed,
+        result.elapsed.as_secs_f64(),
+        result.stopped_because
+    );
+    if result.cut_by_step_limit > 0 {
+        eprintln!(
+            "mcheck: note: {} execution(s) reached --max-steps {} under an unfair schedule and were cut short",
+            result.cut_by_step_limit, args.max_steps
+        );
+    }
+    if let Some(path) = &args.output.json {
+        let report = json::JsonReport {
+            version: json::REPORT_VERSION,
+            mcheck_version: env!("CARGO_PKG_VERSION"),
+            program: program.to_string_lossy().into_owned(),
+            args: lossy(&args.command[1..]),
+            strategy: sched.name(),
+            seed: args.seed,
+            executions: result.executions,
+            complete: result.complete,
+            coverage: json::JsonCoverage::new(&result.coverage, statement.clone()),
+            stopped_because: &result.stopped_because,
+            elapsed_seconds: result.elapsed.as_secs_f64(),
+            findings: &findings,
+        };
+        json::write(path, &report)
+            .with_context(|| format!("writing the JSON report to {}", path.display()))?;
+    }
+    Ok(if findings.is_empty() {
+        EXIT_CLEAN
+    } else {
+        EXIT_FINDINGS
+    })
+}
+
+fn make_scheduler(args: &CheckArgs) -> Box<dyn Scheduler> {
+    match args.strategy {
+        StrategyName::Portfolio => {
+            Box::new(Portfolio::default_mix(args.seed, args.preemption_bound))
+        }
+        StrategyName::Dfs => Box::new(TreeSearch::dfs()),
+        StrategyName::Icb => Box::new(TreeSearch::icb(args.preemption_bound)),
+        StrategyName::Pct => Box::new(PctScheduler::new(args.pct_depth, args.seed)),
+        StrategyName::Random => Box::new(RandomScheduler::new(args.seed)),
+    }
+}
+
+/// Writes one schedule file per distinct finding into `--out`; returns the findings with
+/// their schedule paths and strategies filled in.
+fn write_schedules(
+    args: &CheckArgs,
+    program: &Path,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+    result: &mut SearchResult,
+) -> Result<Vec<Finding>, Failure> {
+    if result.witnesses.is_empty() {
+        return Ok(vec![]);
+    }
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating the output directory {}", args.out.display()))?;
+    let sha = file_sha256(program).context("hashing the program")?;
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let mut out = Vec::new();
+    for (i, w) in result.witnesses.iter().enumerate() {
+        let mut f = w.finding.clone();
+        f.strategy = w.strategy.clone();
+        let schedule = ScheduleFile::new(
+            program,
+            sha.clone(),
+            lossy(&args.command[1..]),
+            env.clone(),
+            ExecutionOptions {
+                expect_exit: args.expect_exit,
+                execution_timeout: args.execution_timeout,
+                max_steps: args.max_steps,
+            },
+            w.strategy.clone(),
+            &f,
+            w.decisions.clone(),
+        );
+        let name = format!(
+            "{}-{}-{stamp}-{}.schedule.json",
+            program
+                .file_name()
+                .map_or("program".into(), |n| n.to_string_lossy()),
+            f.kind.name(),
+            i + 1
+        );
+        let path = args.out.join(name);
+        schedule
+            .write(&path)
+            .with_context(|| format!("writing the schedule file {}", path.display()))?;
+        f.schedule = Some(path.to_string_lossy().into_owned());
+        out.push(f);
+    }
+    Ok(out)
+}
+
+/// What was covered, in one sentence.
+pub fn coverage_statement(result: &SearchResult, strategy: &str, clean: bool) -> String {
+    let verdict = if clean {
+        "no bug found".to_string()
+    } else {
+        format!("{} distinct finding(s)", result.witnesses.len())
+    };
+    let n = result.executions;
+    let Coverage {
+        exhausted,
+        preemption_bound_completed,
+        systematic_executions,
+    } = result.coverage;
+    if exhausted && result.complete {
+        return format!("search space exhausted: {n} execution(s) explored, {verdict}");
+    }
+    match (strategy, preemption_bound_completed) {
+        ("icb", Some(c)) => format!(
+            "all executions with ≤ {c} preemption(s) explored ({n} execution(s)), {verdict}"
+        ),
+        ("portfolio", Some(c)) => format!(
+            "{n} execution(s), of which {systematic_executions} systematic: all executions with ≤ {c} preemption(s) explored; {verdict}"
+        ),
+        ("dfs", _) | ("icb", None) | ("portfolio", None) => format!(
+            "{n} execution(s) explored, search space not exhausted, {verdict}"
+        ),
+        _ => format!("{n} randomised execution(s) ({strategy}), no coverage guarantee; {verdict}"),
+    }
+}
+
+fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(total);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "mcheck {bar:30} {pos}/{len} executions, {msg} [{elapsed}]",
+    ) {
+        bar.set_style(style);
+    }
+    Some(bar)
+}

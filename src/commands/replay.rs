@@ -1,0 +1,129 @@
+//! `mcheck replay SCHEDULE`: check that the program is the one recorded, re-run the schedule
+//! exactly, print the interleaving step by step and the finding it leads to. A changed
+//! program, a corrupt file or a divergence is bad input (exit 2): no false finding is
+//! reported.
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::Failure;
+use crate::cli::{shell_quote, ReplayArgs, EXIT_CLEAN, EXIT_FINDINGS};
+use crate::explore::ReplayScheduler;
+use crate::report::schedule::ScheduleFile;
+use crate::report::{human, json};
+use crate::run::search::run_single;
+use crate::run::{ExecutionConfig, TraceStep};
+
+/// Replays a schedule file; returns the exit status.
+pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
+    let schedule = ScheduleFile::read(&args.schedule).map_err(|e| Failure::Usage(e.to_string()))?;
+    schedule
+        .check_program()
+        .map_err(|e| Failure::Usage(e.to_string()))?;
+    crate::binary::check_program(&schedule.program).map_err(|e| Failure::Usage(e.to_string()))?;
+    let cfg = ExecutionConfig {
+        program: schedule.program.clone(),
+        args: schedule.args.iter().map(OsString::from).collect(),
+        env: schedule
+            .env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect(),
+        quiet_program: args.output.quiet_program,
+        expect_exit: schedule.options.expect_exit,
+        execution_timeout: Duration::from_secs_f64(schedule.options.execution_timeout.max(0.001)),
+        max_steps: Some(schedule.options.max_steps),
+        trace: true,
+        stop_after: args.until,
+    };
+    let mut sched = ReplayScheduler::new(schedule.decisions.clone());
+    let outcome = run_single(&cfg, &mut sched).context("replaying the schedule")?;
+    eprint!("{}", format_trace(&outcome.trace));
+    if let Some(d) = outcome.divergence {
+        return Err(Failure::Usage(format!(
+            "{}: {d}; no finding is reported",
+            args.schedule.display()
+        )));
+    }
+    if outcome.stopped_early {
+        eprintln!(
+            "mcheck: replay stopped after step {} (--until); the schedule has {} steps",
+            outcome.steps,
+            schedule.decisions.len()
+        );
+        write_json(args, &schedule, &[], true)?;
+        return Ok(EXIT_CLEAN);
+    }
+    let Some(mut finding) = outcome.finding.filter(|f| f.kind == schedule.finding.kind) else {
+        return Err(Failure::Usage(format!(
+            "{}: the recorded {} did not reproduce (the program did not behave as when it was recorded); no finding is reported",
+            args.schedule.display(),
+            schedule.finding.kind.name()
+        )));
+    };
+    finding.seed = schedule.seed;
+    finding.execution = schedule.execution;
+    finding.strategy = schedule.strategy.clone();
+    finding.schedule = Some(args.schedule.to_string_lossy().into_owned());
+    let again = format!(
+        "mcheck replay {}",
+        shell_quote(&args.schedule.to_string_lossy())
+    );
+    eprint!("{}", human::format_finding(&finding, &again));
+    write_json(args, &schedule, std::slice::from_ref(&finding), true)?;
+    Ok(EXIT_FINDINGS)
+}
+
+fn write_json(
+    args: &ReplayArgs,
+    schedule: &ScheduleFile,
+    findings: &[crate::report::Finding],
+    _replayed: bool,
+) -> Result<(), Failure> {
+    let Some(path) = &args.output.json else {
+        return Ok(());
+    };
+    let report = json::JsonReport {
+        version: json::REPORT_VERSION,
+        mcheck_version: env!("CARGO_PKG_VERSION"),
+        program: schedule.program.to_string_lossy().into_owned(),
+        args: schedule.args.clone(),
+        strategy: "replay",
+        seed: schedule.seed,
+        executions: 1,
+        complete: false,
+        coverage: json::JsonCoverage::new(&Default::default(), "replay of one schedule".into()),
+        stopped_because: "replayed the schedule",
+        elapsed_seconds: 0.0,
+        findings,
+    };
+    json::write(path, &report)
+        .with_context(|| format!("writing the JSON report to {}", path.display()))?;
+    Ok(())
+}
+
+/// The interleaving as a table: step, thread, operation, object, source line.
+fn format_trace(trace: &[TraceStep]) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:>6}  {:<6} {:<20} {:<36} location",
+        "step", "thread", "operation", "object"
+    );
+    for t in trace {
+        let object = t.object.as_deref().unwrap_or("");
+        let location = t.location.as_ref().map(|f| f.short()).unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "{:>6}  {:<6} {:<20} {:<36} {location}",
+            t.step,
+            format!("T{}", t.thread),
+            t.op,
+            object
+        );
+    }
+    s
+}

@@ -1,0 +1,259 @@
+//! Schedule files: everything needed to re-run one witness execution exactly — the program
+//! (path and SHA-256 of its contents), its arguments and environment, the options that shape
+//! an execution, and every scheduling decision as a thread plus the kind of operation it
+//! performs there, so that replay can tell when the program no longer follows the schedule.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{Finding, FindingKind, Frame};
+use crate::explore::Decision;
+
+/// The `format` field of every schedule file.
+pub const SCHEDULE_FORMAT: &str = "mcheck-schedule";
+/// The current schedule file version.
+pub const SCHEDULE_VERSION: u32 = 1;
+
+/// Environment variables whose names contain one of these are not written to schedule files.
+const SECRET_MARKERS: &[&str] = &[
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "API_KEY",
+    "PRIVATE",
+];
+
+/// Options that shape an execution and must be the same on replay.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ExecutionOptions {
+    /// `--expect-exit`.
+    pub expect_exit: i32,
+    /// `--execution-timeout`, seconds.
+    pub execution_timeout: f64,
+    /// `--max-steps`.
+    pub max_steps: u64,
+}
+
+/// What the schedule shows.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RecordedFinding {
+    /// Finding kind.
+    pub kind: FindingKind,
+    /// Its message when recorded.
+    pub message: String,
+    /// Its source locations when recorded.
+    pub locations: Vec<Frame>,
+}
+
+/// A schedule file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScheduleFile {
+    /// Always [`SCHEDULE_FORMAT`].
+    pub format: String,
+    /// [`SCHEDULE_VERSION`].
+    pub version: u32,
+    /// mcheck version that wrote it.
+    pub mcheck_version: String,
+    /// Absolute path of the program.
+    pub program: PathBuf,
+    /// SHA-256 of the program file, hex.
+    pub program_sha256: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// The environment it ran with (minus names that look like secrets).
+    pub env: Vec<(String, String)>,
+    /// Execution options.
+    pub options: ExecutionOptions,
+    /// Strategy that found it (a portfolio names its member).
+    pub strategy: String,
+    /// Seed of the witness execution.
+    pub seed: u64,
+    /// Index of the witness execution in its search.
+    pub execution: u64,
+    /// Preemptions in the schedule.
+    pub preemptions: u64,
+    /// The finding the schedule leads to.
+    pub finding: RecordedFinding,
+    /// Every scheduling decision.
+    pub decisions: Vec<Decision>,
+}
+
+/// Problems with a schedule file.
+#[derive(Debug, thiserror::Error)]
+pub enum ScheduleError {
+    /// Unreadable file.
+    #[error("{path}: cannot read the schedule file: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not JSON of the right shape.
+    #[error("{path}: not a valid mcheck schedule file: {reason}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The program file differs from the one recorded.
+    #[error("{program}: the program changed since the schedule was recorded (SHA-256 {actual}, recorded {recorded}); rebuild the old binary or find the bug again with a new search")]
+    ProgramChanged {
+        /// The program.
+        program: PathBuf,
+        /// Hash now.
+        actual: String,
+        /// Hash recorded.
+        recorded: String,
+    },
+}
+
+/// SHA-256 of a file, hex.
+pub fn file_sha256(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The environment to record: everything but names that look like secrets.
+pub fn recordable_env(env: &[(String, String)]) -> Vec<(String, String)> {
+    env.iter()
+        .filter(|(k, _)| {
+            let up = k.to_ascii_uppercase();
+            !SECRET_MARKERS.iter().any(|m| up.contains(m))
+        })
+        .cloned()
+        .collect()
+}
+
+impl ScheduleFile {
+    /// A schedule for `finding` shown by `decisions`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        program: &Path,
+        program_sha256: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        options: ExecutionOptions,
+        strategy: String,
+        finding: &Finding,
+        decisions: Vec<Decision>,
+    ) -> ScheduleFile {
+        ScheduleFile {
+            format: SCHEDULE_FORMAT.into(),
+            version: SCHEDULE_VERSION,
+            mcheck_version: env!("CARGO_PKG_VERSION").into(),
+            program: program.to_path_buf(),
+            program_sha256,
+            args,
+            env: recordable_env(&env),
+            options,
+            strategy,
+            seed: finding.seed,
+            execution: finding.execution,
+            preemptions: finding.preemptions,
+            finding: RecordedFinding {
+                kind: finding.kind,
+                message: finding.message.clone(),
+                locations: finding.locations.clone(),
+            },
+            decisions,
+        }
+    }
+
+    /// Writes it as pretty JSON.
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let text = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(path, text + "\n")
+    }
+
+    /// Reads and validates a schedule file.
+    pub fn read(path: &Path) -> Result<ScheduleFile, ScheduleError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScheduleError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let corrupt = |reason: String| ScheduleError::Corrupt {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let s: ScheduleFile = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+        if s.format != SCHEDULE_FORMAT {
+            return Err(corrupt(format!("format is `{}`", s.format)));
+        }
+        if s.version != SCHEDULE_VERSION {
+            return Err(corrupt(format!(
+                "version {} (this mcheck reads version {SCHEDULE_VERSION})",
+                s.version
+            )));
+        }
+        if s.decisions.is_empty() {
+            return Err(corrupt("it holds no scheduling decisions".into()));
+        }
+        Ok(s)
+    }
+
+    /// Checks that the program file is the one recorded.
+    pub fn check_program(&self) -> Result<(), ScheduleError> {
+        let actual = file_sha256(&self.program).map_err(|source| ScheduleError::Io {
+            path: self.program.clone(),
+            source,
+        })?;
+        if actual != self.program_sha256 {
+            return Err(ScheduleError::ProgramChanged {
+                program: self.program.clone(),
+                actual,
+                recorded: self.program_sha256.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_not_recorded() {
+        let env = vec![
+            ("PATH".to_string(), "/bin".to_string()),
+            ("GITHUB_TOKEN".to_string(), "x".to_string()),
+            ("db_password".to_string(), "y".to_string()),
+        ];
+        assert_eq!(
+            recordable_env(&env),
+            vec![("PATH".to_string(), "/bin".to_string())]
+        );
+    }
+
+    #[test]
+    fn corrupt_files_are_rejected_with_a_reason() {
+        let dir = std::env::temp_dir().join(format!("mcheck-sched-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("bad.json");
+        std::fs::write(&p, "{\"format\": \"mcheck-schedule\", \"version\": 1}").unwrap();
+        let e = ScheduleFile::read(&p).unwrap_err();
+        assert!(matches!(e, ScheduleError::Corrupt { .. }), "{e}");
+        std::fs::write(&p, "not json").unwrap();
+        assert!(matches!(
+            ScheduleFile::read(&p),
+            Err(ScheduleError::Corrupt { .. })
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

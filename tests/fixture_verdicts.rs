@@ -169,6 +169,11 @@ fn run_mcheck(fx: &Fixture) -> RunResult {
         json_path.display().to_string(),
         "--seed".into(),
         "1".into(),
+        "--out".into(),
+        std::env::temp_dir()
+            .join(format!("mcheck-verdicts-{}-schedules", std::process::id()))
+            .display()
+            .to_string(),
     ];
     args.extend(fx.options.iter().cloned());
     args.push("--".into());

@@ -1,0 +1,156 @@
+//! Shared helpers of the integration tests: run the real `mcheck` binary with a time limit,
+//! collect its exit status, stderr and JSON report, and find the fixtures.
+
+#![allow(dead_code)]
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The result of one mcheck run.
+pub struct Run {
+    /// Exit code (None: killed by a signal or by the time limit).
+    pub code: Option<i32>,
+    /// Its stderr.
+    pub stderr: String,
+    /// The `--json` report, when one was asked for and written.
+    pub json: Option<Value>,
+    /// The command line, for messages.
+    pub command: String,
+}
+
+/// The fixtures directory.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tracee-fixtures")
+}
+
+/// A fixture binary, which must have been built by `make fixtures`.
+pub fn fixture(name: &str) -> PathBuf {
+    let p = fixtures().join("build").join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: run `make fixtures`",
+        p.display()
+    );
+    p
+}
+
+/// A fresh temporary path (not created).
+pub fn temp_path(tag: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    std::env::temp_dir().join(format!(
+        "mcheck-test-{}-{}-{tag}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ))
+}
+
+/// Runs mcheck with `args`, writing the JSON report to a temporary file when `json` is set.
+/// Kills it after `limit`.
+pub fn mcheck(args: &[String], json: bool, limit: Duration) -> Run {
+    let json_path = temp_path("report.json");
+    let err_path = temp_path("stderr");
+    let mut all: Vec<String> = Vec::new();
+    if json {
+        all.push("--json".into());
+        all.push(json_path.display().to_string());
+    }
+    // Options go before the program (for a search) or anywhere (for replay).
+    let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let (head, tail) = args.split_at(split);
+    let mut ordered = Vec::new();
+    if head.first().map(String::as_str) == Some("replay") {
+        ordered.push("replay".to_string());
+        ordered.extend(all.iter().cloned());
+        ordered.extend(head[1..].iter().cloned());
+    } else {
+        ordered.extend(all.iter().cloned());
+        ordered.extend(head.iter().cloned());
+    }
+    ordered.extend(tail.iter().cloned());
+    let command = format!("mcheck {}", ordered.join(" "));
+    let err = File::create(&err_path).expect("temp file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcheck"))
+        .args(&ordered)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .expect("spawn mcheck");
+    let start = Instant::now();
+    let code = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status.code();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    let stderr = fs::read_to_string(&err_path).unwrap_or_default();
+    let json = fs::read_to_string(&json_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    let _ = fs::remove_file(&json_path);
+    let _ = fs::remove_file(&err_path);
+    Run {
+        code,
+        stderr,
+        json,
+        command,
+    }
+}
+
+/// Converts string slices to owned arguments.
+pub fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// A fixture whose expected verdict is a finding.
+pub struct BuggyFixture {
+    /// Its name in expected.json.
+    pub name: String,
+    /// The binary.
+    pub binary: PathBuf,
+    /// The expected finding kind.
+    pub verdict: String,
+    /// Program arguments.
+    pub args: Vec<String>,
+    /// Extra mcheck options.
+    pub options: Vec<String>,
+}
+
+/// The buggy fixtures of expected.json.
+pub fn buggy_fixtures() -> Vec<BuggyFixture> {
+    let text = fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
+    let v: Value = serde_json::from_str(&text).expect("valid JSON");
+    let list = |e: &Value, f: &str| -> Vec<String> {
+        e.get(f)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    v.as_array()
+        .expect("array")
+        .iter()
+        .filter(|e| e["verdict"] != "none")
+        .map(|e| BuggyFixture {
+            name: e["name"].as_str().unwrap().to_string(),
+            binary: fixtures().join(e["binary"].as_str().unwrap()),
+            verdict: e["verdict"].as_str().unwrap().to_string(),
+            args: list(e, "args"),
+            options: list(e, "options"),
+        })
+        .collect()
+}

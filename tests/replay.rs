@@ -1,0 +1,168 @@
+//! Schedule files and replay: every buggy fixture's schedule replays to the same finding
+//! 100 times out of 100; a changed program, a corrupt file or an edited schedule is refused
+//! with exit status 2 and no finding; `--until` stops early.
+
+mod common;
+
+use std::fs;
+use std::sync::Mutex;
+use std::thread;
+use std::time::Duration;
+
+use common::{args, buggy_fixtures, fixture, mcheck, temp_path};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(120);
+const REPLAYS: usize = 100;
+
+/// Finds the bug of `program` and returns the schedule path and the finding.
+fn find(program: &str, prog_args: &[String], options: &[String], out: &str) -> (String, Value) {
+    let mut a = args(&["--quiet-program", "--out", out]);
+    a.extend(options.iter().cloned());
+    a.push("--".into());
+    a.push(program.to_string());
+    a.extend(prog_args.iter().cloned());
+    let r = mcheck(&a, true, LIMIT);
+    assert_eq!(r.code, Some(1), "{}: {}", r.command, r.stderr);
+    let f = r.json.unwrap()["findings"][0].clone();
+    (
+        f["schedule"].as_str().expect("schedule path").to_string(),
+        f,
+    )
+}
+
+#[test]
+fn every_buggy_fixture_replays_to_the_same_finding_every_time() {
+    let out = temp_path("schedules");
+    let out_s = out.display().to_string();
+    let failures = Mutex::new(Vec::new());
+    let work = Mutex::new(buggy_fixtures());
+    thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let Some(fx) = work.lock().unwrap().pop() else {
+                    break;
+                };
+                let (name, verdict) = (fx.name, fx.verdict);
+                let (schedule, f) = find(
+                    &fx.binary.display().to_string(),
+                    &fx.args,
+                    &fx.options,
+                    &out_s,
+                );
+                assert_eq!(f["kind"], verdict.as_str(), "{name}");
+                for i in 0..REPLAYS {
+                    let r = mcheck(
+                        &args(&["replay", "--quiet-program", &schedule]),
+                        true,
+                        LIMIT,
+                    );
+                    let kind = r
+                        .json
+                        .as_ref()
+                        .and_then(|j| j["findings"][0]["kind"].as_str().map(String::from));
+                    if r.code != Some(1) || kind.as_deref() != Some(verdict.as_str()) {
+                        failures.lock().unwrap().push(format!(
+                            "{name}: replay {i} gave exit {:?} kind {kind:?}: {}",
+                            r.code,
+                            r.stderr.lines().last().unwrap_or("")
+                        ));
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let _ = fs::remove_dir_all(&out);
+    let failures = failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn replay_prints_the_interleaving_and_until_stops_early() {
+    let out = temp_path("until");
+    let program = fixture("abba_O0").display().to_string();
+    let (schedule, _) = find(&program, &[], &[], &out.display().to_string());
+    let r = mcheck(
+        &args(&["replay", "--quiet-program", &schedule]),
+        false,
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(1));
+    assert!(r.stderr.contains("mutex_lock"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("abba.c:"),
+        "trace names source lines: {}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("mutex `a`"),
+        "trace names objects: {}",
+        r.stderr
+    );
+    let r = mcheck(
+        &args(&["replay", "--until", "2", "--quiet-program", &schedule]),
+        true,
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    assert!(r.stderr.contains("stopped after step 2"), "{}", r.stderr);
+    assert_eq!(r.json.unwrap()["findings"].as_array().unwrap().len(), 0);
+    let _ = fs::remove_dir_all(&out);
+}
+
+#[test]
+fn changed_program_corrupt_file_and_divergence_are_refused() {
+    let out = temp_path("refuse");
+    fs::create_dir_all(&out).unwrap();
+    let copy = out.join("abba_copy");
+    fs::copy(fixture("abba_O0"), &copy).unwrap();
+    let (schedule, _) = find(
+        &copy.display().to_string(),
+        &[],
+        &[],
+        &out.display().to_string(),
+    );
+
+    // A diverging schedule: the first decision names a thread that does not exist yet.
+    let mut doc: Value = serde_json::from_str(&fs::read_to_string(&schedule).unwrap()).unwrap();
+    doc["decisions"][1]["thread"] = Value::from(7);
+    let edited = out.join("edited.json");
+    fs::write(&edited, doc.to_string()).unwrap();
+    let r = mcheck(
+        &args(&["replay", "--quiet-program", &edited.display().to_string()]),
+        true,
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("diverged"), "{}", r.stderr);
+    assert!(r.json.is_none(), "no report of a false finding");
+
+    // Corrupt files.
+    let corrupt = out.join("corrupt.json");
+    for text in ["", "{", "[1,2]", "{\"format\":\"other\"}"] {
+        fs::write(&corrupt, text).unwrap();
+        let r = mcheck(
+            &args(&["replay", &corrupt.display().to_string()]),
+            false,
+            LIMIT,
+        );
+        assert_eq!(r.code, Some(2), "{text:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("panicked"));
+        assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
+    }
+    let r = mcheck(
+        &args(&["replay", "/nonexistent/schedule.json"]),
+        false,
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(2));
+
+    // The program changed (a different binary at the recorded path).
+    fs::copy(fixture("abba_O2"), &copy).unwrap();
+    let r = mcheck(&args(&["replay", &schedule]), true, LIMIT);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(r.stderr.contains("changed"), "{}", r.stderr);
+    assert!(r.json.is_none());
+    let _ = fs::remove_dir_all(&out);
+}

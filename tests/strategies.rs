@@ -1,0 +1,165 @@
+//! Systematic strategies on real programs: exhaustive dfs counts derived by hand, icb at
+//! bound 0 giving exactly the non-preemptive executions, and icb finding preemption bugs at
+//! the smallest bound with that many preemptions reported.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{args, fixture, mcheck};
+
+const LIMIT: Duration = Duration::from_secs(240);
+
+fn executions(strategy_args: &[&str], program: &[&str]) -> (u64, bool) {
+    let mut a = args(&["--quiet-program", "--max-executions", "100000"]);
+    a.extend(args(strategy_args));
+    a.push("--".into());
+    a.push(fixture(program[0]).display().to_string());
+    a.extend(args(&program[1..]));
+    let r = mcheck(&a, true, LIMIT);
+    assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
+    let json = r.json.expect("JSON report");
+    (
+        json["executions"].as_u64().unwrap(),
+        json["complete"].as_bool().unwrap(),
+    )
+}
+
+/// Number of interleavings of `atomic_pair K`, derived by hand.
+///
+/// The scheduling points of the program are, in program order:
+/// - main (T0): C0 = the program entry, C1 = right after creating T1 (the clone event),
+///   C2 = right after creating T2, J1 = pthread_join(T1), J2 = pthread_join(T2);
+/// - T1 and T2: S = the thread's first step, then K atomic increments: n = K + 1 points each.
+///   (Thread exit is not an operation of its own; glibc's internal lock taken while
+///   creating a thread is part of the atomic libc call.)
+///
+/// C0 is always first (only T0 exists). T1 exists once C0 has run, T2 once C1 has run.
+/// J1 can run only after all of T1, J2 only after all of T2. Cut the schedule at T0's
+/// points C1, C2, J1, J2 into segments s0 (before C1) … s3 (between J1 and J2): T1's n
+/// points fall into s0, s1, s2 (a0 + a1 + a2 = n) and T2's into s1, s2, s3 (b1 + b2 + b3 =
+/// n), since T2 starts after C1 and must end before J2. Inside s1 and s2 the two threads'
+/// points interleave freely, in C(a1+b1, a1) and C(a2+b2, a2) ways; s0 and s3 hold one
+/// thread only. So
+///
+///   count(n) = Σ_{a0+a1+a2=n} Σ_{b1+b2+b3=n} C(a1+b1, a1) · C(a2+b2, a2)
+///
+/// which gives 11, 71, 379, 1849 for K = 0, 1, 2, 3.
+fn atomic_pair_count(k: u64) -> u64 {
+    let n = k + 1;
+    let c = |a: u64, b: u64| -> u64 { (1..=b).fold(1, |acc, i| acc * (a - b + i) / i) };
+    let mut total = 0;
+    for a0 in 0..=n {
+        for a1 in 0..=n - a0 {
+            let a2 = n - a0 - a1;
+            for b1 in 0..=n {
+                for b2 in 0..=n - b1 {
+                    total += c(a1 + b1, a1) * c(a2 + b2, a2);
+                }
+            }
+        }
+    }
+    total
+}
+
+#[test]
+fn derivation_matches_the_known_small_values() {
+    assert_eq!(
+        (0..4).map(atomic_pair_count).collect::<Vec<_>>(),
+        vec![11, 71, 379, 1849]
+    );
+}
+
+#[test]
+fn dfs_explores_exactly_the_derived_number_of_executions() {
+    for k in 0..=2u64 {
+        let ks = k.to_string();
+        let (n, complete) = executions(&["--strategy", "dfs"], &["atomic_pair", &ks]);
+        assert!(complete, "dfs must exhaust atomic_pair {k}");
+        assert_eq!(n, atomic_pair_count(k), "atomic_pair {k}");
+    }
+}
+
+#[test]
+fn icb_at_bound_zero_explores_exactly_the_non_preemptive_executions() {
+    // Without preemptions main runs to its first join (C0, C1, C2, J1 blocked); then a
+    // free switch picks T1 or T2, which runs to its end; then (T1 first) either main joins
+    // T1 and blocks on J2 so T2 runs, or T2 runs first; (T2 first) T1 must run before main
+    // can pass J1. Orders: T1·T0·T2, T1·T2·T0, T2·T1·T0: 3 executions, whatever K is.
+    for k in ["1", "3"] {
+        let (n, complete) = executions(
+            &["--strategy", "icb", "--preemption-bound", "0"],
+            &["atomic_pair", k],
+        );
+        assert!(complete);
+        assert_eq!(n, 3, "atomic_pair {k}");
+    }
+}
+
+#[test]
+fn icb_explores_every_execution_once_when_unbounded() {
+    let (n, complete) = executions(&["--strategy", "icb"], &["atomic_pair", "1"]);
+    assert!(complete);
+    assert_eq!(n, atomic_pair_count(1));
+}
+
+/// (fixture, smallest number of preemptions its bug needs)
+const PREEMPTION_BUGS: &[(&str, u64)] = &[
+    // T1 must be preempted between its two locks so that T2 takes the second one.
+    ("abba_O0", 1),
+    ("abba_O2", 1),
+    ("cpp_abba", 1),
+];
+
+#[test]
+fn icb_finds_preemption_bugs_at_the_smallest_bound() {
+    for &(name, bound) in PREEMPTION_BUGS {
+        let program = fixture(name).display().to_string();
+        let mut a = args(&[
+            "--quiet-program",
+            "--strategy",
+            "icb",
+            "--max-executions",
+            "100000",
+        ]);
+        a.extend(["--".to_string(), program.clone()]);
+        let r = mcheck(&a, true, LIMIT);
+        assert_eq!(r.code, Some(1), "{}: {}", r.command, r.stderr);
+        let f = &r.json.as_ref().unwrap()["findings"][0];
+        assert_eq!(f["preemptions"].as_u64(), Some(bound), "{name}: {f}");
+        // And nothing is found with one preemption fewer, over the whole bounded space.
+        let mut a = args(&[
+            "--quiet-program",
+            "--strategy",
+            "icb",
+            "--max-executions",
+            "100000",
+            "--preemption-bound",
+        ]);
+        a.push((bound - 1).to_string());
+        a.extend(["--".to_string(), program]);
+        let r = mcheck(&a, true, LIMIT);
+        assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
+        assert_eq!(r.json.unwrap()["complete"], true, "{name}");
+    }
+}
+
+#[test]
+fn default_command_reports_coverage() {
+    let a = args(&[
+        "--quiet-program",
+        "--",
+        &fixture("atomic_pair").display().to_string(),
+        "1",
+    ]);
+    let r = mcheck(&a, true, LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let json = r.json.unwrap();
+    assert_eq!(json["strategy"], "portfolio");
+    assert_eq!(
+        json["complete"], true,
+        "portfolio ends when icb is exhausted"
+    );
+    assert_eq!(json["coverage"]["exhausted"], true);
+    assert!(r.stderr.contains("search space exhausted"), "{}", r.stderr);
+}

@@ -103,6 +103,9 @@ pub struct CheckArgs {
     /// Most executions to run.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub max_executions: u64,
+    /// Worker threads, each a tracer on its own CPU (default: the number of CPUs).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub jobs: Option<u32>,
     /// Wall-clock budget for the whole search, in seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     pub time_limit: Option<f64>,

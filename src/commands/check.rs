@@ -11,10 +11,10 @@ use anyhow::Context;
 use super::{current_env, lossy, Failure};
 use crate::binary::{check_program, resolve_program};
 use crate::cli::{shell_quote, CheckArgs, StrategyName, EXIT_CLEAN, EXIT_FINDINGS};
-use crate::explore::{Coverage, PctScheduler, Portfolio, RandomScheduler, Scheduler, TreeSearch};
+use crate::explore::Coverage;
 use crate::report::schedule::{file_sha256, ExecutionOptions, ScheduleFile};
 use crate::report::{human, json, Finding};
-use crate::run::search::search;
+use crate::run::search::{search, Plan};
 use crate::run::{ExecutionConfig, SearchConfig, SearchResult};
 
 /// Runs a search as the options say; returns the exit status.
@@ -34,11 +34,15 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             trace: false,
             stop_after: None,
         },
+        plan: plan(args),
+        jobs: args
+            .jobs
+            .map_or_else(crate::tracee::cpu::available_cpus, |j| j as usize),
         max_executions: args.max_executions,
         time_limit: args.time_limit.map(Duration::from_secs_f64),
         keep_going: args.keep_going,
     };
-    let mut sched = make_scheduler(args);
+    let strategy = cfg.plan.name();
     let bar = progress_bar(args.max_executions);
     let mut on_progress = |done: u64, found: usize| {
         if let Some(b) = &bar {
@@ -46,8 +50,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             b.set_message(format!("{found} finding(s)"));
         }
     };
-    let mut result =
-        search(&cfg, sched.as_mut(), &mut on_progress).context("running the search")?;
+    let mut result = search(&cfg, &mut on_progress).context("running the search")?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -59,11 +62,11 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         };
         eprint!("{}", human::format_finding(f, &replay));
     }
-    let statement = coverage_statement(&result, sched.name(), findings.is_empty());
+    let statement = coverage_statement(&result, strategy, findings.is_empty());
     eprintln!(
-        "mcheck: {statement} [{} strategy, seed {}, {:.1} s; {}]",
-        sched.name(),
+        "mcheck: {statement} [{strategy} strategy, seed {}, {} job(s), {:.1} s; {}]",
         args.seed,
+        cfg.jobs,
         result.elapsed.as_secs_f64(),
         result.stopped_because
     );
@@ -79,7 +82,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             mcheck_version: env!("CARGO_PKG_VERSION"),
             program: program.to_string_lossy().into_owned(),
             args: lossy(&args.command[1..]),
-            strategy: sched.name(),
+            strategy,
             seed: args.seed,
             executions: result.executions,
             complete: result.complete,
@@ -98,15 +101,21 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     })
 }
 
-fn make_scheduler(args: &CheckArgs) -> Box<dyn Scheduler> {
+fn plan(args: &CheckArgs) -> Plan {
     match args.strategy {
-        StrategyName::Portfolio => {
-            Box::new(Portfolio::default_mix(args.seed, args.preemption_bound))
-        }
-        StrategyName::Dfs => Box::new(TreeSearch::dfs()),
-        StrategyName::Icb => Box::new(TreeSearch::icb(args.preemption_bound)),
-        StrategyName::Pct => Box::new(PctScheduler::new(args.pct_depth, args.seed)),
-        StrategyName::Random => Box::new(RandomScheduler::new(args.seed)),
+        StrategyName::Portfolio => Plan::Portfolio {
+            seed: args.seed,
+            preemption_bound: args.preemption_bound,
+        },
+        StrategyName::Dfs => Plan::Dfs,
+        StrategyName::Icb => Plan::Icb {
+            preemption_bound: args.preemption_bound,
+        },
+        StrategyName::Pct => Plan::Pct {
+            depth: args.pct_depth,
+            seed: args.seed,
+        },
+        StrategyName::Random => Plan::Random { seed: args.seed },
     }
 }
 

@@ -6,17 +6,20 @@
 //! - [`TreeSearch`]: stateless depth-first search over the choices, unbounded (`dfs`) or by
 //!   iterative preemption bounding (`icb`, Musuvathi & Qadeer PLDI'07).
 //! - [`PctScheduler`]: probabilistic concurrency testing (Burckhardt et al., ASPLOS'10).
-//! - [`Portfolio`]: several of the above interleaved execution by execution.
+//! - [`portfolio`](default_mix): several of the above interleaved execution by execution.
 //! - [`ReplayScheduler`]: follows a recorded schedule and detects divergence.
+//! - [`TreePool`]: the shared work of a parallel tree search (`--jobs`).
 
 mod pct;
+mod pool;
 mod portfolio;
 mod random;
 mod replay;
 mod tree;
 
 pub use pct::PctScheduler;
-pub use portfolio::Portfolio;
+pub use pool::{TreePool, WorkItem};
+pub use portfolio::{default_mix, Mix, Slot};
 pub use random::RandomScheduler;
 pub use replay::{Decision, ReplayScheduler};
 pub use tree::TreeSearch;

@@ -1,104 +1,47 @@
-//! The portfolio strategy: several strategies interleaved execution by execution, as Coyote
-//! does, so that one search gets the systematic coverage of iterative preemption bounding
-//! and the bug-finding power of randomised strategies. When the systematic member exhausts
-//! the schedule space, the whole search is complete.
+//! The portfolio: several strategies interleaved execution by execution, as Coyote does, so
+//! that one search gets the systematic coverage of iterative preemption bounding and the
+//! bug-finding power of randomised strategies. The tree member is shared by all workers
+//! through a [`super::TreePool`]; when it is exhausted, the whole search is complete.
+//!
+//! The mix (one icb execution, two PCT and one random per cycle of four) comes from the
+//! measurements in docs/performance.md.
 
-use super::{Coverage, Divergence, ExecutionSummary, PctScheduler, Point, RandomScheduler};
-use super::{Scheduler, TreeSearch};
-use crate::model::ThreadId;
+use super::{PctScheduler, RandomScheduler, Scheduler};
 
-/// Round-robin over member strategies; member 0 is the systematic one.
-pub struct Portfolio {
-    systematic: TreeSearch,
-    others: Vec<Box<dyn Scheduler>>,
-    /// The cycle of members: None = the systematic member, Some(i) = others[i].
-    cycle: Vec<Option<usize>>,
-    active: Option<usize>,
-    systematic_done: bool,
+/// What a slot of the cycle runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// The next execution of the shared tree search (icb).
+    Tree,
+    /// The next execution of randomised member `i`.
+    Randomized(usize),
 }
 
-impl Portfolio {
-    /// The default mix (see docs/performance.md for the measurements behind it): in every
-    /// cycle of four executions, one ICB execution, two PCT executions (depth 3 and 2) and
-    /// one random execution.
-    pub fn default_mix(seed: u64, preemption_bound: Option<u32>) -> Portfolio {
-        Portfolio {
-            systematic: TreeSearch::icb(preemption_bound),
-            others: vec![
-                Box::new(PctScheduler::new(3, seed)),
-                Box::new(RandomScheduler::new(seed)),
+/// A strategy mix: randomised members (with display names) and the cycle of slots.
+pub struct Mix {
+    /// Randomised members, each with its name and parameters.
+    pub members: Vec<(Box<dyn Scheduler>, String)>,
+    /// The order in which slots run, repeated.
+    pub cycle: Vec<Slot>,
+}
+
+/// The default portfolio: pct(depth 3), icb, random, pct(depth 2), repeated.
+pub fn default_mix(seed: u64) -> Mix {
+    Mix {
+        members: vec![
+            (Box::new(PctScheduler::new(3, seed)), "pct(depth 3)".into()),
+            (Box::new(RandomScheduler::new(seed)), "random".into()),
+            (
                 Box::new(PctScheduler::new(2, seed ^ 0x9e37_79b9)),
-            ],
-            cycle: vec![Some(0), None, Some(1), Some(2)],
-            active: None,
-            systematic_done: false,
-        }
-    }
-
-    /// The member that runs the current execution, as a name with parameters.
-    pub fn active_member(&self) -> String {
-        match self.active {
-            None => "icb".into(),
-            Some(0) => "pct(depth 3)".into(),
-            Some(2) => "pct(depth 2)".into(),
-            Some(i) => self.others[i].name().into(),
-        }
-    }
-
-    fn member(&mut self) -> &mut dyn Scheduler {
-        match self.active {
-            None => &mut self.systematic,
-            Some(i) => self.others[i].as_mut(),
-        }
-    }
-}
-
-impl Scheduler for Portfolio {
-    fn name(&self) -> &'static str {
-        "portfolio"
-    }
-
-    fn begin_execution(&mut self, index: u64) -> Option<u64> {
-        let slot = self.cycle[(index as usize) % self.cycle.len()];
-        if slot.is_none() && !self.systematic_done {
-            self.active = None;
-            match self.systematic.begin_execution(index) {
-                Some(seed) => return Some(seed),
-                None => {
-                    self.systematic_done = true;
-                    // Everything is explored: nothing a random member could add.
-                    return None;
-                }
-            }
-        }
-        let i = slot.unwrap_or(0);
-        self.active = Some(i);
-        self.others[i].begin_execution(index)
-    }
-
-    fn choose(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence> {
-        self.member().choose(point)
-    }
-
-    fn end_execution(&mut self, summary: &ExecutionSummary) {
-        self.member().end_execution(summary);
-        // Every member learns how long executions are (PCT needs k).
-        if self.active.is_none() {
-            for o in &mut self.others {
-                o.end_execution(&ExecutionSummary {
-                    found_bug: false,
-                    ..*summary
-                });
-            }
-        }
-    }
-
-    fn coverage(&self) -> Coverage {
-        self.systematic.coverage()
-    }
-
-    fn describe_current(&self) -> String {
-        self.active_member()
+                "pct(depth 2)".into(),
+            ),
+        ],
+        cycle: vec![
+            Slot::Randomized(0),
+            Slot::Tree,
+            Slot::Randomized(1),
+            Slot::Randomized(2),
+        ],
     }
 }
 
@@ -106,15 +49,61 @@ impl Scheduler for Portfolio {
 mod tests {
     use super::*;
     use crate::explore::testing::{binomial, Synthetic};
+    use crate::explore::{TreePool, TreeSearch};
+    use std::collections::HashSet;
 
     #[test]
-    fn completes_when_the_systematic_member_is_exhausted() {
+    fn portfolio_covers_the_tree_and_interleaves_randomised_members() {
         let prog = Synthetic { steps: vec![2, 2] };
-        let mut p = Portfolio::default_mix(1, None);
-        let (seen, n) = prog.run_all(&mut p, 10_000);
-        assert_eq!(seen.len() as u64, binomial(4, 2));
-        // Six ICB executions, each in a cycle of four.
-        assert!(n <= 6 * 4 + 1, "{n}");
-        assert!(p.coverage().exhausted);
+        let mut mix = default_mix(5);
+        let pool = TreePool::new(Some(u32::MAX));
+        let mut tree: Option<TreeSearch> = None;
+        let mut tree_schedules = HashSet::new();
+        let (mut tree_runs, mut random_runs) = (0, 0);
+        for i in 0..1000usize {
+            match mix.cycle[i % mix.cycle.len()] {
+                Slot::Tree => {
+                    let sched = loop {
+                        if tree.is_none() {
+                            match pool.take(false) {
+                                Some(item) => {
+                                    tree = Some(TreeSearch::subtree(
+                                        Some(u32::MAX),
+                                        item.bound,
+                                        item.prefix,
+                                    ))
+                                }
+                                None => break None,
+                            }
+                        }
+                        let t = tree.as_mut().unwrap();
+                        if t.begin_execution(0).is_some() {
+                            break Some(());
+                        }
+                        let d = t.take_deferred();
+                        tree = None;
+                        pool.release(d, 0);
+                    };
+                    if sched.is_none() {
+                        break;
+                    }
+                    tree_schedules.insert(prog.run_once(tree.as_mut().unwrap()));
+                    tree_runs += 1;
+                }
+                Slot::Randomized(k) => {
+                    let (s, _) = &mut mix.members[k];
+                    s.begin_execution(i as u64);
+                    prog.run_once(s.as_mut());
+                    random_runs += 1;
+                }
+            }
+        }
+        assert!(pool.is_finished(), "the tree member must be exhausted");
+        assert_eq!(tree_schedules.len() as u64, binomial(4, 2));
+        assert_eq!(tree_runs, 6);
+        assert!(
+            random_runs >= 3 * tree_runs,
+            "{random_runs} randomised runs"
+        );
     }
 }

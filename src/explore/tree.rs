@@ -50,6 +50,8 @@ pub struct TreeSearch {
     exhausted: bool,
     executions: u64,
     completed_bound: Option<u32>,
+    /// Part of a parallel search: bounds and work items are managed by a [`super::TreePool`].
+    managed: bool,
 }
 
 impl TreeSearch {
@@ -77,7 +79,36 @@ impl TreeSearch {
             exhausted: false,
             executions: 0,
             completed_bound: None,
+            managed: false,
         }
+    }
+
+    /// The subtree below `prefix`, explored at preemption bound `bound` (icb, when
+    /// `max_bound` is Some) as one work item of a parallel search: alternatives beyond the
+    /// bound are kept for [`TreeSearch::take_deferred`], and the search ends with the subtree.
+    pub fn subtree(max_bound: Option<u32>, bound: u32, prefix: Vec<ThreadId>) -> TreeSearch {
+        let name = if max_bound.is_some() { "icb" } else { "dfs" };
+        let mut t = TreeSearch::new(name, max_bound);
+        t.bound = bound;
+        t.managed = true;
+        t.started = true;
+        t.queue.push_back(prefix);
+        t
+    }
+
+    /// Gives away the shallowest unexplored alternative of the current path, as the prefix
+    /// that leads to it, so that another worker explores that subtree.
+    pub fn split(&mut self) -> Option<Vec<ThreadId>> {
+        let i = (self.fixed..self.stack.len()).find(|&i| !self.stack[i].todo.is_empty())?;
+        let alt = self.stack[i].todo.remove(0);
+        let mut prefix: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
+        prefix.push(alt);
+        Some(prefix)
+    }
+
+    /// Prefixes that need one more preemption than this subtree's bound.
+    pub fn take_deferred(&mut self) -> Vec<Vec<ThreadId>> {
+        self.deferred.drain(..).collect()
     }
 
     /// Whether every schedule (within the maximum bound) has been explored.
@@ -119,6 +150,9 @@ impl TreeSearch {
                 self.fixed = prefix.len();
                 self.replay = prefix;
                 return true;
+            }
+            if self.managed {
+                return false;
             }
             if self.deferred.is_empty() {
                 self.completed_bound = self.max_bound.map(|_| self.bound);

@@ -1,24 +1,113 @@
-//! The search: executions repeated under a strategy within the budget (executions, time),
-//! stopping at the first finding unless `--keep-going`. Distinct findings are deduplicated
-//! by kind and source locations; for each, the witness with the fewest preemptions is kept
-//! together with its schedule.
+//! The search: executions repeated within the budget (executions, time) by `jobs` worker
+//! threads, each a tracer pinned to its own CPU with its own tracee processes. Tree
+//! strategies (dfs, icb, the portfolio's icb member) share a [`TreePool`] of subtrees;
+//! randomised strategies share an execution index, so no schedule is explored twice. The
+//! search stops at the first finding unless `--keep-going`; distinct findings are
+//! deduplicated by kind and source locations, keeping the witness with the fewest
+//! preemptions together with its schedule.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::execution::{run_execution, ExecutionConfig};
+use super::execution::{run_execution, ExecutionConfig, ExecutionOutcome};
 use super::stacks::Symbols;
-use crate::explore::{Coverage, Decision, ExecutionSummary, Scheduler};
+use crate::explore::{
+    default_mix, Coverage, Decision, ExecutionSummary, Mix, PctScheduler, RandomScheduler,
+    Scheduler, Slot, TreePool, TreeSearch,
+};
 use crate::report::{Finding, FindingKind};
 use crate::tracee::{cpu, watchdog::Watchdog};
+
+/// Which strategy to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// icb + pct(3) + random + pct(2), interleaved; complete when icb is exhausted.
+    Portfolio {
+        /// Base seed of the randomised members.
+        seed: u64,
+        /// Preemption cap of the icb member.
+        preemption_bound: Option<u32>,
+    },
+    /// Exhaustive depth-first search.
+    Dfs,
+    /// Iterative preemption bounding.
+    Icb {
+        /// Preemption cap.
+        preemption_bound: Option<u32>,
+    },
+    /// PCT with bug depth `depth`.
+    Pct {
+        /// Bug depth.
+        depth: u32,
+        /// Base seed.
+        seed: u64,
+    },
+    /// Random choices.
+    Random {
+        /// Base seed.
+        seed: u64,
+    },
+}
+
+impl Plan {
+    /// The strategy's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Plan::Portfolio { .. } => "portfolio",
+            Plan::Dfs => "dfs",
+            Plan::Icb { .. } => "icb",
+            Plan::Pct { .. } => "pct",
+            Plan::Random { .. } => "random",
+        }
+    }
+
+    fn tree_cap(&self) -> Option<Option<u32>> {
+        match *self {
+            Plan::Portfolio {
+                preemption_bound, ..
+            } => Some(Some(preemption_bound.unwrap_or(u32::MAX))),
+            Plan::Icb { preemption_bound } => Some(Some(preemption_bound.unwrap_or(u32::MAX))),
+            Plan::Dfs => Some(None),
+            _ => None,
+        }
+    }
+
+    /// The randomised members and the cycle of slots of one worker.
+    fn mix(&self) -> Mix {
+        match *self {
+            Plan::Portfolio { seed, .. } => default_mix(seed),
+            Plan::Dfs | Plan::Icb { .. } => Mix {
+                members: vec![],
+                cycle: vec![Slot::Tree],
+            },
+            Plan::Pct { depth, seed } => Mix {
+                members: vec![(
+                    Box::new(PctScheduler::new(depth, seed)),
+                    format!("pct(depth {depth})"),
+                )],
+                cycle: vec![Slot::Randomized(0)],
+            },
+            Plan::Random { seed } => Mix {
+                members: vec![(Box::new(RandomScheduler::new(seed)), "random".into())],
+                cycle: vec![Slot::Randomized(0)],
+            },
+        }
+    }
+}
 
 /// Budget and behaviour of a search.
 #[derive(Clone, Debug)]
 pub struct SearchConfig {
     /// How to run the program.
     pub execution: ExecutionConfig,
+    /// The strategy.
+    pub plan: Plan,
+    /// Worker threads.
+    pub jobs: usize,
     /// Most executions.
     pub max_executions: u64,
     /// Wall-clock budget.
@@ -81,10 +170,7 @@ fn finding_key(f: &Finding) -> (FindingKind, Vec<String>) {
 }
 
 /// Runs exactly one execution under `sched` (replay), with the same setup as a search.
-pub fn run_single(
-    cfg: &ExecutionConfig,
-    sched: &mut dyn Scheduler,
-) -> Result<super::ExecutionOutcome> {
+pub fn run_single(cfg: &ExecutionConfig, sched: &mut dyn Scheduler) -> Result<ExecutionOutcome> {
     cpu::pin_current_thread(None)?;
     let _tick = Watchdog::start(Duration::from_millis(100))?;
     let mut symbols = Symbols::default();
@@ -92,81 +178,260 @@ pub fn run_single(
     run_execution(cfg, sched, &mut symbols)
 }
 
-/// Runs the search.
-pub fn search(
-    cfg: &SearchConfig,
-    sched: &mut dyn Scheduler,
-    progress: Progress<'_>,
-) -> Result<SearchResult> {
-    cpu::pin_current_thread(None)?;
-    let _tick = Watchdog::start(Duration::from_millis(100))?;
-    let started = Instant::now();
-    let mut symbols = Symbols::default();
-    let mut result = SearchResult::default();
-    let mut index_of: HashMap<(FindingKind, Vec<String>), usize> = HashMap::new();
-    result.stopped_because = "execution budget spent".into();
-    let mut index = 0;
-    loop {
-        if index >= cfg.max_executions {
-            break;
+#[derive(Default)]
+struct Findings {
+    witnesses: Vec<Witness>,
+    index_of: HashMap<(FindingKind, Vec<String>), usize>,
+    stopped_because: Option<String>,
+}
+
+/// State shared by the workers.
+struct Shared<'a> {
+    cfg: &'a SearchConfig,
+    pool: Option<TreePool>,
+    started_at: Instant,
+    reserved: AtomicU64,
+    done: AtomicU64,
+    steps: AtomicU64,
+    cut: AtomicU64,
+    next_random: AtomicU64,
+    stop: AtomicBool,
+    closed_early: AtomicBool,
+    findings: Mutex<Findings>,
+    error: Mutex<Option<anyhow::Error>>,
+    running: AtomicUsize,
+}
+
+impl Shared<'_> {
+    fn stop_because(&self, why: String) {
+        let mut f = self.findings.lock().expect("lock");
+        f.stopped_because.get_or_insert(why);
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(pool) = &self.pool {
+            if !pool.is_finished() {
+                self.closed_early.store(true, Ordering::SeqCst);
+            }
+            pool.close();
         }
-        if cfg.time_limit.is_some_and(|l| started.elapsed() >= l) {
-            result.stopped_because = "time limit reached".into();
-            break;
+    }
+
+    fn record(&self, outcome: ExecutionOutcome, seed: u64, strategy: String) {
+        self.steps.fetch_add(outcome.steps, Ordering::Relaxed);
+        if outcome.step_limit_hit && outcome.finding.is_none() {
+            self.cut.fetch_add(1, Ordering::Relaxed);
         }
-        let Some(seed) = sched.begin_execution(index) else {
-            result.complete = true;
-            result.stopped_because = "search space exhausted".into();
-            break;
+        let index = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Some(d) = outcome.divergence {
+            self.stop_because(format!(
+                "the program did not repeat its behaviour on a replayed schedule prefix ({d})"
+            ));
+            return;
+        }
+        let Some(mut f) = outcome.finding else { return };
+        f.seed = seed;
+        f.execution = index;
+        let key = finding_key(&f);
+        let witness = Witness {
+            finding: f,
+            decisions: outcome.decisions,
+            strategy,
         };
-        let strategy = sched.describe_current();
-        let outcome = run_execution(&cfg.execution, sched, &mut symbols)?;
-        index += 1;
-        result.executions += 1;
-        result.steps += outcome.steps;
-        sched.end_execution(&ExecutionSummary {
+        let mut all = self.findings.lock().expect("lock");
+        match all.index_of.get(&key) {
+            Some(&i) => {
+                if witness.finding.preemptions < all.witnesses[i].finding.preemptions {
+                    all.witnesses[i] = witness;
+                }
+            }
+            None => {
+                let n = all.witnesses.len();
+                all.index_of.insert(key, n);
+                all.witnesses.push(witness);
+            }
+        }
+        drop(all);
+        if !self.cfg.keep_going {
+            self.stop_because("stopped at the first finding".into());
+        }
+    }
+}
+
+/// Runs the search.
+pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult> {
+    let shared = Shared {
+        cfg,
+        pool: cfg.plan.tree_cap().map(TreePool::new),
+        started_at: Instant::now(),
+        reserved: AtomicU64::new(0),
+        done: AtomicU64::new(0),
+        steps: AtomicU64::new(0),
+        cut: AtomicU64::new(0),
+        next_random: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        closed_early: AtomicBool::new(false),
+        findings: Mutex::new(Findings::default()),
+        error: Mutex::new(None),
+        running: AtomicUsize::new(cfg.jobs.max(1)),
+    };
+    let ncpu = cpu::available_cpus();
+    std::thread::scope(|s| {
+        for w in 0..cfg.jobs.max(1) {
+            let shared = &shared;
+            std::thread::Builder::new()
+                .name(format!("mcheck-worker-{w}"))
+                .spawn_scoped(s, move || {
+                    if let Err(e) = worker(shared, w, w % ncpu) {
+                        shared.error.lock().expect("lock").get_or_insert(e);
+                        shared.stop_because("internal error".into());
+                    }
+                    shared.running.fetch_sub(1, Ordering::SeqCst);
+                })
+                .expect("spawn worker thread");
+        }
+        while shared.running.load(Ordering::SeqCst) > 0 {
+            let found = shared.findings.lock().expect("lock").witnesses.len();
+            progress(shared.done.load(Ordering::Relaxed), found);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    if let Some(e) = shared.error.lock().expect("lock").take() {
+        return Err(e);
+    }
+    let findings = shared.findings.into_inner().expect("lock");
+    let closed_early = shared.closed_early.load(Ordering::SeqCst);
+    let coverage = match &shared.pool {
+        Some(pool) => pool.coverage(closed_early),
+        None => Coverage::default(),
+    };
+    let executions = shared.done.load(Ordering::SeqCst);
+    let complete = coverage.exhausted;
+    let stopped_because = findings.stopped_because.unwrap_or_else(|| {
+        if complete {
+            "search space exhausted".into()
+        } else {
+            "execution budget spent".into()
+        }
+    });
+    progress(executions, findings.witnesses.len());
+    Ok(SearchResult {
+        witnesses: findings.witnesses,
+        executions,
+        complete,
+        coverage,
+        stopped_because,
+        elapsed: shared.started_at.elapsed(),
+        steps: shared.steps.load(Ordering::SeqCst),
+        cut_by_step_limit: shared.cut.load(Ordering::SeqCst),
+    })
+}
+
+/// One worker: a tracer thread pinned to `cpu` running executions until the search stops.
+fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
+    cpu::pin_current_thread(Some(cpu))?;
+    let _tick = Watchdog::start(Duration::from_millis(100))?;
+    let mut symbols = Symbols::default();
+    let Mix {
+        members: mut randoms,
+        cycle,
+    } = shared.cfg.plan.mix();
+    let tree_only = randoms.is_empty();
+    let mut tree: Option<(TreeSearch, u64)> = None;
+    let mut slot_index = w;
+    let cfg = shared.cfg;
+    let result = loop {
+        if shared.stop.load(Ordering::SeqCst) {
+            break Ok(());
+        }
+        if cfg
+            .time_limit
+            .is_some_and(|l| shared.started_at.elapsed() >= l)
+        {
+            shared.stop_because("time limit reached".into());
+            break Ok(());
+        }
+        if shared.reserved.fetch_add(1, Ordering::SeqCst) >= cfg.max_executions {
+            break Ok(());
+        }
+        let mut slot = cycle[slot_index % cycle.len()];
+        slot_index += 1;
+        if slot == Slot::Tree {
+            let pool = shared.pool.as_ref().expect("tree plans have a pool");
+            // Get a subtree with an execution left in it.
+            let seed = loop {
+                if tree.is_none() {
+                    match pool.take(tree_only) {
+                        Some(item) => {
+                            tree = Some((
+                                TreeSearch::subtree(pool.max_bound(), item.bound, item.prefix),
+                                0,
+                            ))
+                        }
+                        None => break None,
+                    }
+                }
+                let (t, n) = tree.as_mut().expect("just set");
+                match t.begin_execution(0) {
+                    Some(seed) => break Some(seed),
+                    None => {
+                        let deferred = t.take_deferred();
+                        let n = *n;
+                        tree = None;
+                        pool.release(deferred, n);
+                    }
+                }
+            };
+            if seed.is_none() {
+                if pool.is_finished() {
+                    shared.stop_because("search space exhausted".into());
+                    shared.reserved.fetch_sub(1, Ordering::SeqCst);
+                    break Ok(());
+                }
+                // The tree has no free work now: run a randomised execution instead.
+                slot = Slot::Randomized(0);
+            }
+        }
+        let (sched, name, seed): (&mut dyn Scheduler, String, u64) = match slot {
+            Slot::Tree => {
+                let (t, _) = tree.as_mut().expect("tree slot has a subtree");
+                let name = t.name().to_string();
+                (t, name, 0)
+            }
+            Slot::Randomized(k) => {
+                let idx = shared.next_random.fetch_add(1, Ordering::SeqCst);
+                let (s, name) = &mut randoms[k];
+                let seed = s.begin_execution(idx).unwrap_or(idx);
+                (s.as_mut(), name.clone(), seed)
+            }
+        };
+        let outcome = match run_execution(&cfg.execution, sched, &mut symbols) {
+            Ok(o) => o,
+            Err(e) => break Err(e),
+        };
+        let summary = ExecutionSummary {
             steps: outcome.steps as usize,
             threads: outcome.threads,
             found_bug: outcome.finding.is_some(),
-        });
-        if let Some(d) = outcome.divergence {
-            result.stopped_because = format!(
-                "the program did not repeat its behaviour on a replayed schedule prefix ({d})"
-            );
-            break;
-        }
-        if outcome.step_limit_hit && outcome.finding.is_none() {
-            result.cut_by_step_limit += 1;
-        }
-        if let Some(mut f) = outcome.finding {
-            f.seed = seed;
-            f.execution = index;
-            let key = finding_key(&f);
-            let witness = Witness {
-                finding: f,
-                decisions: outcome.decisions,
-                strategy,
-            };
-            match index_of.get(&key) {
-                Some(&i) => {
-                    if witness.finding.preemptions < result.witnesses[i].finding.preemptions {
-                        result.witnesses[i] = witness;
-                    }
-                }
-                None => {
-                    index_of.insert(key, result.witnesses.len());
-                    result.witnesses.push(witness);
+        };
+        sched.end_execution(&summary);
+        if slot == Slot::Tree {
+            let pool = shared.pool.as_ref().expect("pool");
+            let (t, n) = tree.as_mut().expect("tree");
+            *n += 1;
+            if pool.wants_work() {
+                if let Some(p) = t.split() {
+                    pool.donate(p);
                 }
             }
-            if !cfg.keep_going {
-                result.stopped_because = "stopped at the first finding".into();
-                break;
+        } else {
+            // The randomised members learn how long executions are (PCT needs k).
+            for (s, _) in randoms.iter_mut() {
+                s.end_execution(&summary);
             }
         }
-        progress(result.executions, result.witnesses.len());
+        shared.record(outcome, seed, name);
+    };
+    if let (Some((mut t, n)), Some(pool)) = (tree.take(), shared.pool.as_ref()) {
+        pool.release(t.take_deferred(), n);
     }
-    result.coverage = sched.coverage();
-    result.complete |= result.coverage.exhausted;
-    result.elapsed = started.elapsed();
-    Ok(result)
+    result
 }

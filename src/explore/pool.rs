@@ -1,0 +1,245 @@
+//! The shared work of a parallel tree search (`--jobs N` with dfs, icb or the portfolio's
+//! icb member). Work items are schedule prefixes; a worker explores the whole subtree below
+//! its item, and gives away its shallowest unexplored alternative when another worker waits
+//! for work. For icb, prefixes beyond the current bound are collected, and the bound moves
+//! to c+1 only once no worker holds an item at c: every execution with ≤ c preemptions runs
+//! before any with c+1, and no schedule is explored twice.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex};
+
+use super::Coverage;
+use crate::model::ThreadId;
+
+/// A work item: explore below `prefix` at preemption bound `bound`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkItem {
+    /// The choices leading to the subtree.
+    pub prefix: Vec<ThreadId>,
+    /// Preemption bound of the item.
+    pub bound: u32,
+}
+
+#[derive(Debug)]
+struct PoolState {
+    queue: VecDeque<Vec<ThreadId>>,
+    deferred: Vec<Vec<ThreadId>>,
+    bound: u32,
+    busy: usize,
+    finished: bool,
+    completed_bound: Option<u32>,
+    executions: u64,
+}
+
+/// Shared work pool of one parallel tree search.
+#[derive(Debug)]
+pub struct TreePool {
+    max_bound: Option<u32>,
+    state: Mutex<PoolState>,
+    changed: Condvar,
+    hungry: AtomicUsize,
+}
+
+impl TreePool {
+    /// A pool holding the whole tree: unbounded dfs (`max_bound` None) or icb up to
+    /// `max_bound` preemptions.
+    pub fn new(max_bound: Option<u32>) -> TreePool {
+        TreePool {
+            max_bound,
+            state: Mutex::new(PoolState {
+                queue: VecDeque::from([Vec::new()]),
+                deferred: Vec::new(),
+                bound: 0,
+                busy: 0,
+                finished: false,
+                completed_bound: None,
+                executions: 0,
+            }),
+            changed: Condvar::new(),
+            hungry: AtomicUsize::new(0),
+        }
+    }
+
+    /// The preemption cap (None: dfs).
+    pub fn max_bound(&self) -> Option<u32> {
+        self.max_bound
+    }
+
+    /// Takes a work item. With `wait`, blocks until one is available or the tree is done;
+    /// without, returns None at once when none is queued. None after the tree is done.
+    pub fn take(&self, wait: bool) -> Option<WorkItem> {
+        let mut s = self.state.lock().expect("pool lock");
+        loop {
+            if s.finished {
+                return None;
+            }
+            if let Some(prefix) = s.queue.pop_front() {
+                s.busy += 1;
+                return Some(WorkItem {
+                    prefix,
+                    bound: s.bound,
+                });
+            }
+            if s.busy == 0 {
+                // Nobody can produce more work at this bound.
+                let more = !s.deferred.is_empty() && self.max_bound.is_some_and(|m| s.bound < m);
+                if more {
+                    s.completed_bound = Some(s.bound);
+                    s.bound += 1;
+                    let next = std::mem::take(&mut s.deferred);
+                    s.queue.extend(next);
+                    continue;
+                }
+                s.finished = true;
+                s.completed_bound = self.max_bound.map(|_| s.bound);
+                self.changed.notify_all();
+                return None;
+            }
+            if !wait {
+                return None;
+            }
+            self.hungry.fetch_add(1, Ordering::SeqCst);
+            s = self.changed.wait(s).expect("pool lock");
+            self.hungry.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether some worker waits for work (a busy worker should split its subtree).
+    pub fn wants_work(&self) -> bool {
+        self.hungry.load(Ordering::Relaxed) > 0
+    }
+
+    /// Hands a prefix split off a subtree to the pool.
+    pub fn donate(&self, prefix: Vec<ThreadId>) {
+        let mut s = self.state.lock().expect("pool lock");
+        s.queue.push_back(prefix);
+        self.changed.notify_one();
+    }
+
+    /// A worker finished its item; `deferred` are its prefixes beyond the bound.
+    pub fn release(&self, deferred: Vec<Vec<ThreadId>>, executions: u64) {
+        let mut s = self.state.lock().expect("pool lock");
+        s.busy -= 1;
+        s.executions += executions;
+        let cap = self.max_bound;
+        let bound = s.bound;
+        if cap.is_some_and(|m| bound < m) {
+            s.deferred.extend(deferred);
+        } else if !deferred.is_empty() {
+            // Beyond the cap: those executions are never explored.
+        }
+        self.changed.notify_all();
+    }
+
+    /// Whether the whole tree (within the cap) is explored.
+    pub fn is_finished(&self) -> bool {
+        self.state.lock().expect("pool lock").finished
+    }
+
+    /// Stops the search: waiting workers get no more work.
+    pub fn close(&self) {
+        let mut s = self.state.lock().expect("pool lock");
+        s.queue.clear();
+        if !s.finished {
+            s.finished = true;
+            s.completed_bound = s.completed_bound.filter(|&b| b < s.bound);
+            s.executions += 0;
+        }
+        self.changed.notify_all();
+    }
+
+    /// What has been covered.
+    pub fn coverage(&self, closed_early: bool) -> Coverage {
+        let s = self.state.lock().expect("pool lock");
+        let exhausted = s.finished && !closed_early;
+        Coverage {
+            exhausted,
+            preemption_bound_completed: if exhausted {
+                s.completed_bound
+            } else {
+                s.completed_bound.filter(|&b| b < s.bound)
+            },
+            systematic_executions: s.executions,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explore::testing::{binomial, preemptions, Synthetic};
+    use crate::explore::{Scheduler, TreeSearch};
+    use std::collections::HashSet;
+
+    /// Simulates `workers` workers taking turns, each running one execution per turn and
+    /// splitting when asked; returns every schedule explored.
+    fn simulate(prog: &Synthetic, max_bound: Option<u32>, workers: usize) -> Vec<Vec<ThreadId>> {
+        let pool = TreePool::new(max_bound);
+        let mut held: Vec<Option<(TreeSearch, u64)>> = (0..workers).map(|_| None).collect();
+        let mut all = Vec::new();
+        loop {
+            let mut progressed = false;
+            for slot in held.iter_mut() {
+                if slot.is_none() {
+                    if let Some(item) = pool.take(false) {
+                        *slot = Some((TreeSearch::subtree(max_bound, item.bound, item.prefix), 0));
+                    }
+                }
+                let Some((tree, n)) = slot.as_mut() else {
+                    continue;
+                };
+                progressed = true;
+                if tree.begin_execution(0).is_none() {
+                    let deferred = tree.take_deferred();
+                    let n = *n;
+                    *slot = None;
+                    pool.release(deferred, n);
+                    continue;
+                }
+                all.push(prog.run_once(tree));
+                *n += 1;
+                // Pretend another worker is always hungry: split whenever possible.
+                if let Some(p) = tree.split() {
+                    pool.donate(p);
+                }
+            }
+            if !progressed && pool.take(false).map(|i| pool.donate(i.prefix)).is_none() {
+                // Nothing held and nothing to take: the pool finished (or advanced a bound
+                // and we put the item back above).
+                if pool.is_finished() {
+                    break;
+                }
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn parallel_dfs_explores_every_schedule_exactly_once() {
+        let prog = Synthetic { steps: vec![3, 3] };
+        for workers in [1, 2, 3] {
+            let all = simulate(&prog, None, workers);
+            let distinct: HashSet<_> = all.iter().cloned().collect();
+            assert_eq!(
+                all.len(),
+                distinct.len(),
+                "{workers} workers: a schedule twice"
+            );
+            assert_eq!(all.len() as u64, binomial(6, 3), "{workers} workers");
+        }
+    }
+
+    #[test]
+    fn parallel_icb_keeps_bounds_in_order() {
+        let prog = Synthetic {
+            steps: vec![2, 2, 2],
+        };
+        let all = simulate(&prog, Some(10), 2);
+        let distinct: HashSet<_> = all.iter().cloned().collect();
+        assert_eq!(all.len(), distinct.len());
+        assert_eq!(all.len(), 90);
+        let p: Vec<usize> = all.iter().map(|s| preemptions(s, &prog.steps)).collect();
+        assert!(p.windows(2).all(|w| w[0] <= w[1]), "{p:?}");
+    }
+}

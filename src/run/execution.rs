@@ -385,12 +385,8 @@ impl Execution<'_> {
         if !enabled_any.is_subset(&ran) {
             return None;
         }
-        let tail: Vec<String> = self
-            .decisions
+        let cycle: Vec<String> = repeating_cycle(&self.decisions)
             .iter()
-            .rev()
-            .take(8)
-            .rev()
             .map(|d| format!("T{} {}", d.thread, d.op))
             .collect();
         let live: Vec<ThreadId> = ran
@@ -410,7 +406,7 @@ impl Execution<'_> {
             threads,
         );
         f.details
-            .push(format!("the last operations repeat: {}", tail.join(", ")));
+            .push(format!("the execution repeats: {} …", cycle.join(", ")));
         Some(f)
     }
 
@@ -1260,6 +1256,19 @@ impl Execution<'_> {
     }
 }
 
+/// The shortest sequence of decisions the end of `decisions` keeps repeating (at least four
+/// times), or its last eight decisions when there is none.
+fn repeating_cycle(decisions: &[Decision]) -> &[Decision] {
+    let n = decisions.len();
+    for period in 1..=64.min(n / 4) {
+        let tail = &decisions[n - 4 * period..];
+        if (period..tail.len()).all(|i| tail[i] == tail[i - period]) {
+            return &decisions[n - period..];
+        }
+    }
+    &decisions[n.saturating_sub(8)..]
+}
+
 fn describe_deadlock(local: bool, blocked: &[crate::model::BlockedThread]) -> String {
     let names: Vec<String> = blocked.iter().map(|b| format!("T{}", b.thread)).collect();
     let exited_holder = blocked
@@ -1392,5 +1401,29 @@ impl TimeSource for Execution<'_> {
     }
     fn clock_now_ns(&self, clock: libc::clockid_t) -> u64 {
         self.det.peek_ns(clock, self.model.now())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(thread: usize, op: &str) -> Decision {
+        Decision {
+            thread,
+            op: op.into(),
+        }
+    }
+
+    #[test]
+    fn finds_the_shortest_repeating_cycle() {
+        let mut v = vec![d(0, "start"), d(0, "continue")];
+        for _ in 0..10 {
+            v.push(d(1, "yield"));
+            v.push(d(2, "atomic"));
+        }
+        assert_eq!(repeating_cycle(&v), &[d(1, "yield"), d(2, "atomic")]);
+        let w: Vec<Decision> = (0..20).map(|i| d(i, "atomic")).collect();
+        assert_eq!(repeating_cycle(&w).len(), 8);
     }
 }

@@ -3,7 +3,7 @@
 //! bug-finding power of randomised strategies. The tree member is shared by all workers
 //! through a [`super::TreePool`]; when it is exhausted, the whole search is complete.
 //!
-//! The mix (one icb execution, two PCT and one random per cycle of four) comes from the
+//! The mix (two random executions, one icb and one PCT per cycle of four) comes from the
 //! measurements in docs/performance.md.
 
 use super::{PctScheduler, RandomScheduler, Scheduler};
@@ -25,22 +25,21 @@ pub struct Mix {
     pub cycle: Vec<Slot>,
 }
 
-/// The default portfolio: pct(depth 3), icb, random, pct(depth 2), repeated.
+/// The default portfolio: random, icb, pct(depth 3), random, repeated. Random schedules
+/// found every fixture bug fastest (median ≤ 6 executions), icb adds coverage and minimal
+/// witnesses, and PCT is kept for bugs deep in long executions, where it shines in the
+/// literature (see docs/performance.md).
 pub fn default_mix(seed: u64) -> Mix {
     Mix {
         members: vec![
-            (Box::new(PctScheduler::new(3, seed)), "pct(depth 3)".into()),
             (Box::new(RandomScheduler::new(seed)), "random".into()),
-            (
-                Box::new(PctScheduler::new(2, seed ^ 0x9e37_79b9)),
-                "pct(depth 2)".into(),
-            ),
+            (Box::new(PctScheduler::new(3, seed)), "pct(depth 3)".into()),
         ],
         cycle: vec![
             Slot::Randomized(0),
             Slot::Tree,
             Slot::Randomized(1),
-            Slot::Randomized(2),
+            Slot::Randomized(0),
         ],
     }
 }

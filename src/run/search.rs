@@ -25,7 +25,7 @@ use crate::tracee::{cpu, watchdog::Watchdog};
 /// Which strategy to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Plan {
-    /// icb + pct(3) + random + pct(2), interleaved; complete when icb is exhausted.
+    /// random ×2 + icb + pct(3), interleaved; complete when icb is exhausted.
     Portfolio {
         /// Base seed of the randomised members.
         seed: u64,

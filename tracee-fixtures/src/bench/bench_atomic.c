@@ -13,7 +13,9 @@ long bench_counter;
 int main(int argc, char **argv)
 {
     long n = bench_count(argc, argv, 100);
+    bench_mark('S');
     for (long i = 0; i < n; i++)
         __atomic_fetch_add(&bench_counter, 1, __ATOMIC_SEQ_CST);
+    bench_mark('E');
     return __atomic_load_n(&bench_counter, __ATOMIC_SEQ_CST) == n ? 0 : 1;
 }

@@ -15,6 +15,7 @@ long bench_counter;
 int main(int argc, char **argv)
 {
     long n = bench_count(argc, argv, 100);
+    bench_mark('S');
     for (long i = 0; i < n; i++) {
         if (pthread_mutex_lock(&bench_lock) != 0)
             return 1;
@@ -22,5 +23,6 @@ int main(int argc, char **argv)
         if (pthread_mutex_unlock(&bench_lock) != 0)
             return 1;
     }
+    bench_mark('E');
     return bench_counter == n ? 0 : 1;
 }

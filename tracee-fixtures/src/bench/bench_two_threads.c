@@ -3,10 +3,11 @@
  * The "small multithreaded program" of the whole-execution benchmark: main
  * starts two threads that each take a shared mutex 5 times to bump a
  * counter, joins them and checks the total.  About 30 scheduling points per
- * execution; natively it runs in well under a millisecond. */
+ * execution; natively it runs in well under a millisecond.  With
+ * $BENCH_MARK_FD set it writes 'S' when main starts and 'E' before it returns
+ * (see bench_common.h), once per execution. */
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "bench_common.h"
 
 #define NTHREADS 2
 #define ROUNDS 5
@@ -28,6 +29,7 @@ static void *worker(void *arg)
 int main(void)
 {
     pthread_t t[NTHREADS];
+    bench_mark('S');
     for (int i = 0; i < NTHREADS; i++)
         if (pthread_create(&t[i], NULL, worker, NULL) != 0)
             abort();
@@ -38,5 +40,6 @@ int main(void)
         fprintf(stderr, "counter %ld\n", counter);
         return 1;
     }
+    bench_mark('E');
     return 0;
 }

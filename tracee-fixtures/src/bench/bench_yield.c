@@ -11,7 +11,9 @@
 int main(int argc, char **argv)
 {
     long n = bench_count(argc, argv, 100);
+    bench_mark('S');
     for (long i = 0; i < n; i++)
         sched_yield();
+    bench_mark('E');
     return 0;
 }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# mcheck benchmarks: cost per scheduling point (syscall-type, breakpoint-type)
+# and per whole execution, measured side by side with medians over
+# repetitions.  `make bench` builds target/release/mcheck and the fixtures,
+# then runs this script.  Options are passed on to bench/bench.py (--help).
+# Writes target/bench-results.json.  Exits 0 whether or not the targets are
+# met; 2 when the harness itself cannot run.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+if [[ ! -x target/release/mcheck ]]; then
+    echo "bench: target/release/mcheck is missing: run 'make bench' (or 'cargo build --release')" >&2
+    exit 2
+fi
+for f in bench_yield bench_mutex bench_atomic bench_two_threads; do
+    if [[ ! -x tracee-fixtures/build/$f ]]; then
+        echo "bench: tracee-fixtures/build/$f is missing: run 'make bench' (or 'make fixtures')" >&2
+        exit 2
+    fi
+done
+command -v python3 >/dev/null || { echo "bench: python3 is required" >&2; exit 2; }
+
+exec python3 bench/bench.py "$@"

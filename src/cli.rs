@@ -111,7 +111,7 @@ pub struct CheckArgs {
     pub time_limit: Option<f64>,
     /// Most scheduling decisions in one execution; a fair execution that reaches it is
     /// reported as a possible livelock.
-    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     pub max_steps: u64,
     /// Collect every distinct finding instead of stopping at the first.
     #[arg(long)]

@@ -17,7 +17,7 @@ use super::elf::ElfFile;
 pub fn atomic_instruction_addresses(elf: &ElfFile, only_in: Option<&[Range<u64>]>) -> Vec<u64> {
     let mut out = Vec::new();
     for (svma, bytes) in elf.executable_sections() {
-        sweep(svma, bytes, &mut out);
+        sweep(svma, bytes, is_atomic, &mut out);
     }
     if let Some(ranges) = only_in {
         out.retain(|a| ranges.iter().any(|r| r.contains(a)));
@@ -27,8 +27,24 @@ pub fn atomic_instruction_addresses(elf: &ElfFile, only_in: Option<&[Range<u64>]
     out
 }
 
-/// Decodes `bytes` (mapped at `svma`) and pushes the addresses of atomic instructions.
-fn sweep(svma: u64, bytes: &[u8], out: &mut Vec<u64>) {
+/// Whether `elf`'s code reads the time-stamp counter (rdtsc/rdtscp) anywhere: only then
+/// does the tracer need to trap it, which makes every ptrace stop dearer on VMs.
+pub fn reads_time_stamp_counter(elf: &ElfFile) -> bool {
+    let mut out = Vec::new();
+    for (svma, bytes) in elf.executable_sections() {
+        sweep(
+            svma,
+            bytes,
+            |i| matches!(i.mnemonic(), Mnemonic::Rdtsc | Mnemonic::Rdtscp),
+            &mut out,
+        );
+    }
+    !out.is_empty()
+}
+
+/// Decodes `bytes` (mapped at `svma`) and pushes the addresses of the instructions `wanted`
+/// selects.
+fn sweep(svma: u64, bytes: &[u8], wanted: impl Fn(&Instruction) -> bool, out: &mut Vec<u64>) {
     let mut decoder = Decoder::with_ip(64, bytes, svma, DecoderOptions::NONE);
     let mut insn = Instruction::default();
     while decoder.can_decode() {
@@ -43,7 +59,7 @@ fn sweep(svma: u64, bytes: &[u8], out: &mut Vec<u64>) {
             decoder.set_ip(svma + next as u64);
             continue;
         }
-        if is_atomic(&insn) {
+        if wanted(&insn) {
             out.push(insn.ip());
         }
     }
@@ -133,7 +149,34 @@ int main(void) { work(); printf("%ld\n", counter); return 0; }
         // lock add [rax], ecx ; xchg [rax], ecx ; xchg eax, ecx ; add [rax], ecx
         let bytes = [0xf0, 0x01, 0x08, 0x87, 0x08, 0x91, 0x01, 0x08];
         let mut out = Vec::new();
-        sweep(0x1000, &bytes, &mut out);
+        sweep(0x1000, &bytes, is_atomic, &mut out);
         assert_eq!(out, vec![0x1000, 0x1003]);
+    }
+
+    #[test]
+    fn time_stamp_counter_reads_are_found() {
+        let dir = std::env::temp_dir().join(format!("mcheck-tsc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("t.c");
+        std::fs::write(
+            &src,
+            "#include <x86intrin.h>\nint main(void){return (int)__rdtsc();}\n",
+        )
+        .unwrap();
+        let exe = dir.join("t");
+        let ok = Command::new("gcc")
+            .args(["-O1", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if ok {
+            assert!(reads_time_stamp_counter(&ElfFile::load(&exe).unwrap()));
+        }
+        assert!(!reads_time_stamp_counter(
+            &ElfFile::load(Path::new("/bin/true")).unwrap()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

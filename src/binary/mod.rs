@@ -20,7 +20,7 @@ pub mod modules;
 pub mod symbolize;
 pub mod unwind;
 
-pub use atomics::atomic_instruction_addresses;
+pub use atomics::{atomic_instruction_addresses, reads_time_stamp_counter};
 pub use elf::{ElfError, ElfFile};
 pub use errno::{errno_tls_offset_source, ErrnoTls};
 pub use input_check::{check_program, resolve_program, BadInput, ProgramKind};

@@ -33,6 +33,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             max_steps: Some(args.max_steps),
             trace: false,
             stop_after: None,
+            trap_rdtsc: ExecutionConfig::program_reads_tsc(&program),
         },
         plan: plan(args),
         jobs: args

@@ -38,6 +38,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         max_steps: Some(schedule.options.max_steps),
         trace: true,
         stop_after: args.until,
+        trap_rdtsc: ExecutionConfig::program_reads_tsc(&schedule.program),
     };
     let mut sched = ReplayScheduler::new(schedule.decisions.clone());
     let outcome = run_single(&cfg, &mut sched).context("replaying the schedule")?;

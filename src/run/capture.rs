@@ -17,7 +17,10 @@ pub struct StderrCapture {
 impl StderrCapture {
     /// Creates the pipe; returns the capture and the write end to give the child.
     pub fn start(echo: bool) -> std::io::Result<(StderrCapture, OwnedFd)> {
-        let (read_end, write_end) = nix::unistd::pipe()?;
+        // Close-on-exec: with several workers, another worker's tracee must not inherit
+        // this pipe (its end of file would wait for that process). dup2 onto the child's
+        // fd 2 clears the flag there.
+        let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let (tx, rx) = bounded(1);
         std::thread::Builder::new()
             .name("mcheck-stderr".into())

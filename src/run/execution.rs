@@ -49,6 +49,16 @@ pub struct ExecutionConfig {
     pub trace: bool,
     /// Stop after this many decisions (replay --until).
     pub stop_after: Option<u64>,
+    /// Trap rdtsc/rdtscp (only needed when the program's own code reads the counter; the
+    /// trap makes every ptrace stop dearer on VMs).
+    pub trap_rdtsc: bool,
+}
+
+impl ExecutionConfig {
+    /// Whether `program` reads the time-stamp counter itself, so that it must be trapped.
+    pub fn program_reads_tsc(program: &std::path::Path) -> bool {
+        ElfFile::load(program).is_ok_and(|e| crate::binary::reads_time_stamp_counter(&e))
+    }
 }
 
 /// How one execution ended.
@@ -139,6 +149,7 @@ pub fn run_execution(
         &argv,
         &envp,
         StdioSetup {
+            trap_rdtsc: cfg.trap_rdtsc,
             stdout,
             stderr: Some(stderr_fd),
         },

@@ -7,7 +7,7 @@
 //! preemptions together with its schedule.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -199,7 +199,6 @@ struct Shared<'a> {
     closed_early: AtomicBool,
     findings: Mutex<Findings>,
     error: Mutex<Option<anyhow::Error>>,
-    running: AtomicUsize,
 }
 
 impl Shared<'_> {
@@ -271,12 +270,13 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         closed_early: AtomicBool::new(false),
         findings: Mutex::new(Findings::default()),
         error: Mutex::new(None),
-        running: AtomicUsize::new(cfg.jobs.max(1)),
     };
     let ncpu = cpu::available_cpus();
+    let (alive, finished) = crossbeam_channel::bounded::<()>(0);
     std::thread::scope(|s| {
         for w in 0..cfg.jobs.max(1) {
             let shared = &shared;
+            let alive = alive.clone();
             std::thread::Builder::new()
                 .name(format!("mcheck-worker-{w}"))
                 .spawn_scoped(s, move || {
@@ -284,14 +284,18 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
                         shared.error.lock().expect("lock").get_or_insert(e);
                         shared.stop_because("internal error".into());
                     }
-                    shared.running.fetch_sub(1, Ordering::SeqCst);
+                    // Dropping the sender tells the main thread this worker is done.
+                    drop(alive);
                 })
                 .expect("spawn worker thread");
         }
-        while shared.running.load(Ordering::SeqCst) > 0 {
+        drop(alive);
+        // Wake up for progress every 100 ms, and at once when the last worker ends.
+        while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+            finished.recv_timeout(Duration::from_millis(100))
+        {
             let found = shared.findings.lock().expect("lock").witnesses.len();
             progress(shared.done.load(Ordering::Relaxed), found);
-            std::thread::sleep(Duration::from_millis(50));
         }
     });
     if let Some(e) = shared.error.lock().expect("lock").take() {

@@ -12,8 +12,10 @@ use nix::unistd::Pid;
 
 use super::seccomp::filter_program;
 
-/// What the child's standard streams are connected to.
+/// What the child's standard streams are connected to, and how it is set up.
 pub struct StdioSetup {
+    /// Make rdtsc/rdtscp fault (PR_SET_TSC) so the tracer can answer them.
+    pub trap_rdtsc: bool,
     /// fd to install as the child's stdout (None: inherit).
     pub stdout: Option<OwnedFd>,
     /// fd to install as the child's stderr (None: inherit).
@@ -72,6 +74,7 @@ pub fn spawn_traced(
     argv_ptrs.push(std::ptr::null());
     let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
     envp_ptrs.push(std::ptr::null());
+    let trap_rdtsc = stdio.trap_rdtsc;
     let out_fd = stdio.stdout.as_ref().map(|f| f.as_raw_fd());
     let err_fd = stdio.stderr.as_ref().map(|f| f.as_raw_fd());
 
@@ -95,8 +98,10 @@ pub fn spawn_traced(
                 libc::dup2(fd, 2);
             }
             libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
-            // rdtsc/rdtscp fault with SIGSEGV, so the tracer can return a virtual counter.
-            libc::prctl(libc::PR_SET_TSC, libc::PR_TSC_SIGSEGV, 0, 0, 0);
+            if trap_rdtsc {
+                // rdtsc/rdtscp fault with SIGSEGV, so the tracer can return a virtual counter.
+                libc::prctl(libc::PR_SET_TSC, libc::PR_TSC_SIGSEGV, 0, 0, 0);
+            }
             libc::kill(libc::getpid(), libc::SIGSTOP);
             if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
                 libc::_exit(126);

@@ -116,6 +116,22 @@ pub struct CheckArgs {
     /// Collect every distinct finding instead of stopping at the first.
     #[arg(long)]
     pub keep_going: bool,
+    /// Do not detect data races (faster: memory accesses are not traced).
+    #[arg(long)]
+    pub no_races: bool,
+    /// Make accesses to addresses found racy in earlier executions scheduling points, to
+    /// show what a race leads to (the default with the portfolio strategy).
+    #[arg(long, conflicts_with = "no_preempt_on_races")]
+    pub preempt_on_races: bool,
+    /// Do not make racy accesses scheduling points.
+    #[arg(long)]
+    pub no_preempt_on_races: bool,
+    /// Also trace memory accesses in libraries whose path contains PATTERN (repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    pub trace_lib: Vec<String>,
+    /// Do not trace libraries whose path contains PATTERN (repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    pub no_trace_lib: Vec<String>,
     /// Directory for schedule files.
     #[arg(long, default_value = "mcheck-out", value_name = "DIR")]
     pub out: PathBuf,
@@ -155,6 +171,16 @@ pub fn shell_quote(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+impl CheckArgs {
+    /// Whether racy accesses become scheduling points: on with the portfolio unless
+    /// `--no-preempt-on-races`, off with other strategies unless `--preempt-on-races`.
+    pub fn preempt_on_races(&self) -> bool {
+        !self.no_races
+            && !self.no_preempt_on_races
+            && (self.preempt_on_races || self.strategy == StrategyName::Portfolio)
     }
 }
 

@@ -4,6 +4,7 @@
 //! - [`binary`]: ELF, symbols, DWARF, instruction classes, unwinding (no ptrace).
 //! - [`tracee`]: ptrace mechanics: spawning, threads, registers, memory, breakpoints.
 //! - [`model`]: the pure semantic model of threads and synchronisation objects.
+//! - [`detect`]: data race detection with vector clocks (no ptrace).
 //! - [`explore`]: scheduling strategies behind one trait.
 //! - [`run`]: the executor that drives a traced program through the model.
 //! - [`report`]: findings, human text and JSON.
@@ -11,6 +12,7 @@
 pub mod binary;
 pub mod cli;
 pub mod commands;
+pub mod detect;
 pub mod explore;
 pub mod model;
 pub mod report;

@@ -6,9 +6,10 @@
 
 use std::ops::Range;
 
-use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind};
+use iced_x86::{Instruction, Mnemonic, OpKind};
 
 use super::elf::ElfFile;
+use super::sweep::for_each_instruction;
 
 /// The svmas of all atomic instructions in the executable sections of `elf`, sorted.
 /// When `only_in` is given, only instructions whose address lies in one of those ranges
@@ -45,24 +46,11 @@ pub fn reads_time_stamp_counter(elf: &ElfFile) -> bool {
 /// Decodes `bytes` (mapped at `svma`) and pushes the addresses of the instructions `wanted`
 /// selects.
 fn sweep(svma: u64, bytes: &[u8], wanted: impl Fn(&Instruction) -> bool, out: &mut Vec<u64>) {
-    let mut decoder = Decoder::with_ip(64, bytes, svma, DecoderOptions::NONE);
-    let mut insn = Instruction::default();
-    while decoder.can_decode() {
-        let pos = decoder.position();
-        decoder.decode_out(&mut insn);
-        if insn.is_invalid() {
-            // Resynchronise one byte further on.
-            let next = pos + 1;
-            if next >= bytes.len() || decoder.set_position(next).is_err() {
-                break;
-            }
-            decoder.set_ip(svma + next as u64);
-            continue;
-        }
-        if wanted(&insn) {
+    for_each_instruction(svma, bytes, |insn| {
+        if wanted(insn) {
             out.push(insn.ip());
         }
-    }
+    });
 }
 
 /// True for LOCK-prefixed instructions with a memory operand and XCHG with memory.

@@ -397,6 +397,28 @@ impl ElfFile {
         }
         super::elf_dwarf::unit_ranges(self)
     }
+
+    /// The name and `sh_flags` of the allocated (`SHF_ALLOC`) section containing `svma`.
+    pub fn allocated_section_at(&self, svma: u64) -> Option<(&str, u64)> {
+        self.sections
+            .iter()
+            .find(|s| {
+                s.flags & u64::from(section_header::SHF_ALLOC) != 0
+                    && svma >= s.addr
+                    && svma - s.addr < s.size
+            })
+            .map(|s| (s.name.as_str(), s.flags))
+    }
+
+    /// All `STT_FUNC` symbols (from `.symtab` and `.dynsym`) defined in this file, as
+    /// (name, svma), sorted by address. Names are not demangled.
+    pub fn function_symbols(&self) -> Vec<(&str, u64)> {
+        self.symbols
+            .iter()
+            .filter(|s| s.kind == SymKind::Func)
+            .map(|s| (s.name.as_str(), s.addr))
+            .collect()
+    }
 }
 
 /// Sort key for choosing among aliases: fewer leading underscores, global, shorter.

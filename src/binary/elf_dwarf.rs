@@ -6,13 +6,25 @@ use gimli::{EndianSlice, LittleEndian};
 
 use super::elf::ElfFile;
 
-/// The sorted, merged svma ranges of all compile units; empty on any DWARF error.
-pub(crate) fn unit_ranges(elf: &ElfFile) -> Vec<Range<u64>> {
+/// The DWARF sections of an ELF file, borrowed from its bytes.
+pub(crate) type Dwarf<'a> = gimli::Dwarf<EndianSlice<'a, LittleEndian>>;
+
+/// The file's DWARF (sections missing from the file are empty), or `None` when the file
+/// has no `.debug_info` or it is compressed (not supported).
+pub(crate) fn load_dwarf(elf: &ElfFile) -> Option<Dwarf<'_>> {
+    if !elf.has_debug_info() || elf.is_section_compressed(".debug_info") {
+        return None;
+    }
     let load = |id: gimli::SectionId| -> Result<EndianSlice<'_, LittleEndian>, gimli::Error> {
         let data = elf.section(id.name()).map_or(&[][..], |s| s.data);
         Ok(EndianSlice::new(data, LittleEndian))
     };
-    let Ok(dwarf) = gimli::Dwarf::load(load) else {
+    gimli::Dwarf::load(load).ok()
+}
+
+/// The sorted, merged svma ranges of all compile units; empty on any DWARF error.
+pub(crate) fn unit_ranges(elf: &ElfFile) -> Vec<Range<u64>> {
+    let Some(dwarf) = load_dwarf(elf) else {
         return Vec::new();
     };
     let mut ranges = Vec::new();
@@ -34,7 +46,7 @@ pub(crate) fn unit_ranges(elf: &ElfFile) -> Vec<Range<u64>> {
 }
 
 /// Sorts ranges and merges overlapping or touching ones.
-fn merge(mut ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
+pub(crate) fn merge(mut ranges: Vec<Range<u64>>) -> Vec<Range<u64>> {
     ranges.sort_by_key(|r| r.start);
     let mut out: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
     for r in ranges {

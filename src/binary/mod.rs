@@ -3,6 +3,10 @@
 //! - [`input_check`]: validates the program the user asks to check.
 //! - [`elf`]: parsed, cached ELF files: symbols, sections, segments, DWARF ranges.
 //! - [`atomics`]: finds LOCK-prefixed and XCHG-with-memory instructions.
+//! - [`accesses`]: finds the instructions that access non-stack memory (race detection).
+//! - [`code_under_test`]: the program's own code, without toolchain libraries (DWARF).
+//! - [`atomic_vars`]: where atomic global/static variables live (DWARF types).
+//! - [`allocators`]: malloc/free, operator new/delete and Rust allocator shims.
 //! - [`symbolize`]: source locations (DWARF) and variable names for addresses.
 //! - [`modules`]: the runtime module map parsed from `/proc/PID/maps`.
 //! - [`unwind`]: stack unwinding with framehop.
@@ -11,19 +15,30 @@
 //! Addresses: an *svma* is an address as stated in the ELF file, an *avma* is the
 //! runtime address in the traced process, and `bias = avma - svma`.
 
+pub mod accesses;
+pub mod allocators;
+pub mod atomic_vars;
 pub mod atomics;
+pub mod code_under_test;
 pub mod elf;
 mod elf_dwarf;
 pub mod errno;
 pub mod input_check;
 pub mod modules;
+pub mod plt;
+mod sweep;
 pub mod symbolize;
 pub mod unwind;
 
+pub use accesses::{memory_access_instructions, string_instructions, AccessKind, MemoryAccessInsn};
+pub use allocators::{allocator_functions, AllocFn};
+pub use atomic_vars::atomic_global_ranges;
 pub use atomics::{atomic_instruction_addresses, reads_time_stamp_counter};
+pub use code_under_test::code_under_test_ranges;
 pub use elf::{ElfError, ElfFile};
 pub use errno::{errno_tls_offset_source, ErrnoTls};
 pub use input_check::{check_program, resolve_program, BadInput, ProgramKind};
 pub use modules::{is_system_library, MappedModule, ModuleMap};
+pub use plt::plt_entries;
 pub use symbolize::{SourceFrame, Symbolizer};
 pub use unwind::{lookup_address, StackUnwinder};

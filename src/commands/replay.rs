@@ -39,9 +39,19 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         trace: true,
         stop_after: args.until,
         trap_rdtsc: ExecutionConfig::program_reads_tsc(&schedule.program),
+        races: schedule.options.races,
+        preempt_on_races: schedule.options.preempt_on_races,
+        trace_lib: schedule.options.trace_lib.clone(),
+        no_trace_lib: schedule.options.no_trace_lib.clone(),
     };
     let mut sched = ReplayScheduler::new(schedule.decisions.clone());
-    let outcome = run_single(&cfg, &mut sched).context("replaying the schedule")?;
+    let outcome = run_single(
+        &cfg,
+        &mut sched,
+        &schedule.options.racy_addresses,
+        &schedule.options.atomic_addresses,
+    )
+    .context("replaying the schedule")?;
     eprint!("{}", format_trace(&outcome.trace));
     if let Some(d) = outcome.divergence {
         return Err(Failure::Usage(format!(
@@ -58,7 +68,20 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         write_json(args, &schedule, &[], true)?;
         return Ok(EXIT_CLEAN);
     }
-    let Some(mut finding) = outcome.finding.filter(|f| f.kind == schedule.finding.kind) else {
+    // The recorded finding: the execution's failure, or one of its data races (the one at
+    // the recorded source locations when there are several).
+    let same_place = |f: &crate::report::Finding| {
+        crate::run::search::location_key(&f.locations)
+            == crate::run::search::location_key(&schedule.finding.locations)
+    };
+    let candidates: Vec<_> = outcome
+        .finding
+        .into_iter()
+        .chain(outcome.races)
+        .filter(|f| f.kind == schedule.finding.kind)
+        .collect();
+    let best = candidates.iter().position(same_place).unwrap_or(0);
+    let Some(mut finding) = candidates.into_iter().nth(best) else {
         return Err(Failure::Usage(format!(
             "{}: the recorded {} did not reproduce (the program did not behave as when it was recorded); no finding is reported",
             args.schedule.display(),

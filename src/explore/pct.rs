@@ -18,7 +18,7 @@ pub struct PctScheduler {
     depth: u32,
     seed: u64,
     rng: Pcg64Mcg,
-    priorities: HashMap<ThreadId, u64>,
+    priorities: HashMap<ThreadId, i64>,
     change_points: Vec<usize>,
     max_steps_seen: usize,
 }
@@ -59,15 +59,31 @@ impl Scheduler for PctScheduler {
     }
 
     fn choose(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence> {
-        let d = self.depth as u64;
+        let d = self.depth as i64;
         for &t in point.enabled {
             if !self.priorities.contains_key(&t) {
                 // Initial priorities are all above d; ties are broken by the random bits.
-                let p = d + 1 + (self.rng.random::<u32>() as u64);
+                let p = d + 1 + self.rng.random::<u32>() as i64;
                 self.priorities.insert(t, p);
             }
         }
-        let best = |prio: &HashMap<ThreadId, u64>| {
+        if let (Some(c), true) = (point.current, point.current_yields) {
+            // A yield lets the others run: the yielding thread drops below every other
+            // enabled thread, even below the change-point priorities, so that spinning with
+            // sched_yield cannot starve the thread it waits for.
+            let lowest_other = point
+                .enabled
+                .iter()
+                .filter(|&&u| u != c)
+                .map(|u| self.priorities[u])
+                .min();
+            if let Some(low) = lowest_other {
+                if self.priorities.get(&c).is_some_and(|&p| p >= low) {
+                    self.priorities.insert(c, low - 1);
+                }
+            }
+        }
+        let best = |prio: &HashMap<ThreadId, i64>| {
             *point
                 .enabled
                 .iter()
@@ -78,7 +94,7 @@ impl Scheduler for PctScheduler {
         for (i, &cp) in self.change_points.iter().enumerate() {
             if cp == point.step {
                 // Change point i: the thread about to run drops to priority d-1-i (< d).
-                self.priorities.insert(chosen, d - 1 - i as u64);
+                self.priorities.insert(chosen, d - 1 - i as i64);
                 chosen = best(&self.priorities);
             }
         }
@@ -121,6 +137,34 @@ mod tests {
             max = max.max(p);
         }
         assert_eq!(max, 2, "some execution should use both change points");
+    }
+
+    #[test]
+    fn a_yielding_thread_lets_the_others_run() {
+        let mut s = PctScheduler::new(1, 9);
+        s.begin_execution(0);
+        let enabled = [0, 1];
+        let ops = ["yield", "atomic"];
+        let first = s
+            .choose(&Point {
+                enabled: &enabled,
+                ops: &ops,
+                current: None,
+                current_yields: false,
+                step: 0,
+            })
+            .unwrap();
+        let other = 1 - first;
+        let next = s
+            .choose(&Point {
+                enabled: &enabled,
+                ops: &ops,
+                current: Some(first),
+                current_yields: true,
+                step: 1,
+            })
+            .unwrap();
+        assert_eq!(next, other, "after a yield the other thread runs");
     }
 
     #[test]

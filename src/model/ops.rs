@@ -37,6 +37,8 @@ pub enum Op {
     Sleep { ns: u64 },
     /// An atomic read-modify-write instruction on `addr`.
     Atomic { addr: Addr },
+    /// A plain access to an address found racy earlier (`--preempt-on-races`).
+    MemoryAccess { addr: Addr, write: bool },
     /// pthread_mutex_init.
     MutexInit { m: Addr, kind: MutexType },
     /// pthread_mutex_lock/trylock/timedlock; `kind` is the type read from a statically
@@ -141,6 +143,8 @@ impl Op {
             Op::Yield => "yield",
             Op::Sleep { .. } => "sleep",
             Op::Atomic { .. } => "atomic",
+            Op::MemoryAccess { write: true, .. } => "write",
+            Op::MemoryAccess { .. } => "read",
             Op::MutexInit { .. } => "mutex_init",
             Op::MutexLock {
                 attempt: Attempt::Try,
@@ -238,6 +242,7 @@ impl Op {
             | Op::FutexRequeue { addr, .. }
             | Op::FutexResume { addr } => r(K::Futex, addr),
             Op::Atomic { addr } => r(K::Atomic, addr),
+            Op::MemoryAccess { addr, .. } => r(K::Memory, addr),
             Op::Once { o } => r(K::Once, o),
             _ => None,
         }
@@ -263,6 +268,8 @@ pub enum ObjectKind {
     Futex,
     /// An atomically accessed word.
     Atomic,
+    /// Plain memory.
+    Memory,
     /// A pthread_once control.
     Once,
     /// A thread (waited on by join).
@@ -283,6 +290,7 @@ impl ObjectKind {
             ObjectKind::Spin => "spin lock",
             ObjectKind::Futex => "futex word",
             ObjectKind::Atomic => "atomic",
+            ObjectKind::Memory => "memory",
             ObjectKind::Once => "once control",
             ObjectKind::Thread => "thread",
             ObjectKind::Time => "timer",

@@ -48,6 +48,8 @@ pub struct Model {
     pub(super) sems: HashMap<Addr, SemState>,
     pub(super) barriers: HashMap<Addr, BarrierState>,
     pub(super) futexes: HashMap<Addr, VecDeque<FutexWaiter>>,
+    /// pthread_once controls: the initialising thread while it runs, or done.
+    pub(super) onces: HashMap<Addr, Option<ThreadId>>,
     /// Virtual time in nanoseconds.
     pub(super) now: u64,
 }
@@ -72,6 +74,7 @@ impl Model {
             sems: HashMap::new(),
             barriers: HashMap::new(),
             futexes: HashMap::new(),
+            onces: HashMap::new(),
             now: 0,
         }
     }
@@ -223,6 +226,7 @@ impl Model {
                     && self.mutexes.get(&m).is_none_or(|mx| mx.owner.is_none())
             }
             Op::FutexResume { .. } => th.woken || th.timed_out,
+            Op::Once { o } => !matches!(self.onces.get(&o), Some(Some(u)) if *u != t),
             Op::BarrierResume { b, generation } => self
                 .barriers
                 .get(&b)
@@ -339,7 +343,12 @@ impl Model {
     ) -> Outcome {
         use Completion::*;
         match *op {
-            Op::Start | Op::Continue | Op::Atomic { .. } | Op::Once { .. } => Ok(Native),
+            Op::Start | Op::Continue | Op::Atomic { .. } | Op::MemoryAccess { .. } => Ok(Native),
+            Op::Once { o } => {
+                // The first caller runs the initialiser; the others wait until it is done.
+                self.onces.entry(o).or_insert(Some(t));
+                Ok(Native)
+            }
             Op::Yield | Op::Sleep { .. } => Ok(Return(0)),
             Op::MutexInit { m, kind } => {
                 if let Some(mx) = self.mutexes.get(&m) {
@@ -747,6 +756,21 @@ impl Model {
                 Ok(Return((woke + moved) as i64))
             }
         }
+    }
+
+    /// Whether spin lock `s` is held.
+    pub fn spin_held(&self, s: Addr) -> bool {
+        self.spins.get(&s).is_some_and(|x| x.owner.is_some())
+    }
+
+    /// The thread running the initialiser of once control `o`, while it runs.
+    pub fn once_initialiser(&self, o: Addr) -> Option<ThreadId> {
+        self.onces.get(&o).copied().flatten()
+    }
+
+    /// The initialiser's pthread_once(`o`) returned: the control is done.
+    pub fn once_done(&mut self, o: Addr) {
+        self.onces.insert(o, None);
     }
 
     /// Wakes up to `count` threads waiting on futex word `addr` (as the kernel does at thread

@@ -442,3 +442,21 @@ fn condvar_destroy_with_waiter_is_misuse() {
         Err(ModelFinding::Misuse { .. })
     ));
 }
+
+#[test]
+fn once_callers_wait_for_the_initialiser() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    let t1 = m.add_thread();
+    const O: Addr = 0x8000;
+    assert_eq!(
+        run(&mut m, &mut mem, 0, Op::Once { o: O }),
+        Completion::Native
+    );
+    assert_eq!(m.once_initialiser(O), Some(0));
+    m.set_pending(t1, Op::Once { o: O }, 0).unwrap();
+    assert!(!m.is_enabled(t1), "the initialiser has not returned yet");
+    m.once_done(O);
+    assert!(m.is_enabled(t1));
+    assert_eq!(m.execute(t1, &mut mem).unwrap(), Completion::Native);
+    assert_eq!(m.once_initialiser(O), None);
+}

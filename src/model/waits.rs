@@ -96,6 +96,14 @@ impl Model {
                 };
                 (object, vec![holder(o, s)])
             }
+            Op::Once { o } => {
+                let holders = self
+                    .once_initialiser(o)
+                    .map(|u| holder(u, 0))
+                    .into_iter()
+                    .collect();
+                (op.object()?, holders)
+            }
             Op::SpinLock { s, .. } => {
                 let holders = self
                     .spins

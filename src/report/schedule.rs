@@ -37,6 +37,28 @@ pub struct ExecutionOptions {
     pub execution_timeout: f64,
     /// `--max-steps`.
     pub max_steps: u64,
+    /// Data race detection was on.
+    #[serde(default = "yes")]
+    pub races: bool,
+    /// Racy accesses were scheduling points.
+    #[serde(default)]
+    pub preempt_on_races: bool,
+    /// `--trace-lib` patterns.
+    #[serde(default)]
+    pub trace_lib: Vec<String>,
+    /// `--no-trace-lib` patterns.
+    #[serde(default)]
+    pub no_trace_lib: Vec<String>,
+    /// Addresses whose accesses were scheduling points (`--preempt-on-races`).
+    #[serde(default)]
+    pub racy_addresses: Vec<u64>,
+    /// Addresses known to hold atomics (plain loads and stores of them are atomic).
+    #[serde(default)]
+    pub atomic_addresses: Vec<u64>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// What the schedule shows.

@@ -3,6 +3,7 @@
 //! until the program ends or something goes wrong. Every exit path kills and reaps the
 //! whole process tree.
 
+use std::collections::HashMap;
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -14,13 +15,17 @@ use nix::unistd::Pid;
 
 use super::capture::{failure_message, StderrCapture};
 use super::determinism::Determinism;
-use super::hooks::{Convention, HookContext, HOOKED_FUNCTIONS};
-use super::process::{decode_at, BreakpointKind, Process, StopPlace, TracedThread};
-use super::stacks::{primary_location, Symbols};
+use super::findings::repeating_cycle;
+use super::happens_before;
+use super::hooks::Hook;
+use super::hooks::{merge_aliases, Convention, HookContext};
+use super::plan::{role_of, Alloc, MemFn, Role};
+use super::process::{BreakpointKind, Process, StopPlace, TracedThread};
+use super::races::{PendingReturn, ReturnAction};
 use super::syscalls::{self, ClockCall, SyscallAction, TimeSource};
-use crate::binary::{
-    atomic_instruction_addresses, errno_tls_offset_source, is_system_library, ElfFile, ErrnoTls,
-};
+use super::worker_state::WorkerState;
+use crate::binary::{ElfFile, ErrnoTls};
+use crate::detect::race::RaceDetector;
 use crate::explore::{Decision, Divergence, Point, Scheduler};
 use crate::model::{Completion, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
@@ -52,6 +57,14 @@ pub struct ExecutionConfig {
     /// Trap rdtsc/rdtscp (only needed when the program's own code reads the counter; the
     /// trap makes every ptrace stop dearer on VMs).
     pub trap_rdtsc: bool,
+    /// Detect data races.
+    pub races: bool,
+    /// Make accesses to addresses found racy earlier scheduling points.
+    pub preempt_on_races: bool,
+    /// Extra libraries to trace (path substrings).
+    pub trace_lib: Vec<String>,
+    /// Libraries not to trace (path substrings).
+    pub no_trace_lib: Vec<String>,
 }
 
 impl ExecutionConfig {
@@ -64,8 +77,10 @@ impl ExecutionConfig {
 /// How one execution ended.
 #[derive(Debug, Default)]
 pub struct ExecutionOutcome {
-    /// The finding, if the execution showed a bug (seed and execution index not yet set).
+    /// The finding that ended the execution, if any (seed and execution index not yet set).
     pub finding: Option<Finding>,
+    /// Data races found in the execution (each pair of instructions once).
+    pub races: Vec<Finding>,
     /// Scheduling decisions taken.
     pub steps: u64,
     /// Preemptive switches among them.
@@ -103,7 +118,7 @@ pub struct TraceStep {
 const FAIRNESS_WINDOW: usize = 1000;
 
 /// What running a thread to its next stop produced.
-enum RunResult {
+pub(super) enum RunResult {
     /// The thread is at a new scheduling point.
     Point,
     /// The thread exited.
@@ -115,7 +130,7 @@ enum RunResult {
 }
 
 #[derive(Debug, Clone, Copy)]
-enum ProcessEnd {
+pub(super) enum ProcessEnd {
     Exited(i32),
     Killed(Signal),
     Vanished,
@@ -125,7 +140,7 @@ enum ProcessEnd {
 pub fn run_execution(
     cfg: &ExecutionConfig,
     sched: &mut dyn Scheduler,
-    symbols: &mut Symbols,
+    worker: &mut WorkerState,
 ) -> Result<ExecutionOutcome> {
     let (capture, stderr_fd) = StderrCapture::start(!cfg.quiet_program)?;
     let stdout = if cfg.quiet_program {
@@ -167,7 +182,11 @@ pub fn run_execution(
         cfg,
         p: process,
         model: Model::new(),
-        symbols,
+        worker,
+        races: cfg.races.then(RaceDetector::new),
+        returns: Default::default(),
+        atomic_ranges: Vec::new(),
+        race_findings: Vec::new(),
         group_exiting: false,
         pending_clone: None,
         resumed_at: Instant::now(),
@@ -220,25 +239,33 @@ fn environment(vars: &[(OsString, OsString)]) -> Result<Vec<CString>> {
     Ok(env)
 }
 
-struct Execution<'a> {
-    cfg: &'a ExecutionConfig,
-    p: Process,
-    model: Model,
-    symbols: &'a mut Symbols,
-    group_exiting: bool,
+pub(super) struct Execution<'a> {
+    pub(super) cfg: &'a ExecutionConfig,
+    pub(super) p: Process,
+    pub(super) model: Model,
+    pub(super) worker: &'a mut WorkerState,
+    /// The race detector (None with --no-races).
+    pub(super) races: Option<RaceDetector>,
+    /// Return breakpoints waiting, by address.
+    pub(super) returns: HashMap<u64, Vec<PendingReturn>>,
+    /// Address ranges known to hold atomics in this process (runtime addresses).
+    pub(super) atomic_ranges: Vec<std::ops::Range<u64>>,
+    /// Data races found so far.
+    pub(super) race_findings: Vec<Finding>,
+    pub(super) group_exiting: bool,
     /// (flags, child_tid, tls) of the clone the running thread is making.
-    pending_clone: Option<(u64, u64, u64)>,
-    resumed_at: Instant,
-    interrupt_sent: bool,
-    steps: u64,
-    preemptions: u64,
-    killed: bool,
+    pub(super) pending_clone: Option<(u64, u64, u64)>,
+    pub(super) resumed_at: Instant,
+    pub(super) interrupt_sent: bool,
+    pub(super) steps: u64,
+    pub(super) preemptions: u64,
+    pub(super) killed: bool,
     /// The first thread that started a Rust panic, with its stack.
-    panic: Option<ThreadReport>,
-    decisions: Vec<Decision>,
-    trace: Vec<TraceStep>,
-    window: std::collections::VecDeque<(Vec<ThreadId>, ThreadId)>,
-    det: Determinism,
+    pub(super) panic: Option<ThreadReport>,
+    pub(super) decisions: Vec<Decision>,
+    pub(super) trace: Vec<TraceStep>,
+    pub(super) window: std::collections::VecDeque<(Vec<ThreadId>, ThreadId)>,
+    pub(super) det: Determinism,
 }
 
 const CLONE_THREAD: u64 = 0x0001_0000;
@@ -322,11 +349,7 @@ impl Execution<'_> {
                 out.stopped_early = true;
                 return Ok(out);
             }
-            let completion = {
-                let mut view = MemView(&self.p);
-                self.model.execute(t, &mut view)
-            };
-            let completion = match completion {
+            let completion = match self.execute_op(t) {
                 Ok(c) => c,
                 Err(f) => {
                     let f = self.model_finding(f);
@@ -347,6 +370,13 @@ impl Execution<'_> {
     }
 
     fn outcome(&mut self, finding: Option<Finding>) -> ExecutionOutcome {
+        // Addresses found racy become scheduling points from the next execution on (never
+        // within this one, so that its schedule replays with the same points).
+        if let Some(d) = &self.races {
+            self.worker
+                .racy_addresses
+                .extend(d.racy_addresses().iter().copied());
+        }
         let mut finding = finding;
         if let Some(f) = &mut finding {
             f.preemptions = self.preemptions;
@@ -358,6 +388,7 @@ impl Execution<'_> {
             preemptions: self.preemptions,
             step_limit_hit: false,
             threads: self.model.thread_count(),
+            races: std::mem::take(&mut self.race_findings),
             decisions: std::mem::take(&mut self.decisions),
             divergence: None,
             trace: std::mem::take(&mut self.trace),
@@ -374,7 +405,7 @@ impl Execution<'_> {
             .filter(|o| o.kind != ObjectKind::Atomic || o.addr != 0)
             .map(|o| self.object_desc(o.kind, o.addr));
         let site = self.model.pending_site(t);
-        let location = (site != 0).then(|| self.symbols.call_site(site));
+        let location = (site != 0).then(|| self.worker.symbols.call_site(site));
         self.trace.push(TraceStep {
             step: self.steps + 1,
             thread: t,
@@ -425,7 +456,7 @@ impl Execution<'_> {
     fn settle(&mut self, t: ThreadId, r: RunResult) -> Result<Option<ExecutionOutcome>> {
         match r {
             RunResult::Point => Ok(None),
-            RunResult::ThreadExited => match self.model.thread_exited(t) {
+            RunResult::ThreadExited => match self.thread_exited(t) {
                 Ok(()) => Ok(None),
                 Err(f) => {
                     let f = self.model_finding(f);
@@ -435,6 +466,14 @@ impl Execution<'_> {
             RunResult::ProcessEnded(end) => Ok(Some(self.outcome(self.exit_finding(end)))),
             RunResult::Found(f) => Ok(Some(self.outcome(Some(f)))),
         }
+    }
+
+    /// Thread `t` exited: the race detector keeps its clock, the model its holdings.
+    fn thread_exited(&mut self, t: ThreadId) -> std::result::Result<(), ModelFinding> {
+        if let Some(d) = self.races.as_mut() {
+            d.thread_exited(t);
+        }
+        self.model.thread_exited(t)
     }
 
     /// Applies a completed operation's result to thread `t`'s registers. A fault while
@@ -448,6 +487,25 @@ impl Execution<'_> {
                     Some(BreakpointKind::Hook(h)) => h.convention(),
                     _ => Convention::Native,
                 };
+                match &kind {
+                    Some(BreakpointKind::Atomic { plan, index, bias }) => {
+                        let insn = &plan.atomics[*index];
+                        let ea = self.p.effective_address(t, insn, *bias);
+                        let size = insn.memory_size().size() as u64;
+                        self.record_atomic(t, ea, size, addr);
+                    }
+                    Some(BreakpointKind::Access { plan, index, bias }) => {
+                        let plan = plan.clone();
+                        self.record_access(t, addr, &plan, *index, *bias);
+                    }
+                    Some(BreakpointKind::Hook(Hook::Once)) => {
+                        let control = self.p.threads[t].regs.rdi;
+                        if self.model.once_initialiser(control) == Some(t) {
+                            self.on_return_of_call(t, ReturnAction::OnceDone { control })?;
+                        }
+                    }
+                    _ => {}
+                }
                 match (convention, c) {
                     (Convention::Native, _) | (_, Completion::Native) => {
                         if let Some(ev) = self.p.step_over_breakpoint(t)? {
@@ -719,6 +777,11 @@ impl Execution<'_> {
     fn on_trap(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
         let r = self.p.load_regs(t)?;
         let addr = r.rip.wrapping_sub(1);
+        if self.returns.contains_key(&addr) {
+            if let Some(ran) = self.handle_return(t, addr, &r)? {
+                return Ok(ran);
+            }
+        }
         let Some(kind) = self.p.bp_kinds.get(&addr).cloned() else {
             // Not ours: a SIGTRAP of the program's own.
             events::resume(self.p.threads[t].tid, Some(Signal::SIGTRAP))?;
@@ -748,10 +811,15 @@ impl Execution<'_> {
                 }
                 (op, site)
             }
-            BreakpointKind::Atomic(insn) => {
-                let ea = self.p.effective_address(t, &insn);
+            BreakpointKind::Atomic { plan, index, bias } => {
+                let ea = self.p.effective_address(t, &plan.atomics[index], bias);
                 (Op::Atomic { addr: ea }, addr)
             }
+            BreakpointKind::Access { plan, index, bias } => {
+                return self.on_access(t, addr, &plan, index, bias);
+            }
+            BreakpointKind::Alloc(kind) => return self.on_allocator(t, kind),
+            BreakpointKind::MemFn(f) => return self.on_mem_fn(t, f),
             BreakpointKind::Panic => {
                 if self.panic.is_none() {
                     self.panic = Some(self.thread_report(t, "panicked".into()));
@@ -768,7 +836,7 @@ impl Execution<'_> {
 
     /// Whether a hooked function was called from inside glibc (libc.so or ld.so).
     fn is_glibc_internal(&self, site: u64) -> bool {
-        self.symbols.modules().find(site).is_some_and(|m| {
+        self.worker.symbols.modules().find(site).is_some_and(|m| {
             let name = m.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             name.starts_with("libc.so") || name.starts_with("ld-linux")
         })
@@ -783,11 +851,7 @@ impl Execution<'_> {
         if !self.model.is_enabled(t) {
             return Ok(Some(RunResult::Point));
         }
-        let completion = {
-            let mut view = MemView(&self.p);
-            self.model.execute(t, &mut view)
-        };
-        match completion {
+        match self.execute_op(t) {
             Err(f) => Ok(Some(RunResult::Found(self.model_finding(f)))),
             Ok(Completion::Blocked) => Ok(Some(RunResult::Point)),
             Ok(c) => {
@@ -800,8 +864,31 @@ impl Execution<'_> {
         }
     }
 
+    /// Executes `t`'s pending operation in the model and feeds its happens-before edges to
+    /// the race detector.
+    fn execute_op(&mut self, t: ThreadId) -> std::result::Result<Completion, ModelFinding> {
+        let op = self.model.pending(t).cloned();
+        let completion = {
+            let mut view = MemView(&self.p);
+            self.model.execute(t, &mut view)?
+        };
+        if let (Some(d), Some(op)) = (self.races.as_mut(), op) {
+            happens_before::record(d, t, &op, completion);
+            if let (
+                Op::Join {
+                    target: Some(u), ..
+                },
+                Completion::Native,
+            ) = (&op, completion)
+            {
+                d.thread_joined(t, *u);
+            }
+        }
+        Ok(completion)
+    }
+
     /// Records that `t` reached a scheduling point.
-    fn point(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
+    pub(super) fn point(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
         match self.model.set_pending(t, op, site) {
             Ok(()) => Ok(Some(RunResult::Point)),
             Err(f) => Ok(Some(RunResult::Found(self.model_finding(f)))),
@@ -955,76 +1042,104 @@ impl Execution<'_> {
             .threads
             .push(TracedThread::new(child, started, clear_tid, handle));
         self.p.by_tid.insert(child, id);
+        if let Some(d) = self.races.as_mut() {
+            d.thread_created(t, id);
+        }
         debug_assert_eq!(self.p.threads.len(), id + 1);
         self.p.threads[t].place = StopPlace::Event;
         self.point(t, Op::Continue, 0)
     }
 
-    /// Puts breakpoints on the threading API and on atomic instructions of the program's
-    /// own code, once libraries are mapped (at the entry point).
+    /// Puts breakpoints on the threading API, atomic and memory-access instructions of the
+    /// code under test, allocators and modelled libc calls, once libraries are mapped (at the
+    /// entry point). The per-file plans are computed once per worker.
     fn install_hooks(&mut self) -> Result<()> {
-        self.symbols.refresh(self.p.pid.as_raw());
-        let modules = self.symbols.modules().clone();
+        self.worker.symbols.refresh(self.p.pid.as_raw());
+        let modules = self.worker.symbols.modules().clone();
         for m in modules.modules() {
-            let Ok(elf) = ElfFile::load(&m.path) else {
+            let role = role_of(
+                &m.path,
+                &self.cfg.program,
+                &self.cfg.trace_lib,
+                &self.cfg.no_trace_lib,
+            );
+            if role == Role::System {
+                continue;
+            }
+            let Some(plan) = self.worker.plans.get(&m.path, role, self.cfg.races) else {
                 continue;
             };
-            let is_main = m.path == self.cfg.program;
-            let is_libc = file_is_libc(&m.path);
-            if is_libc || (is_main && elf.is_static()) {
-                for (name, hook) in HOOKED_FUNCTIONS {
-                    let addrs: Vec<u64> = elf
-                        .function_addresses(name)
-                        .into_iter()
-                        .map(|a| m.to_avma(a))
-                        .collect();
-                    let hook = *hook;
-                    self.p
-                        .add_breakpoints(&addrs, |_| Some(BreakpointKind::Hook(hook)))?;
-                }
-                if self.p.errno_tp_offset.is_none() {
-                    self.p.errno_tp_offset = match errno_tls_offset_source(&elf) {
-                        Some(ErrnoTls::Constant(c)) => Some(c),
-                        Some(ErrnoTls::GotSlot(s)) => {
-                            self.p.mem.read_u64(m.to_avma(s)).ok().map(|v| v as i64)
-                        }
-                        None => None,
-                    };
-                }
+            let bias = m.bias;
+            let mut hooks: HashMap<u64, Hook> = HashMap::new();
+            for &(a, h) in &plan.hooks {
+                hooks
+                    .entry(a + bias)
+                    .and_modify(|old| *old = merge_aliases(*old, h))
+                    .or_insert(h);
             }
-            if is_main {
-                let panics: Vec<u64> = elf
-                    .function_ranges()
-                    .into_iter()
-                    .filter(|(name, _)| name.ends_with("rust_begin_unwind"))
-                    .map(|(_, r)| m.to_avma(r.start))
-                    .collect();
-                self.p
-                    .add_breakpoints(&panics, |_| Some(BreakpointKind::Panic))?;
+            let addrs: Vec<u64> = hooks.keys().copied().collect();
+            self.p
+                .add_breakpoints(&addrs, |a| hooks.get(&a).map(|&h| BreakpointKind::Hook(h)))?;
+            if self.p.errno_tp_offset.is_none() {
+                self.p.errno_tp_offset = match plan.errno {
+                    Some(ErrnoTls::Constant(c)) => Some(c),
+                    Some(ErrnoTls::GotSlot(s)) => {
+                        self.p.mem.read_u64(s + bias).ok().map(|v| v as i64)
+                    }
+                    None => None,
+                };
             }
-            if is_main || !is_system_library(&m.path) {
-                let ranges = elf.dwarf_code_ranges();
-                let only_in = elf.is_static().then_some(ranges.as_slice());
-                if elf.is_static() && ranges.is_empty() {
-                    continue;
-                }
-                let svmas = atomic_instruction_addresses(&elf, only_in);
-                let mut addrs = Vec::with_capacity(svmas.len());
-                let mut insns = std::collections::HashMap::new();
-                for s in svmas {
-                    let Some(bytes) = elf.read_svma(s, 16) else {
-                        continue;
-                    };
-                    let avma = m.to_avma(s);
-                    insns.insert(avma, decode_at(bytes, avma));
-                    addrs.push(avma);
-                }
-                self.p.add_breakpoints(&addrs, |a| {
-                    insns
-                        .remove(&a)
-                        .map(|i| BreakpointKind::Atomic(Box::new(i)))
-                })?;
-            }
+            let panics: Vec<u64> = plan.panics.iter().map(|a| a + bias).collect();
+            self.p
+                .add_breakpoints(&panics, |_| Some(BreakpointKind::Panic))?;
+            let atomics: HashMap<u64, usize> = plan
+                .atomics
+                .iter()
+                .enumerate()
+                .map(|(i, insn)| (insn.ip() + bias, i))
+                .collect();
+            let addrs: Vec<u64> = atomics.keys().copied().collect();
+            self.p.add_breakpoints(&addrs, |a| {
+                atomics.get(&a).map(|&index| BreakpointKind::Atomic {
+                    plan: plan.clone(),
+                    index,
+                    bias,
+                })
+            })?;
+            let allocs: HashMap<u64, Alloc> = plan
+                .allocators
+                .iter()
+                .map(|&(a, k)| (a + bias, k))
+                .collect();
+            let addrs: Vec<u64> = allocs.keys().copied().collect();
+            self.p.add_breakpoints(&addrs, |a| {
+                allocs.get(&a).map(|&k| BreakpointKind::Alloc(k))
+            })?;
+            let mem_fns: HashMap<u64, MemFn> =
+                plan.mem_fns.iter().map(|&(a, f)| (a + bias, f)).collect();
+            let addrs: Vec<u64> = mem_fns.keys().copied().collect();
+            self.p.add_breakpoints(&addrs, |a| {
+                mem_fns.get(&a).map(|&f| BreakpointKind::MemFn(f))
+            })?;
+            let accesses: HashMap<u64, usize> = plan
+                .accesses
+                .iter()
+                .enumerate()
+                .map(|(i, (insn, _, _))| (insn.ip() + bias, i))
+                .collect();
+            let addrs: Vec<u64> = accesses.keys().copied().collect();
+            self.p.add_breakpoints(&addrs, |a| {
+                accesses.get(&a).map(|&index| BreakpointKind::Access {
+                    plan: plan.clone(),
+                    index,
+                    bias,
+                })
+            })?;
+            self.atomic_ranges.extend(
+                plan.atomic_ranges
+                    .iter()
+                    .map(|r| r.start + bias..r.end + bias),
+            );
         }
         Ok(())
     }
@@ -1062,274 +1177,6 @@ impl Execution<'_> {
             }
         }
     }
-
-    // ----- findings -----
-
-    fn thread_stack(&mut self, t: ThreadId) -> Vec<crate::report::Frame> {
-        let th = &self.p.threads[t];
-        if th.gone {
-            return vec![];
-        }
-        let r = regs::get(th.tid).unwrap_or(th.regs);
-        let pc = match th.place {
-            StopPlace::Breakpoint(a) => a,
-            _ => r.rip,
-        };
-        self.symbols.stack(pc, r.rsp, r.rbp, &self.p.mem)
-    }
-
-    fn thread_report(&mut self, t: ThreadId, state: String) -> ThreadReport {
-        let stack = self.thread_stack(t);
-        ThreadReport {
-            id: t,
-            tid: self.p.threads[t].tid.as_raw(),
-            state,
-            stack,
-        }
-    }
-
-    fn finding(&self, kind: FindingKind, message: String, threads: Vec<ThreadReport>) -> Finding {
-        let locations = threads
-            .iter()
-            .filter_map(|t| primary_location(&t.stack))
-            .collect();
-        Finding {
-            kind,
-            message,
-            details: vec![],
-            locations,
-            threads,
-            preemptions: 0,
-            seed: 0,
-            execution: 0,
-            steps: 0,
-            strategy: String::new(),
-            schedule: None,
-        }
-    }
-
-    fn object_desc(&mut self, kind: ObjectKind, addr: u64) -> String {
-        match kind {
-            ObjectKind::Thread => format!("thread T{addr}"),
-            ObjectKind::Time => "a timer".to_string(),
-            _ => format!("{} {}", kind.name(), self.symbols.object_name(addr)),
-        }
-    }
-
-    fn model_finding(&mut self, f: ModelFinding) -> Finding {
-        match f {
-            ModelFinding::Misuse {
-                thread,
-                object,
-                message,
-            } => {
-                let what = object
-                    .map(|o| format!(" ({})", self.object_desc(o.kind, o.addr)))
-                    .unwrap_or_default();
-                let state = format!("{message}{what}");
-                let report = self.thread_report(thread, state.clone());
-                self.finding(
-                    FindingKind::ApiMisuse,
-                    format!("thread T{thread} {state}"),
-                    vec![report],
-                )
-            }
-            ModelFinding::Deadlock { local, blocked } => {
-                let mut threads = Vec::new();
-                let mut details = Vec::new();
-                for b in &blocked {
-                    let obj = self.object_desc(b.object.kind, b.object.addr);
-                    let mut state = format!("is blocked in {} on {obj}", b.op);
-                    for h in &b.holders {
-                        let held = if b.object.kind == ObjectKind::Thread {
-                            if h.exited {
-                                String::new()
-                            } else {
-                                ", which has not exited".to_string()
-                            }
-                        } else {
-                            let at = if h.site != 0 {
-                                format!(", acquired at {}", self.symbols.call_site(h.site).short())
-                            } else {
-                                String::new()
-                            };
-                            let exited = if h.exited { " (which has exited)" } else { "" };
-                            format!(", held by T{}{exited}{at}", h.thread)
-                        };
-                        state.push_str(&held);
-                    }
-                    if b.site != 0 && b.object.kind != ObjectKind::Thread {
-                        let at = self.symbols.call_site(b.site).short();
-                        details.push(format!("T{} waits at {at}", b.thread));
-                    }
-                    threads.push(self.thread_report(b.thread, state));
-                }
-                let message = describe_deadlock(local, &blocked);
-                let mut f = self.finding(FindingKind::Deadlock, message, threads);
-                f.details = details;
-                f
-            }
-        }
-    }
-
-    fn signal_finding(&mut self, t: ThreadId, sig: Signal) -> Option<Finding> {
-        let fatal = matches!(
-            sig,
-            Signal::SIGSEGV | Signal::SIGBUS | Signal::SIGFPE | Signal::SIGILL | Signal::SIGABRT
-        );
-        if !fatal || signal_is_caught(self.p.threads[t].tid, sig) {
-            return None;
-        }
-        let _ = self.p.load_regs(t);
-        self.p.threads[t].place = StopPlace::Event;
-        if sig == Signal::SIGABRT {
-            let report = self.thread_report(t, "aborted (SIGABRT)".into());
-            return Some(self.finding(
-                FindingKind::Assertion,
-                format!("the program aborted in thread T{t}"),
-                vec![report],
-            ));
-        }
-        let addr = events::fault_address(self.p.threads[t].tid).unwrap_or(0);
-        let report = self.thread_report(t, format!("received {sig:?}"));
-        let place = report
-            .stack
-            .first()
-            .map(|f| format!(" in {}", f.short()))
-            .unwrap_or_default();
-        let what = match sig {
-            Signal::SIGSEGV => format!("invalid memory access at address {addr:#x}"),
-            Signal::SIGBUS => format!("bus error at address {addr:#x}"),
-            Signal::SIGFPE => "arithmetic exception".to_string(),
-            _ => "illegal instruction".to_string(),
-        };
-        Some(self.finding(
-            FindingKind::Crash,
-            format!("{sig:?}: {what} by thread T{t}{place}"),
-            vec![report],
-        ))
-    }
-
-    fn timeout_finding(&mut self, t: ThreadId) -> Result<Finding> {
-        self.p.load_regs(t)?;
-        self.p.threads[t].place = StopPlace::Event;
-        let secs = self.cfg.execution_timeout.as_secs_f64();
-        let report = self.thread_report(
-            t,
-            format!("ran {secs:.1} s without reaching a scheduling point"),
-        );
-        let place = report
-            .stack
-            .iter()
-            .find(|f| f.user_code)
-            .or(report.stack.first())
-            .map(|f| format!(" in {}", f.short()))
-            .unwrap_or_default();
-        Ok(self.finding(
-            FindingKind::Timeout,
-            format!(
-                "thread T{t} spins{place}: no scheduling point for {secs:.1} s (a busy wait on a plain variable?)"
-            ),
-            vec![report],
-        ))
-    }
-
-    fn exit_finding(&self, end: ProcessEnd) -> Option<Finding> {
-        match end {
-            ProcessEnd::Exited(code) if code == self.cfg.expect_exit => None,
-            ProcessEnd::Exited(101) | ProcessEnd::Killed(Signal::SIGABRT)
-                if self.panic.is_some() =>
-            {
-                let report = self.panic.clone().expect("checked");
-                let msg = format!("the program panicked in thread T{}", report.id);
-                Some(self.finding(FindingKind::Assertion, msg, vec![report]))
-            }
-            ProcessEnd::Exited(code) => Some(self.finding(
-                FindingKind::ExitStatus,
-                format!(
-                    "the program exited with status {code}, expected {}",
-                    self.cfg.expect_exit
-                ),
-                vec![],
-            )),
-            ProcessEnd::Killed(Signal::SIGABRT) => Some(self.finding(
-                FindingKind::Assertion,
-                "the program aborted (SIGABRT)".into(),
-                vec![],
-            )),
-            ProcessEnd::Killed(sig) => Some(self.finding(
-                FindingKind::ExitStatus,
-                format!("the program was terminated by {sig:?}"),
-                vec![],
-            )),
-            ProcessEnd::Vanished => None,
-        }
-    }
-}
-
-/// The shortest sequence of decisions the end of `decisions` keeps repeating (at least four
-/// times), or its last eight decisions when there is none.
-fn repeating_cycle(decisions: &[Decision]) -> &[Decision] {
-    let n = decisions.len();
-    for period in 1..=64.min(n / 4) {
-        let tail = &decisions[n - 4 * period..];
-        if (period..tail.len()).all(|i| tail[i] == tail[i - period]) {
-            return &decisions[n - period..];
-        }
-    }
-    &decisions[n.saturating_sub(8)..]
-}
-
-fn describe_deadlock(local: bool, blocked: &[crate::model::BlockedThread]) -> String {
-    let names: Vec<String> = blocked.iter().map(|b| format!("T{}", b.thread)).collect();
-    let exited_holder = blocked
-        .iter()
-        .flat_map(|b| b.holders.iter().map(move |h| (b, h)))
-        .find(|(b, h)| h.exited && b.object.kind != ObjectKind::Thread);
-    if let Some((b, h)) = exited_holder {
-        return format!(
-            "thread T{} waits forever for a {} that thread T{} still held when it exited",
-            b.thread,
-            b.object.kind.name(),
-            h.thread
-        );
-    }
-    if local {
-        if blocked.len() == 1 {
-            return format!(
-                "thread {} waits for a {} it holds itself",
-                names[0],
-                blocked[0].object.kind.name()
-            );
-        }
-        return format!(
-            "threads {} wait for each other in a cycle",
-            names.join(", ")
-        );
-    }
-    format!(
-        "no thread can run: {} blocked forever ({})",
-        names.join(", "),
-        blocked.iter().map(|b| b.op).collect::<Vec<_>>().join(", ")
-    )
-}
-
-fn file_is_libc(p: &std::path::Path) -> bool {
-    p.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with("libc.so") || n.starts_with("libc-"))
-}
-
-/// Whether thread `tid` has a handler installed for `sig` (SigCgt in /proc).
-fn signal_is_caught(tid: Pid, sig: Signal) -> bool {
-    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
-        return false;
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigCgt:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .is_some_and(|mask| mask & (1u64 << (sig as i32 - 1)) != 0)
 }
 
 /// AT_ENTRY of the freshly exec'd process.
@@ -1399,6 +1246,9 @@ impl HookContext for Execution<'_> {
     fn knows_mutex(&self, m: u64) -> bool {
         self.model.knows_mutex(m)
     }
+    fn spin_held(&self, s: u64) -> bool {
+        self.model.spin_held(s)
+    }
 }
 
 impl TimeSource for Execution<'_> {
@@ -1412,29 +1262,5 @@ impl TimeSource for Execution<'_> {
     }
     fn clock_now_ns(&self, clock: libc::clockid_t) -> u64 {
         self.det.peek_ns(clock, self.model.now())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn d(thread: usize, op: &str) -> Decision {
-        Decision {
-            thread,
-            op: op.into(),
-        }
-    }
-
-    #[test]
-    fn finds_the_shortest_repeating_cycle() {
-        let mut v = vec![d(0, "start"), d(0, "continue")];
-        for _ in 0..10 {
-            v.push(d(1, "yield"));
-            v.push(d(2, "atomic"));
-        }
-        assert_eq!(repeating_cycle(&v), &[d(1, "yield"), d(2, "atomic")]);
-        let w: Vec<Decision> = (0..20).map(|i| d(i, "atomic")).collect();
-        assert_eq!(repeating_cycle(&w).len(), 8);
     }
 }

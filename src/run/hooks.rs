@@ -57,6 +57,9 @@ pub enum Hook {
     SpinLock,
     SpinTryLock,
     SpinUnlock,
+    /// glibc gives pthread_spin_init and pthread_spin_unlock one address: an unlock when
+    /// the lock is held, an init otherwise.
+    SpinInitOrUnlock,
     SpinDestroy,
     Join,
     TryJoin,
@@ -127,6 +130,18 @@ pub trait HookContext {
     fn thread_of_handle(&self, handle: u64) -> Option<ThreadId>;
     /// Whether the model has seen mutex `m` before.
     fn knows_mutex(&self, m: u64) -> bool;
+    /// Whether spin lock `s` is held.
+    fn spin_held(&self, s: u64) -> bool;
+}
+
+/// Merges the hooks of functions that share one address.
+pub fn merge_aliases(a: Hook, b: Hook) -> Hook {
+    match (a, b) {
+        (Hook::SpinInit, Hook::SpinUnlock) | (Hook::SpinUnlock, Hook::SpinInit) => {
+            Hook::SpinInitOrUnlock
+        }
+        (first, _) => first,
+    }
 }
 
 /// glibc's `__kind` field of pthread_mutex_t (offset 16) gives the type of a statically
@@ -275,6 +290,8 @@ impl Hook {
                 attempt: Attempt::Try,
             },
             SpinUnlock => Op::SpinUnlock { s: a[0] },
+            SpinInitOrUnlock if cx.spin_held(a[0]) => Op::SpinUnlock { s: a[0] },
+            SpinInitOrUnlock => Op::SpinInit { s: a[0] },
             SpinDestroy => Op::SpinDestroy { s: a[0] },
             Join => Op::Join {
                 target: cx.thread_of_handle(a[0]),
@@ -320,6 +337,17 @@ mod tests {
         fn knows_mutex(&self, _m: u64) -> bool {
             false
         }
+        fn spin_held(&self, s: u64) -> bool {
+            s == 0x77
+        }
+    }
+
+    #[test]
+    fn spin_init_and_unlock_aliases_are_told_apart_by_the_lock_state() {
+        let h = merge_aliases(Hook::SpinInit, Hook::SpinUnlock);
+        assert_eq!(h, Hook::SpinInitOrUnlock);
+        assert_eq!(h.op([0x77, 0, 0, 0, 0, 0], &Cx), Op::SpinUnlock { s: 0x77 });
+        assert_eq!(h.op([0x78, 0, 0, 0, 0, 0], &Cx), Op::SpinInit { s: 0x78 });
     }
 
     #[test]

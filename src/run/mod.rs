@@ -5,11 +5,17 @@
 mod capture;
 mod determinism;
 mod execution;
+mod findings;
+mod happens_before;
 mod hooks;
+mod plan;
 mod process;
+mod races;
 pub mod search;
 mod stacks;
 mod syscalls;
+mod worker_state;
 
 pub use execution::{ExecutionConfig, ExecutionOutcome, TraceStep};
 pub use search::{SearchConfig, SearchResult, Witness};
+pub use worker_state::WorkerState;

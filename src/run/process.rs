@@ -8,7 +8,10 @@ use std::io;
 use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind, Register};
 use nix::unistd::Pid;
 
+use std::sync::Arc;
+
 use super::hooks::Hook;
+use super::plan::{Alloc, MemFn, ModulePlan};
 use crate::model::ThreadId;
 use crate::tracee::breakpoints::Breakpoints;
 use crate::tracee::memory::Memory;
@@ -22,8 +25,28 @@ pub enum BreakpointKind {
     Entry,
     /// Entry of an intercepted function.
     Hook(Hook),
-    /// An atomic instruction (decoded, to compute its memory operand).
-    Atomic(Box<Instruction>),
+    /// An atomic instruction: `plan.atomics[index]`, loaded with `bias`.
+    Atomic {
+        /// The file's plan.
+        plan: Arc<ModulePlan>,
+        /// Index in `plan.atomics`.
+        index: usize,
+        /// Load bias of the file.
+        bias: u64,
+    },
+    /// A memory-access instruction of the code under test: `plan.accesses[index]`.
+    Access {
+        /// The file's plan.
+        plan: Arc<ModulePlan>,
+        /// Index in `plan.accesses`.
+        index: usize,
+        /// Load bias of the file.
+        bias: u64,
+    },
+    /// An allocator entry.
+    Alloc(Alloc),
+    /// The PLT stub of a modelled libc memory function.
+    MemFn(MemFn),
     /// Rust's panic entry (`rust_begin_unwind`): not a scheduling point, only noted.
     Panic,
 }
@@ -150,21 +173,23 @@ impl Process {
         })
     }
 
-    /// Inserts breakpoints at `addrs`, all with meaning produced by `kind`.
+    /// Inserts breakpoints at `addrs`, all with meaning produced by `kind`. An address that
+    /// already has a breakpoint keeps its first meaning.
     pub fn add_breakpoints(
         &mut self,
         addrs: &[u64],
         mut kind: impl FnMut(u64) -> Option<BreakpointKind>,
     ) -> io::Result<()> {
+        let mut new = Vec::with_capacity(addrs.len());
         for &a in addrs {
-            if self.bps.contains(a) {
+            if self.bp_kinds.contains_key(&a) {
                 continue;
             }
             let Some(k) = kind(a) else { continue };
-            self.bps.insert(&self.mem, a)?;
             self.bp_kinds.insert(a, k);
+            new.push(a);
         }
-        Ok(())
+        self.bps.insert_many(&self.mem, &new)
     }
 
     /// Reads the registers of thread `t` into its record.
@@ -233,8 +258,12 @@ impl Process {
         Ok(result)
     }
 
-    /// Effective address of the memory operand of `insn` with thread `t`'s registers.
-    pub fn effective_address(&self, t: ThreadId, insn: &Instruction) -> u64 {
+    /// Effective address of the memory operand of `insn` (decoded at its file address, in a
+    /// file loaded with `bias`) with thread `t`'s registers.
+    pub fn effective_address(&self, t: ThreadId, insn: &Instruction, bias: u64) -> u64 {
+        if insn.is_ip_rel_memory_operand() {
+            return insn.ip_rel_memory_address().wrapping_add(bias);
+        }
         let r = &self.threads[t].regs;
         let operand = (0..insn.op_count()).find(|&i| insn.op_kind(i) == OpKind::Memory);
         let Some(operand) = operand else { return 0 };

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::execution::{run_execution, ExecutionConfig, ExecutionOutcome};
-use super::stacks::Symbols;
+use super::worker_state::WorkerState;
 use crate::explore::{
     default_mix, Coverage, Decision, ExecutionSummary, Mix, PctScheduler, RandomScheduler,
-    Scheduler, Slot, TreePool, TreeSearch,
+    ReplayScheduler, Scheduler, Slot, TreePool, TreeSearch,
 };
 use crate::report::{Finding, FindingKind};
 use crate::tracee::{cpu, watchdog::Watchdog};
@@ -125,6 +125,31 @@ pub struct Witness {
     pub decisions: Vec<Decision>,
     /// The strategy (and member) that found it.
     pub strategy: String,
+    /// Addresses that were scheduling points in that execution (None: `--preempt-on-races`
+    /// was off for it).
+    pub racy_addresses: Option<Vec<u64>>,
+    /// Addresses known to hold atomics when it ran.
+    pub atomic_addresses: Vec<u64>,
+}
+
+/// Runs the schedule `decisions` again with what the worker knows now, with the same racy
+/// addresses as scheduling points as the first time. None when it no longer follows.
+fn rerun(
+    cfg: &ExecutionConfig,
+    decisions: &[Decision],
+    racy_before: &[u64],
+    state: &mut WorkerState,
+) -> Result<Option<ExecutionOutcome>> {
+    let learnt = std::mem::replace(
+        &mut state.racy_addresses,
+        racy_before.iter().copied().collect(),
+    );
+    let mut again = ReplayScheduler::new(decisions.to_vec());
+    again.begin_execution(0);
+    let outcome = run_execution(cfg, &mut again, state);
+    state.racy_addresses.extend(learnt);
+    let outcome = outcome?;
+    Ok(outcome.divergence.is_none().then_some(outcome))
 }
 
 /// What a search found.
@@ -153,8 +178,12 @@ pub type Progress<'a> = &'a mut dyn FnMut(u64, usize);
 
 /// The identity of a finding for deduplication: kind and source locations, not addresses.
 fn finding_key(f: &Finding) -> (FindingKind, Vec<String>) {
-    let mut locs: Vec<String> = f
-        .locations
+    (f.kind, location_key(&f.locations))
+}
+
+/// Source locations as sorted, distinct `file:line` (or `module+offset`) strings.
+pub fn location_key(locations: &[crate::report::Frame]) -> Vec<String> {
+    let mut locs: Vec<String> = locations
         .iter()
         .map(|l| match (&l.file, l.line) {
             (Some(file), Some(line)) => format!("{file}:{line}"),
@@ -166,16 +195,28 @@ fn finding_key(f: &Finding) -> (FindingKind, Vec<String>) {
         })
         .collect();
     locs.sort();
-    (f.kind, locs)
+    locs.dedup();
+    locs
 }
 
 /// Runs exactly one execution under `sched` (replay), with the same setup as a search.
-pub fn run_single(cfg: &ExecutionConfig, sched: &mut dyn Scheduler) -> Result<ExecutionOutcome> {
+/// `racy_addresses` are the addresses that were scheduling points (`--preempt-on-races`)
+/// and `atomic_addresses` those known to hold atomics when the schedule was recorded.
+pub fn run_single(
+    cfg: &ExecutionConfig,
+    sched: &mut dyn Scheduler,
+    racy_addresses: &[u64],
+    atomic_addresses: &[u64],
+) -> Result<ExecutionOutcome> {
     cpu::pin_current_thread(None)?;
     let _tick = Watchdog::start(Duration::from_millis(100))?;
-    let mut symbols = Symbols::default();
+    let mut worker = WorkerState::default();
+    worker.racy_addresses.extend(racy_addresses.iter().copied());
+    worker
+        .atomic_addresses
+        .extend(atomic_addresses.iter().copied());
     sched.begin_execution(0);
-    run_execution(cfg, sched, &mut symbols)
+    run_execution(cfg, sched, &mut worker)
 }
 
 #[derive(Default)]
@@ -214,7 +255,14 @@ impl Shared<'_> {
         }
     }
 
-    fn record(&self, outcome: ExecutionOutcome, seed: u64, strategy: String) {
+    fn record(
+        &self,
+        outcome: ExecutionOutcome,
+        seed: u64,
+        strategy: String,
+        racy_addresses: Option<Vec<u64>>,
+        atomic_addresses: Vec<u64>,
+    ) {
         self.steps.fetch_add(outcome.steps, Ordering::Relaxed);
         if outcome.step_limit_hit && outcome.finding.is_none() {
             self.cut.fetch_add(1, Ordering::Relaxed);
@@ -226,26 +274,36 @@ impl Shared<'_> {
             ));
             return;
         }
-        let Some(mut f) = outcome.finding else { return };
-        f.seed = seed;
-        f.execution = index;
-        let key = finding_key(&f);
-        let witness = Witness {
-            finding: f,
-            decisions: outcome.decisions,
-            strategy,
-        };
+        // The failure that ended the execution first, then the races (which may explain it).
+        let found: Vec<Finding> = outcome.finding.into_iter().chain(outcome.races).collect();
+        if found.is_empty() {
+            return;
+        }
         let mut all = self.findings.lock().expect("lock");
-        match all.index_of.get(&key) {
-            Some(&i) => {
-                if witness.finding.preemptions < all.witnesses[i].finding.preemptions {
-                    all.witnesses[i] = witness;
+        for mut f in found {
+            f.seed = seed;
+            f.execution = index;
+            f.preemptions = outcome.preemptions;
+            f.steps = outcome.steps;
+            let key = finding_key(&f);
+            let witness = Witness {
+                finding: f,
+                decisions: outcome.decisions.clone(),
+                strategy: strategy.clone(),
+                racy_addresses: racy_addresses.clone(),
+                atomic_addresses: atomic_addresses.clone(),
+            };
+            match all.index_of.get(&key) {
+                Some(&i) => {
+                    if witness.finding.preemptions < all.witnesses[i].finding.preemptions {
+                        all.witnesses[i] = witness;
+                    }
                 }
-            }
-            None => {
-                let n = all.witnesses.len();
-                all.index_of.insert(key, n);
-                all.witnesses.push(witness);
+                None => {
+                    let n = all.witnesses.len();
+                    all.index_of.insert(key, n);
+                    all.witnesses.push(witness);
+                }
             }
         }
         drop(all);
@@ -333,7 +391,13 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
 fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
     cpu::pin_current_thread(Some(cpu))?;
     let _tick = Watchdog::start(Duration::from_millis(100))?;
-    let mut symbols = Symbols::default();
+    let mut state = WorkerState::default();
+    // Tree searches need the same scheduling points in every execution: racy accesses become
+    // points only in randomised executions.
+    let tree_cfg = ExecutionConfig {
+        preempt_on_races: false,
+        ..shared.cfg.execution.clone()
+    };
     let Mix {
         members: mut randoms,
         cycle,
@@ -407,10 +471,34 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                 (s.as_mut(), name.clone(), seed)
             }
         };
-        let outcome = match run_execution(&cfg.execution, sched, &mut symbols) {
+        let exec_cfg = if slot == Slot::Tree {
+            &tree_cfg
+        } else {
+            &cfg.execution
+        };
+        let racy_before: Vec<u64> = if exec_cfg.preempt_on_races {
+            state.racy_addresses.iter().copied().collect()
+        } else {
+            Vec::new()
+        };
+        let atomics_before = state.atomic_addresses.len();
+        let mut outcome = match run_execution(exec_cfg, sched, &mut state) {
             Ok(o) => o,
             Err(e) => break Err(e),
         };
+        if !outcome.races.is_empty() && state.atomic_addresses.len() > atomics_before {
+            // The execution learnt that some addresses hold atomics only after plain-looking
+            // loads of them had run: run the same schedule again knowing it, so that those
+            // loads count as atomic (and as acquires) from the start.
+            match rerun(exec_cfg, &outcome.decisions, &racy_before, &mut state) {
+                Ok(Some(again)) => {
+                    outcome.races = again.races;
+                    outcome.finding = again.finding;
+                }
+                Ok(None) => {}
+                Err(e) => break Err(e),
+            }
+        }
         let summary = ExecutionSummary {
             steps: outcome.steps as usize,
             threads: outcome.threads,
@@ -432,7 +520,13 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                 s.end_execution(&summary);
             }
         }
-        shared.record(outcome, seed, name);
+        let atomics: Vec<u64> = if outcome.races.is_empty() && outcome.finding.is_none() {
+            Vec::new()
+        } else {
+            state.atomic_addresses.iter().copied().collect()
+        };
+        let racy = exec_cfg.preempt_on_races.then_some(racy_before);
+        shared.record(outcome, seed, name, racy, atomics);
     };
     if let (Some((mut t, n)), Some(pool)) = (tree.take(), shared.pool.as_ref()) {
         pool.release(t.take_deferred(), n);

@@ -26,6 +26,36 @@ impl Breakpoints {
         Ok(())
     }
 
+    /// Inserts breakpoints at many addresses with few system calls: runs of addresses less
+    /// than a page apart are read, patched and written back as one block.
+    pub fn insert_many(&mut self, mem: &Memory, addrs: &[u64]) -> io::Result<()> {
+        let mut sorted: Vec<u64> = addrs
+            .iter()
+            .copied()
+            .filter(|a| !self.original.contains_key(a))
+            .collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        let mut i = 0;
+        while i < sorted.len() {
+            let mut j = i;
+            while j + 1 < sorted.len() && sorted[j + 1] - sorted[j] < 4096 {
+                j += 1;
+            }
+            let start = sorted[i];
+            let mut block = vec![0u8; (sorted[j] - start + 1) as usize];
+            mem.read(start, &mut block)?;
+            for &a in &sorted[i..=j] {
+                let off = (a - start) as usize;
+                self.original.insert(a, block[off]);
+                block[off] = INT3;
+            }
+            mem.write(start, &block)?;
+            i = j + 1;
+        }
+        Ok(())
+    }
+
     /// Removes the breakpoint at `addr` for good, restoring the original byte.
     pub fn remove(&mut self, mem: &Memory, addr: u64) -> io::Result<()> {
         if let Some(byte) = self.original.remove(&addr) {

@@ -1,0 +1,298 @@
+//! What to instrument in one mapped ELF file: hooked functions, atomic instructions, memory
+//! access instructions of the code under test, allocator entries, the PLT stubs of the libc
+//! memory functions the program calls, Rust's panic entry, glibc's errno slot, and the
+//! addresses known to hold atomics. Computed once per file (decoding is the expensive part)
+//! and shared by every execution of a worker.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use iced_x86::Instruction;
+
+use super::hooks::{Hook, HOOKED_FUNCTIONS};
+use super::process::decode_at;
+use crate::binary::accesses::{memory_access_instructions, MemoryAccessInsn};
+use crate::binary::atomic_vars::atomic_global_ranges;
+use crate::binary::code_under_test::code_under_test_ranges;
+use crate::binary::symbolize::Symbolizer;
+use crate::binary::{
+    allocator_functions, atomic_instruction_addresses, errno_tls_offset_source, is_system_library,
+    plt_entries, AllocFn, ElfFile, ErrnoTls,
+};
+
+/// libc functions whose effect on user memory is modelled as accesses of their ranges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemFn {
+    /// memcpy/memmove/mempcpy(dst, src, n): writes dst[n], reads src[n].
+    Copy,
+    /// memset(dst, c, n): writes dst[n].
+    Set,
+    /// bzero(dst, n): writes dst[n].
+    Zero,
+    /// strcpy/stpcpy(dst, src): reads src up to its NUL, writes as much to dst.
+    StrCopy,
+    /// strncpy(dst, src, n): reads src up to its NUL or n, writes dst[n].
+    StrNCopy,
+    /// memcmp(a, b, n): reads a[n] and b[n].
+    Compare,
+    /// strlen(s): reads s up to its NUL.
+    StrLen,
+}
+
+const MEM_FUNCTIONS: &[(&str, MemFn)] = &[
+    ("memcpy", MemFn::Copy),
+    ("memmove", MemFn::Copy),
+    ("mempcpy", MemFn::Copy),
+    ("__memcpy_chk", MemFn::Copy),
+    ("__memmove_chk", MemFn::Copy),
+    ("memset", MemFn::Set),
+    ("__memset_chk", MemFn::Set),
+    ("bzero", MemFn::Zero),
+    ("strcpy", MemFn::StrCopy),
+    ("stpcpy", MemFn::StrCopy),
+    ("__strcpy_chk", MemFn::StrCopy),
+    ("strncpy", MemFn::StrNCopy),
+    ("memcmp", MemFn::Compare),
+    ("bcmp", MemFn::Compare),
+    ("strlen", MemFn::StrLen),
+];
+
+/// Allocator entry points: libc's malloc family (Rust's allocator calls them) and C++'s
+/// operator new/delete, hooked at the program's PLT stubs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Alloc {
+    /// malloc(size) → ptr.
+    Malloc,
+    /// calloc(n, size) → ptr.
+    Calloc,
+    /// realloc(ptr, size) → ptr.
+    Realloc,
+    /// reallocarray(ptr, n, size) → ptr.
+    ReallocArray,
+    /// free(ptr).
+    Free,
+    /// posix_memalign(&ptr, align, size) → 0.
+    PosixMemalign,
+    /// aligned_alloc/memalign(align, size) → ptr.
+    Aligned,
+    /// Rust's __rust_realloc(ptr, old_size, align, new_size) → ptr.
+    RustRealloc,
+}
+
+const ALLOCATORS: &[(&str, Alloc)] = &[
+    ("malloc", Alloc::Malloc),
+    ("calloc", Alloc::Calloc),
+    ("realloc", Alloc::Realloc),
+    ("reallocarray", Alloc::ReallocArray),
+    ("free", Alloc::Free),
+    ("cfree", Alloc::Free),
+    ("posix_memalign", Alloc::PosixMemalign),
+    ("aligned_alloc", Alloc::Aligned),
+    ("memalign", Alloc::Aligned),
+    // C++ operator new/delete (size or pointer in the first argument, like malloc/free).
+    ("_Znwm", Alloc::Malloc),
+    ("_Znam", Alloc::Malloc),
+    ("_ZnwmRKSt9nothrow_t", Alloc::Malloc),
+    ("_ZnamRKSt9nothrow_t", Alloc::Malloc),
+    ("_ZnwmSt11align_val_t", Alloc::Malloc),
+    ("_ZnamSt11align_val_t", Alloc::Malloc),
+    ("_ZdlPv", Alloc::Free),
+    ("_ZdaPv", Alloc::Free),
+    ("_ZdlPvm", Alloc::Free),
+    ("_ZdaPvm", Alloc::Free),
+    ("_ZdlPvSt11align_val_t", Alloc::Free),
+    ("_ZdaPvSt11align_val_t", Alloc::Free),
+    ("_ZdlPvmSt11align_val_t", Alloc::Free),
+    ("_ZdaPvmSt11align_val_t", Alloc::Free),
+];
+
+/// The role a mapped file plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// glibc's libc.so.
+    Libc,
+    /// The program itself.
+    Program,
+    /// A library the user's code lives in (outside the system directories, or asked for
+    /// with --trace-lib).
+    UnderTest,
+    /// A system library (not instrumented apart from libc).
+    System,
+}
+
+/// The instrumentation of one file, in file addresses (svma).
+#[derive(Debug, Default)]
+pub struct ModulePlan {
+    /// Entries of hooked threading functions.
+    pub hooks: Vec<(u64, Hook)>,
+    /// Atomic instructions, decoded at their svma.
+    pub atomics: Vec<Instruction>,
+    /// Memory-access instructions of the code under test, decoded at their svma, with
+    /// whether their source says they are atomic loads or stores.
+    pub accesses: Vec<(Instruction, MemoryAccessInsn, bool)>,
+    /// Allocator entries.
+    pub allocators: Vec<(u64, Alloc)>,
+    /// PLT stubs of modelled libc memory functions.
+    pub mem_fns: Vec<(u64, MemFn)>,
+    /// Rust's panic entry.
+    pub panics: Vec<u64>,
+    /// Where errno lives (libc).
+    pub errno: Option<ErrnoTls>,
+    /// Address ranges known to hold atomics: DWARF atomic globals and the rip-relative
+    /// operands of atomic instructions.
+    pub atomic_ranges: Vec<Range<u64>>,
+}
+
+/// Cache of plans by file.
+#[derive(Default)]
+pub struct PlanCache {
+    plans: HashMap<(PathBuf, bool), Arc<ModulePlan>>,
+}
+
+impl PlanCache {
+    /// The plan for `path` in `role` (computed on first use).
+    pub fn get(&mut self, path: &Path, role: Role, races: bool) -> Option<Arc<ModulePlan>> {
+        let key = (path.to_path_buf(), races);
+        if let Some(p) = self.plans.get(&key) {
+            return Some(p.clone());
+        }
+        let elf = ElfFile::load(path).ok()?;
+        let plan = Arc::new(make_plan(&elf, role, races));
+        self.plans.insert(key, plan.clone());
+        Some(plan)
+    }
+}
+
+/// Whether the file at `path` is glibc's libc.
+pub fn is_libc(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("libc.so") || n.starts_with("libc-"))
+}
+
+/// The role of a mapped file, given the program path and --trace-lib / --no-trace-lib.
+pub fn role_of(path: &Path, program: &Path, trace: &[String], no_trace: &[String]) -> Role {
+    let text = path.to_string_lossy();
+    if path == program {
+        return Role::Program;
+    }
+    if is_libc(path) {
+        return Role::Libc;
+    }
+    if no_trace.iter().any(|p| text.contains(p.as_str())) {
+        return Role::System;
+    }
+    if trace.iter().any(|p| text.contains(p.as_str())) || !is_system_library(path) {
+        return Role::UnderTest;
+    }
+    Role::System
+}
+
+/// Whether a (demangled) function name is an atomic load/store accessor of Rust's core or of
+/// C++'s std::atomic, which compile to plain MOVs on x86: an instruction inlined from one of
+/// them is an atomic access whatever the address.
+fn is_atomic_accessor(name: &str) -> bool {
+    name.contains("core::sync::atomic::")
+        || name.contains("std::__atomic_base<")
+        || name.contains("std::atomic<")
+        || name.contains("std::__atomic_impl")
+        || name.contains("std::atomic_flag")
+        || name.contains("std::__atomic_flag_base")
+        || name.contains("std::atomic_ref<")
+}
+
+fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
+    let mut plan = ModulePlan::default();
+    let static_program = role == Role::Program && elf.is_static();
+    if role == Role::Libc || static_program {
+        for (name, hook) in HOOKED_FUNCTIONS {
+            for a in elf.function_addresses(name) {
+                plan.hooks.push((a, *hook));
+            }
+        }
+        plan.errno = errno_tls_offset_source(elf);
+        if races && static_program {
+            // No PLT to hook: the allocator functions themselves (libc's own calls included).
+            for (name, kind) in ALLOCATORS {
+                for a in elf.function_addresses(name) {
+                    plan.allocators.push((a, *kind));
+                }
+            }
+        }
+    }
+    if role == Role::Program && races {
+        // Rust calls libc's allocator through the GOT (no PLT): hook its own entry points.
+        for (f, a) in allocator_functions(elf) {
+            let kind = match f {
+                AllocFn::RustAlloc | AllocFn::RustAllocZeroed => Alloc::Malloc,
+                AllocFn::RustRealloc => Alloc::RustRealloc,
+                AllocFn::RustDealloc => Alloc::Free,
+                _ => continue,
+            };
+            plan.allocators.push((a, kind));
+        }
+    }
+    if role == Role::Program {
+        plan.panics = elf
+            .function_ranges()
+            .into_iter()
+            .filter(|(name, _)| name.ends_with("rust_begin_unwind"))
+            .map(|(_, r)| r.start)
+            .collect();
+    }
+    if role == Role::Program || role == Role::UnderTest {
+        // The program's own code: DWARF compile units of the user's sources when there is
+        // DWARF; else the whole text of a dynamic object (a static one would include libc).
+        let own = code_under_test_ranges(elf);
+        let dwarf = elf.dwarf_code_ranges();
+        let atomic_scope = if elf.is_static() {
+            Some(dwarf.as_slice())
+        } else {
+            None
+        };
+        if !(elf.is_static() && dwarf.is_empty()) {
+            for s in atomic_instruction_addresses(elf, atomic_scope) {
+                if let Some(bytes) = elf.read_svma(s, 16) {
+                    let insn = decode_at(bytes, s);
+                    if insn.is_ip_rel_memory_operand() {
+                        let ea = insn.ip_rel_memory_address();
+                        plan.atomic_ranges.push(ea..ea + 8);
+                    }
+                    plan.atomics.push(insn);
+                }
+            }
+        }
+        if races && !(elf.is_static() && own.is_none()) {
+            let mut symbolizer = Symbolizer::new();
+            for m in memory_access_instructions(elf, own.as_deref()) {
+                if m.atomic {
+                    continue;
+                }
+                if let Some(bytes) = elf.read_svma(m.svma, 16) {
+                    let atomic_source = m.plain_mov
+                        && symbolizer
+                            .frames(elf.path(), m.svma)
+                            .iter()
+                            .filter_map(|f| f.function.as_deref())
+                            .any(is_atomic_accessor);
+                    plan.accesses
+                        .push((decode_at(bytes, m.svma), m, atomic_source));
+                }
+            }
+            plan.atomic_ranges.extend(atomic_global_ranges(elf));
+            // The program's own calls to libc memory functions and allocators, through its
+            // PLT: glibc's internal calls never stop the program.
+            for (name, addr) in plt_entries(elf) {
+                if let Some((_, f)) = MEM_FUNCTIONS.iter().find(|(n, _)| *n == name) {
+                    plan.mem_fns.push((addr, *f));
+                }
+                if let Some((_, k)) = ALLOCATORS.iter().find(|(n, _)| *n == name) {
+                    plan.allocators.push((addr, *k));
+                }
+            }
+        }
+    }
+    plan
+}

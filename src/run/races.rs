@@ -1,0 +1,443 @@
+//! The executor's side of data race detection: turning breakpoint hits on memory-access
+//! instructions, modelled libc memory functions and allocator calls into detector events,
+//! following allocator calls to their return (return breakpoints), and turning races into
+//! findings that name both accesses and the object raced on.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+
+use super::execution::{Execution, RunResult};
+use super::happens_before::{ATOMIC, ONCE};
+use super::plan::{Alloc, MemFn, ModulePlan};
+use super::process::StopPlace;
+use super::stacks::primary_location;
+use crate::binary::accesses::AccessKind;
+use crate::detect::race::{Access, HeapBlock, Race};
+use crate::model::{Op, ThreadId};
+use crate::report::{Finding, FindingKind, ThreadReport};
+use crate::tracee::events;
+use crate::tracee::regs::{self, Regs};
+
+/// Something to do when a thread returns from a call (its return address is hit with the
+/// stack pointer back where it was before the call).
+#[derive(Debug, Clone, Copy)]
+pub enum ReturnAction {
+    /// An allocator returned: register the block.
+    Allocated {
+        /// Which allocator.
+        kind: Alloc,
+        /// Bytes asked for.
+        size: u64,
+        /// posix_memalign's out-pointer.
+        out: u64,
+        /// The call site.
+        site: u64,
+    },
+    /// The initialiser's pthread_once returned: the control is done, and everything the
+    /// initialiser did is released to the other callers.
+    OnceDone {
+        /// The once control.
+        control: u64,
+    },
+}
+
+/// A return breakpoint waiting for one thread.
+#[derive(Debug, Clone, Copy)]
+pub struct PendingReturn {
+    /// The thread.
+    pub thread: ThreadId,
+    /// Its stack pointer after the return.
+    pub rsp: u64,
+    /// What to do.
+    pub action: ReturnAction,
+}
+
+/// Longest string the modelled string functions read.
+const MAX_STRING: u64 = 1 << 16;
+
+impl Execution<'_> {
+    /// Arms a return breakpoint for `t`, stopped at the entry of a function.
+    pub(super) fn on_return_of_call(&mut self, t: ThreadId, action: ReturnAction) -> Result<()> {
+        let r = self.p.threads[t].regs;
+        let ret = self.p.mem.read_u64(r.rsp)?;
+        self.p.bps.insert(&self.p.mem, ret)?;
+        self.returns.entry(ret).or_default().push(PendingReturn {
+            thread: t,
+            rsp: r.rsp + 8,
+            action,
+        });
+        Ok(())
+    }
+
+    /// If `t` stopped at a return breakpoint meant for it, performs the action. Returns
+    /// Some when the stop was only that (with what running on produced), None when the
+    /// address also has a permanent breakpoint to handle.
+    pub(super) fn handle_return(
+        &mut self,
+        t: ThreadId,
+        addr: u64,
+        r: &Regs,
+    ) -> Result<Option<Option<RunResult>>> {
+        let Some(list) = self.returns.get_mut(&addr) else {
+            return Ok(None);
+        };
+        let Some(i) = list.iter().position(|p| p.thread == t && p.rsp == r.rsp) else {
+            if self.p.bp_kinds.contains_key(&addr) {
+                return Ok(None);
+            }
+            // Someone else's return address: step over it.
+            self.p.threads[t].place = StopPlace::Breakpoint(addr);
+            return Ok(Some(self.step_and_resume(t)?));
+        };
+        let pending = list.remove(i);
+        let empty = list.is_empty();
+        if empty {
+            self.returns.remove(&addr);
+        }
+        self.returned(t, pending.action, r)?;
+        if self.p.bp_kinds.contains_key(&addr) {
+            return Ok(None);
+        }
+        if empty {
+            self.p.bps.remove(&self.p.mem, addr)?;
+            let mut regs = *r;
+            regs.rip = addr;
+            regs::set(self.p.threads[t].tid, regs)?;
+            self.p.threads[t].regs = regs;
+            events::resume(self.p.threads[t].tid, None)?;
+            Ok(Some(None))
+        } else {
+            self.p.threads[t].place = StopPlace::Breakpoint(addr);
+            Ok(Some(self.step_and_resume(t)?))
+        }
+    }
+
+    fn returned(&mut self, t: ThreadId, action: ReturnAction, r: &Regs) -> Result<()> {
+        if let ReturnAction::OnceDone { control } = action {
+            self.model.once_done(control);
+        }
+        let Some(d) = self.races.as_mut() else {
+            return Ok(());
+        };
+        match action {
+            ReturnAction::OnceDone { control } => d.release(t, (ONCE, control)),
+            ReturnAction::Allocated {
+                kind,
+                size,
+                out,
+                site,
+            } => {
+                let ptr = match kind {
+                    Alloc::PosixMemalign if r.rax == 0 => self.p.mem.read_u64(out).unwrap_or(0),
+                    Alloc::PosixMemalign => 0,
+                    _ => r.rax,
+                };
+                if ptr != 0 {
+                    d.allocated(HeapBlock {
+                        start: ptr,
+                        size,
+                        thread: t,
+                        site,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Steps `t` over the breakpoint it is stopped at and lets it run on. A fault of the
+    /// stepped instruction (a NULL dereference in an instrumented access) is a finding, or,
+    /// when the program handles that signal, delivered to it.
+    pub(super) fn step_and_resume(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
+        if let Some(crate::tracee::Event::Signal(sig)) = self.p.step_over_breakpoint(t)? {
+            if let Some(f) = self.signal_finding(t, sig) {
+                return Ok(Some(RunResult::Found(f)));
+            }
+            self.p.threads[t].pending_signal = Some(sig);
+        }
+        let sig = self.p.threads[t].pending_signal.take();
+        events::resume(self.p.threads[t].tid, sig)?;
+        Ok(None)
+    }
+
+    /// An allocator entry: frees forget their block, allocations arm a return breakpoint.
+    pub(super) fn on_allocator(&mut self, t: ThreadId, kind: Alloc) -> Result<Option<RunResult>> {
+        let r = self.p.threads[t].regs;
+        let a = regs::call_args(&r);
+        let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
+        let (size, out) = match kind {
+            Alloc::Malloc => (a[0], 0),
+            Alloc::Calloc => (a[0].saturating_mul(a[1]), 0),
+            Alloc::Realloc => (a[1], 0),
+            Alloc::ReallocArray => (a[1].saturating_mul(a[2]), 0),
+            Alloc::Free => (0, 0),
+            Alloc::PosixMemalign => (a[2], a[0]),
+            Alloc::Aligned => (a[1], 0),
+            Alloc::RustRealloc => (a[3], 0),
+        };
+        let frees = matches!(
+            kind,
+            Alloc::Free | Alloc::Realloc | Alloc::ReallocArray | Alloc::RustRealloc
+        );
+        if frees && a[0] != 0 {
+            let hint = self.glibc_chunk_size(a[0]);
+            if let Some(d) = self.races.as_mut() {
+                d.freed(a[0], hint);
+            }
+        }
+        if kind != Alloc::Free {
+            self.on_return_of_call(
+                t,
+                ReturnAction::Allocated {
+                    kind,
+                    size,
+                    out,
+                    site,
+                },
+            )?;
+        }
+        self.step_and_resume(t)
+    }
+
+    /// A modelled libc memory function called by the program: its ranges are accessed.
+    pub(super) fn on_mem_fn(&mut self, t: ThreadId, f: MemFn) -> Result<Option<RunResult>> {
+        let r = self.p.threads[t].regs;
+        let a = regs::call_args(&r);
+        let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
+        let strlen = |x: &Self, s: u64, cap: u64| x.string_length(s, cap);
+        let mut accesses: Vec<(u64, u64, bool)> = Vec::new();
+        match f {
+            MemFn::Copy => accesses.extend([(a[1], a[2], false), (a[0], a[2], true)]),
+            MemFn::Set => accesses.push((a[0], a[2], true)),
+            MemFn::Zero => accesses.push((a[0], a[1], true)),
+            MemFn::StrCopy => {
+                let n = strlen(self, a[1], MAX_STRING) + 1;
+                accesses.extend([(a[1], n, false), (a[0], n, true)]);
+            }
+            MemFn::StrNCopy => {
+                let n = (strlen(self, a[1], a[2]) + 1).min(a[2]);
+                accesses.extend([(a[1], n, false), (a[0], a[2], true)]);
+            }
+            MemFn::Compare => accesses.extend([(a[0], a[2], false), (a[1], a[2], false)]),
+            MemFn::StrLen => {
+                let n = strlen(self, a[0], MAX_STRING) + 1;
+                accesses.push((a[0], n, false));
+            }
+        }
+        for (addr, size, write) in accesses {
+            if size == 0 || addr == 0 {
+                continue;
+            }
+            let access = Access {
+                thread: t,
+                addr,
+                size: size.min(1 << 24),
+                write,
+                atomic: false,
+                pc: site,
+            };
+            if let Some(f) = self.detect(access, true) {
+                self.race_findings.push(f);
+            }
+        }
+        self.step_and_resume(t)
+    }
+
+    /// The usable size of the glibc malloc chunk at `ptr`, from its header (for blocks
+    /// allocated where mcheck did not look).
+    fn glibc_chunk_size(&self, ptr: u64) -> u64 {
+        const IS_MMAPPED: u64 = 2;
+        let header = self.p.mem.read_u64(ptr.wrapping_sub(8)).unwrap_or(0);
+        let chunk = header & !7;
+        let overhead = if header & IS_MMAPPED != 0 { 16 } else { 8 };
+        chunk.saturating_sub(overhead).min(1 << 30)
+    }
+
+    fn string_length(&self, s: u64, cap: u64) -> u64 {
+        let mut buf = [0u8; 256];
+        let mut n = 0;
+        while n < cap {
+            if self.p.mem.read(s + n, &mut buf).is_err() {
+                // Near the end of a mapping: read byte by byte.
+                match self.p.mem.read_u8(s + n) {
+                    Ok(0) | Err(_) => return n,
+                    Ok(_) => {
+                        n += 1;
+                        continue;
+                    }
+                }
+            }
+            if let Some(i) = buf.iter().position(|&b| b == 0) {
+                return (n + i as u64).min(cap);
+            }
+            n += buf.len() as u64;
+        }
+        cap
+    }
+
+    /// A memory-access instruction of the code under test. Returns a scheduling point when
+    /// `--preempt-on-races` makes this racy address one; else records it and runs on.
+    pub(super) fn on_access(
+        &mut self,
+        t: ThreadId,
+        addr: u64,
+        plan: &Arc<ModulePlan>,
+        index: usize,
+        bias: u64,
+    ) -> Result<Option<RunResult>> {
+        let (insn, info, _) = &plan.accesses[index];
+        let ea = self.p.effective_address(t, insn, bias);
+        let write = info.kind != AccessKind::Read;
+        if self.cfg.preempt_on_races && self.worker.racy_addresses.contains(&ea) {
+            self.p.threads[t].place = StopPlace::Breakpoint(addr);
+            return self.point(t, Op::MemoryAccess { addr: ea, write }, addr);
+        }
+        self.record_access(t, addr, plan, index, bias);
+        self.step_and_resume(t)
+    }
+
+    /// Records the access of the instruction at `pc` (planned as `plan.accesses[index]`).
+    pub(super) fn record_access(
+        &mut self,
+        t: ThreadId,
+        pc: u64,
+        plan: &Arc<ModulePlan>,
+        index: usize,
+        bias: u64,
+    ) {
+        let (insn, info, atomic_source) = &plan.accesses[index];
+        let ea = self.p.effective_address(t, insn, bias);
+        if ea == 0 {
+            return;
+        }
+        let atomic = *atomic_source || (info.plain_mov && self.is_atomic_location(ea));
+        if *atomic_source {
+            self.worker.atomic_addresses.insert(ea);
+        }
+        let write = info.kind != AccessKind::Read;
+        let access = Access {
+            thread: t,
+            addr: ea,
+            size: info.size.max(1) as u64,
+            write,
+            atomic,
+            pc,
+        };
+        if atomic {
+            // x86: a MOV load of an atomic is an acquire, a MOV store a release.
+            if let Some(d) = self.races.as_mut() {
+                if !write {
+                    d.acquire(t, (ATOMIC, ea));
+                }
+            }
+        }
+        if let Some(f) = self.detect(access, false) {
+            self.race_findings.push(f);
+        }
+        if atomic && write {
+            if let Some(d) = self.races.as_mut() {
+                d.release(t, (ATOMIC, ea));
+            }
+        }
+    }
+
+    /// Records an atomic read-modify-write of `size` bytes at `ea` by `t` at `pc`.
+    pub(super) fn record_atomic(&mut self, t: ThreadId, ea: u64, size: u64, pc: u64) {
+        self.worker.atomic_addresses.insert(ea);
+        let Some(d) = self.races.as_mut() else { return };
+        d.acquire(t, (ATOMIC, ea));
+        let access = Access {
+            thread: t,
+            addr: ea,
+            size: size.max(1),
+            write: true,
+            atomic: true,
+            pc,
+        };
+        let race = d.access(access);
+        d.release(t, (ATOMIC, ea));
+        if let Some(race) = race {
+            let f = self.race_finding(&race, false);
+            self.race_findings.push(f);
+        }
+    }
+
+    fn is_atomic_location(&self, ea: u64) -> bool {
+        self.worker.atomic_addresses.contains(&ea)
+            || self.atomic_ranges.iter().any(|r| r.contains(&ea))
+    }
+
+    /// Feeds an access to the detector; a new race becomes a finding.
+    fn detect(&mut self, access: Access, modelled_call: bool) -> Option<Finding> {
+        let race = self.races.as_mut()?.access(access)?;
+        Some(self.race_finding(&race, modelled_call))
+    }
+
+    /// The finding for `race`, built while the later thread is stopped at its access.
+    fn race_finding(&mut self, race: &Race, modelled_call: bool) -> Finding {
+        let what = |s: &crate::detect::race::Seen| {
+            let rw = if s.write { "write" } else { "read" };
+            let at = if s.atomic { "atomic " } else { "" };
+            format!("{at}{rw} of {} byte(s)", s.size)
+        };
+        let object = self.raced_object(race.addr);
+        let later_t = race.later.epoch.thread;
+        let earlier_t = race.earlier.epoch.thread;
+        let mut later = self.thread_report(later_t, format!("{} (this access)", what(&race.later)));
+        if modelled_call {
+            later.state.push_str(" inside a libc memory function");
+        }
+        let earlier_stack = self.worker.symbols.frame_at(race.earlier.pc, modelled_call);
+        let earlier = ThreadReport {
+            id: earlier_t,
+            tid: self.p.threads.get(earlier_t).map_or(0, |x| x.tid.as_raw()),
+            state: format!("{} (the earlier access)", what(&race.earlier)),
+            stack: earlier_stack,
+        };
+        let loc = |r: &ThreadReport| {
+            primary_location(&r.stack)
+                .map(|f| f.short())
+                .unwrap_or_else(|| "??".into())
+        };
+        let message = format!(
+            "data race on {object}: {} by thread T{later_t} at {} and {} by thread T{earlier_t} at {} are not ordered by any synchronisation",
+            what(&race.later),
+            loc(&later),
+            what(&race.earlier),
+            loc(&earlier)
+        );
+        let mut locations: Vec<_> = [&later, &earlier]
+            .iter()
+            .filter_map(|r| primary_location(&r.stack))
+            .collect();
+        locations.dedup();
+        let mut f = self.finding(FindingKind::DataRace, message, vec![later, earlier]);
+        f.locations = locations;
+        if let Some(b) = self
+            .races
+            .as_ref()
+            .and_then(|d| d.block_containing(race.addr))
+        {
+            let site = self.worker.symbols.call_site(b.site).short();
+            f.details.push(format!(
+                "heap block of {} bytes at {:#x}, allocated by thread T{} at {site}",
+                b.size, b.start, b.thread
+            ));
+        }
+        f
+    }
+
+    /// Names the memory at `addr`: a global variable, a heap block, or an address.
+    fn raced_object(&mut self, addr: u64) -> String {
+        if let Some(b) = self.races.as_ref().and_then(|d| d.block_containing(addr)) {
+            return format!(
+                "heap block {:#x}+{} ({} bytes)",
+                b.start,
+                addr - b.start,
+                b.size
+            );
+        }
+        self.worker.symbols.object_name(addr)
+    }
+}

@@ -1,0 +1,93 @@
+//! Data race reports on real programs: both accesses named with thread, kind, size and
+//! source line, the object raced on named (global variable or heap block with its
+//! allocation site), and a race turned into the failure it causes by --preempt-on-races.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{args, fixture, mcheck, temp_path};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(240);
+
+fn findings(program: &str, extra: &[&str]) -> (Option<i32>, Vec<Value>, String) {
+    let out = temp_path("race-out");
+    let mut a = args(&["--quiet-program", "--out", &out.display().to_string()]);
+    a.extend(args(extra));
+    a.push("--".into());
+    a.push(fixture(program).display().to_string());
+    let r = mcheck(&a, true, LIMIT);
+    let _ = std::fs::remove_dir_all(&out);
+    let list = r
+        .json
+        .as_ref()
+        .and_then(|j| j["findings"].as_array().cloned())
+        .unwrap_or_default();
+    (r.code, list, r.stderr)
+}
+
+#[test]
+fn a_race_report_names_both_accesses_and_the_global() {
+    let (code, list, stderr) = findings("race_counter", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let f = &list[0];
+    assert_eq!(f["kind"], "data_race");
+    let msg = f["message"].as_str().unwrap();
+    assert!(msg.contains("`counter`"), "{msg}");
+    assert!(msg.contains("write of 8 byte(s)"), "{msg}");
+    let threads = f["threads"].as_array().unwrap();
+    assert_eq!(threads.len(), 2, "both accesses");
+    for t in threads {
+        let top = &t["stack"][0];
+        assert_eq!(top["function"], "bump", "{t}");
+        assert!(top["file"].as_str().unwrap().ends_with("race_counter.c"));
+        assert_eq!(top["line"], 29);
+    }
+    assert_ne!(threads[0]["id"], threads[1]["id"]);
+    assert!(f["schedule"].as_str().is_some());
+}
+
+#[test]
+fn a_heap_race_names_the_block_and_its_allocation_site() {
+    let (code, list, stderr) = findings("race_heap_int", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let f = &list[0];
+    assert!(f["message"].as_str().unwrap().contains("heap block"), "{f}");
+    let details: Vec<&str> = f["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        details
+            .iter()
+            .any(|d| d.contains("allocated by thread T0") && d.contains("race_heap_int.c")),
+        "{details:?}"
+    );
+}
+
+#[test]
+fn preempting_on_races_turns_the_lost_update_into_its_assertion() {
+    let (code, list, stderr) = findings("race_lost_update", &["--keep-going"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let kinds: Vec<&str> = list.iter().filter_map(|f| f["kind"].as_str()).collect();
+    assert!(kinds.contains(&"data_race"), "{kinds:?}");
+    assert!(kinds.contains(&"assertion"), "{kinds:?}: {stderr}");
+    // Without racy scheduling points the assertion cannot be reached: the load and the
+    // store of one thread are never separated by a scheduling point.
+    let (code, list, _) = findings(
+        "race_lost_update",
+        &["--keep-going", "--no-preempt-on-races", "--strategy", "dfs"],
+    );
+    assert_eq!(code, Some(1));
+    assert!(list.iter().all(|f| f["kind"] != "assertion"), "{list:?}");
+}
+
+#[test]
+fn no_races_turns_detection_off() {
+    let (code, list, stderr) = findings("race_counter", &["--no-races", "--max-executions", "50"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(list.is_empty());
+}

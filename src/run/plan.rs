@@ -22,7 +22,8 @@ use crate::binary::{
     plt_entries, AllocFn, ElfFile, ErrnoTls,
 };
 
-/// libc functions whose effect on user memory is modelled as accesses of their ranges.
+/// libc functions whose effect on user memory is modelled as accesses of their ranges
+/// (including I/O into and out of user buffers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemFn {
     /// memcpy/memmove/mempcpy(dst, src, n): writes dst[n], reads src[n].
@@ -39,6 +40,14 @@ pub enum MemFn {
     Compare,
     /// strlen(s): reads s up to its NUL.
     StrLen,
+    /// write/pwrite64/send/sendto(fd, buf, n, ...): reads buf[n].
+    WriteFrom,
+    /// read/pread64/recv/recvfrom(fd, buf, n, ...): writes buf[returned count].
+    ReadInto,
+    /// fwrite(ptr, size, n, stream): reads ptr[size*n].
+    StreamWrite,
+    /// fread(ptr, size, n, stream): writes ptr[size*returned count].
+    StreamRead,
 }
 
 const MEM_FUNCTIONS: &[(&str, MemFn)] = &[
@@ -57,6 +66,18 @@ const MEM_FUNCTIONS: &[(&str, MemFn)] = &[
     ("memcmp", MemFn::Compare),
     ("bcmp", MemFn::Compare),
     ("strlen", MemFn::StrLen),
+    ("write", MemFn::WriteFrom),
+    ("pwrite64", MemFn::WriteFrom),
+    ("send", MemFn::WriteFrom),
+    ("sendto", MemFn::WriteFrom),
+    ("read", MemFn::ReadInto),
+    ("pread64", MemFn::ReadInto),
+    ("recv", MemFn::ReadInto),
+    ("recvfrom", MemFn::ReadInto),
+    ("fwrite", MemFn::StreamWrite),
+    ("fwrite_unlocked", MemFn::StreamWrite),
+    ("fread", MemFn::StreamRead),
+    ("fread_unlocked", MemFn::StreamRead),
 ];
 
 /// Allocator entry points: libc's malloc family (Rust's allocator calls them) and C++'s

@@ -34,6 +34,15 @@ pub enum ReturnAction {
         /// The call site.
         site: u64,
     },
+    /// A read-like call returned: it wrote `unit` × its result bytes at `buf`.
+    FilledBuffer {
+        /// The buffer.
+        buf: u64,
+        /// Bytes per counted item (1 for read, the item size for fread).
+        unit: u64,
+        /// The call site.
+        site: u64,
+    },
     /// The initialiser's pthread_once returned: the control is done, and everything the
     /// initialiser did is released to the other callers.
     OnceDone {
@@ -117,11 +126,29 @@ impl Execution<'_> {
         if let ReturnAction::OnceDone { control } = action {
             self.model.once_done(control);
         }
+        if let ReturnAction::FilledBuffer { buf, unit, site } = action {
+            let n = (r.rax as i64).max(0) as u64 * unit;
+            if n > 0 {
+                let access = Access {
+                    thread: t,
+                    addr: buf,
+                    size: n.min(1 << 24),
+                    write: true,
+                    atomic: false,
+                    pc: site,
+                };
+                if let Some(f) = self.detect(access, true) {
+                    self.race_findings.push(f);
+                }
+            }
+            return Ok(());
+        }
         let Some(d) = self.races.as_mut() else {
             return Ok(());
         };
         match action {
             ReturnAction::OnceDone { control } => d.release(t, (ONCE, control)),
+            ReturnAction::FilledBuffer { .. } => {}
             ReturnAction::Allocated {
                 kind,
                 size,
@@ -223,6 +250,16 @@ impl Execution<'_> {
             MemFn::StrLen => {
                 let n = strlen(self, a[0], MAX_STRING) + 1;
                 accesses.push((a[0], n, false));
+            }
+            MemFn::WriteFrom => accesses.push((a[1], a[2], false)),
+            MemFn::StreamWrite => accesses.push((a[0], a[1].saturating_mul(a[2]), false)),
+            MemFn::ReadInto | MemFn::StreamRead => {
+                let (buf, unit) = if f == MemFn::ReadInto {
+                    (a[1], 1)
+                } else {
+                    (a[0], a[1])
+                };
+                self.on_return_of_call(t, ReturnAction::FilledBuffer { buf, unit, site })?;
             }
         }
         for (addr, size, write) in accesses {

@@ -17,6 +17,9 @@ use crate::report::{human, json, Finding};
 use crate::run::search::{search, Plan};
 use crate::run::{ExecutionConfig, SearchConfig, SearchResult};
 
+/// Traced accesses per execution above which the user is told about `--no-races`.
+const HEAVY_TRACING: u64 = 200_000;
+
 /// Runs a search as the options say; returns the exit status.
 pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     let program = resolve_program(&args.command[0]).map_err(|e| Failure::Usage(e.to_string()))?;
@@ -79,6 +82,12 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         eprintln!(
             "mcheck: note: {} execution(s) reached --max-steps {} under an unfair schedule and were cut short",
             result.cut_by_step_limit, args.max_steps
+        );
+    }
+    if result.executions > 0 && result.traced_accesses / result.executions > HEAVY_TRACING {
+        eprintln!(
+            "mcheck: note: {} memory accesses were traced per execution on average for race detection (the program has no debug info to tell its own code apart, or does much work); --no-races makes each execution much faster",
+            result.traced_accesses / result.executions
         );
     }
     if let Some(path) = &args.output.json {

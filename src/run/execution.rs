@@ -97,6 +97,8 @@ pub struct ExecutionOutcome {
     pub trace: Vec<TraceStep>,
     /// Stopped at `stop_after` decisions (replay --until).
     pub stopped_early: bool,
+    /// Memory accesses traced (race detection).
+    pub traced_accesses: u64,
 }
 
 /// One step of a readable trace.
@@ -187,6 +189,8 @@ pub fn run_execution(
         returns: Default::default(),
         atomic_ranges: Vec::new(),
         race_findings: Vec::new(),
+        recent_pcs: Default::default(),
+        traced_accesses: 0,
         group_exiting: false,
         pending_clone: None,
         resumed_at: Instant::now(),
@@ -252,6 +256,10 @@ pub(super) struct Execution<'a> {
     pub(super) atomic_ranges: Vec<std::ops::Range<u64>>,
     /// Data races found so far.
     pub(super) race_findings: Vec<Finding>,
+    /// The last access pcs seen (tells progress from spinning).
+    pub(super) recent_pcs: std::collections::VecDeque<u64>,
+    /// Memory accesses traced in this execution.
+    pub(super) traced_accesses: u64,
     pub(super) group_exiting: bool,
     /// (flags, child_tid, tls) of the clone the running thread is making.
     pub(super) pending_clone: Option<(u64, u64, u64)>,
@@ -393,6 +401,7 @@ impl Execution<'_> {
             divergence: None,
             trace: std::mem::take(&mut self.trace),
             stopped_early: false,
+            traced_accesses: self.traced_accesses,
         }
     }
 

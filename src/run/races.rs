@@ -62,6 +62,9 @@ pub struct PendingReturn {
     pub action: ReturnAction,
 }
 
+/// How many recent access pcs tell progress from spinning.
+const RECENT_PCS: usize = 64;
+
 /// Longest string the modelled string functions read.
 const MAX_STRING: u64 = 1 << 16;
 
@@ -323,6 +326,7 @@ impl Execution<'_> {
         index: usize,
         bias: u64,
     ) -> Result<Option<RunResult>> {
+        self.note_progress(addr);
         let (insn, info, _) = &plan.accesses[index];
         let ea = self.p.effective_address(t, insn, bias);
         let write = info.kind != AccessKind::Read;
@@ -332,6 +336,20 @@ impl Execution<'_> {
         }
         self.record_access(t, addr, plan, index, bias);
         self.step_and_resume(t)
+    }
+
+    /// Traced code that is new (an access at a pc not among the recent ones) is progress:
+    /// the runaway-thread clock restarts. A thread spinning on a plain variable keeps
+    /// hitting the same few instructions, so it still times out.
+    fn note_progress(&mut self, pc: u64) {
+        self.traced_accesses += 1;
+        if !self.recent_pcs.contains(&pc) {
+            if self.recent_pcs.len() == RECENT_PCS {
+                self.recent_pcs.pop_front();
+            }
+            self.recent_pcs.push_back(pc);
+            self.resumed_at = std::time::Instant::now();
+        }
     }
 
     /// Records the access of the instruction at `pc` (planned as `plan.accesses[index]`).

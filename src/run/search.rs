@@ -171,6 +171,8 @@ pub struct SearchResult {
     pub steps: u64,
     /// Executions cut off by `--max-steps` without a livelock finding.
     pub cut_by_step_limit: u64,
+    /// Memory accesses traced for race detection, over all executions.
+    pub traced_accesses: u64,
 }
 
 /// Progress callback: executions done, findings so far.
@@ -235,6 +237,7 @@ struct Shared<'a> {
     done: AtomicU64,
     steps: AtomicU64,
     cut: AtomicU64,
+    traced: AtomicU64,
     next_random: AtomicU64,
     stop: AtomicBool,
     closed_early: AtomicBool,
@@ -264,6 +267,8 @@ impl Shared<'_> {
         atomic_addresses: Vec<u64>,
     ) {
         self.steps.fetch_add(outcome.steps, Ordering::Relaxed);
+        self.traced
+            .fetch_add(outcome.traced_accesses, Ordering::Relaxed);
         if outcome.step_limit_hit && outcome.finding.is_none() {
             self.cut.fetch_add(1, Ordering::Relaxed);
         }
@@ -323,6 +328,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         done: AtomicU64::new(0),
         steps: AtomicU64::new(0),
         cut: AtomicU64::new(0),
+        traced: AtomicU64::new(0),
         next_random: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         closed_early: AtomicBool::new(false),
@@ -384,6 +390,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         elapsed: shared.started_at.elapsed(),
         steps: shared.steps.load(Ordering::SeqCst),
         cut_by_step_limit: shared.cut.load(Ordering::SeqCst),
+        traced_accesses: shared.traced.load(Ordering::SeqCst),
     })
 }
 

@@ -410,8 +410,8 @@ fn sets_up_frame_pointer(elf: &ElfFile, func: Range<u64>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::binary::test_build::build;
     use std::path::{Path, PathBuf};
-    use std::process::Command;
 
     /// Decodes one instruction at 0x1000 in a file-less context (no symbols: the RBP rule
     /// applies) and classifies it.
@@ -514,20 +514,14 @@ int main(int argc, char **argv) {
 
     /// Compiles `PROGRAM` at `opt` into its own temp dir; `None` when gcc is missing.
     fn compile(opt: &str) -> Option<PathBuf> {
-        let dir =
-            std::env::temp_dir().join(format!("mcheck-accesses-{}{}", std::process::id(), opt));
-        std::fs::create_dir_all(&dir).ok()?;
-        let src = dir.join("a.c");
-        std::fs::write(&src, PROGRAM).ok()?;
-        let exe = dir.join("a.out");
-        let ok = Command::new("gcc")
-            .args([opt, "-g", "-fno-stack-protector"])
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe)
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then_some(exe)
+        let tag = format!("accesses{opt}");
+        build(
+            &tag,
+            "gcc",
+            &[opt, "-g", "-fno-stack-protector"],
+            "a.c",
+            PROGRAM,
+        )
     }
 
     /// The accesses of `elf` inside function `name`.

@@ -155,6 +155,7 @@ pub fn allocator_functions(elf: &ElfFile) -> Vec<(AllocFn, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::binary::test_build::build;
     use std::path::{Path, PathBuf};
     use std::process::Command;
 
@@ -252,27 +253,18 @@ mod tests {
 
     #[test]
     fn rust_shims() {
-        let dir = std::env::temp_dir().join(format!("mcheck-allocators-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let src = dir.join("r.rs");
-        std::fs::write(
-            &src,
-            "fn main() { let mut v = vec![1u8; 10]; v.resize(100, 0); \
-             let z = vec![0u64; 50]; println!(\"{} {}\", v.len(), z.len()); }\n",
-        )
-        .unwrap();
-        let exe = dir.join("r");
-        let ok = Command::new("rustc")
-            .args(["-C", "opt-level=1"])
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
+        let source = "fn main() { let mut v = vec![1u8; 10]; v.resize(100, 0); \
+             let z = vec![0u64; 50]; println!(\"{} {}\", v.len(), z.len()); }\n";
+        let Some(exe) = build(
+            "allocators",
+            "rustc",
+            &["-C", "opt-level=1"],
+            "r.rs",
+            source,
+        ) else {
             eprintln!("rustc not available; skipping");
             return;
-        }
+        };
         let elf = ElfFile::load(&exe).unwrap();
         let found = allocator_functions(&elf);
         for f in [
@@ -289,6 +281,6 @@ mod tests {
         }
         // A dynamic Rust program takes malloc from libc.so.6, not from itself.
         assert!(!found.iter().any(|(f, _)| *f == AllocFn::Malloc));
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(exe.parent().unwrap());
     }
 }

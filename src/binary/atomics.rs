@@ -62,8 +62,8 @@ pub fn is_atomic(insn: &Instruction) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::binary::test_build::build;
     use std::path::{Path, PathBuf};
-    use std::process::Command;
 
     const PROGRAM: &str = r#"
 #include <stdio.h>
@@ -84,24 +84,15 @@ int main(void) { work(); printf("%ld\n", counter); return 0; }
 
     /// Compiles `PROGRAM` with gcc into a temp dir; `None` when gcc is missing.
     fn compile(extra: &[&str]) -> Option<PathBuf> {
-        let dir = std::env::temp_dir().join(format!(
-            "mcheck-atomics-{}-{}",
-            std::process::id(),
-            extra.len()
-        ));
-        std::fs::create_dir_all(&dir).ok()?;
-        let src = dir.join("a.c");
-        std::fs::write(&src, PROGRAM).ok()?;
-        let exe = dir.join("a.out");
-        let status = Command::new("gcc")
-            .args(["-O2", "-g"])
-            .args(extra)
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe)
-            .status()
-            .ok()?;
-        status.success().then_some(exe)
+        let mut args = vec!["-O2", "-g"];
+        args.extend_from_slice(extra);
+        build(
+            &format!("atomics{}", extra.len()),
+            "gcc",
+            &args,
+            "a.c",
+            PROGRAM,
+        )
     }
 
     #[test]
@@ -143,28 +134,12 @@ int main(void) { work(); printf("%ld\n", counter); return 0; }
 
     #[test]
     fn time_stamp_counter_reads_are_found() {
-        let dir = std::env::temp_dir().join(format!("mcheck-tsc-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let src = dir.join("t.c");
-        std::fs::write(
-            &src,
-            "#include <x86intrin.h>\nint main(void){return (int)__rdtsc();}\n",
-        )
-        .unwrap();
-        let exe = dir.join("t");
-        let ok = Command::new("gcc")
-            .args(["-O1", "-o"])
-            .arg(&exe)
-            .arg(&src)
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if ok {
+        let source = "#include <x86intrin.h>\nint main(void){return (int)__rdtsc();}\n";
+        if let Some(exe) = build("tsc", "gcc", &["-O1"], "t.c", source) {
             assert!(reads_time_stamp_counter(&ElfFile::load(&exe).unwrap()));
         }
         assert!(!reads_time_stamp_counter(
             &ElfFile::load(Path::new("/bin/true")).unwrap()
         ));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -124,8 +124,8 @@ fn finish(rax: &Rax) -> Option<ErrnoTls> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::binary::test_build::build;
     use std::path::Path;
-    use std::process::Command;
 
     #[test]
     fn libc_uses_a_got_slot() {
@@ -140,33 +140,18 @@ mod tests {
 
     #[test]
     fn static_binary_uses_a_constant() {
-        let dir = std::env::temp_dir().join(format!("mcheck-errno-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let src = dir.join("e.c");
-        std::fs::write(
-            &src,
-            "#include <errno.h>\nint main(void) { errno = 3; return errno; }\n",
-        )
-        .unwrap();
-        let exe = dir.join("e");
-        let ok = Command::new("gcc")
-            .args(["-O2", "-static"])
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
+        let source = "#include <errno.h>\nint main(void) { errno = 3; return errno; }\n";
+        let Some(exe) = build("errno", "gcc", &["-O2", "-static"], "e.c", source) else {
             eprintln!("gcc -static not available; skipping");
             return;
-        }
+        };
         let elf = ElfFile::load(&exe).unwrap();
         let found = errno_tls_offset_source(&elf);
         assert!(
             matches!(found, Some(ErrnoTls::Constant(c)) if c < 0),
             "{found:?}"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
+        let _ = std::fs::remove_dir_all(exe.parent().unwrap());
     }
 
     #[test]

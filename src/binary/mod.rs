@@ -28,6 +28,8 @@ pub mod modules;
 pub mod plt;
 mod sweep;
 pub mod symbolize;
+#[cfg(test)]
+pub(crate) mod test_build;
 pub mod unwind;
 
 pub use accesses::{memory_access_instructions, string_instructions, AccessKind, MemoryAccessInsn};

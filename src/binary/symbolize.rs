@@ -144,7 +144,7 @@ pub fn demangle(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
+    use crate::binary::test_build::build;
 
     const PROGRAM: &str = r#"
 struct S { long a; long b; } s;
@@ -158,22 +158,11 @@ int main(void) { outer(); return m1; }
 
     #[test]
     fn dwarf_and_variables() {
-        let dir = std::env::temp_dir().join(format!("mcheck-symbolize-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let src = dir.join("v.c");
-        std::fs::write(&src, PROGRAM).unwrap();
-        let exe = dir.join("v");
-        let ok = Command::new("gcc")
-            .args(["-O1", "-g", "-fno-pie", "-no-pie"])
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
+        let args = ["-O1", "-g", "-fno-pie", "-no-pie"];
+        let Some(exe) = build("symbolize", "gcc", &args, "v.c", PROGRAM) else {
             eprintln!("gcc not available; skipping");
             return;
-        }
+        };
         let elf = ElfFile::load(&exe).unwrap();
         let mut sym = Symbolizer::new();
         let s_addr = elf.object_addresses("s")[0];
@@ -192,7 +181,7 @@ int main(void) { outer(); return m1; }
         assert_eq!(frames[1].function.as_deref(), Some("outer"));
         assert!(frames[0].file.as_deref().unwrap().ends_with("v.c"));
         assert_eq!(frames[0].line, Some(4));
-        std::fs::remove_dir_all(&dir).unwrap();
+        let _ = std::fs::remove_dir_all(exe.parent().unwrap());
     }
 
     #[test]

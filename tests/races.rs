@@ -45,6 +45,11 @@ fn a_race_report_names_both_accesses_and_the_global() {
         assert_eq!(top["line"], 29);
     }
     assert_ne!(threads[0]["id"], threads[1]["id"]);
+    // The earlier access has its full stack too (taken by a second run of the schedule),
+    // not only the frame of its instruction.
+    for t in threads {
+        assert!(t["stack"].as_array().unwrap().len() >= 2, "{t}");
+    }
     assert!(f["schedule"].as_str().is_some());
 }
 

@@ -41,6 +41,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             preempt_on_races: args.preempt_on_races(),
             trace_lib: args.trace_lib.clone(),
             no_trace_lib: args.no_trace_lib.clone(),
+            stack_requests: Vec::new(),
         },
         plan: plan(args),
         jobs: args

@@ -43,6 +43,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         preempt_on_races: schedule.options.preempt_on_races,
         trace_lib: schedule.options.trace_lib.clone(),
         no_trace_lib: schedule.options.no_trace_lib.clone(),
+        stack_requests: Vec::new(),
     };
     let mut sched = ReplayScheduler::new(schedule.decisions.clone());
     let outcome = run_single(
@@ -52,6 +53,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         &schedule.options.atomic_addresses,
     )
     .context("replaying the schedule")?;
+
     eprint!("{}", format_trace(&outcome.trace));
     if let Some(d) = outcome.divergence {
         return Err(Failure::Usage(format!(

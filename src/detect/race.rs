@@ -105,6 +105,11 @@ impl RaceDetector {
         &mut self.threads[t]
     }
 
+    /// Thread `t`'s own clock component now (its epoch).
+    pub fn epoch_of(&self, t: ThreadId) -> u32 {
+        self.threads.get(t).map_or(0, |c| c.get(t))
+    }
+
     fn clock(&self, t: ThreadId) -> VectorClock {
         self.threads.get(t).cloned().unwrap_or_default()
     }

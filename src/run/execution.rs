@@ -65,6 +65,8 @@ pub struct ExecutionConfig {
     pub trace_lib: Vec<String>,
     /// Libraries not to trace (path substrings).
     pub no_trace_lib: Vec<String>,
+    /// Accesses whose stacks to capture (a second run of a schedule that found races).
+    pub stack_requests: Vec<EarlierAccess>,
 }
 
 impl ExecutionConfig {
@@ -99,7 +101,15 @@ pub struct ExecutionOutcome {
     pub stopped_early: bool,
     /// Memory accesses traced (race detection).
     pub traced_accesses: u64,
+    /// The earlier access of each race in `races`, by index.
+    pub race_origins: Vec<(usize, EarlierAccess)>,
+    /// Stacks captured for `ExecutionConfig::stack_requests`.
+    pub captured_stacks: Vec<(EarlierAccess, Vec<crate::report::Frame>)>,
 }
+
+/// An access identified across runs of one schedule: thread, instruction and the thread's
+/// epoch (its clock only moves at releases, so the same loop iteration's stack is found).
+pub type EarlierAccess = (ThreadId, u64, u32);
 
 /// One step of a readable trace.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -191,6 +201,9 @@ pub fn run_execution(
         race_findings: Vec::new(),
         recent_pcs: Default::default(),
         traced_accesses: 0,
+        stack_requests: cfg.stack_requests.clone(),
+        captured_stacks: Vec::new(),
+        race_origins: Vec::new(),
         group_exiting: false,
         pending_clone: None,
         resumed_at: Instant::now(),
@@ -260,6 +273,13 @@ pub(super) struct Execution<'a> {
     pub(super) recent_pcs: std::collections::VecDeque<u64>,
     /// Memory accesses traced in this execution.
     pub(super) traced_accesses: u64,
+    /// Accesses whose stack to capture, as (thread, pc, epoch) (earlier sides of races
+    /// found by a previous run of the same schedule).
+    pub(super) stack_requests: Vec<EarlierAccess>,
+    /// Stacks captured for `stack_requests`.
+    pub(super) captured_stacks: Vec<(EarlierAccess, Vec<crate::report::Frame>)>,
+    /// The earlier access of each race finding, by index in `race_findings`.
+    pub(super) race_origins: Vec<(usize, EarlierAccess)>,
     pub(super) group_exiting: bool,
     /// (flags, child_tid, tls) of the clone the running thread is making.
     pub(super) pending_clone: Option<(u64, u64, u64)>,
@@ -402,6 +422,8 @@ impl Execution<'_> {
             trace: std::mem::take(&mut self.trace),
             stopped_early: false,
             traced_accesses: self.traced_accesses,
+            race_origins: std::mem::take(&mut self.race_origins),
+            captured_stacks: std::mem::take(&mut self.captured_stacks),
         }
     }
 

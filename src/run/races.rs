@@ -17,6 +17,7 @@ use crate::detect::race::{Access, HeapBlock, Race};
 use crate::model::{Op, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::events;
+
 use crate::tracee::regs::{self, Regs};
 
 /// Something to do when a thread returns from a call (its return address is hit with the
@@ -399,6 +400,7 @@ impl Execution<'_> {
 
     /// Records an atomic read-modify-write of `size` bytes at `ea` by `t` at `pc`.
     pub(super) fn record_atomic(&mut self, t: ThreadId, ea: u64, size: u64, pc: u64) {
+        self.capture_if_requested(t, pc);
         self.worker.atomic_addresses.insert(ea);
         let Some(d) = self.races.as_mut() else { return };
         d.acquire(t, (ATOMIC, ea));
@@ -413,6 +415,12 @@ impl Execution<'_> {
         let race = d.access(access);
         d.release(t, (ATOMIC, ea));
         if let Some(race) = race {
+            let origin = (
+                race.earlier.epoch.thread,
+                race.earlier.pc,
+                race.earlier.epoch.clock,
+            );
+            self.race_origins.push((self.race_findings.len(), origin));
             let f = self.race_finding(&race, false);
             self.race_findings.push(f);
         }
@@ -425,8 +433,33 @@ impl Execution<'_> {
 
     /// Feeds an access to the detector; a new race becomes a finding.
     fn detect(&mut self, access: Access, modelled_call: bool) -> Option<Finding> {
+        self.capture_if_requested(access.thread, access.pc);
         let race = self.races.as_mut()?.access(access)?;
+        let origin = (
+            race.earlier.epoch.thread,
+            race.earlier.pc,
+            race.earlier.epoch.clock,
+        );
+        self.race_origins.push((self.race_findings.len(), origin));
         Some(self.race_finding(&race, modelled_call))
+    }
+
+    /// When a previous run of this schedule asked for the stack of this access (the earlier
+    /// side of a race), captures it while the thread is stopped at it.
+    fn capture_if_requested(&mut self, t: ThreadId, pc: u64) {
+        if self.stack_requests.is_empty() {
+            return;
+        }
+        let Some(epoch) = self.races.as_ref().map(|d| d.epoch_of(t)) else {
+            return;
+        };
+        let key = (t, pc, epoch);
+        if self.stack_requests.contains(&key)
+            && !self.captured_stacks.iter().any(|(k, _)| *k == key)
+        {
+            let stack = self.thread_report(t, String::new()).stack;
+            self.captured_stacks.push((key, stack));
+        }
     }
 
     /// The finding for `race`, built while the later thread is stopped at its access.

@@ -132,6 +132,35 @@ pub struct Witness {
     pub atomic_addresses: Vec<u64>,
 }
 
+/// Runs the schedule of `outcome` once more to take the stack of the earlier access of each
+/// race (only the later one is at hand when a race is found), and puts it in the report.
+pub fn attach_earlier_stacks(
+    cfg: &ExecutionConfig,
+    outcome: &mut ExecutionOutcome,
+    racy_before: &[u64],
+    state: &mut WorkerState,
+) -> Result<()> {
+    let requests: Vec<_> = outcome.race_origins.iter().map(|(_, o)| *o).collect();
+    let cfg = ExecutionConfig {
+        stack_requests: requests,
+        ..cfg.clone()
+    };
+    let Some(again) = rerun(&cfg, &outcome.decisions, racy_before, state)? else {
+        return Ok(());
+    };
+    for (index, origin) in &outcome.race_origins {
+        let captured = again.captured_stacks.iter().find(|(k, _)| k == origin);
+        if let (Some((_, stack)), Some(f)) = (captured, outcome.races.get_mut(*index)) {
+            if let Some(earlier) = f.threads.get_mut(1) {
+                if !stack.is_empty() {
+                    earlier.stack = stack.clone();
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Runs the schedule `decisions` again with what the worker knows now, with the same racy
 /// addresses as scheduling points as the first time. None when it no longer follows.
 fn rerun(
@@ -218,7 +247,15 @@ pub fn run_single(
         .atomic_addresses
         .extend(atomic_addresses.iter().copied());
     sched.begin_execution(0);
-    run_execution(cfg, sched, &mut worker)
+    let mut outcome = run_execution(cfg, sched, &mut worker)?;
+    if !outcome.races.is_empty() && outcome.divergence.is_none() && !outcome.stopped_early {
+        let no_trace = ExecutionConfig {
+            trace: false,
+            ..cfg.clone()
+        };
+        attach_earlier_stacks(&no_trace, &mut outcome, racy_addresses, &mut worker)?;
+    }
+    Ok(outcome)
 }
 
 #[derive(Default)]
@@ -525,6 +562,12 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             // The randomised members learn how long executions are (PCT needs k).
             for (s, _) in randoms.iter_mut() {
                 s.end_execution(&summary);
+            }
+        }
+        if !outcome.races.is_empty() {
+            if let Err(e) = attach_earlier_stacks(exec_cfg, &mut outcome, &racy_before, &mut state)
+            {
+                break Err(e);
             }
         }
         let atomics: Vec<u64> = if outcome.races.is_empty() && outcome.finding.is_none() {

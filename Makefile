@@ -26,9 +26,9 @@ fixtures: deps
 
 demo: build fixtures
 	@echo "== mcheck on an ABBA deadlock (tracee-fixtures/src/c/abba.c) =="
-	-$(MCHECK) -- tracee-fixtures/build/abba_O0
+	-$(MCHECK) --quiet-program -- tracee-fixtures/build/abba_O0
 	@echo "== mcheck on a correct producer/consumer (C++) =="
-	$(MCHECK) --max-executions 200 -- tracee-fixtures/build/cpp_prodcons_ok
+	$(MCHECK) --quiet-program --max-executions 200 -- tracee-fixtures/build/cpp_prodcons_ok
 
 lint:
 	$(CARGO) fmt --check

@@ -32,9 +32,9 @@ pub enum StrategyName {
 /// mcheck: systematic concurrency checking of unmodified Linux x86-64 binaries.
 ///
 /// Runs PROG under ptrace one thread at a time, explores thread interleavings at
-/// synchronisation points, and reports deadlocks, assertion failures, crashes, API misuse,
-/// livelocks and threads that spin without synchronising, each with a schedule file that
-/// `mcheck replay` re-runs exactly.
+/// synchronisation points, checks every execution for data races, and reports races,
+/// deadlocks, assertion failures, crashes, API misuse, livelocks and threads that spin
+/// without synchronising, each with a schedule file that `mcheck replay` re-runs exactly.
 #[derive(Parser, Debug)]
 #[command(
     name = "mcheck",

@@ -201,6 +201,7 @@ pub fn run_execution(
         race_findings: Vec::new(),
         recent_pcs: Default::default(),
         traced_accesses: 0,
+        instrumented: Default::default(),
         stack_requests: cfg.stack_requests.clone(),
         captured_stacks: Vec::new(),
         race_origins: Vec::new(),
@@ -273,6 +274,8 @@ pub(super) struct Execution<'a> {
     pub(super) recent_pcs: std::collections::VecDeque<u64>,
     /// Memory accesses traced in this execution.
     pub(super) traced_accesses: u64,
+    /// Start addresses of the mapped files already instrumented.
+    pub(super) instrumented: std::collections::HashSet<u64>,
     /// Accesses whose stack to capture, as (thread, pc, epoch) (earlier sides of races
     /// found by a previous run of the same schedule).
     pub(super) stack_requests: Vec<EarlierAccess>,
@@ -851,6 +854,10 @@ impl Execution<'_> {
             }
             BreakpointKind::Alloc(kind) => return self.on_allocator(t, kind),
             BreakpointKind::MemFn(f) => return self.on_mem_fn(t, f),
+            BreakpointKind::LinkMapChanged => {
+                self.install_hooks()?;
+                return self.step_and_resume(t);
+            }
             BreakpointKind::Panic => {
                 if self.panic.is_none() {
                     self.panic = Some(self.thread_report(t, "panicked".into()));
@@ -1088,6 +1095,23 @@ impl Execution<'_> {
         self.worker.symbols.refresh(self.p.pid.as_raw());
         let modules = self.worker.symbols.modules().clone();
         for m in modules.modules() {
+            if !self.instrumented.insert(m.start) {
+                continue;
+            }
+            if is_dynamic_loader(&m.path) {
+                // The r_debug rendezvous: ld.so calls _dl_debug_state after every change of
+                // the link map (dlopen, dlclose); new libraries get instrumented there.
+                if let Ok(elf) = ElfFile::load(&m.path) {
+                    let addrs: Vec<u64> = elf
+                        .function_addresses("_dl_debug_state")
+                        .into_iter()
+                        .map(|a| a + m.bias)
+                        .collect();
+                    self.p
+                        .add_breakpoints(&addrs, |_| Some(BreakpointKind::LinkMapChanged))?;
+                }
+                continue;
+            }
             let role = role_of(
                 &m.path,
                 &self.cfg.program,
@@ -1208,6 +1232,13 @@ impl Execution<'_> {
             }
         }
     }
+}
+
+/// Whether `p` is the dynamic loader (ld-linux).
+fn is_dynamic_loader(p: &std::path::Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("ld-linux") || n.starts_with("ld64.so"))
 }
 
 /// AT_ENTRY of the freshly exec'd process.

@@ -49,6 +49,8 @@ pub enum BreakpointKind {
     MemFn(MemFn),
     /// Rust's panic entry (`rust_begin_unwind`): not a scheduling point, only noted.
     Panic,
+    /// ld.so's `_dl_debug_state`: the set of loaded libraries changed.
+    LinkMapChanged,
 }
 
 /// Where a thread is stopped, which decides how it is resumed.

@@ -97,6 +97,9 @@ pub struct ThreadReport {
     pub id: usize,
     /// OS thread id in the execution that found it.
     pub tid: i32,
+    /// The thread's own name, if it set one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// What the thread was doing, in words.
     pub state: String,
     /// Its stack, innermost first.

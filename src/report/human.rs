@@ -16,7 +16,12 @@ pub fn format_finding(f: &Finding, reproduce: &str) -> String {
     }
     for t in &f.threads {
         let _ = writeln!(s);
-        let _ = writeln!(s, "  Thread T{} (tid {}) {}", t.id, t.tid, t.state);
+        let name = t
+            .name
+            .as_deref()
+            .map(|n| format!(" \"{n}\""))
+            .unwrap_or_default();
+        let _ = writeln!(s, "  Thread T{}{name} (tid {}) {}", t.id, t.tid, t.state);
         for (i, fr) in t.stack.iter().enumerate() {
             let inl = if fr.inlined { " (inlined)" } else { "" };
             let _ = writeln!(s, "    #{i:<2} {} {}{inl}", fr.address, fr.short());

@@ -30,12 +30,24 @@ impl Execution<'_> {
 
     pub(super) fn thread_report(&mut self, t: ThreadId, state: String) -> ThreadReport {
         let stack = self.thread_stack(t);
+        let tid = self.p.threads[t].tid.as_raw();
         ThreadReport {
             id: t,
-            tid: self.p.threads[t].tid.as_raw(),
+            tid,
+            name: self.thread_name(tid),
             state,
             stack,
         }
+    }
+
+    /// The thread's name (pthread_setname_np, Rust's thread names) when it has one of its
+    /// own, i.e. one that differs from the program's.
+    pub(super) fn thread_name(&self, tid: i32) -> Option<String> {
+        let comm = std::fs::read_to_string(format!("/proc/{tid}/comm")).ok()?;
+        let comm = comm.trim();
+        let program = self.cfg.program.file_name()?.to_string_lossy();
+        let prefix: String = program.chars().take(15).collect();
+        (!comm.is_empty() && comm != prefix).then(|| comm.to_string())
     }
 
     pub(super) fn finding(
@@ -67,7 +79,7 @@ impl Execution<'_> {
         match kind {
             ObjectKind::Thread => format!("thread T{addr}"),
             ObjectKind::Time => "a timer".to_string(),
-            _ => format!("{} {}", kind.name(), self.worker.symbols.object_name(addr)),
+            _ => format!("{} {}", kind.name(), self.memory_name(addr, true)),
         }
     }
 

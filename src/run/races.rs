@@ -477,9 +477,11 @@ impl Execution<'_> {
             later.state.push_str(" inside a libc memory function");
         }
         let earlier_stack = self.worker.symbols.frame_at(race.earlier.pc, modelled_call);
+        let earlier_tid = self.p.threads.get(earlier_t).map_or(0, |x| x.tid.as_raw());
         let earlier = ThreadReport {
             id: earlier_t,
-            tid: self.p.threads.get(earlier_t).map_or(0, |x| x.tid.as_raw()),
+            tid: earlier_tid,
+            name: self.thread_name(earlier_tid),
             state: format!("{} (the earlier access)", what(&race.earlier)),
             stack: earlier_stack,
         };
@@ -518,9 +520,22 @@ impl Execution<'_> {
 
     /// Names the memory at `addr`: a global variable, a heap block, or an address.
     fn raced_object(&mut self, addr: u64) -> String {
+        let name = self.memory_name(addr, false);
+        name.strip_prefix("in ").map(str::to_string).unwrap_or(name)
+    }
+
+    /// Names the memory at `addr`: a global variable, or a heap block (with its allocation
+    /// site when `with_site`), or its address.
+    pub(super) fn memory_name(&mut self, addr: u64, with_site: bool) -> String {
         if let Some(b) = self.races.as_ref().and_then(|d| d.block_containing(addr)) {
+            let site = if with_site {
+                let s = self.worker.symbols.call_site(b.site).short();
+                format!(", allocated by T{} at {s}", b.thread)
+            } else {
+                String::new()
+            };
             return format!(
-                "heap block {:#x}+{} ({} bytes)",
+                "in heap block {:#x}+{} ({} bytes{site})",
                 b.start,
                 addr - b.start,
                 b.size

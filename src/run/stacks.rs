@@ -99,11 +99,15 @@ impl Symbols {
             .collect()
     }
 
-    /// The call site of a return address, as one frame (the outermost of an inline chain is
-    /// the caller's own function).
+    /// The call site of a return address, as one frame: in an inline chain, the innermost
+    /// frame that is not toolchain library code (Rust's std/core/alloc sources, C/C++ system
+    /// headers), else the innermost.
     pub fn call_site(&mut self, return_address: u64) -> Frame {
         let mut frames = self.frame_at(return_address, true);
-        frames.remove(0)
+        let own = frames
+            .iter()
+            .position(|f| f.file.as_deref().is_some_and(|p| !is_library_source(p)));
+        frames.swap_remove(own.unwrap_or(0))
     }
 
     /// A name for the object at `addr`: its variable (`` `lock_a` ``) or what memory it is in.
@@ -127,6 +131,11 @@ fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// Whether a source path belongs to a toolchain library rather than the program.
+fn is_library_source(path: &str) -> bool {
+    path.starts_with("/rustc/") || path.starts_with("/usr/include/") || path.contains("/rust/deps/")
 }
 
 /// The innermost frame in the program's own code, else the innermost frame.

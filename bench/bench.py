@@ -10,7 +10,14 @@ Measures, side by side in one run, with medians over repetitions:
      (a) emulated pthread calls: bench_mutex N (N lock/unlock pairs = 2N points),
      (b) LOCK-prefixed instructions, stepped over: bench_atomic N (N points);
   3. one whole execution of a small two-thread program (bench_two_threads)
-     under mcheck versus a native fork+exec of the same binary.
+     under mcheck versus a native fork+exec of the same binary;
+  4. executions per second of a short random search on small correct
+     fixtures, next to native fork+exec runs per second of the same program;
+  5. the speed-up of the same search from --jobs 1 to --jobs 2 (an exhaustive
+     dfs whose execution count must not change, and a random search);
+  6. stress testing against mcheck on the buggy fixtures of
+     tracee-fixtures/expected.json: mcheck's time to its first finding
+     against how often the bug shows in native runs over a fixed window.
 
 Per-point costs use the differential method: the fixture is checked with
 `mcheck --max-executions 1` for N = 0 and for a large N, and
@@ -25,6 +32,11 @@ costs.  Two clocks are used for t:
     inherits the granularity with which mcheck notices that its workers are
     done).
 
+Sections 4-6 are described in docs/performance.md; `--sections` runs a
+subset.  mcheck is copied to a temporary directory first and every run uses
+that copy, so that a rebuild of target/release/mcheck by someone else during
+the run cannot mix two builds.
+
 The runs of one repetition are made back to back (the order rotates between
 repetitions) so that machine noise hits every fixture alike; the figures
 reported are medians over repetitions.
@@ -36,11 +48,13 @@ fixture that does not make the points it should).
 """
 
 import argparse
+import hashlib
 import json
 import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -65,6 +79,7 @@ POINT_BENCHES = [
      TARGET_BREAKPOINT_US),
 ]
 WHOLE = "bench_two_threads"
+SECTIONS = ("points", "whole", "rate", "jobs", "stress")
 
 
 class HarnessError(Exception):
@@ -180,6 +195,8 @@ def timed_run(cmd, marks):
 class Mcheck:
     def __init__(self, tmpdir):
         self.tmpdir = tempfile.mkdtemp(prefix="report-", dir=tmpdir)
+        # Schedule files of findings go here, never into the repository.
+        self.outdir = os.path.join(self.tmpdir, "mcheck-out")
         help_text = subprocess.run([MCHECK, "--help"], stdout=subprocess.PIPE,
                                    stderr=subprocess.DEVNULL).stdout.decode(errors="replace")
         self.has_jobs = "--jobs" in help_text
@@ -194,7 +211,7 @@ class Mcheck:
         if os.path.exists(report):
             os.unlink(report)
         cmd = [MCHECK, "--max-executions", str(executions), "--seed", "1",
-               "--quiet-program", "--json", report]
+               "--quiet-program", "--json", report, "--out", self.outdir]
         if self.has_jobs and jobs is not None:
             cmd += ["--jobs", str(jobs)]
         if strategy is not None:
@@ -212,9 +229,75 @@ class Mcheck:
                 " ".join(cmd), r.report.get("executions"), executions))
         return r
 
+    def check(self, options, prog, args, timeout=120, give_up=False):
+        """Runs `mcheck OPTIONS --json R --out D -- prog args` once, whatever its
+        verdict.  Returns (process wall clock s, exit status, report or None).
+        After `timeout` seconds mcheck is interrupted (SIGINT, then SIGKILL);
+        with give_up that returns (None, None, None), otherwise it is an error."""
+        report = os.path.join(self.tmpdir, "report.json")
+        if os.path.exists(report):
+            os.unlink(report)
+        cmd = ([MCHECK] + list(options) + ["--json", report, "--out", self.outdir, "--"]
+               + [prog] + [str(a) for a in args])
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+        try:
+            _out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGINT)      # lets mcheck kill its tracees itself
+            try:
+                p.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+            if give_up:
+                return None, None, None
+            raise HarnessError("%s did not finish within %g s" % (" ".join(cmd), timeout))
+        wall = time.perf_counter() - t0
+        if p.returncode not in (0, 1):
+            raise HarnessError("%s exited with %d:\n%s" % (
+                " ".join(cmd), p.returncode, err.decode(errors="replace")[-2000:]))
+        rep = None
+        if os.path.exists(report):
+            with open(report) as f:
+                rep = json.load(f)
+        return wall, p.returncode, rep
+
 
 def run_native(prog, args, marks=False):
     return timed_run([prog] + [str(a) for a in args], marks)
+
+
+def native_wall(cmd):
+    """Wall clock of one fork+exec of cmd (stdout/stderr discarded); must exit 0."""
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise HarnessError("%s exited with %d natively" % (" ".join(cmd), p.returncode))
+    return wall
+
+
+def native_outcome(cmd, hang_after):
+    """Runs cmd natively once, in its own process group, killing the group when
+    it has not finished after hang_after seconds.  Returns (wall s, outcome):
+    outcome is the exit status (>= 0), -SIGNAL when a signal ended it, or
+    "hang"."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        rc = p.wait(timeout=hang_after)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+        rc = "hang"
+    return time.perf_counter() - t0, rc
 
 
 # ------------------------------------------------------------ fixture checks
@@ -328,6 +411,382 @@ def tracer_syscalls_per_point(mc, n, tmpdir):
     return result
 
 
+# ------------------------------------------- executions per second, small fixtures
+
+# Small correct fixtures (tracee-fixtures/build) for executions per second: name, args.
+RATE_FIXTURES = [
+    ("mutex_normal_ok", []),
+    ("condvar_ok", []),
+    ("atomic_pair", [2]),
+    ("cpp_prodcons_ok", []),
+    ("rust_mutex_ok", []),
+]
+
+
+def label_of(name, args):
+    return " ".join([name] + [str(a) for a in args])
+
+
+def measure_rates(mc, opts):
+    """mcheck --jobs 1 --strategy random --max-executions E on each small fixture
+    (rate_reps runs each, fixture order rotating), and native fork+execs of the
+    same command (rate_native_runs each, interleaved between fixtures)."""
+    for name, _a in RATE_FIXTURES:
+        if not os.access(fixture(name), os.X_OK):
+            raise HarnessError("%s is missing: run `make fixtures`" % fixture(name))
+    raw = {label_of(n, a): {"elapsed": [], "wall": [], "native": []} for n, a in RATE_FIXTURES}
+    for n, a in RATE_FIXTURES:           # warm-up
+        mc.run(fixture(n), a, 10, jobs=1, strategy="random")
+        native_wall([fixture(n)] + [str(x) for x in a])
+    for rep in range(opts.rate_reps):
+        k = rep % len(RATE_FIXTURES)
+        for n, a in RATE_FIXTURES[k:] + RATE_FIXTURES[:k]:
+            r = mc.run(fixture(n), a, opts.rate_executions, jobs=1, strategy="random")
+            d = raw[label_of(n, a)]
+            d["elapsed"].append(r.report["elapsed_seconds"])
+            d["wall"].append(r.wall)
+    for _ in range(opts.rate_native_runs):
+        for n, a in RATE_FIXTURES:
+            raw[label_of(n, a)]["native"].append(native_wall([fixture(n)] + [str(x) for x in a]))
+    out = []
+    for n, a in RATE_FIXTURES:
+        d = raw[label_of(n, a)]
+        e = opts.rate_executions
+        rate = e / median(d["elapsed"])
+        rate_wall = e / median(d["wall"])
+        native = 1.0 / median(d["native"])
+        out.append({
+            "fixture": label_of(n, a),
+            "command": "mcheck --jobs 1 --strategy random --max-executions %d --seed 1 "
+                       "--quiet-program -- %s" % (e, label_of(n, a)),
+            "executions_per_run": e,
+            "mcheck_executions_per_s": rate,
+            "mcheck_executions_per_s_samples": [e / x for x in d["elapsed"]],
+            "mcheck_executions_per_s_process_wall": rate_wall,
+            "mcheck_median_elapsed_s": median(d["elapsed"]),
+            "mcheck_median_process_wall_s": median(d["wall"]),
+            "native_runs": len(d["native"]),
+            "native_median_us": median(d["native"]) * 1e6,
+            "native_runs_per_s": native,
+            "native_to_mcheck_ratio": native / rate,
+        })
+    return out
+
+
+def print_rates(rates, opts):
+    print("Executions per second on small correct fixtures: mcheck --jobs 1 --strategy random "
+          "--max-executions %d (median of %d runs) vs native fork+exec (median of %d runs)"
+          % (opts.rate_executions, opts.rate_reps, opts.rate_native_runs))
+    cols = "  %-18s %13s %17s %14s %13s %9s"
+    print(cols % ("fixture", "mcheck exec/s", "(by process wall)", "native runs/s",
+                  "native us/run", "ratio"))
+    for r in rates:
+        print(cols % (r["fixture"], "%.0f" % r["mcheck_executions_per_s"],
+                      "%.0f" % r["mcheck_executions_per_s_process_wall"],
+                      "%.0f" % r["native_runs_per_s"], "%.0f" % r["native_median_us"],
+                      "%.1fx" % r["native_to_mcheck_ratio"]))
+    print("  mcheck exec/s = executions / elapsed_seconds of the report;")
+    print("  by process wall = executions / wall clock of the whole mcheck process; "
+          "ratio = native runs/s / mcheck exec/s")
+    print()
+
+
+# ------------------------------------------------------------ 1 job vs 2 jobs
+
+DFS_FIXTURE, DFS_ARGS, DFS_EXECUTIONS = "atomic_pair", [3], 1849
+RANDOM_JOBS_FIXTURE = "mutex_normal_ok"
+
+
+def measure_jobs(mc, opts):
+    """The same search with --jobs 1 and --jobs 2, jobs_reps runs each (the
+    order of the two alternates).  Returns (results, failed checks)."""
+    searches = [
+        ("dfs", DFS_FIXTURE, DFS_ARGS,
+         ["--strategy", "dfs", "--max-executions", "1000000"]),
+        ("random", RANDOM_JOBS_FIXTURE, [],
+         ["--strategy", "random", "--max-executions", str(opts.jobs_random_executions)]),
+    ]
+    for _s, n, _a, _o in searches:
+        if not os.access(fixture(n), os.X_OK):
+            raise HarnessError("%s is missing: run `make fixtures`" % fixture(n))
+    raw = {(s, j): {"wall": [], "elapsed": [], "executions": [], "complete": []}
+           for s, _n, _a, _o in searches for j in (1, 2)}
+    for rep in range(opts.jobs_reps):
+        for s, n, a, o in searches:
+            for j in ((1, 2) if rep % 2 == 0 else (2, 1)):
+                wall, rc, r = mc.check(o + ["--jobs", str(j), "--quiet-program"], fixture(n), a)
+                if rc != 0 or r is None or r.get("findings"):
+                    raise HarnessError("%s %s with --jobs %d: exit %d, findings %s"
+                                       % (s, label_of(n, a), j, rc,
+                                          r and r.get("findings")))
+                d = raw[(s, j)]
+                d["wall"].append(wall)
+                d["elapsed"].append(r["elapsed_seconds"])
+                d["executions"].append(r["executions"])
+                d["complete"].append(r.get("complete"))
+    failed, notes, out = [], [], []
+    for s, n, a, o in searches:
+        row = {"search": s, "fixture": label_of(n, a),
+               "command": "mcheck %s --jobs J --quiet-program -- %s"
+                          % (" ".join(o), label_of(n, a))}
+        for j in (1, 2):
+            d = raw[(s, j)]
+            row["jobs%d" % j] = {"median_wall_s": median(d["wall"]), "wall_s": d["wall"],
+                                 "median_elapsed_s": median(d["elapsed"]),
+                                 "executions": d["executions"], "complete": d["complete"]}
+        row["speedup_wall"] = row["jobs1"]["median_wall_s"] / row["jobs2"]["median_wall_s"]
+        row["speedup_elapsed"] = (row["jobs1"]["median_elapsed_s"]
+                                  / row["jobs2"]["median_elapsed_s"])
+        if s == "dfs":
+            counts = set(raw[("dfs", 1)]["executions"] + raw[("dfs", 2)]["executions"])
+            complete = all(raw[("dfs", j)]["complete"] for j in (1, 2))
+            row["executions_identical"] = len(counts) == 1
+            if len(counts) != 1 or not complete:
+                failed.append("dfs on %s: executions %s with --jobs 1, %s with --jobs 2, "
+                              "complete %s/%s: the same exhaustive search must make the same "
+                              "number of executions and finish"
+                              % (label_of(n, a), raw[("dfs", 1)]["executions"],
+                                 raw[("dfs", 2)]["executions"], raw[("dfs", 1)]["complete"],
+                                 raw[("dfs", 2)]["complete"]))
+            elif counts != {DFS_EXECUTIONS}:
+                notes.append("dfs on %s explored %d executions (expected %d): the fixture "
+                             "or mcheck's scheduling points changed"
+                             % (label_of(n, a), counts.pop(), DFS_EXECUTIONS))
+        out.append(row)
+    return out, failed, notes
+
+
+def print_jobs(rows, failed, notes, opts):
+    print("Speed-up from --jobs 1 to --jobs 2 (median of %d runs each; %d CPUs)"
+          % (opts.jobs_reps, os.cpu_count()))
+    cols = "  %-40s %11s %11s %11s %11s %8s"
+    print(cols % ("search", "executions", "jobs 1 s", "jobs 2 s", "speed-up", "elapsed"))
+    for r in rows:
+        ex = sorted(set(r["jobs1"]["executions"] + r["jobs2"]["executions"]))
+        print(cols % ("%s on %s" % (r["search"], r["fixture"]),
+                      "/".join(str(x) for x in ex),
+                      "%.3f" % r["jobs1"]["median_wall_s"], "%.3f" % r["jobs2"]["median_wall_s"],
+                      "%.2fx" % r["speedup_wall"], "%.2fx" % r["speedup_elapsed"]))
+    print("  jobs N s: wall clock of the whole mcheck process; elapsed: the same ratio from "
+          "the reports' elapsed_seconds")
+    for r in rows:
+        if "executions_identical" in r:
+            print("  check: %s on %s: %s" % (
+                r["search"], r["fixture"],
+                "the same %d executions with 1 and 2 jobs, search complete"
+                % r["jobs1"]["executions"][0] if r["executions_identical"]
+                and not failed else "MISMATCH (see below)"))
+    for n in notes:
+        print("  NOTE: " + n)
+    for f in failed:
+        print("  CHECK FAILED: " + f)
+    print()
+
+
+# ------------------------------------------------ stress testing against mcheck
+
+CRASH_KINDS = ("assertion", "crash")
+# Finding kinds a native run can show by itself; the others (api_misuse,
+# data_race) are silent natively: only a checker sees them.
+VISIBLE_KINDS = ("deadlock", "exit_status") + CRASH_KINDS
+
+
+def shows_bug(kind, lang, outcome):
+    """Whether one native run's outcome shows a bug of this kind; None when the
+    kind cannot be seen natively (api_misuse, data_race)."""
+    if kind not in VISIBLE_KINDS:
+        return None
+    if kind == "deadlock":
+        return outcome == "hang"
+    if outcome == "hang":
+        return False
+    if kind in CRASH_KINDS:
+        return outcome < 0 or (lang == "rust" and outcome == 101)
+    if kind == "exit_status":
+        return outcome != 0
+    return False
+
+
+def outcome_name(o):
+    if o == "hang":
+        return "hang"
+    if o < 0:
+        try:
+            return signal.Signals(-o).name
+        except ValueError:
+            return "signal %d" % -o
+    return "exit %d" % o
+
+
+def fmt_s(t):
+    return "%.0f ms" % (t * 1e3) if t < 1 else "%.2f s" % t
+
+
+def stress_candidates():
+    """(entry, reason to skip or None) for each buggy entry of expected.json."""
+    with open(os.path.join(ROOT, "tracee-fixtures", "expected.json")) as f:
+        entries = json.load(f)
+    out = []
+    for e in entries:
+        if e.get("verdict", "none") == "none":
+            continue
+        if e["verdict"] in ("timeout", "livelock"):
+            out.append((e, "verdict %s: hangs natively" % e["verdict"]))
+        elif e.get("options"):
+            out.append((e, "needs mcheck options %s" % " ".join(e["options"])))
+        elif not os.access(os.path.join(ROOT, "tracee-fixtures", e["binary"]), os.X_OK):
+            out.append((e, "binary missing"))
+        else:
+            out.append((e, None))
+    return out
+
+
+def measure_stress(mc, opts):
+    started = time.perf_counter()
+    rows = []
+    for e, skip in stress_candidates():
+        prog = os.path.join(ROOT, "tracee-fixtures", e["binary"])
+        row = {"fixture": e["name"], "kind": e["verdict"], "lang": e.get("lang"),
+               "command": "mcheck --quiet-program --jobs 1 -- %s"
+                          % " ".join([e["binary"]] + e["args"])}
+        rows.append(row)
+        if skip:
+            row["skipped"] = skip
+            continue
+        spent = time.perf_counter() - started
+        if opts.stress_budget - spent < 1.0:
+            row["skipped"] = ("time budget: %.0f s of the %.0f s for this section spent"
+                              % (spent, opts.stress_budget))
+            continue
+        # (a) mcheck, the default command with one job.
+        walls, elapsed, idx, kinds = [], [], [], []
+        for _ in range(opts.stress_mcheck_reps):
+            left = opts.stress_budget - (time.perf_counter() - started)
+            wall, rc, r = mc.check(["--quiet-program", "--jobs", "1"], prog, e["args"],
+                                   timeout=max(1.0, min(opts.stress_mcheck_timeout, left)),
+                                   give_up=True)
+            if wall is None:
+                break
+            walls.append(wall)
+            f = (r or {}).get("findings") or []
+            elapsed.append(r["elapsed_seconds"] if r else None)
+            idx.append(f[0].get("execution") if f else None)
+            kinds.append(f[0].get("kind") if f else None)
+            if wall > 1.0:
+                break     # a slow search is not repeated: keeps the section's time bounded
+        if not walls:
+            row["skipped"] = ("mcheck did not finish within %g s (interrupted)"
+                              % max(1.0, min(opts.stress_mcheck_timeout, left)))
+            continue
+        row["mcheck_wall_s"] = median(walls)
+        row["mcheck_wall_s_samples"] = walls
+        row["mcheck_elapsed_s"] = median([x for x in elapsed if x is not None] or [0])
+        row["mcheck_execution"] = idx[0]
+        row["mcheck_executions_run"] = r["executions"] if r else None
+        row["mcheck_execution_samples"] = idx
+        row["mcheck_kind"] = kinds[0]
+        row["mcheck_found"] = all(k == e["verdict"] for k in kinds)
+        # (b) the native program, run again and again for a window of wall clock.
+        # Silent kinds get the fixed window: runs are counted, nothing can be seen.
+        window = min(opts.stress_cap, max(opts.stress_window,
+                                          opts.stress_factor * row["mcheck_wall_s"]
+                                          if e["verdict"] in VISIBLE_KINDS else 0))
+        # The last run of a window may hang for hang_after more seconds.
+        left = opts.stress_budget - (time.perf_counter() - started) - opts.hang_after
+        if left < min(window, 1.0):
+            row["skipped"] = ("time budget: no native window left after mcheck's %s"
+                              % fmt_s(row["mcheck_wall_s"]))
+            continue
+        if left < window:
+            row["window_cut_by_budget"] = True
+            window = left
+        cmd = [prog] + [str(a) for a in e["args"]]
+        outcomes, hits = [], 0
+        t0 = time.perf_counter()
+        stopped_early = False
+        while time.perf_counter() - t0 < window:
+            n = len(outcomes)
+            if (e["verdict"] in VISIBLE_KINDS and hits == n
+                    and (n >= opts.probe_runs or (n >= 3 and time.perf_counter() - t0 >= 1.0))):
+                stopped_early = True      # the bug has shown on every run so far
+                break
+            _w, o = native_outcome(cmd, opts.hang_after)
+            outcomes.append(o)
+            if shows_bug(e["verdict"], e.get("lang"), o):
+                hits += 1
+        took = time.perf_counter() - t0
+        hist = {}
+        for o in outcomes:
+            hist[outcome_name(o)] = hist.get(outcome_name(o), 0) + 1
+        n = len(outcomes)
+        row.update({"native_window_s": window, "native_seconds": took,
+                    "window_cut_by_budget": row.get("window_cut_by_budget", False),
+                    "native_stopped_early": stopped_early,
+                    "native_runs": n, "native_outcomes": hist})
+        if e["verdict"] not in VISIBLE_KINDS:
+            row["native_hits"] = None
+            row["class"] = "silent"
+            odd = n - hist.get("exit 0", 0)
+            row["verdict"] = ("silent natively (%d runs in %.1f s%s); mcheck %s"
+                              % (n, took, ", %d ended otherwise than exit 0" % odd if odd
+                                 else ", all exit 0", fmt_s(row["mcheck_wall_s"])))
+        else:
+            row["native_hits"] = hits
+            always = n > 0 and hits >= opts.always_fraction * n
+            row["class"] = "always" if always else ("found" if hits else "missed")
+            row["native_seconds_per_hit"] = took / hits if hits else None
+            row["verdict"] = "%snative %d/%d in %.1f s; mcheck %s" % (
+                "always: " if always else "", hits, n, took, fmt_s(row["mcheck_wall_s"]))
+        if row["window_cut_by_budget"]:
+            row["verdict"] += " (window cut short by the time budget)"
+        if not row["mcheck_found"]:
+            row["verdict"] += (" (but mcheck found nothing in %s executions)"
+                               % row["mcheck_executions_run"] if kinds == [None] * len(kinds)
+                               else " (but mcheck reported %s, expected %s)"
+                               % ("/".join(sorted(set(str(k) for k in kinds))), e["verdict"]))
+    return {"rows": rows, "seconds": time.perf_counter() - started}
+
+
+def print_stress(st, opts):
+    print("Stress testing vs mcheck on the buggy fixtures (mcheck --quiet-program --jobs 1, "
+          "default portfolio, seed 0;")
+    print("  native: the program run again and again for max(%g s, %g x mcheck's time), "
+          "at most %g s; a run not done after %g s is killed and counts as a hang)"
+          % (opts.stress_window, opts.stress_factor, opts.stress_cap, opts.hang_after))
+    cols = "  %-22s %-11s %9s %5s %7s %7s %8s  %s"
+    print(cols % ("fixture", "kind", "mcheck ms", "exec", "native", "hits", "s/hit", "verdict"))
+    for r in st["rows"]:
+        if "skipped" in r:
+            print(cols % (r["fixture"], r["kind"], "-", "-", "-", "-", "-",
+                          "skipped: " + r["skipped"]))
+            continue
+        hits = r["native_hits"]
+        print(cols % (r["fixture"], r["kind"], "%.1f" % (r["mcheck_wall_s"] * 1e3),
+                      r["mcheck_execution"] or "-", r["native_runs"],
+                      "silent" if hits is None else hits,
+                      "%.2f" % r["native_seconds_per_hit"] if r.get("native_seconds_per_hit")
+                      else "-", r["verdict"]))
+    done = [r for r in st["rows"] if "skipped" not in r]
+    by = {}
+    for r in done:
+        by.setdefault(r["class"], []).append(r["fixture"])
+    print("  mcheck ms: wall clock of the whole mcheck process, which stops at its first finding "
+          "(median of %d runs, 1 when it takes over 1 s);" % opts.stress_mcheck_reps)
+    print("  exec: the execution that found it; native: runs in the window; hits: runs that "
+          "showed the bug; s/hit: window / hits")
+    print("  always (bug on >= %.0f%% of native runs): %s" % (
+        100 * opts.always_fraction, ", ".join(by.get("always", [])) or "none"))
+    print("  found natively in the window, but not every run: %s"
+          % (", ".join(by.get("found", [])) or "none"))
+    print("  missed natively in the window: %s" % (", ".join(by.get("missed", [])) or "none"))
+    notfound = [r["fixture"] for r in done if not r["mcheck_found"]]
+    if notfound:
+        print("  NOTE: mcheck did not report the expected kind for: %s" % ", ".join(notfound))
+    print("  silent natively (api_misuse, data_race): %s" % (", ".join(by.get("silent", [])) or "none"))
+    print("  section time %.0f s" % st["seconds"])
+    print()
+
+
 # ---------------------------------------------------------------------- main
 
 def machine_info():
@@ -359,6 +818,7 @@ def machine_info():
 
 
 def main():
+    global MCHECK
     ap = argparse.ArgumentParser(
         description="mcheck benchmarks: cost per scheduling point and per execution.")
     ap.add_argument("--reps", type=int, default=11,
@@ -375,20 +835,79 @@ def main():
                     help="native runs of the whole-execution benchmark (default 300)")
     ap.add_argument("--no-perf", action="store_true",
                     help="skip counting the tracer's syscalls per point with perf trace")
+    ap.add_argument("--rate-executions", type=int, default=200,
+                    help="executions per mcheck run, executions-per-second benchmark "
+                         "(default 200)")
+    ap.add_argument("--rate-reps", type=int, default=5,
+                    help="mcheck runs per fixture, executions-per-second benchmark (default 5)")
+    ap.add_argument("--rate-native-runs", type=int, default=200,
+                    help="native runs per fixture, executions-per-second benchmark "
+                         "(default 200)")
+    ap.add_argument("--jobs-reps", type=int, default=3,
+                    help="runs of each search with --jobs 1 and --jobs 2 (default 3)")
+    ap.add_argument("--jobs-random-executions", type=int, default=400,
+                    help="executions of the random search timed with 1 and 2 jobs (default 400)")
+    ap.add_argument("--stress-window", type=float, default=2.0,
+                    help="native stress-testing window per buggy fixture, seconds (default 2)")
+    ap.add_argument("--stress-factor", type=float, default=20.0,
+                    help="... or this many times mcheck's time, if longer (default 20)")
+    ap.add_argument("--stress-cap", type=float, default=5.0,
+                    help="longest native window per fixture, seconds (default 5)")
+    ap.add_argument("--stress-budget", type=float, default=120.0,
+                    help="time budget of the whole stress-testing section; fixtures that "
+                         "would exceed it are skipped and said so (default 120 s)")
+    ap.add_argument("--stress-mcheck-reps", type=int, default=3,
+                    help="mcheck runs per buggy fixture (default 3)")
+    ap.add_argument("--stress-mcheck-timeout", type=float, default=20.0,
+                    help="an mcheck run on a buggy fixture still going after this many "
+                         "seconds is interrupted and the fixture skipped (default 20)")
+    ap.add_argument("--hang-after", type=float, default=1.0,
+                    help="a native run not finished after this many seconds is killed and "
+                         "counted as a hang (default 1)")
+    ap.add_argument("--probe-runs", type=int, default=10,
+                    help="native runs after which a fixture whose bug has shown on every run "
+                         "has its window cut short (default 10)")
+    ap.add_argument("--always-fraction", type=float, default=0.9,
+                    help="share of native runs showing the bug for 'always': stress testing "
+                         "finds it too (default 0.9)")
+    ap.add_argument("--sections", default=",".join(SECTIONS),
+                    help="comma-separated subset of %s (default: all)" % ",".join(SECTIONS))
+    ap.add_argument("--mcheck", default=MCHECK,
+                    help="the mcheck binary to measure (default target/release/mcheck)")
     ap.add_argument("--out", default=os.path.join(ROOT, "target", "bench-results.json"),
                     help="where to write the JSON results")
     opts = ap.parse_args()
     if min(opts.reps, opts.n, opts.native_n, opts.executions, opts.exec_reps,
-           opts.native_runs) < 1:
+           opts.native_runs, opts.rate_executions, opts.rate_reps, opts.rate_native_runs,
+           opts.jobs_reps, opts.jobs_random_executions, opts.stress_mcheck_reps,
+           opts.probe_runs) < 1:
         ap.error("counts must be positive")
+    if min(opts.stress_window, opts.stress_cap, opts.stress_budget, opts.hang_after) <= 0:
+        ap.error("times must be positive")
+    sections = [x for x in opts.sections.split(",") if x]
+    if not sections or any(x not in SECTIONS for x in sections):
+        ap.error("--sections: choose from %s" % ",".join(SECTIONS))
 
+    MCHECK = os.path.abspath(opts.mcheck)
     if not os.access(MCHECK, os.X_OK):
         raise HarnessError("%s is missing: run `cargo build --release` (or `make bench`)"
                            % MCHECK)
     started = time.perf_counter()
-    notes = check_fixtures()
-    info = machine_info()
+    notes = check_fixtures() if {"points", "whole"} & set(sections) else []
     tmpdir = tempfile.mkdtemp(prefix="mcheck-bench-")
+    # Run a private copy: others may rebuild target/release/mcheck meanwhile.
+    built = MCHECK
+    MCHECK = os.path.join(tmpdir, "mcheck")
+    shutil.copy2(built, MCHECK)
+    info = machine_info()
+    info["mcheck_path"] = built
+    # git_commit and src_modified_since_commit describe the repository; they
+    # say which build was measured only when that is target/release/mcheck.
+    info["mcheck_is_repo_build"] = os.path.abspath(built) == os.path.join(
+        ROOT, "target", "release", "mcheck")
+    info["mcheck_sha256"] = sha256_of(MCHECK)
+    info["mcheck_built_at"] = time.strftime("%Y-%m-%d %H:%M:%S",
+                                            time.localtime(os.path.getmtime(built)))
     mc = Mcheck(tmpdir)
 
     print("mcheck benchmarks: %s, %s, kernel %s, %d CPUs, load %.2f"
@@ -397,16 +916,112 @@ def main():
     print("  %d repetitions, N = %d under mcheck, N = %d natively; medians reported%s"
           % (opts.reps, opts.n, opts.native_n,
              "; mcheck --jobs 1 unless said otherwise" if mc.has_jobs else ""))
+    print("  sections: %s; mcheck binary built %s, sha256 %s (a private copy is run)"
+          % (", ".join(sections), info["mcheck_built_at"], info["mcheck_sha256"][:16]))
+    print("  repository at %s%s; measuring %s" % (
+        info["git_commit"], " with uncommitted changes in src/"
+        if info["src_modified_since_commit"] else "", os.path.relpath(built)))
     for n in notes:
         print("  check: " + n)
     print()
+    rates = jobs = stress = None
+    jobs_failed, jobs_notes = [], []
 
+    section_seconds = {}
     try:
-        # Warm-up: page cache, CPU frequency, first-run effects.
-        for _l, name, _p, _k, _t in POINT_BENCHES:
-            mc.run(fixture(name), [opts.n // 10], 1, marks=True)
-        mc.run(fixture(WHOLE), [], 20)
+        t = time.perf_counter()
+        if "points" in sections or "whole" in sections:
+            raw, native_raw, whole, variants, one_exec, native, native_marked, syscalls = \
+                measure_points_and_whole(mc, opts, sections, tmpdir)
+            section_seconds["points+whole"] = time.perf_counter() - t
+        if "rate" in sections:
+            progress("executions per second on small fixtures")
+            t = time.perf_counter()
+            rates = measure_rates(mc, opts)
+            section_seconds["rate"] = time.perf_counter() - t
+        if "jobs" in sections:
+            progress("1 job vs 2 jobs")
+            t = time.perf_counter()
+            jobs, jobs_failed, jobs_notes = measure_jobs(mc, opts)
+            section_seconds["jobs"] = time.perf_counter() - t
+        if "stress" in sections:
+            progress("stress testing vs mcheck on the buggy fixtures")
+            t = time.perf_counter()
+            stress = measure_stress(mc, opts)
+            section_seconds["stress"] = time.perf_counter() - t
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
 
+    # ----------------------------------------------------------------- report
+    results = {"machine": info, "parameters": {k: v for k, v in vars(opts).items()
+                                               if k != "out"},
+               "sections": sections,
+               "mcheck_has_jobs_option": mc.has_jobs, "points": [], "whole_execution": {}}
+    misses = []
+    if "points" in sections:
+        report_points(results, misses, raw, native_raw, syscalls, opts)
+    if "whole" in sections:
+        report_whole(results, mc, whole, variants, one_exec, native, native_marked, opts)
+    if rates is not None:
+        print_rates(rates, opts)
+        results["executions_per_second"] = rates
+    if jobs is not None:
+        print_jobs(jobs, jobs_failed, jobs_notes, opts)
+        results["jobs_speedup"] = {"searches": jobs, "checks_failed": jobs_failed,
+                                   "notes": jobs_notes}
+    if stress is not None:
+        print_stress(stress, opts)
+        results["stress_vs_mcheck"] = stress
+    total = time.perf_counter() - started
+    results["harness_seconds"] = total
+    results["section_seconds"] = section_seconds
+    results["machine"]["loadavg_at_end"] = os.getloadavg()[0]
+    results["targets_missed"] = misses
+    results["checks_failed"] = jobs_failed
+    if "points" in sections:
+        print("Targets (<= %g us per syscall-type point, <= %g us per breakpoint-type point): %s"
+              % (TARGET_SYSCALL_US, TARGET_BREAKPOINT_US,
+                 "MISSED by " + ", ".join(misses) + " (benchmarks inform; exit status stays 0)"
+                 if misses else "all met"))
+    print("Harness time %.0f s (%s); load average %.2f at start, %.2f at end; JSON written to %s"
+          % (total, ", ".join("%s %.0f s" % kv for kv in section_seconds.items()),
+             info["loadavg_at_start"], results["machine"]["loadavg_at_end"],
+             os.path.relpath(opts.out)))
+
+    os.makedirs(os.path.dirname(opts.out), exist_ok=True)
+    with open(opts.out, "w") as f:
+        json.dump(results, f, indent=2)
+        f.write("\n")
+    if jobs_failed:
+        print("bench: error: %s" % "; ".join(jobs_failed), file=sys.stderr)
+        return 2
+    return 0
+
+
+def progress(what):
+    sys.stdout.flush()
+    print("  ... %s" % what, file=sys.stderr, flush=True)
+
+
+def sha256_of(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def measure_points_and_whole(mc, opts, sections, tmpdir):
+    """Sections "points" (1, 2) and "whole" (3).  Returns the raw samples."""
+    raw = native_raw = whole = variants = one_exec = native = native_marked = None
+    syscalls = None
+    # Warm-up: page cache, CPU frequency, first-run effects.
+    for _l, name, _p, _k, _t in POINT_BENCHES:
+        mc.run(fixture(name), [opts.n // 10], 1, marks=True)
+    mc.run(fixture(WHOLE), [], 20)
+
+    if "points" in sections:
+        progress("cost per scheduling point")
         # ---- 1 and 2: per-point costs, every fixture in every repetition
         raw = {b[1]: {"loop_us": [], "report_us": [], "loop0_s": [], "loopN_s": [],
                       "report0_s": [], "reportN_s": []} for b in POINT_BENCHES}
@@ -434,6 +1049,8 @@ def main():
                 tn = run_native(fixture(name), [opts.native_n], marks=True).loop
                 native_raw[name].append((tn - t0) / (opts.native_n * per_iter) * 1e6)
 
+    if "whole" in sections:
+        progress("whole executions")
         # ---- 3: whole executions.  Per execution = time from the start of main
         # in one execution to the start of main in the next ('S' marks), i.e.
         # everything mcheck does per execution; cross-check: elapsed_seconds /
@@ -465,17 +1082,13 @@ def main():
         native_marked = [run_native(prog, [], marks=True)
                          for _ in range(min(100, opts.native_runs))]
 
-        syscalls = None if opts.no_perf else tracer_syscalls_per_point(mc, min(opts.n, 2000),
-                                                                        tmpdir)
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+    if "points" in sections and not opts.no_perf:
+        progress("tracer syscalls per point (perf trace)")
+        syscalls = tracer_syscalls_per_point(mc, min(opts.n, 2000), tmpdir)
+    return raw, native_raw, whole, variants, one_exec, native, native_marked, syscalls
 
-    # ----------------------------------------------------------------- report
-    results = {"machine": info, "parameters": {k: v for k, v in vars(opts).items()
-                                               if k != "out"},
-               "mcheck_has_jobs_option": mc.has_jobs, "points": [], "whole_execution": {}}
-    misses = []
 
+def report_points(results, misses, raw, native_raw, syscalls, opts):
     print("Cost per scheduling point: (t_N - t_0) / points, mcheck --max-executions 1")
     cols = "%-38s %6s %9s %13s %10s %9s %8s %6s %9s %5s"
     hdr = cols % ("point type", "points", "median us", "min-max us", "report us",
@@ -536,6 +1149,8 @@ def main():
                   % (label, sum(per.values()), stops, detail))
         print()
 
+
+def report_whole(results, mc, whole, variants, one_exec, native, native_marked, opts):
     nat = median([r.wall for r in native])
     nat_main = median([r.loop for r in native_marked]) * 1e6
     ow = median([r.wall for r in one_exec])
@@ -583,23 +1198,6 @@ def main():
         "ratio_one_execution_process_to_native": ow / nat,
     }
     print()
-    total = time.perf_counter() - started
-    results["harness_seconds"] = total
-    results["machine"]["loadavg_at_end"] = os.getloadavg()[0]
-    results["targets_missed"] = misses
-    print("Targets (<= %g us per syscall-type point, <= %g us per breakpoint-type point): %s"
-          % (TARGET_SYSCALL_US, TARGET_BREAKPOINT_US,
-             "MISSED by " + ", ".join(misses) + " (benchmarks inform; exit status stays 0)"
-             if misses else "all met"))
-    print("Harness time %.0f s; load average %.2f at start, %.2f at end; JSON written to %s"
-          % (total, info["loadavg_at_start"], results["machine"]["loadavg_at_end"],
-             os.path.relpath(opts.out)))
-
-    os.makedirs(os.path.dirname(opts.out), exist_ok=True)
-    with open(opts.out, "w") as f:
-        json.dump(results, f, indent=2)
-        f.write("\n")
-    return 0
 
 
 if __name__ == "__main__":

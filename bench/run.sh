@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # mcheck benchmarks: cost per scheduling point (syscall-type, breakpoint-type)
-# and per whole execution, measured side by side with medians over
+# and per whole execution, executions per second on small fixtures against
+# native runs, the speed-up from 1 to 2 jobs, and stress testing against
+# mcheck on the buggy fixtures, measured side by side with medians over
 # repetitions.  `make bench` builds target/release/mcheck and the fixtures,
 # then runs this script.  Options are passed on to bench/bench.py (--help).
 # Writes target/bench-results.json.  Exits 0 whether or not the targets are
@@ -22,4 +24,5 @@ for f in bench_yield bench_mutex bench_atomic bench_two_threads; do
 done
 command -v python3 >/dev/null || { echo "bench: python3 is required" >&2; exit 2; }
 
-exec python3 bench/bench.py "$@"
+python3 bench/bench.py "$@"
+python3 bench/races.py

@@ -260,6 +260,27 @@ impl Process {
         Ok(result)
     }
 
+    /// Where an unconditional jump at `addr` (under a breakpoint) goes: the target of a
+    /// direct `jmp`, or the pointer a `jmp [rip+x]` (a PLT stub) reads. None for any other
+    /// instruction. Stepping over such a breakpoint is then a register write, not a
+    /// single-step.
+    pub fn jump_target(&self, addr: u64) -> Option<u64> {
+        let mut code = [0u8; 16];
+        self.mem.read(addr, &mut code).ok()?;
+        code[0] = self.bps.original_byte(addr)?;
+        let insn = decode_at(&code, addr);
+        if insn.mnemonic() != iced_x86::Mnemonic::Jmp || insn.op_count() != 1 {
+            return None;
+        }
+        match insn.op0_kind() {
+            OpKind::NearBranch64 => Some(insn.near_branch_target()),
+            OpKind::Memory if insn.is_ip_rel_memory_operand() => {
+                self.mem.read_u64(insn.ip_rel_memory_address()).ok()
+            }
+            _ => None,
+        }
+    }
+
     /// Effective address of the memory operand of `insn` (decoded at its file address, in a
     /// file loaded with `bias`) with thread `t`'s registers.
     pub fn effective_address(&self, t: ThreadId, insn: &Instruction, bias: u64) -> u64 {

@@ -181,6 +181,19 @@ impl Execution<'_> {
     /// stepped instruction (a NULL dereference in an instrumented access) is a finding, or,
     /// when the program handles that signal, delivered to it.
     pub(super) fn step_and_resume(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
+        if let StopPlace::Breakpoint(addr) = self.p.threads[t].place {
+            if let Some(target) = self.p.jump_target(addr) {
+                // A PLT stub or a tail-call shim: jump for it, no single-step needed.
+                let mut r = self.p.threads[t].regs;
+                r.rip = target;
+                regs::set(self.p.threads[t].tid, r)?;
+                self.p.threads[t].regs = r;
+                self.p.threads[t].place = StopPlace::Event;
+                let sig = self.p.threads[t].pending_signal.take();
+                events::resume(self.p.threads[t].tid, sig)?;
+                return Ok(None);
+            }
+        }
         if let Some(crate::tracee::Event::Signal(sig)) = self.p.step_over_breakpoint(t)? {
             if let Some(f) = self.signal_finding(t, sig) {
                 return Ok(Some(RunResult::Found(f)));

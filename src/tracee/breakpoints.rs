@@ -64,6 +64,11 @@ impl Breakpoints {
         Ok(())
     }
 
+    /// The original byte under the breakpoint at `addr`.
+    pub fn original_byte(&self, addr: u64) -> Option<u8> {
+        self.original.get(&addr).copied()
+    }
+
     /// Whether `addr` holds one of our breakpoints.
     pub fn contains(&self, addr: u64) -> bool {
         self.original.contains_key(&addr)

@@ -312,3 +312,57 @@ fn sigkill_of_mcheck_leaves_nothing() {
         left.join("\n  ")
     );
 }
+
+/// Stopped orphans left by an mcheck that died between forking a tracee and seizing it:
+/// processes adopted by init, stopped, still named after an mcheck worker thread (they have
+/// not exec'd yet).
+fn stopped_unseized_orphans() -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = &stat[open + 1..close];
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        if comm.starts_with("mcheck-worker")
+            && rest.first() == Some(&"T")
+            && rest.get(1) == Some(&"1")
+        {
+            found.push(format!("{pid} {comm}"));
+        }
+    }
+    found
+}
+
+#[test]
+fn killing_mcheck_while_it_launches_leaves_no_stopped_child() {
+    let fx = fixture("abba_O0");
+    let copy = PrivateCopy::new(&fx.binary);
+    for i in 0..40u64 {
+        let mut child = spawn_mcheck(&copy, &fx, "100000");
+        // Kill at many moments of the first launches (fork, stop, seize, exec).
+        thread::sleep(Duration::from_micros(i * 250));
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    thread::sleep(Duration::from_millis(300));
+    let left = stopped_unseized_orphans();
+    assert!(
+        left.is_empty(),
+        "stopped children of a killed mcheck were left behind: {left:?}"
+    );
+}

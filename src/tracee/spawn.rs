@@ -76,6 +76,8 @@ pub fn spawn_traced(
     envp_ptrs.push(std::ptr::null());
     let trap_rdtsc = stdio.trap_rdtsc;
     let out_fd = stdio.stdout.as_ref().map(|f| f.as_raw_fd());
+    // SAFETY: getpid has no preconditions.
+    let tracer_pid = unsafe { libc::getpid() };
     let err_fd = stdio.stderr.as_ref().map(|f| f.as_raw_fd());
 
     // SAFETY: fork in a possibly multi-threaded process: the child only calls
@@ -96,6 +98,12 @@ pub fn spawn_traced(
             }
             if let Some(fd) = err_fd {
                 libc::dup2(fd, 2);
+            }
+            // Until the tracer seizes it (and PTRACE_O_EXITKILL takes over), a child whose
+            // tracer dies would stay stopped forever: make it die with its parent thread.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            if libc::getppid() != tracer_pid {
+                libc::_exit(126);
             }
             libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
             if trap_rdtsc {

@@ -56,6 +56,9 @@ import sys
 import tempfile
 import time
 
+# The harness of the other benchmarks: its syscall counting is shared, not copied.
+from bench import perf_trace_counts
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MCHECK_BUILT = os.path.join(ROOT, "target", "release", "mcheck")
 FIXTURES_DIR = os.path.join(ROOT, "tracee-fixtures")
@@ -326,33 +329,6 @@ def measure_access(mc, opts):
             "report_ms_n0": median([r["report"] for r in runs[(v, 0)]]) * 1e3,
         }
     return res
-
-
-def perf_trace_counts(cmd, tmpdir):
-    """Syscall counts of mcheck's own threads while running cmd, from
-    `perf trace -s` (tracepoints, not ptrace, so it can watch a ptracer).
-    None when perf trace is unavailable."""
-    out = os.path.join(tmpdir, "perf-trace.txt")
-    try:
-        p = subprocess.run(["perf", "trace", "-s", "-o", out, "--"] + cmd,
-                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if p.returncode != 0 or not os.path.exists(out):
-        return None
-    counts = {}
-    comm = None
-    with open(out) as f:
-        for line in f:
-            h = re.match(r"^ (\S.*) \((\d+)\), \d+ events", line)
-            if h:
-                comm = h.group(1)
-                continue
-            row = re.match(r"^\s+([a-z_0-9]+)\s+(\d+)\s+(\d+)\s+[\d.]+", line)
-            if row and comm is not None and comm.startswith("mcheck"):
-                counts[row.group(1)] = counts.get(row.group(1), 0) + int(row.group(2))
-    return counts or None
 
 
 def tracer_syscalls_per_access(mc, n=2000):

@@ -862,11 +862,7 @@ impl Execution<'_> {
                 if self.panic.is_none() {
                     self.panic = Some(self.thread_report(t, "panicked".into()));
                 }
-                if let Some(ev) = self.p.step_over_breakpoint(t)? {
-                    return Ok(self.fault_during_step(t, ev)?.map(RunResult::Found));
-                }
-                events::resume(self.p.threads[t].tid, None)?;
-                return Ok(None);
+                return self.step_and_resume(t);
             }
         };
         self.point(t, op, site)

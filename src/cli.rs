@@ -132,6 +132,13 @@ pub struct CheckArgs {
     /// Do not trace libraries whose path contains PATTERN (repeatable).
     #[arg(long, value_name = "PATTERN")]
     pub no_trace_lib: Vec<String>,
+    /// Start every execution from exec, not from a fork snapshot of the program taken at
+    /// its first thread creation (for comparison, or as an escape hatch).
+    #[arg(long)]
+    pub no_snapshots: bool,
+    /// Most resident memory the fork snapshots of one worker may hold (suffixes K, M, G).
+    #[arg(long, default_value = "1G", value_name = "BYTES", value_parser = parse_bytes)]
+    pub snapshot_memory: u64,
     /// Directory for schedule files.
     #[arg(long, default_value = "mcheck-out", value_name = "DIR")]
     pub out: PathBuf,
@@ -160,6 +167,31 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         _ => Err(format!("`{s}` is not a positive number of seconds")),
     }
+}
+
+/// Parses a byte count with an optional K, M or G suffix (powers of 1024).
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => t.split_at(i),
+        None => (t, ""),
+    };
+    let scale: u64 = match unit
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        _ => return Err(format!("`{s}` is not a byte count (use e.g. 512M or 2G)")),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("`{s}` is not a byte count (use e.g. 512M or 2G)"))
 }
 
 /// Quotes `s` for a POSIX shell when it needs it.

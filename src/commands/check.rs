@@ -42,6 +42,8 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             trace_lib: args.trace_lib.clone(),
             no_trace_lib: args.no_trace_lib.clone(),
             stack_requests: Vec::new(),
+            snapshots: !args.no_snapshots,
+            snapshot_memory: args.snapshot_memory,
         },
         plan: plan(args),
         jobs: args

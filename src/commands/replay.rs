@@ -44,6 +44,9 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         trace_lib: schedule.options.trace_lib.clone(),
         no_trace_lib: schedule.options.no_trace_lib.clone(),
         stack_requests: Vec::new(),
+        // One execution: nothing to gain from a snapshot.
+        snapshots: false,
+        snapshot_memory: 0,
     };
     let mut sched = ReplayScheduler::new(schedule.decisions.clone());
     let outcome = run_single(

@@ -78,7 +78,7 @@ pub struct HeapBlock {
 pub type SyncKey = (u8, Addr);
 
 /// The detector of one execution.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct RaceDetector {
     threads: Vec<VectorClock>,
     finished: HashMap<ThreadId, VectorClock>,

@@ -1,62 +1,135 @@
 //! The program's stderr, read through a pipe: passed on to mcheck's stderr (unless
 //! `--quiet-program`) and its tail kept, to quote an assertion or panic message.
+//!
+//! One pipe serves all the executions of a worker, because fork snapshots keep its write
+//! end open in the template process: the end of an execution is marked by a marker the
+//! tracer writes into the pipe itself once the execution's processes are gone, so everything
+//! before the marker is that execution's output.
 
 use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver};
 
 const KEEP: usize = 64 * 1024;
 
-/// A running capture of one execution's stderr.
+/// Written by the tracer between two executions' output (never printed).
+const MARKER: &[u8] = b"\0\x01mcheck-end-of-execution\x01\0";
+
+/// A worker's capture of its executions' stderr.
 pub struct StderrCapture {
-    done: Receiver<Vec<u8>>,
+    write_end: OwnedFd,
+    segments: Receiver<Vec<u8>>,
 }
 
 impl StderrCapture {
-    /// Creates the pipe; returns the capture and the write end to give the child.
-    pub fn start(echo: bool) -> std::io::Result<(StderrCapture, OwnedFd)> {
+    /// Creates the pipe and the thread that reads it.
+    pub fn start(echo: bool) -> std::io::Result<StderrCapture> {
         // Close-on-exec: with several workers, another worker's tracee must not inherit
-        // this pipe (its end of file would wait for that process). dup2 onto the child's
-        // fd 2 clears the flag there.
+        // this pipe. dup2 onto the child's fd 2 clears the flag there.
         let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-        let (tx, rx) = bounded(1);
+        let (tx, rx) = bounded(4);
         std::thread::Builder::new()
             .name("mcheck-stderr".into())
             .spawn(move || {
                 let mut file = std::fs::File::from(read_end);
-                let mut tail = Vec::new();
+                let mut split = MarkerSplitter::default();
                 let mut buf = [0u8; 8192];
                 loop {
                     match file.read(&mut buf) {
                         Ok(0) => break,
-                        Ok(n) => {
-                            if echo {
-                                let _ = std::io::stderr().write_all(&buf[..n]);
-                            }
-                            tail.extend_from_slice(&buf[..n]);
-                            if tail.len() > 2 * KEEP {
-                                tail.drain(..tail.len() - KEEP);
-                            }
-                        }
+                        Ok(n) => split.feed(
+                            &buf[..n],
+                            |bytes| {
+                                if echo {
+                                    let _ = std::io::stderr().write_all(bytes);
+                                }
+                            },
+                            |segment| {
+                                let _ = tx.send(segment);
+                            },
+                        ),
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                         Err(_) => break,
                     }
                 }
-                let _ = tx.send(tail);
             })?;
-        Ok((StderrCapture { done: rx }, write_end))
+        Ok(StderrCapture {
+            write_end,
+            segments: rx,
+        })
     }
 
-    /// Waits (briefly) for end of file and returns the kept tail as text.
-    pub fn finish(self) -> String {
+    /// A descriptor for a new process's stderr.
+    pub fn writer(&self) -> std::io::Result<OwnedFd> {
+        self.write_end.as_fd().try_clone_to_owned()
+    }
+
+    /// Ends the current execution's output (call once its processes are gone) and returns
+    /// its kept tail as text.
+    pub fn finish_execution(&self) -> String {
+        let mut w = std::fs::File::from(self.write_end.try_clone().expect("dup stderr pipe"));
+        if w.write_all(MARKER).is_err() {
+            return String::new();
+        }
         let bytes = self
-            .done
+            .segments
             .recv_timeout(Duration::from_secs(2))
             .unwrap_or_default();
         String::from_utf8_lossy(&bytes).into_owned()
     }
+}
+
+/// Splits a byte stream at [`MARKER`]s, keeping the tail of each segment.
+#[derive(Default)]
+struct MarkerSplitter {
+    /// Bytes that may be the start of a marker cut by a read boundary.
+    carry: Vec<u8>,
+    /// The current segment's tail.
+    tail: Vec<u8>,
+}
+
+impl MarkerSplitter {
+    /// Feeds bytes: `output` gets the program's bytes, `segment` each finished segment.
+    fn feed(
+        &mut self,
+        data: &[u8],
+        mut output: impl FnMut(&[u8]),
+        mut segment: impl FnMut(Vec<u8>),
+    ) {
+        let mut bytes = std::mem::take(&mut self.carry);
+        bytes.extend_from_slice(data);
+        let mut rest = &bytes[..];
+        while let Some(i) = find(rest, MARKER) {
+            self.keep(&rest[..i], &mut output);
+            segment(std::mem::take(&mut self.tail));
+            rest = &rest[i + MARKER.len()..];
+        }
+        // A suffix that could begin a marker waits for the next read.
+        let hold = (1..MARKER.len().min(rest.len() + 1))
+            .rev()
+            .find(|&k| rest.ends_with(&MARKER[..k]))
+            .unwrap_or(0);
+        let (now, later) = rest.split_at(rest.len() - hold);
+        self.keep(now, &mut output);
+        self.carry = later.to_vec();
+    }
+
+    fn keep(&mut self, bytes: &[u8], output: &mut impl FnMut(&[u8])) {
+        if bytes.is_empty() {
+            return;
+        }
+        output(bytes);
+        self.tail.extend_from_slice(bytes);
+        if self.tail.len() > 2 * KEEP {
+            self.tail.drain(..self.tail.len() - KEEP);
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// The line of captured stderr that explains an abort or panic, if any.
@@ -84,6 +157,26 @@ pub fn failure_message(stderr: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_is_split_at_markers_even_across_reads() {
+        let mut split = MarkerSplitter::default();
+        let mut printed = Vec::new();
+        let mut segments = Vec::new();
+        let mut stream = b"first run\n".to_vec();
+        stream.extend_from_slice(MARKER);
+        stream.extend_from_slice(b"second");
+        stream.extend_from_slice(MARKER);
+        for chunk in stream.chunks(5) {
+            split.feed(
+                chunk,
+                |b| printed.extend_from_slice(b),
+                |s| segments.push(s),
+            );
+        }
+        assert_eq!(segments, vec![b"first run\n".to_vec(), b"second".to_vec()]);
+        assert_eq!(printed, b"first run\nsecond");
+    }
 
     #[test]
     fn finds_c_assert_and_rust_panic_messages() {

@@ -28,6 +28,7 @@ const EPOCH_MONOTONIC_NS: u64 = 1_000_000_000_000;
 const READ_TICK_NS: u64 = 1_000;
 
 /// Per-execution deterministic sources.
+#[derive(Clone)]
 pub struct Determinism {
     reads: u64,
     rng: Pcg64Mcg,

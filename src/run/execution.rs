@@ -22,6 +22,7 @@ use super::hooks::{merge_aliases, Convention, HookContext};
 use super::plan::{role_of, Alloc, MemFn, Role};
 use super::process::{BreakpointKind, Process, StopPlace, TracedThread};
 use super::races::{PendingReturn, ReturnAction};
+use super::snapshot::{self, NewSnapshot, PrefixRecorder, Restored, SavedExecution, SavedPoint};
 use super::syscalls::{self, ClockCall, SyscallAction, TimeSource};
 use super::worker_state::WorkerState;
 use crate::binary::{ElfFile, ErrnoTls};
@@ -29,6 +30,8 @@ use crate::detect::race::RaceDetector;
 use crate::explore::{Decision, Divergence, Point, Scheduler};
 use crate::model::{Completion, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
+use crate::tracee::fork::{fork_stopped, ForkFrom};
+use crate::tracee::procfs;
 use crate::tracee::seccomp::nr;
 use crate::tracee::spawn::{spawn_traced, StdioSetup};
 use crate::tracee::{events, regs, Event, WaitOutcome};
@@ -67,6 +70,10 @@ pub struct ExecutionConfig {
     pub no_trace_lib: Vec<String>,
     /// Accesses whose stacks to capture (a second run of a schedule that found races).
     pub stack_requests: Vec<EarlierAccess>,
+    /// Start executions from a fork snapshot taken at the first thread creation.
+    pub snapshots: bool,
+    /// Most resident memory a worker's snapshots may hold.
+    pub snapshot_memory: u64,
 }
 
 impl ExecutionConfig {
@@ -148,13 +155,73 @@ pub(super) enum ProcessEnd {
     Vanished,
 }
 
-/// Runs one execution of the program under `sched`.
+/// Runs one execution of the program under `sched`: from a copy of the worker's fork
+/// snapshot when there is one for this configuration, else from exec.
 pub fn run_execution(
     cfg: &ExecutionConfig,
     sched: &mut dyn Scheduler,
     worker: &mut WorkerState,
 ) -> Result<ExecutionOutcome> {
-    let (capture, stderr_fd) = StderrCapture::start(!cfg.quiet_program)?;
+    if worker.capture.is_none() {
+        worker.capture = Some(StderrCapture::start(!cfg.quiet_program)?);
+    }
+    let key = snapshot::key(cfg);
+    let restored = if cfg.snapshots {
+        worker.snapshots.fork_startup(&key)?
+    } else {
+        None
+    };
+    let result = match restored {
+        Some(r) => {
+            let mut exec = Execution::restored(cfg, worker, r);
+            let prefix = std::mem::take(&mut exec.restored_prefix);
+            let result = exec.run(sched, Some(prefix));
+            exec.kill_all();
+            result
+        }
+        None => {
+            let process = launch(cfg, worker)?;
+            let mut exec = Execution::fresh(cfg, worker, process);
+            if cfg.snapshots && exec.worker.snapshots.wanted(&key) {
+                exec.snapshot_key = Some(key.clone());
+                exec.prefix = Some(Default::default());
+                exec.inherited_fds = procfs::descriptors(exec.p.pid);
+            }
+            let result = exec.run(sched, None);
+            exec.kill_all();
+            result
+        }
+    };
+    if cfg.snapshots {
+        worker.snapshots.check_after_execution(&key);
+    }
+    let stderr = worker
+        .capture
+        .as_ref()
+        .map(StderrCapture::finish_execution)
+        .unwrap_or_default();
+    let mut outcome = result?;
+    if let Some(f) = &mut outcome.finding {
+        if f.kind == FindingKind::Assertion {
+            if let Some(msg) = failure_message(&stderr) {
+                if f.message.starts_with("the program") {
+                    let cause = std::mem::replace(&mut f.message, msg);
+                    f.details.insert(0, format!("({cause})"));
+                } else {
+                    f.details.insert(0, format!("the program printed: {msg}"));
+                }
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// Starts the program under ptrace, stopped at its exec.
+fn launch(cfg: &ExecutionConfig, worker: &WorkerState) -> Result<Process> {
+    let stderr_fd = match &worker.capture {
+        Some(c) => Some(c.writer()?),
+        None => None,
+    };
     let stdout = if cfg.quiet_program {
         Some(
             std::fs::OpenOptions::new()
@@ -178,63 +245,173 @@ pub fn run_execution(
         StdioSetup {
             trap_rdtsc: cfg.trap_rdtsc,
             stdout,
-            stderr: Some(stderr_fd),
+            stderr: stderr_fd,
         },
     )
     .context("launching the program under ptrace")?;
-    let process = match Process::new(pid) {
-        Ok(p) => p,
+    match Process::new(pid) {
+        Ok(p) => Ok(p),
         Err(e) => {
             let _ = kill(pid, Signal::SIGKILL);
-            reap_all(&Default::default());
-            return Err(e).context("opening the program's memory");
-        }
-    };
-    let mut exec = Execution {
-        cfg,
-        p: process,
-        model: Model::new(),
-        worker,
-        races: cfg.races.then(RaceDetector::new),
-        returns: Default::default(),
-        atomic_ranges: Vec::new(),
-        race_findings: Vec::new(),
-        recent_pcs: Default::default(),
-        traced_accesses: 0,
-        instrumented: Default::default(),
-        stack_requests: cfg.stack_requests.clone(),
-        captured_stacks: Vec::new(),
-        race_origins: Vec::new(),
-        group_exiting: false,
-        pending_clone: None,
-        resumed_at: Instant::now(),
-        interrupt_sent: false,
-        steps: 0,
-        preemptions: 0,
-        killed: false,
-        panic: None,
-        decisions: Vec::new(),
-        trace: Vec::new(),
-        window: Default::default(),
-        det: Determinism::default(),
-    };
-    let result = exec.run(sched);
-    exec.kill_all();
-    let stderr = capture.finish();
-    let mut outcome = result?;
-    if let Some(f) = &mut outcome.finding {
-        if f.kind == FindingKind::Assertion {
-            if let Some(msg) = failure_message(&stderr) {
-                if f.message.starts_with("the program") {
-                    let cause = std::mem::replace(&mut f.message, msg);
-                    f.details.insert(0, format!("({cause})"));
-                } else {
-                    f.details.insert(0, format!("the program printed: {msg}"));
-                }
-            }
+            reap_all(pid, &Default::default());
+            Err(e).context("opening the program's memory")
         }
     }
-    Ok(outcome)
+}
+
+impl<'a> Execution<'a> {
+    /// An execution of a freshly launched process.
+    fn fresh(cfg: &'a ExecutionConfig, worker: &'a mut WorkerState, p: Process) -> Self {
+        Execution {
+            cfg,
+            p,
+            model: Model::new(),
+            worker,
+            races: cfg.races.then(RaceDetector::new),
+            returns: Default::default(),
+            atomic_ranges: Vec::new(),
+            race_findings: Vec::new(),
+            recent_pcs: Default::default(),
+            traced_accesses: 0,
+            instrumented: Default::default(),
+            stack_requests: cfg.stack_requests.clone(),
+            captured_stacks: Vec::new(),
+            race_origins: Vec::new(),
+            group_exiting: false,
+            pending_clone: None,
+            resumed_at: Instant::now(),
+            interrupt_sent: false,
+            steps: 0,
+            preemptions: 0,
+            killed: false,
+            panic: None,
+            decisions: Vec::new(),
+            trace: Vec::new(),
+            window: Default::default(),
+            det: Determinism::default(),
+            snapshot_key: None,
+            prefix: None,
+            restored_prefix: Vec::new(),
+            inherited_fds: Vec::new(),
+        }
+    }
+
+    /// An execution continuing from a copy of a snapshot.
+    fn restored(cfg: &'a ExecutionConfig, worker: &'a mut WorkerState, r: Restored) -> Self {
+        let s = r.state;
+        Execution {
+            cfg,
+            p: r.process,
+            model: s.model,
+            worker,
+            races: s.races,
+            returns: s.returns,
+            atomic_ranges: s.atomic_ranges,
+            race_findings: Vec::new(),
+            recent_pcs: s.recent_pcs,
+            traced_accesses: s.traced_accesses,
+            instrumented: s.instrumented,
+            stack_requests: cfg.stack_requests.clone(),
+            captured_stacks: Vec::new(),
+            race_origins: Vec::new(),
+            group_exiting: false,
+            pending_clone: None,
+            resumed_at: Instant::now(),
+            interrupt_sent: false,
+            steps: s.steps,
+            preemptions: s.preemptions,
+            killed: false,
+            panic: s.panic,
+            decisions: s.decisions,
+            trace: s.trace,
+            window: s.window,
+            det: s.det,
+            snapshot_key: None,
+            prefix: None,
+            restored_prefix: r.prefix,
+            inherited_fds: Vec::new(),
+        }
+    }
+
+    /// The tracer-side state now, for a snapshot.
+    fn save_state(&self) -> SavedExecution {
+        SavedExecution {
+            model: self.model.clone(),
+            races: self.races.clone(),
+            returns: self.returns.clone(),
+            atomic_ranges: self.atomic_ranges.clone(),
+            recent_pcs: self.recent_pcs.clone(),
+            traced_accesses: self.traced_accesses,
+            instrumented: self.instrumented.clone(),
+            steps: self.steps,
+            preemptions: self.preemptions,
+            panic: self.panic.clone(),
+            decisions: self.decisions.clone(),
+            trace: self.trace.clone(),
+            window: self.window.clone(),
+            det: self.det.clone(),
+        }
+    }
+
+    /// At the first thread creation (`t` at the clone's seccomp stop with registers `r`):
+    /// forks the template of the worker's startup snapshot. True when it was taken; the
+    /// thread is then stopped at the `syscall` again, to run the clone as if nothing happened.
+    fn take_startup_snapshot(&mut self, t: ThreadId, r: &regs::Regs, key: String) -> Result<bool> {
+        let rec = self.prefix.take().unwrap_or_default();
+        let pid = self.p.pid;
+        let refusal = if self.p.threads.len() != 1 || t != 0 {
+            Some("the first thread creation was not made by the main thread alone".to_string())
+        } else if rec.overflowed {
+            Some("the program makes too many scheduling decisions before its first thread".into())
+        } else if !self.p.foreign.is_empty() {
+            Some("the program started child processes before its first thread".into())
+        } else if self.p.mem.read_u16(r.rip.wrapping_sub(2)).ok() != Some(0x050f) {
+            Some("the clone was not made by a syscall instruction".into())
+        } else if procfs::resident_bytes(pid) > self.cfg.snapshot_memory {
+            Some(format!(
+                "the program's resident memory at its first thread ({} MiB) is above --snapshot-memory",
+                procfs::resident_bytes(pid) >> 20
+            ))
+        } else {
+            procfs::fork_hazard(pid, &self.inherited_fds)
+        };
+        let tid_addr = snapshot::cached_tid_address(&self.p.mem, r.fs_base, pid);
+        let refusal = refusal.or_else(|| {
+            tid_addr
+                .is_none()
+                .then(|| "the C library's cached thread id could not be found".to_string())
+        });
+        if let Some(why) = refusal {
+            self.worker.snapshots.refuse(&key, why);
+            return Ok(false);
+        }
+        let mut canonical = *r;
+        canonical.rip = r.rip - 2;
+        canonical.rax = r.orig_rax;
+        canonical.orig_rax = u64::MAX;
+        let state = self.save_state();
+        let template = fork_stopped(pid, ForkFrom::SeccompStop, &canonical)
+            .context("forking the startup snapshot")?;
+        let mut process = self.p.copy_for(template)?;
+        process.threads[0].regs = canonical;
+        process.threads[0].place = StopPlace::Event;
+        self.worker.snapshots.store(
+            &key,
+            NewSnapshot {
+                template,
+                regs: canonical,
+                tid_addr: tid_addr.expect("checked"),
+                process,
+                state,
+                prefix: rec.points,
+            },
+        );
+        let th = &mut self.p.threads[t];
+        th.regs = canonical;
+        th.place = StopPlace::Event;
+        events::resume(th.tid, None)?;
+        Ok(true)
+    }
 }
 
 /// The program's environment: the configured one, with rseq disabled for determinism.
@@ -297,6 +474,15 @@ pub(super) struct Execution<'a> {
     pub(super) trace: Vec<TraceStep>,
     pub(super) window: std::collections::VecDeque<(Vec<ThreadId>, ThreadId)>,
     pub(super) det: Determinism,
+    /// Set while this execution should fork the startup snapshot at its first thread
+    /// creation (the key of its configuration).
+    pub(super) snapshot_key: Option<String>,
+    /// The start's decisions, recorded while a snapshot is wanted.
+    pub(super) prefix: Option<PrefixRecorder>,
+    /// The decisions a restored execution skipped, to show the strategy.
+    pub(super) restored_prefix: Vec<SavedPoint>,
+    /// The descriptors the program was started with (while a snapshot is wanted).
+    pub(super) inherited_fds: Vec<(i32, String)>,
 }
 
 const CLONE_THREAD: u64 = 0x0001_0000;
@@ -304,15 +490,48 @@ const CLONE_CHILD_CLEARTID: u64 = 0x0020_0000;
 const CLONE_SETTLS: u64 = 0x0008_0000;
 
 impl Execution<'_> {
-    fn run(&mut self, sched: &mut dyn Scheduler) -> Result<ExecutionOutcome> {
-        let rsp = self.p.load_regs(0)?.rsp;
-        self.det
-            .patch_auxv(&self.p.mem, rsp)
-            .context("making the execution deterministic (auxv)")?;
-        let entry = auxv_entry(self.p.pid)?;
-        self.p
-            .add_breakpoints(&[entry], |_| Some(BreakpointKind::Entry))?;
+    /// Runs the execution to its end: from exec, or from a snapshot copy whose skipped
+    /// decisions (`restored`) are first shown to the strategy again.
+    fn run(
+        &mut self,
+        sched: &mut dyn Scheduler,
+        restored: Option<Vec<SavedPoint>>,
+    ) -> Result<ExecutionOutcome> {
         let mut current: Option<ThreadId> = None;
+        match restored {
+            None => {
+                let rsp = self.p.load_regs(0)?.rsp;
+                self.det
+                    .patch_auxv(&self.p.mem, rsp)
+                    .context("making the execution deterministic (auxv)")?;
+                let entry = auxv_entry(self.p.pid)?;
+                self.p
+                    .add_breakpoints(&[entry], |_| Some(BreakpointKind::Entry))?;
+            }
+            Some(prefix) => {
+                for saved in &prefix {
+                    match sched.choose(&saved.point()) {
+                        Ok(t) if t == saved.chosen => current = Some(t),
+                        Ok(t) => {
+                            let mut out = self.outcome(None);
+                            out.divergence = Some(Divergence {
+                                step: saved.step,
+                                reason: format!(
+                                    "the strategy chose T{t} where only T{} could run",
+                                    saved.chosen
+                                ),
+                            });
+                            return Ok(out);
+                        }
+                        Err(d) => {
+                            let mut out = self.outcome(None);
+                            out.divergence = Some(d);
+                            return Ok(out);
+                        }
+                    }
+                }
+            }
+        }
         let first = self.resume_and_run(0)?;
         if let Some(done) = self.settle(0, first)? {
             return Ok(done);
@@ -360,6 +579,9 @@ impl Execution<'_> {
             };
             if point.is_preemption(t) {
                 self.preemptions += 1;
+            }
+            if let Some(rec) = self.prefix.as_mut() {
+                rec.record(&point, t);
             }
             let op = ops[enabled.iter().position(|&u| u == t).unwrap_or(0)];
             self.window.push_back((enabled.clone(), t));
@@ -934,6 +1156,18 @@ impl Execution<'_> {
         let tid = self.p.threads[t].tid;
         let nr = r.orig_rax as i64;
         let a = regs::syscall_args(&r);
+        if let Some(key) = self.snapshot_key.take() {
+            let flags = match nr {
+                nr::CLONE => a[0],
+                nr::CLONE3 => self.p.mem.read_u64(a[0]).unwrap_or(0),
+                _ => 0,
+            };
+            if flags & CLONE_THREAD == 0 {
+                self.snapshot_key = Some(key);
+            } else if self.take_startup_snapshot(t, &r, key)? {
+                return Ok(None);
+            }
+        }
         self.p.threads[t].place = StopPlace::Syscall;
         match nr {
             nr::CLONE => self.pending_clone = Some((a[0], a[3], a[4])),
@@ -1205,7 +1439,7 @@ impl Execution<'_> {
         for &f in &self.p.foreign {
             let _ = kill(f, Signal::SIGKILL);
         }
-        reap_all(&self.p.foreign);
+        reap_all(self.p.pid, &self.p.foreign);
     }
 
     fn wait_process_end(&mut self) -> Result<ProcessEnd> {
@@ -1251,12 +1485,21 @@ fn auxv_entry(pid: Pid) -> Result<u64> {
 }
 
 /// Reaps every child of this tracer thread, continuing exit stops until none is left.
-fn reap_all(foreign: &std::collections::HashSet<Pid>) {
+fn reap_all(pid: Pid, foreign: &std::collections::HashSet<Pid>) {
     let deadline = Instant::now() + Duration::from_secs(10);
+    // Only this execution's processes: the worker's snapshot templates stay stopped.
+    let mut left: std::collections::HashSet<Pid> = foreign.clone();
+    left.insert(pid);
     loop {
+        // A process reaped before (its end was seen during the execution) is gone for good;
+        // a zombie still accepts signal 0 until it is reaped here.
+        left.retain(|&p| kill(p, None).is_ok());
+        if left.is_empty() {
+            return;
+        }
         match events::wait(None) {
             Ok(WaitOutcome::Event(pid, Event::Exited(_) | Event::Killed(_))) => {
-                let _ = pid;
+                left.remove(&pid);
             }
             Ok(WaitOutcome::Event(pid, _)) => {
                 let _ = kill(pid, Signal::SIGKILL);

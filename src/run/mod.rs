@@ -12,6 +12,7 @@ mod plan;
 mod process;
 mod races;
 pub mod search;
+mod snapshot;
 mod stacks;
 mod syscalls;
 mod worker_state;

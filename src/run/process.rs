@@ -65,7 +65,7 @@ pub enum StopPlace {
 }
 
 /// Tracer-side state of one thread.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct TracedThread {
     /// OS thread id.
     pub tid: Pid,
@@ -172,6 +172,28 @@ impl Process {
             early_stops: HashSet::new(),
             foreign: HashSet::new(),
             errno_tp_offset: None,
+        })
+    }
+
+    /// The tracer-side record of `copy`, a fork copy of this single-threaded process made
+    /// while it was stopped: same breakpoints (the copy's memory has them), its main thread
+    /// renamed, nothing foreign or early.
+    pub fn copy_for(&self, copy: Pid) -> io::Result<Process> {
+        let mut threads = self.threads.clone();
+        threads.truncate(1);
+        threads[0].tid = copy;
+        let mut by_tid = HashMap::new();
+        by_tid.insert(copy, 0);
+        Ok(Process {
+            pid: copy,
+            mem: Memory::open(copy)?,
+            bps: self.bps.clone(),
+            bp_kinds: self.bp_kinds.clone(),
+            threads,
+            by_tid,
+            early_stops: HashSet::new(),
+            foreign: HashSet::new(),
+            errno_tp_offset: self.errno_tp_offset,
         })
     }
 

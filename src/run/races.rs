@@ -344,7 +344,12 @@ impl Execution<'_> {
         let (insn, info, _) = &plan.accesses[index];
         let ea = self.p.effective_address(t, insn, bias);
         let write = info.kind != AccessKind::Read;
-        if self.cfg.preempt_on_races && self.worker.racy_addresses.contains(&ea) {
+        // Racy addresses are points only once threads exist: the single-threaded start must
+        // stay the same in every execution (it is what a fork snapshot skips).
+        if self.cfg.preempt_on_races
+            && self.model.thread_count() > 1
+            && self.worker.racy_addresses.contains(&ea)
+        {
             self.p.threads[t].place = StopPlace::Breakpoint(addr);
             return self.point(t, Op::MemoryAccess { addr: ea, write }, addr);
         }

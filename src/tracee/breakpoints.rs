@@ -9,7 +9,7 @@ use super::memory::Memory;
 const INT3: u8 = 0xcc;
 
 /// The breakpoints inserted in one process.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Breakpoints {
     original: HashMap<u64, u8>,
 }

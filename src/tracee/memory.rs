@@ -51,6 +51,13 @@ impl Memory {
         self.write(addr, &v.to_le_bytes())
     }
 
+    /// Reads a little-endian u16.
+    pub fn read_u16(&self, addr: u64) -> io::Result<u16> {
+        let mut b = [0u8; 2];
+        self.read(addr, &mut b)?;
+        Ok(u16::from_le_bytes(b))
+    }
+
     /// Reads one byte.
     pub fn read_u8(&self, addr: u64) -> io::Result<u8> {
         let mut b = [0u8; 1];

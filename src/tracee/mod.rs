@@ -1,11 +1,14 @@
 //! The ptrace layer: everything that touches a traced process lives here, and only here may
 //! `unsafe` appear. Spawning under seccomp, waiting for and decoding stops, registers, memory,
-//! breakpoints, CPU pinning and the watchdog tick that lets the tracer notice a runaway thread.
+//! breakpoints, fork snapshots, /proc inspection, CPU pinning and the watchdog tick that
+//! lets the tracer notice a runaway thread.
 
 pub mod breakpoints;
 pub mod cpu;
 pub mod events;
+pub mod fork;
 pub mod memory;
+pub mod procfs;
 pub mod regs;
 pub mod seccomp;
 pub mod spawn;

@@ -1,0 +1,148 @@
+//! Fork snapshots of a stopped tracee: a `clone(CLONE_PARENT|SIGCHLD)` is made *by the
+//! tracee itself*, driven through ptrace, so that the copy is an exact image of its memory.
+//!
+//! CLONE_PARENT makes mcheck the copy's parent (no zombie waits on a stopped template, no
+//! SIGCHLD into it); the copy is auto-attached with the tracee's ptrace options (seccomp
+//! filter and EXITKILL included) because the tracee was seized with TRACEFORK. Both the
+//! tracee and the copy end stopped with the same caller-given registers, so each resumes
+//! from exactly the same place.
+
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use super::events::{self, Event, WaitOutcome};
+use super::regs::{self, Regs};
+
+const SYS_CLONE: u64 = 56;
+const CLONE_PARENT: u64 = 0x0000_8000;
+const SIGCHLD: u64 = 17;
+
+/// Why a fork snapshot could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ForkError {
+    /// A ptrace or wait call failed.
+    #[error("ptrace failed while forking the tracee: {0}")]
+    Ptrace(#[from] Errno),
+    /// The tracee reported something other than the expected stop.
+    #[error("unexpected stop while forking the tracee: {0}")]
+    Unexpected(String),
+}
+
+/// Where the tracee is stopped when it is asked to fork.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForkFrom {
+    /// At a seccomp stop: the pending syscall is turned into the clone (the kernel re-checks
+    /// the filter and lets it through without a second stop).
+    SeccompStop,
+    /// At any other stop: the clone is run by the `syscall` instruction at this address
+    /// (which goes through one seccomp stop first, as clone is trapped).
+    Stop {
+        /// Address of a `syscall` instruction (0f 05) in the tracee.
+        syscall_insn: u64,
+    },
+}
+
+/// Makes stopped, single-threaded tracee `pid` fork. Afterwards the tracee and its copy are
+/// both stopped (the tracee in a syscall-exit stop, the copy in its first stop) with
+/// registers `restore`, and the copy's pid is returned.
+pub fn fork_stopped(pid: Pid, from: ForkFrom, restore: &Regs) -> Result<Pid, ForkError> {
+    let mut r = *restore;
+    r.rdi = CLONE_PARENT | SIGCHLD;
+    r.rsi = 0; // same stack, copied
+    r.rdx = 0;
+    r.r10 = 0;
+    r.r8 = 0;
+    match from {
+        ForkFrom::SeccompStop => {
+            r.orig_rax = SYS_CLONE;
+            regs::set(pid, r)?;
+        }
+        ForkFrom::Stop { syscall_insn } => {
+            r.rip = syscall_insn;
+            r.rax = SYS_CLONE;
+            r.orig_rax = u64::MAX;
+            regs::set(pid, r)?;
+            ptrace::cont(pid, None)?;
+            expect(
+                pid,
+                |e| matches!(e, Event::Seccomp),
+                "the injected clone's seccomp stop",
+            )?;
+        }
+    }
+    ptrace::cont(pid, None)?;
+    let child = match wait_for(pid)? {
+        Event::Fork(child) => child,
+        other => {
+            return Err(ForkError::Unexpected(format!(
+                "{other:?} instead of the fork event"
+            )))
+        }
+    };
+    let child_ready = settle_copy(child, restore);
+    // Let the clone return, then put the tracee back as it was.
+    ptrace::syscall(pid, None)?;
+    expect(
+        pid,
+        |e| matches!(e, Event::Trap),
+        "the clone's syscall-exit stop",
+    )?;
+    regs::set(pid, *restore)?;
+    match child_ready {
+        Ok(()) => Ok(child),
+        Err(e) => {
+            discard(child);
+            Err(e)
+        }
+    }
+}
+
+/// Consumes the copy's first stop and gives it the registers to resume from.
+fn settle_copy(child: Pid, restore: &Regs) -> Result<(), ForkError> {
+    expect(
+        child,
+        |e| matches!(e, Event::Stop(_) | Event::Signal(Signal::SIGSTOP)),
+        "the copy's first stop",
+    )?;
+    regs::set(child, *restore)?;
+    Ok(())
+}
+
+/// Kills a stopped copy (or template) and reaps it.
+pub fn discard(pid: Pid) {
+    let _ = kill(pid, Signal::SIGKILL);
+    for _ in 0..1000 {
+        match events::wait(Some(pid)) {
+            Ok(WaitOutcome::Event(_, Event::Exited(_) | Event::Killed(_)))
+            | Ok(WaitOutcome::NoChildren)
+            | Err(_) => return,
+            Ok(WaitOutcome::Event(_, _)) => {
+                let _ = ptrace::cont(pid, None);
+            }
+            Ok(WaitOutcome::Interrupted) => {}
+        }
+    }
+}
+
+fn wait_for(pid: Pid) -> Result<Event, ForkError> {
+    loop {
+        match events::wait(Some(pid))? {
+            WaitOutcome::Interrupted => continue,
+            WaitOutcome::NoChildren => {
+                return Err(ForkError::Unexpected(format!("process {pid} vanished")))
+            }
+            WaitOutcome::Event(_, ev) => return Ok(ev),
+        }
+    }
+}
+
+fn expect(pid: Pid, ok: impl Fn(&Event) -> bool, what: &str) -> Result<(), ForkError> {
+    let ev = wait_for(pid)?;
+    if ok(&ev) {
+        Ok(())
+    } else {
+        Err(ForkError::Unexpected(format!("{ev:?} instead of {what}")))
+    }
+}

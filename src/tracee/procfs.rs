@@ -1,0 +1,175 @@
+//! What `/proc` tells about a tracee that a fork copy would share with it or lose: shared
+//! writable mappings, memory that is wiped or not copied on fork, pipes and sockets, and the
+//! offsets of open files (shared between a process and its fork copies).
+
+use std::fs;
+
+use nix::unistd::Pid;
+
+/// The first thing found in `pid` that makes a fork copy differ from a fresh execution at
+/// the same point, described for the user; None when a copy is faithful. Descriptors in
+/// `inherited` (what the program was started with, as [`descriptors`] gave them) are left
+/// to the user, like the standard streams.
+pub fn fork_hazard(pid: Pid, inherited: &[(i32, String)]) -> Option<String> {
+    if let Some(h) = descriptor_hazard(pid, inherited) {
+        return Some(h);
+    }
+    mapping_hazard(pid)
+}
+
+/// Offsets of the open regular files and directories beyond the standard streams: a fork
+/// copy moving one moves it for the template too.
+pub fn file_positions(pid: Pid) -> Vec<(i32, u64)> {
+    let mut out = Vec::new();
+    for (fd, target) in descriptors(pid) {
+        if fd <= 2 || !target.starts_with('/') || target.starts_with("/dev/") {
+            continue;
+        }
+        let Ok(info) = fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")) else {
+            continue;
+        };
+        let pos = info
+            .lines()
+            .find_map(|l| l.strip_prefix("pos:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        out.push((fd, pos));
+    }
+    out.sort_unstable();
+    out
+}
+
+/// The file a descriptor of `pid` refers to (for messages).
+pub fn descriptor_target(pid: Pid, fd: i32) -> String {
+    fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// The open descriptors of `pid` with what they refer to.
+pub fn descriptors(pid: Pid) -> Vec<(i32, String)> {
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let e = e.ok()?;
+        let fd: i32 = e.file_name().to_str()?.parse().ok()?;
+        let target = fs::read_link(e.path()).ok()?;
+        Some((fd, target.to_string_lossy().into_owned()))
+    })
+    .collect()
+}
+
+fn descriptor_hazard(pid: Pid, inherited: &[(i32, String)]) -> Option<String> {
+    let mut fds = descriptors(pid);
+    fds.sort();
+    fds.into_iter()
+        .filter(|(fd, _)| *fd > 2)
+        .filter(|d| !inherited.contains(d))
+        .find(|(_, target)| !target.starts_with('/'))
+        .map(|(fd, target)| {
+            format!(
+                "file descriptor {fd} ({target}), opened before the first thread, would be shared by every fork copy"
+            )
+        })
+}
+
+fn mapping_hazard(pid: Pid) -> Option<String> {
+    let smaps = fs::read_to_string(format!("/proc/{pid}/smaps")).ok()?;
+    let mut header = "";
+    for line in smaps.lines() {
+        if let Some(flags) = line.strip_prefix("VmFlags:") {
+            let flags: Vec<&str> = flags.split_whitespace().collect();
+            let what = if flags.contains(&"wf") {
+                Some("is wiped on fork (MADV_WIPEONFORK)")
+            } else if flags.contains(&"dc") {
+                Some("is not copied on fork (MADV_DONTFORK)")
+            } else {
+                None
+            };
+            if let Some(what) = what {
+                return Some(format!("the mapping {} {what}", describe_mapping(header)));
+            }
+        } else if is_mapping_header(line) {
+            header = line;
+            let perms = line.split_whitespace().nth(1).unwrap_or("");
+            if perms.as_bytes().get(1) == Some(&b'w') && perms.as_bytes().get(3) == Some(&b's') {
+                return Some(format!(
+                    "the writable MAP_SHARED mapping {} would be shared by every fork copy",
+                    describe_mapping(line)
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// A smaps mapping header starts with an address range (`start-end perms ...`).
+fn is_mapping_header(line: &str) -> bool {
+    line.split_whitespace()
+        .next()
+        .and_then(|range| range.split_once('-'))
+        .is_some_and(|(a, b)| {
+            !a.is_empty()
+                && a.bytes().all(|c| c.is_ascii_hexdigit())
+                && b.bytes().all(|c| c.is_ascii_hexdigit())
+        })
+}
+
+fn describe_mapping(header: &str) -> String {
+    let mut parts = header.split_whitespace();
+    let range = parts.next().unwrap_or("?");
+    let name = parts.nth(4).unwrap_or("");
+    if name.is_empty() {
+        format!("at {range}")
+    } else {
+        format!("{name} at {range}")
+    }
+}
+
+/// Resident memory of `pid` in bytes (VmRSS), 0 when unknown.
+pub fn resident_bytes(pid: Pid) -> u64 {
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return 0;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapping_headers_are_told_from_smaps_fields() {
+        assert!(is_mapping_header(
+            "7f0000000000-7f0000001000 rw-s 00000000 00:01 42 /dev/zero (deleted)"
+        ));
+        assert!(!is_mapping_header("Rss:                   4 kB"));
+        assert!(!is_mapping_header("VmFlags: rd wr mr mw me ac sd"));
+    }
+
+    #[test]
+    fn wipe_on_fork_memory_is_a_hazard() {
+        // SAFETY: a fresh private anonymous mapping of one page, advised and unmapped here;
+        // no Rust object lives in it.
+        unsafe {
+            let page = libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(page, libc::MAP_FAILED);
+            assert_eq!(libc::madvise(page, 4096, libc::MADV_WIPEONFORK), 0);
+            let h = mapping_hazard(Pid::this());
+            libc::munmap(page, 4096);
+            assert!(h.is_some_and(|h| h.contains("WIPEONFORK")));
+        }
+    }
+}

@@ -274,6 +274,13 @@ impl Process {
                 WaitOutcome::Interrupted => continue,
                 WaitOutcome::NoChildren => break None,
                 WaitOutcome::Event(_, Event::Trap) => break None,
+                WaitOutcome::Event(_, Event::Signal(sig)) if events::signal_was_sent(tid) => {
+                    // A signal another thread sent while this one was stopped arrives before
+                    // the instruction runs: keep it for the next resume (so its handler
+                    // returns past the breakpoint, not onto it) and step again.
+                    self.threads[t].pending_signal = Some(sig);
+                    events::step(tid).map_err(io::Error::from)?;
+                }
                 WaitOutcome::Event(_, ev) => break Some(ev),
             }
         };

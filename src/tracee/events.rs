@@ -106,6 +106,12 @@ fn ignore_gone(r: nix::Result<()>) -> nix::Result<()> {
     }
 }
 
+/// Whether the signal of the signal-delivery stop `tid` is in was sent by a process (kill,
+/// tgkill, sigqueue...) rather than raised by an instruction (a fault or trap).
+pub fn signal_was_sent(tid: Pid) -> bool {
+    ptrace::getsiginfo(tid).is_ok_and(|si| si.si_code <= 0)
+}
+
 /// The faulting address of the signal-delivery stop `tid` is in (si_addr).
 pub fn fault_address(tid: Pid) -> Option<u64> {
     let si = ptrace::getsiginfo(tid).ok()?;

@@ -1,0 +1,36 @@
+/* Opens its own executable before the first thread; the thread reads the ELF magic through
+ * that descriptor. A fork copy shares the descriptor's offset with its template, so a second
+ * copy would read at offset 4: mcheck must notice the moved offset and fall back to
+ * re-execution. Correct: every execution reads "\x7fELF" and exits 0. */
+#include <fcntl.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static int fd;
+
+static void *reader(void *arg)
+{
+    (void)arg;
+    char magic[4];
+    if (read(fd, magic, 4) != 4 || memcmp(magic, "\x7f" "ELF", 4) != 0) {
+        fprintf(stderr, "read the wrong bytes: the file offset was shared\n");
+        abort();
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    fd = open(argv[0], O_RDONLY);
+    if (fd < 0) {
+        perror("open");
+        return 2;
+    }
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, reader, NULL));
+    CHECK(pthread_join(t, NULL));
+    return 0;
+}

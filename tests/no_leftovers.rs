@@ -288,8 +288,22 @@ fn sigkill_of_mcheck_leaves_nothing() {
     let fx = fixture("hundred_threads_ok");
     let copy = PrivateCopy::new(&fx.binary);
     let mut child = spawn_mcheck(&copy, &fx, "100000");
-    thread::sleep(Duration::from_millis(1500));
-    let running_before = processes_of(&copy);
+    // Wait until a fork-snapshot template and an execution copied from it exist side by
+    // side (two processes of the program), so that the kill hits both.
+    let mut running_before = Vec::new();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(3000) {
+        running_before = processes_of(&copy);
+        if running_before.len() >= 2 && start.elapsed() > Duration::from_millis(500) {
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "before the kill: {} process(es) of the program:\n  {}",
+        running_before.len(),
+        running_before.join("\n  ")
+    );
     let exited_early = child.try_wait().expect("wait for mcheck");
     if let Some(s) = exited_early {
         let log = fs::read_to_string(copy.dir.join("mcheck.log")).unwrap_or_default();

@@ -106,6 +106,10 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             coverage: json::JsonCoverage::new(&result.coverage, statement.clone()),
             stopped_because: &result.stopped_because,
             elapsed_seconds: result.elapsed.as_secs_f64(),
+            snapshots: json::JsonSnapshots {
+                executions_from_snapshot: result.from_snapshots,
+                off_because: result.snapshots_off.clone(),
+            },
             findings: &findings,
         };
         json::write(path, &report)

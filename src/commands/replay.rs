@@ -127,6 +127,10 @@ fn write_json(
         coverage: json::JsonCoverage::new(&Default::default(), "replay of one schedule".into()),
         stopped_because: "replayed the schedule",
         elapsed_seconds: 0.0,
+        snapshots: json::JsonSnapshots {
+            executions_from_snapshot: 0,
+            off_because: None,
+        },
         findings,
     };
     json::write(path, &report)

@@ -58,8 +58,20 @@ pub struct JsonReport<'a> {
     pub stopped_because: &'a str,
     /// Wall time in seconds.
     pub elapsed_seconds: f64,
+    /// How executions were started.
+    pub snapshots: JsonSnapshots,
     /// The findings, in the order found.
     pub findings: &'a [Finding],
+}
+
+/// Use of fork snapshots in the search.
+#[derive(Serialize)]
+pub struct JsonSnapshots {
+    /// Executions started from a fork snapshot instead of exec.
+    pub executions_from_snapshot: u64,
+    /// Why snapshots were turned off, if they were (null otherwise, or with
+    /// `--no-snapshots`).
+    pub off_because: Option<String>,
 }
 
 /// Writes the report to `path`.

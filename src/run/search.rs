@@ -202,6 +202,10 @@ pub struct SearchResult {
     pub cut_by_step_limit: u64,
     /// Memory accesses traced for race detection, over all executions.
     pub traced_accesses: u64,
+    /// Executions started from a fork snapshot instead of exec.
+    pub from_snapshots: u64,
+    /// Why fork snapshots were turned off, if they were.
+    pub snapshots_off: Option<String>,
 }
 
 /// Progress callback: executions done, findings so far.
@@ -275,6 +279,8 @@ struct Shared<'a> {
     steps: AtomicU64,
     cut: AtomicU64,
     traced: AtomicU64,
+    from_snapshots: AtomicU64,
+    snapshots_off: Mutex<Option<String>>,
     next_random: AtomicU64,
     stop: AtomicBool,
     closed_early: AtomicBool,
@@ -366,6 +372,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         steps: AtomicU64::new(0),
         cut: AtomicU64::new(0),
         traced: AtomicU64::new(0),
+        from_snapshots: AtomicU64::new(0),
+        snapshots_off: Mutex::new(None),
         next_random: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         closed_early: AtomicBool::new(false),
@@ -409,6 +417,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         None => Coverage::default(),
     };
     let executions = shared.done.load(Ordering::SeqCst);
+    let snapshots_off = shared.snapshots_off.lock().expect("lock").take();
     let complete = coverage.exhausted;
     let stopped_because = findings.stopped_because.unwrap_or_else(|| {
         if complete {
@@ -428,6 +437,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         steps: shared.steps.load(Ordering::SeqCst),
         cut_by_step_limit: shared.cut.load(Ordering::SeqCst),
         traced_accesses: shared.traced.load(Ordering::SeqCst),
+        from_snapshots: shared.from_snapshots.load(Ordering::SeqCst),
+        snapshots_off,
     })
 }
 
@@ -580,6 +591,16 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
     };
     if let (Some((mut t, n)), Some(pool)) = (tree.take(), shared.pool.as_ref()) {
         pool.release(t.take_deferred(), n);
+    }
+    shared
+        .from_snapshots
+        .fetch_add(state.snapshots.restored, Ordering::SeqCst);
+    if let Some(why) = state.snapshots.refusal() {
+        shared
+            .snapshots_off
+            .lock()
+            .expect("lock")
+            .get_or_insert_with(|| why.to_string());
     }
     result
 }

@@ -157,9 +157,11 @@ pub struct Snapshots {
 static SAID: AtomicBool = AtomicBool::new(false);
 
 /// The configuration a snapshot was made under: everything that can change the start.
+/// (Racy-address points only exist once threads do, so `preempt_on_races` cannot.)
 pub(super) fn key(cfg: &ExecutionConfig) -> String {
     let plain = ExecutionConfig {
         stack_requests: Vec::new(),
+        preempt_on_races: false,
         ..cfg.clone()
     };
     format!("{plain:?}")
@@ -258,6 +260,11 @@ impl Snapshots {
                 positions,
             },
         );
+    }
+
+    /// Why snapshots were turned off for some configuration, if they were.
+    pub fn refusal(&self) -> Option<&str> {
+        self.refused.values().next().map(String::as_str)
     }
 
     /// Resident memory of the live templates, in bytes.

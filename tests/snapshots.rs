@@ -1,0 +1,241 @@
+//! Fork snapshots must not change what a search finds: every fixture of expected.json is
+//! searched with `--strategy dfs --jobs 1` from snapshots and from exec, and the two runs
+//! must agree on the exit status, the number of executions, exhaustion, and every finding's
+//! kind, message, locations, execution index and step count. Snapshots must really be used
+//! where they can be, and refused, with the reason said once, where a fork copy would share
+//! state with its template.
+
+mod common;
+
+use std::sync::Mutex;
+use std::thread;
+use std::time::Duration;
+
+use common::{args, fixture, fixtures, mcheck, Run};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(240);
+/// Enough executions to backtrack deep into every fixture's tree, few enough to stay quick.
+const EXECUTIONS: &str = "25";
+
+struct Entry {
+    name: String,
+    binary: String,
+    args: Vec<String>,
+    options: Vec<String>,
+}
+
+fn entries() -> Vec<Entry> {
+    let text = std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
+    let v: Value = serde_json::from_str(&text).expect("valid JSON");
+    let strings = |e: &Value, f: &str| -> Vec<String> {
+        e.get(f)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    v.as_array()
+        .expect("a list")
+        .iter()
+        .map(|e| Entry {
+            name: e["name"].as_str().expect("name").to_string(),
+            binary: e["binary"].as_str().expect("binary").to_string(),
+            args: strings(e, "args"),
+            options: strings(e, "options"),
+        })
+        .collect()
+}
+
+fn dfs_run(e: &Entry, snapshots: bool) -> Run {
+    let binary = fixtures().join(&e.binary);
+    let out = common::temp_path("out");
+    let mut a = args(&["--strategy", "dfs", "--jobs", "1", "--seed", "1"]);
+    a.extend(args(&[
+        "--max-executions",
+        EXECUTIONS,
+        "--quiet-program",
+        "--out",
+    ]));
+    a.push(out.display().to_string());
+    a.extend(e.options.iter().cloned());
+    if !snapshots {
+        a.push("--no-snapshots".into());
+    }
+    a.push("--".into());
+    a.push(binary.display().to_string());
+    a.extend(e.args.iter().cloned());
+    let run = mcheck(&a, true, LIMIT);
+    let _ = std::fs::remove_dir_all(&out);
+    run
+}
+
+/// What must be equal between the two runs.
+fn summary(run: &Run) -> Value {
+    let Some(j) = &run.json else {
+        return Value::String(format!("no report; stderr:\n{}", run.stderr));
+    };
+    let findings: Vec<Value> = j["findings"]
+        .as_array()
+        .map(|fs| {
+            fs.iter()
+                .map(|f| {
+                    serde_json::json!({
+                        "kind": f["kind"],
+                        "message": without_tids(f["message"].as_str().unwrap_or("")),
+                        "locations": f["locations"],
+                        "execution": f["execution"], "steps": f["steps"],
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    serde_json::json!({
+        "code": run.code,
+        "executions": j["executions"],
+        "exhausted": j["coverage"]["exhausted"],
+        "findings": findings,
+    })
+}
+
+/// Rust panic messages quote the OS thread id, which differs from run to run anyway.
+fn without_tids(message: &str) -> String {
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some(i) = rest.find('(') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        match after.find(')') {
+            Some(j) if j > 0 && after[..j].bytes().all(|b| b.is_ascii_digit()) => {
+                out.push_str("(tid)");
+                rest = &after[j + 1..];
+            }
+            _ => {
+                out.push('(');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[test]
+fn every_fixture_gives_the_same_results_with_and_without_snapshots() {
+    let list = entries();
+    let next = Mutex::new(0usize);
+    let problems = Mutex::new(Vec::new());
+    let used = Mutex::new(Vec::new());
+    thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = {
+                    let mut n = next.lock().unwrap();
+                    *n += 1;
+                    *n - 1
+                };
+                let Some(e) = list.get(i) else { break };
+                let with = dfs_run(e, true);
+                let without = dfs_run(e, false);
+                let (a, b) = (summary(&with), summary(&without));
+                if a != b {
+                    problems.lock().unwrap().push(format!(
+                        "{}: with snapshots {a}\n   without {b}\n   ({})",
+                        e.name, with.command
+                    ));
+                }
+                let restored = with.json.as_ref().map_or(0, |j| {
+                    j["snapshots"]["executions_from_snapshot"]
+                        .as_u64()
+                        .unwrap_or(0)
+                });
+                if restored > 0 {
+                    used.lock().unwrap().push(e.name.clone());
+                }
+            });
+        }
+    });
+    let problems = problems.into_inner().unwrap();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let used = used.into_inner().unwrap();
+    // Most fixtures create threads and share nothing: the comparison must have exercised
+    // snapshots widely, not compared exec with exec.
+    assert!(
+        used.len() * 2 > list.len(),
+        "only {} of {} fixtures ran from snapshots: {used:?}",
+        used.len(),
+        list.len()
+    );
+    for name in [
+        "snapshot_fidelity_ok",
+        "abba_O2",
+        "rust_mutex_ok",
+        "cpp_prodcons_ok",
+    ] {
+        assert!(
+            used.contains(&name.to_string()),
+            "{name} did not use snapshots"
+        );
+    }
+}
+
+fn default_search(name: &str) -> Run {
+    let out = common::temp_path("out");
+    let mut a = args(&["--quiet-program", "--max-executions", "30", "--out"]);
+    a.push(out.display().to_string());
+    a.push("--".into());
+    a.push(fixture(name).display().to_string());
+    let run = mcheck(&a, true, LIMIT);
+    let _ = std::fs::remove_dir_all(&out);
+    run
+}
+
+#[test]
+fn state_a_fork_copy_would_share_turns_snapshots_off_and_says_why_once() {
+    for (name, why) in [
+        ("snapshot_shared_map_ok", "MAP_SHARED"),
+        (
+            "snapshot_file_offset_ok",
+            "moves the offset of file descriptor 3",
+        ),
+        ("race_io_buffer", "pipe"),
+    ] {
+        let run = default_search(name);
+        let j = run.json.as_ref().expect("report");
+        let off = j["snapshots"]["off_because"].as_str().unwrap_or("");
+        assert!(off.contains(why), "{name}: off_because {off:?}");
+        assert_eq!(
+            run.stderr.matches("fork snapshots are off").count(),
+            1,
+            "{name}: the reason must be said exactly once:\n{}",
+            run.stderr
+        );
+        if name != "race_io_buffer" {
+            assert_eq!(run.code, Some(0), "{name}: {}", run.stderr);
+        }
+    }
+}
+
+#[test]
+fn no_snapshots_means_every_execution_starts_from_exec() {
+    let out = common::temp_path("out");
+    let mut a = args(&[
+        "--strategy",
+        "dfs",
+        "--no-snapshots",
+        "--quiet-program",
+        "--out",
+    ]);
+    a.push(out.display().to_string());
+    a.push("--".into());
+    a.push(fixture("atomic_pair").display().to_string());
+    let run = mcheck(&a, true, LIMIT);
+    let _ = std::fs::remove_dir_all(&out);
+    let j = run.json.expect("report");
+    assert_eq!(j["snapshots"]["executions_from_snapshot"], 0);
+    assert!(j["snapshots"]["off_because"].is_null());
+    assert!(j["executions"].as_u64().unwrap() > 1);
+}

@@ -16,7 +16,8 @@ if [[ ! -x target/release/mcheck ]]; then
     echo "bench: target/release/mcheck is missing: run 'make bench' (or 'cargo build --release')" >&2
     exit 2
 fi
-for f in bench_yield bench_mutex bench_atomic bench_two_threads; do
+for f in bench_yield bench_mutex bench_atomic bench_two_threads bench_slow_init \
+         bench_sync_prefix bench_resident; do
     if [[ ! -x tracee-fixtures/build/$f ]]; then
         echo "bench: tracee-fixtures/build/$f is missing: run 'make bench' (or 'make fixtures')" >&2
         exit 2
@@ -26,3 +27,4 @@ command -v python3 >/dev/null || { echo "bench: python3 is required" >&2; exit 2
 
 python3 bench/bench.py "$@"
 python3 bench/races.py
+python3 bench/snapshots.py

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Fork snapshot benchmarks for mcheck (Python 3 standard library only).
+
+    python3 bench/snapshots.py        # also run by `make bench` (bench/run.sh)
+
+Measures side by side in one run, alternating the two configurations, medians over
+--reps repetitions:
+
+  1. rate: executions per second with fork snapshots (the default) and with
+     --no-snapshots, `mcheck --jobs 1 --strategy random --max-executions N`, on
+       - bench_two_threads (tiny: two threads, ten mutex sections);
+       - bench_slow_init (about 50 ms of single-threaded arithmetic first);
+       - bench_sync_prefix (about 1000 mutex operations in main first).
+     The rate is executions / elapsed_seconds of the JSON report.  The native
+     time of one run of each binary (fork+exec, median of --native-reps) is shown
+     beside it, and for the tiny fixture the ratio of mcheck's time per execution
+     to that native run (the target is at most 1).
+  2. resident: the time per execution as a function of the memory the program
+     has touched before its first thread (bench_resident MiB, 1..256 MiB), with
+     and without snapshots; the copy's page tables grow with the resident set.
+
+Prints markdown tables; writes every sample to target/snapshots-results.json.
+Exit status 0 whatever the figures; 2 when the harness cannot measure.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+# The harness of the other benchmarks is shared, not copied.
+from bench import FIXTURES, MCHECK, HarnessError, machine_info, median, native_wall
+
+RATE_FIXTURES = [
+    # label, binary, args, executions per run
+    ("tiny: bench_two_threads", "bench_two_threads", [], 200),
+    ("~50 ms init: bench_slow_init", "bench_slow_init", [], 30),
+    ("~1000 sync ops first: bench_sync_prefix", "bench_sync_prefix", [], 100),
+]
+RESIDENT_MIB = [1, 16, 64, 256]
+
+
+def run_mcheck(mc, prog, args, executions, snapshots, tmpdir):
+    """One mcheck run; returns (elapsed_seconds, executions, executions from snapshots)."""
+    report = os.path.join(tmpdir, "report.json")
+    if os.path.exists(report):
+        os.unlink(report)
+    cmd = [mc, "--jobs", "1", "--strategy", "random", "--seed", "1",
+           "--max-executions", str(executions), "--quiet-program",
+           "--json", report, "--out", os.path.join(tmpdir, "out")]
+    if not snapshots:
+        cmd.append("--no-snapshots")
+    cmd += ["--", prog] + [str(a) for a in args]
+    p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        raise HarnessError("%s exited with %d:\n%s" % (
+            " ".join(cmd), p.returncode, p.stderr.decode(errors="replace")[-2000:]))
+    with open(report) as f:
+        rep = json.load(f)
+    return (rep["elapsed_seconds"], rep["executions"],
+            rep["snapshots"]["executions_from_snapshot"])
+
+
+def paired(mc, prog, args, executions, reps, tmpdir):
+    """Alternates runs with and without snapshots; returns both sample lists of
+    seconds per execution, and the executions from snapshots seen."""
+    with_s, without_s, restored = [], [], []
+    for _ in range(reps):
+        for snap in (True, False):
+            el, n, r = run_mcheck(mc, prog, args, executions, snap, tmpdir)
+            (with_s if snap else without_s).append(el / n)
+            if snap:
+                restored.append(r)
+    return with_s, without_s, restored
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=5, help="runs per configuration")
+    ap.add_argument("--native-reps", type=int, default=50, help="native runs per binary")
+    opts = ap.parse_args()
+    tmpdir = tempfile.mkdtemp(prefix="mcheck-snapbench-")
+    try:
+        # A private copy: a rebuild during the run cannot mix two builds.
+        mc = os.path.join(tmpdir, "mcheck")
+        shutil.copy2(MCHECK, mc)
+        results = {"machine": machine_info(), "rate": [], "resident": []}
+        print("## Fork snapshots (bench/snapshots.py, --reps %d)" % opts.reps)
+        print()
+        print("Executions per second, mcheck --jobs 1 --strategy random; medians, runs alternated")
+        print()
+        print("| fixture | native run ms | with snapshots exec/s | --no-snapshots exec/s "
+              "| speed-up | ms/exec vs native |")
+        print("|---|---|---|---|---|---|")
+        for label, name, args, n in RATE_FIXTURES:
+            prog = os.path.join(FIXTURES, name)
+            native = median([native_wall([prog] + args) for _ in range(opts.native_reps)])
+            w, wo, restored = paired(mc, prog, args, n, opts.reps, tmpdir)
+            mw, mwo = median(w), median(wo)
+            print("| %s | %.2f | %.0f | %.0f | %.1fx | %.2f |" % (
+                label, native * 1e3, 1 / mw, 1 / mwo, mwo / mw, mw / native))
+            results["rate"].append({"fixture": name, "executions": n, "native_s": native,
+                                    "with_s_per_exec": w, "without_s_per_exec": wo,
+                                    "from_snapshot": restored})
+            sys.stdout.flush()
+        print()
+        print("  ms/exec vs native: mcheck's time per execution with snapshots over one native")
+        print("  fork+exec run of the same binary (target for the tiny fixture: at most 1).")
+        print()
+        print("Time per execution against resident memory before the first thread "
+              "(bench_resident MiB, 20 executions per run)")
+        print()
+        print("| MiB touched | with snapshots ms/exec | --no-snapshots ms/exec | native run ms |")
+        print("|---|---|---|---|")
+        prog = os.path.join(FIXTURES, "bench_resident")
+        for mib in RESIDENT_MIB:
+            native = median([native_wall([prog, str(mib)]) for _ in range(max(5, opts.native_reps // 5))])
+            w, wo, _ = paired(mc, prog, [mib], 20, max(3, opts.reps // 2), tmpdir)
+            print("| %d | %.2f | %.2f | %.2f |" % (mib, median(w) * 1e3, median(wo) * 1e3,
+                                                 native * 1e3))
+            results["resident"].append({"mib": mib, "with_s_per_exec": w,
+                                        "without_s_per_exec": wo, "native_s": native})
+            sys.stdout.flush()
+        print()
+        out = os.path.join(os.path.dirname(FIXTURES), "..", "target", "snapshots-results.json")
+        with open(out, "w") as f:
+            json.dump(results, f, indent=1)
+        return 0
+    except HarnessError as e:
+        print("bench: %s" % e, file=sys.stderr)
+        return 2
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -42,6 +42,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             trace_lib: args.trace_lib.clone(),
             no_trace_lib: args.no_trace_lib.clone(),
             stack_requests: Vec::new(),
+            fair: !args.no_fair,
         },
         plan: plan(args),
         jobs: args
@@ -174,6 +175,7 @@ fn write_schedules(
                 execution_timeout: args.execution_timeout,
                 max_steps: args.max_steps,
                 races: !args.no_races,
+                fair: !args.no_fair,
                 preempt_on_races: w.racy_addresses.is_some(),
                 trace_lib: args.trace_lib.clone(),
                 no_trace_lib: args.no_trace_lib.clone(),

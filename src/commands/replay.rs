@@ -44,6 +44,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         trace_lib: schedule.options.trace_lib.clone(),
         no_trace_lib: schedule.options.no_trace_lib.clone(),
         stack_requests: Vec::new(),
+        fair: schedule.options.fair,
     };
     let mut sched = ReplayScheduler::new(schedule.decisions.clone());
     let outcome = run_single(

@@ -15,10 +15,10 @@ use nix::unistd::Pid;
 
 use super::capture::{failure_message, StderrCapture};
 use super::determinism::Determinism;
-use super::findings::repeating_cycle;
 use super::happens_before;
 use super::hooks::Hook;
 use super::hooks::{merge_aliases, Convention, HookContext};
+use super::livelock::{Window, WindowStep};
 use super::plan::{role_of, Alloc, MemFn, Role};
 use super::process::{BreakpointKind, Process, StopPlace, TracedThread};
 use super::races::{PendingReturn, ReturnAction};
@@ -26,7 +26,7 @@ use super::syscalls::{self, ClockCall, SyscallAction, TimeSource};
 use super::worker_state::WorkerState;
 use crate::binary::{ElfFile, ErrnoTls};
 use crate::detect::race::RaceDetector;
-use crate::explore::{Decision, Divergence, Point, Scheduler};
+use crate::explore::{Decision, Divergence, FairFilter, Point, Scheduler};
 use crate::model::{Completion, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::seccomp::nr;
@@ -67,6 +67,9 @@ pub struct ExecutionConfig {
     pub no_trace_lib: Vec<String>,
     /// Accesses whose stacks to capture (a second run of a schedule that found races).
     pub stack_requests: Vec<EarlierAccess>,
+    /// Filter the enabled threads through the fair scheduler's priority relation
+    /// (`explore::fair`) before the strategy chooses.
+    pub fair: bool,
 }
 
 impl ExecutionConfig {
@@ -125,9 +128,6 @@ pub struct TraceStep {
     /// Where it was called from.
     pub location: Option<crate::report::Frame>,
 }
-
-/// Decisions kept to judge whether a schedule that hit `--max-steps` was fair.
-const FAIRNESS_WINDOW: usize = 1000;
 
 /// What running a thread to its next stop produced.
 pub(super) enum RunResult {
@@ -216,6 +216,7 @@ pub fn run_execution(
         decisions: Vec::new(),
         trace: Vec::new(),
         window: Default::default(),
+        fair: cfg.fair.then(FairFilter::new),
         det: Determinism::default(),
     };
     let result = exec.run(sched);
@@ -295,7 +296,10 @@ pub(super) struct Execution<'a> {
     pub(super) panic: Option<ThreadReport>,
     pub(super) decisions: Vec<Decision>,
     pub(super) trace: Vec<TraceStep>,
-    pub(super) window: std::collections::VecDeque<(Vec<ThreadId>, ThreadId)>,
+    /// The last decisions, to tell a livelock from an unfair schedule at `--max-steps`.
+    pub(super) window: Window,
+    /// The fair scheduler's priority relation (None with `--no-fair`).
+    pub(super) fair: Option<FairFilter>,
     pub(super) det: Determinism,
 }
 
@@ -331,12 +335,16 @@ impl Execution<'_> {
                 return Ok(self.outcome(Some(f)));
             }
             if self.cfg.max_steps.is_some_and(|m| self.steps >= m) {
-                let finding = self.step_limit_finding();
+                let finding = self.livelock_finding();
                 let mut out = self.outcome(finding);
                 out.step_limit_hit = true;
                 return Ok(out);
             }
-            let ops: Vec<&'static str> = enabled
+            let schedulable = match self.fair.as_mut() {
+                Some(f) => f.schedulable(&enabled),
+                None => enabled.clone(),
+            };
+            let ops: Vec<&'static str> = schedulable
                 .iter()
                 .map(|&u| self.model.pending(u).map_or("?", Op::name))
                 .collect();
@@ -344,7 +352,7 @@ impl Execution<'_> {
                 matches!(self.model.pending(c), Some(Op::Yield | Op::Sleep { .. }))
             });
             let point = Point {
-                enabled: &enabled,
+                enabled: &schedulable,
                 ops: &ops,
                 current,
                 current_yields,
@@ -361,11 +369,21 @@ impl Execution<'_> {
             if point.is_preemption(t) {
                 self.preemptions += 1;
             }
-            let op = ops[enabled.iter().position(|&u| u == t).unwrap_or(0)];
-            self.window.push_back((enabled.clone(), t));
-            if self.window.len() > FAIRNESS_WINDOW {
-                self.window.pop_front();
+            let op = ops[schedulable.iter().position(|&u| u == t).unwrap_or(0)];
+            let yields = self.model.pending(t).is_some_and(Op::yields_for_fairness);
+            let site = self.model.pending_site(t);
+            if let Some(f) = self.fair.as_mut() {
+                let state = yields.then(|| yield_state(&self.model, site));
+                f.chose(t, &enabled, state);
             }
+            self.window.push(WindowStep {
+                enabled: enabled.clone(),
+                thread: t,
+                op,
+                site,
+                site_is_pc: self.p.threads[t].place == StopPlace::Breakpoint(site),
+                yields,
+            });
             if self.cfg.trace {
                 self.trace_step(t, op);
             }
@@ -447,43 +465,6 @@ impl Execution<'_> {
             object,
             location,
         });
-    }
-
-    /// At `--max-steps`: a possible livelock when the schedule was fair over the last window
-    /// (every thread enabled in it also ran), else nothing (a fair schedule might end).
-    fn step_limit_finding(&mut self) -> Option<Finding> {
-        let mut enabled_any = std::collections::BTreeSet::new();
-        let mut ran = std::collections::BTreeSet::new();
-        for (enabled, t) in &self.window {
-            enabled_any.extend(enabled.iter().copied());
-            ran.insert(*t);
-        }
-        if !enabled_any.is_subset(&ran) {
-            return None;
-        }
-        let cycle: Vec<String> = repeating_cycle(&self.decisions)
-            .iter()
-            .map(|d| format!("T{} {}", d.thread, d.op))
-            .collect();
-        let live: Vec<ThreadId> = ran
-            .into_iter()
-            .filter(|&t| !self.model.is_finished(t))
-            .collect();
-        let threads: Vec<ThreadReport> = live
-            .into_iter()
-            .map(|t| self.thread_report(t, "keeps running without the program ending".into()))
-            .collect();
-        let mut f = self.finding(
-            FindingKind::Livelock,
-            format!(
-                "possible livelock or non-termination: {} scheduling decisions under a fair schedule without the program ending",
-                self.steps
-            ),
-            threads,
-        );
-        f.details
-            .push(format!("the execution repeats: {} …", cycle.join(", ")));
-        Some(f)
     }
 
     /// Handles the result of running `t`; Some when the execution is over.
@@ -852,6 +833,7 @@ impl Execution<'_> {
             BreakpointKind::Access { plan, index, bias } => {
                 return self.on_access(t, addr, &plan, index, bias);
             }
+            BreakpointKind::Pause => (Op::Yield, addr),
             BreakpointKind::Alloc(kind) => return self.on_allocator(t, kind),
             BreakpointKind::MemFn(f) => return self.on_mem_fn(t, f),
             BreakpointKind::LinkMapChanged => {
@@ -1157,6 +1139,9 @@ impl Execution<'_> {
                     bias,
                 })
             })?;
+            let pauses: Vec<u64> = plan.pauses.iter().map(|a| a + bias).collect();
+            self.p
+                .add_breakpoints(&pauses, |_| Some(BreakpointKind::Pause))?;
             let allocs: HashMap<u64, Alloc> = plan
                 .allocators
                 .iter()
@@ -1228,6 +1213,12 @@ impl Execution<'_> {
             }
         }
     }
+}
+
+/// The state a thread yields in, for the fair filter's notion of progress: the model's
+/// synchronisation state and the yield's call site.
+fn yield_state(model: &Model, site: u64) -> u64 {
+    model.sync_fingerprint() ^ site.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// Whether `p` is the dynamic loader (ld-linux).

@@ -45,8 +45,8 @@ pub(super) struct WindowStep {
     pub yields: bool,
 }
 
-/// The last [`WINDOW`] decisions of an execution.
-#[derive(Debug, Default)]
+/// The last [`WINDOW`] decisions of an execution (Clone: a snapshot keeps it).
+#[derive(Clone, Debug, Default)]
 pub(super) struct Window {
     steps: VecDeque<WindowStep>,
 }

@@ -17,7 +17,10 @@ Measures, side by side in one run, with medians over repetitions:
      dfs whose execution count must not change, and a random search);
   6. stress testing against mcheck on the buggy fixtures of
      tracee-fixtures/expected.json: mcheck's time to its first finding
-     against how often the bug shows in native runs over a fixed window.
+     against how often the bug shows in native runs over a fixed window;
+  7. fair scheduling: dfs executions and wall time to exhaust the correct spin
+     waits (yield_spin_ok, pause_spin_ok), and the same dfs with --no-fair,
+     which does not end and spends --fair-unfair-executions.
 
 Per-point costs use the differential method: the fixture is checked with
 `mcheck --max-executions 1` for N = 0 and for a large N, and
@@ -32,7 +35,7 @@ costs.  Two clocks are used for t:
     inherits the granularity with which mcheck notices that its workers are
     done).
 
-Sections 4-6 are described in docs/performance.md; `--sections` runs a
+Sections 4-7 are described in docs/performance.md; `--sections` runs a
 subset.  mcheck is copied to a temporary directory first and every run uses
 that copy, so that a rebuild of target/release/mcheck by someone else during
 the run cannot mix two builds.
@@ -79,7 +82,7 @@ POINT_BENCHES = [
      TARGET_BREAKPOINT_US),
 ]
 WHOLE = "bench_two_threads"
-SECTIONS = ("points", "whole", "rate", "jobs", "stress")
+SECTIONS = ("points", "whole", "rate", "jobs", "stress", "fair")
 
 
 class HarnessError(Exception):
@@ -556,6 +559,53 @@ def measure_jobs(mc, opts):
     return out, failed, notes
 
 
+FAIR_FIXTURES = ("yield_spin_ok", "pause_spin_ok")
+
+
+def measure_fair(mc, opts):
+    """dfs with --jobs 1 on each spin-wait fixture, with the fair scheduler
+    (must exhaust the space) and with --no-fair (must spend its budget), once
+    each: the counts are deterministic.  Returns rows; raises HarnessError
+    when the fair search does not end or finds something."""
+    rows = []
+    for name in FAIR_FIXTURES:
+        if not os.access(fixture(name), os.X_OK):
+            raise HarnessError("%s is missing: run `make fixtures`" % fixture(name))
+        row = {"fixture": name}
+        for mode, extra in (("fair", ["--max-executions", "1000000"]),
+                            ("unfair", ["--no-fair", "--max-executions",
+                                        str(opts.fair_unfair_executions),
+                                        "--max-steps", str(opts.fair_unfair_max_steps)])):
+            options = ["--strategy", "dfs", "--jobs", "1", "--quiet-program"] + extra
+            wall, rc, r = mc.check(options, fixture(name), [], timeout=600)
+            if rc != 0 or r is None or r.get("findings"):
+                raise HarnessError("dfs (%s) on %s: exit %s, findings %s"
+                                   % (mode, name, rc, r and r.get("findings")))
+            if mode == "fair" and not r.get("complete"):
+                raise HarnessError("fair dfs on %s did not exhaust the space" % name)
+            row[mode] = {"command": "mcheck %s -- %s" % (" ".join(options), name),
+                         "executions": r["executions"], "complete": r.get("complete"),
+                         "wall_s": wall, "elapsed_s": r["elapsed_seconds"]}
+        rows.append(row)
+    return rows
+
+
+def print_fair(rows, opts):
+    print("Fair scheduling: dfs --jobs 1 on correct spin waits")
+    cols = "  %-16s %-40s %11s %9s %9s"
+    print(cols % ("fixture", "search", "executions", "complete", "wall s"))
+    for r in rows:
+        for mode, what in (("fair", "dfs (fair scheduler)"),
+                           ("unfair", "dfs --no-fair --max-steps %d"
+                            % opts.fair_unfair_max_steps)):
+            d = r[mode]
+            print(cols % (r["fixture"], what, d["executions"],
+                          "yes" if d["complete"] else "no", "%.2f" % d["wall_s"]))
+    print("  without fairness dfs keeps re-picking the spinner at its yields: it stops only at "
+          "--max-executions")
+    print()
+
+
 def print_jobs(rows, failed, notes, opts):
     print("Speed-up from --jobs 1 to --jobs 2 (median of %d runs each; %d CPUs)"
           % (opts.jobs_reps, os.cpu_count()))
@@ -870,6 +920,10 @@ def main():
     ap.add_argument("--always-fraction", type=float, default=0.9,
                     help="share of native runs showing the bug for 'always': stress testing "
                          "finds it too (default 0.9)")
+    ap.add_argument("--fair-unfair-executions", type=int, default=2000,
+                    help="fair: budget of the --no-fair dfs runs (default 2000)")
+    ap.add_argument("--fair-unfair-max-steps", type=int, default=200,
+                    help="fair: --max-steps of the --no-fair dfs runs (default 200)")
     ap.add_argument("--sections", default=",".join(SECTIONS),
                     help="comma-separated subset of %s (default: all)" % ",".join(SECTIONS))
     ap.add_argument("--mcheck", default=MCHECK,
@@ -924,7 +978,7 @@ def main():
     for n in notes:
         print("  check: " + n)
     print()
-    rates = jobs = stress = None
+    rates = jobs = stress = fair = None
     jobs_failed, jobs_notes = [], []
 
     section_seconds = {}
@@ -949,6 +1003,11 @@ def main():
             t = time.perf_counter()
             stress = measure_stress(mc, opts)
             section_seconds["stress"] = time.perf_counter() - t
+        if "fair" in sections:
+            progress("dfs on spin waits with and without fairness")
+            t = time.perf_counter()
+            fair = measure_fair(mc, opts)
+            section_seconds["fair"] = time.perf_counter() - t
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
@@ -972,6 +1031,9 @@ def main():
     if stress is not None:
         print_stress(stress, opts)
         results["stress_vs_mcheck"] = stress
+    if fair is not None:
+        print_fair(fair, opts)
+        results["fair_dfs"] = fair
     total = time.perf_counter() - started
     results["harness_seconds"] = total
     results["section_seconds"] = section_seconds

@@ -109,8 +109,8 @@ pub struct CheckArgs {
     /// Wall-clock budget for the whole search, in seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     pub time_limit: Option<f64>,
-    /// Most scheduling decisions in one execution; a fair execution that reaches it is
-    /// reported as a possible livelock.
+    /// Most scheduling decisions in one execution; an execution that reaches it under a fair
+    /// schedule, with threads yielding, is reported as a livelock.
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     pub max_steps: u64,
     /// Collect every distinct finding instead of stopping at the first.
@@ -119,6 +119,13 @@ pub struct CheckArgs {
     /// Do not detect data races (faster: memory accesses are not traced).
     #[arg(long)]
     pub no_races: bool,
+    /// Do not schedule fairly. By default a thread that yields (sched_yield, the pause
+    /// instruction, a sleep, a futex wait with a timeout) again without progress lets the
+    /// threads it starved run first, so that searches end on spin loops and a program that
+    /// reaches --max-steps that way is a livelock. Without it every schedule is explored,
+    /// spin loops included, and such executions are cut short.
+    #[arg(long)]
+    pub no_fair: bool,
     /// Make accesses to addresses found racy in earlier executions scheduling points, to
     /// show what a race leads to (the default with the portfolio strategy).
     #[arg(long, conflicts_with = "no_preempt_on_races")]

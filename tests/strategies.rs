@@ -1,6 +1,7 @@
 //! Systematic strategies on real programs: exhaustive dfs counts derived by hand, icb at
-//! bound 0 giving exactly the non-preemptive executions, and icb finding preemption bugs at
-//! the smallest bound with that many preemptions reported.
+//! bound 0 giving exactly the non-preemptive executions, icb finding preemption bugs at
+//! the smallest bound with that many preemptions reported, and fair scheduling: dfs ends on
+//! spin waits, and a livelock is reported with the cycle it repeats.
 
 mod common;
 
@@ -162,4 +163,73 @@ fn default_command_reports_coverage() {
     );
     assert_eq!(json["coverage"]["exhausted"], true);
     assert!(r.stderr.contains("search space exhausted"), "{}", r.stderr);
+}
+
+/// Runs `mcheck <options> -- <fixture>` and returns its JSON report, checking the exit status.
+fn report(options: &[&str], program: &str, code: i32) -> serde_json::Value {
+    let mut a = args(&["--quiet-program"]);
+    a.extend(args(options));
+    a.push("--".into());
+    a.push(fixture(program).display().to_string());
+    let r = mcheck(&a, true, LIMIT);
+    assert_eq!(r.code, Some(code), "{}: {}", r.command, r.stderr);
+    r.json.expect("JSON report")
+}
+
+#[test]
+fn fair_dfs_exhausts_correct_spin_waits() {
+    // The waiter yields (sched_yield, or PAUSE: a yield point) until the setter raises the
+    // flag. Without fairness the tree of schedules is infinite; with it dfs ends.
+    for name in ["yield_spin_ok", "pause_spin_ok"] {
+        let json = report(
+            &["--strategy", "dfs", "--max-executions", "100000"],
+            name,
+            0,
+        );
+        assert_eq!(json["coverage"]["exhausted"], true, "{name}: {json}");
+        assert_eq!(json["complete"], true, "{name}");
+        assert_eq!(json["findings"].as_array().map(Vec::len), Some(0), "{name}");
+    }
+}
+
+#[test]
+fn without_fairness_dfs_spends_its_budget_on_a_spin_wait() {
+    let json = report(
+        &[
+            "--strategy",
+            "dfs",
+            "--no-fair",
+            "--max-executions",
+            "300",
+            "--max-steps",
+            "200",
+        ],
+        "yield_spin_ok",
+        0,
+    );
+    assert_eq!(json["executions"], 300);
+    assert_eq!(json["coverage"]["exhausted"], false);
+    assert_eq!(json["findings"].as_array().map(Vec::len), Some(0));
+}
+
+#[test]
+fn a_livelock_is_reported_with_the_cycle_it_repeats() {
+    let json = report(
+        &["--strategy", "dfs", "--max-steps", "500"],
+        "polite_livelock",
+        1,
+    );
+    let f = &json["findings"][0];
+    assert_eq!(f["kind"], "livelock", "{f}");
+    let cycle = f["cycle"].as_array().expect("a cycle");
+    let threads: std::collections::BTreeSet<u64> =
+        cycle.iter().filter_map(|s| s["thread"].as_u64()).collect();
+    assert_eq!(threads, [1, 2].into(), "both polite threads repeat: {f}");
+    assert!(cycle.iter().any(|s| s["op"] == "yield"), "{f}");
+    assert!(
+        cycle.iter().all(|s| s["location"]["file"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("polite_livelock.c"))),
+        "every step is located in the program: {f}"
+    );
 }

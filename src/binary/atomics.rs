@@ -1,8 +1,11 @@
-//! Finds atomic read-modify-write instructions by linear-sweep decoding (iced-x86).
+//! Finds atomic read-modify-write instructions and spin-loop hints by linear-sweep decoding
+//! (iced-x86).
 //!
 //! An instruction is atomic when it has a LOCK prefix and a memory operand, or when it is
 //! an `XCHG` with a memory operand (implicitly locked). These are the fallback scheduling
-//! points for programs that bypass pthread.
+//! points for programs that bypass pthread. `PAUSE` (`F3 90`: `_mm_pause`,
+//! `__builtin_ia32_pause`, Rust's `std::hint::spin_loop`) marks an iteration of a spin loop:
+//! it becomes a yield point, so that the fair scheduler sees the spinner wait.
 
 use std::ops::Range;
 
@@ -16,16 +19,44 @@ use super::sweep::for_each_instruction;
 /// are returned (e.g. the program's own DWARF code ranges, to leave libc out).
 /// Undecodable bytes are skipped one at a time.
 pub fn atomic_instruction_addresses(elf: &ElfFile, only_in: Option<&[Range<u64>]>) -> Vec<u64> {
-    let mut out = Vec::new();
-    for (svma, bytes) in elf.executable_sections() {
-        sweep(svma, bytes, is_atomic, &mut out);
-    }
-    if let Some(ranges) = only_in {
-        out.retain(|a| ranges.iter().any(|r| r.contains(a)));
-    }
-    out.sort_unstable();
-    out.dedup();
+    let mut out = spin_instructions(elf).atomics;
+    keep_within(&mut out, only_in);
     out
+}
+
+/// The synchronisation instructions of a file, in svmas, sorted.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SpinInstructions {
+    /// LOCK-prefixed instructions with memory and XCHG with memory.
+    pub atomics: Vec<u64>,
+    /// PAUSE instructions.
+    pub pauses: Vec<u64>,
+}
+
+/// The atomic and PAUSE instructions of `elf`'s executable sections, found in one sweep.
+pub fn spin_instructions(elf: &ElfFile) -> SpinInstructions {
+    let mut found = SpinInstructions::default();
+    for (svma, bytes) in elf.executable_sections() {
+        for_each_instruction(svma, bytes, |insn| {
+            if is_atomic(insn) {
+                found.atomics.push(insn.ip());
+            } else if insn.mnemonic() == Mnemonic::Pause {
+                found.pauses.push(insn.ip());
+            }
+        });
+    }
+    for v in [&mut found.atomics, &mut found.pauses] {
+        v.sort_unstable();
+        v.dedup();
+    }
+    found
+}
+
+/// Keeps the addresses that lie in one of `ranges` (all of them when None).
+pub fn keep_within(addrs: &mut Vec<u64>, ranges: Option<&[Range<u64>]>) {
+    if let Some(ranges) = ranges {
+        addrs.retain(|a| ranges.iter().any(|r| r.contains(a)));
+    }
 }
 
 /// Whether `elf`'s code reads the time-stamp counter (rdtsc/rdtscp) anywhere: only then
@@ -114,6 +145,35 @@ int main(void) { work(); printf("%ld\n", counter); return 0; }
             assert_eq!(name, "work");
         }
         std::fs::remove_dir_all(exe.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn finds_pause_in_a_spin_loop() {
+        let source = "int flag;\nint main(void){while(!__atomic_load_n(&flag, __ATOMIC_ACQUIRE)) __builtin_ia32_pause(); return 0;}\n";
+        let Some(exe) = build("pause", "gcc", &["-O1", "-g"], "p.c", source) else {
+            return;
+        };
+        let elf = ElfFile::load(&exe).unwrap();
+        let found = spin_instructions(&elf);
+        let mut own = found.pauses.clone();
+        keep_within(&mut own, Some(&elf.dwarf_code_ranges()));
+        assert_eq!(own.len(), 1, "{found:x?}");
+        assert_eq!(elf.symbolize(own[0]).unwrap().0, "main");
+        assert!(found.atomics.is_empty() || !found.atomics.contains(&own[0]));
+    }
+
+    #[test]
+    fn classifies_pause() {
+        // pause ; nop
+        let bytes = [0xf3, 0x90, 0x90];
+        let mut out = Vec::new();
+        sweep(
+            0x1000,
+            &bytes,
+            |i| i.mnemonic() == Mnemonic::Pause,
+            &mut out,
+        );
+        assert_eq!(out, vec![0x1000]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //!
 //! - [`input_check`]: validates the program the user asks to check.
 //! - [`elf`]: parsed, cached ELF files: symbols, sections, segments, DWARF ranges.
-//! - [`atomics`]: finds LOCK-prefixed and XCHG-with-memory instructions.
+//! - [`atomics`]: finds LOCK-prefixed and XCHG-with-memory instructions, and PAUSE.
 //! - [`accesses`]: finds the instructions that access non-stack memory (race detection).
 //! - [`code_under_test`]: the program's own code, without toolchain libraries (DWARF).
 //! - [`atomic_vars`]: where atomic global/static variables live (DWARF types).
@@ -35,7 +35,10 @@ pub mod unwind;
 pub use accesses::{memory_access_instructions, string_instructions, AccessKind, MemoryAccessInsn};
 pub use allocators::{allocator_functions, AllocFn};
 pub use atomic_vars::atomic_global_ranges;
-pub use atomics::{atomic_instruction_addresses, reads_time_stamp_counter};
+pub use atomics::{
+    atomic_instruction_addresses, keep_within, reads_time_stamp_counter, spin_instructions,
+    SpinInstructions,
+};
 pub use code_under_test::code_under_test_ranges;
 pub use elf::{ElfError, ElfFile};
 pub use errno::{errno_tls_offset_source, ErrnoTls};

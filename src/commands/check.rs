@@ -44,6 +44,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             stack_requests: Vec::new(),
             snapshots: !args.no_snapshots,
             snapshot_memory: args.snapshot_memory,
+            fair: !args.no_fair,
         },
         plan: plan(args),
         jobs: args
@@ -180,6 +181,7 @@ fn write_schedules(
                 execution_timeout: args.execution_timeout,
                 max_steps: args.max_steps,
                 races: !args.no_races,
+                fair: !args.no_fair,
                 preempt_on_races: w.racy_addresses.is_some(),
                 trace_lib: args.trace_lib.clone(),
                 no_trace_lib: args.no_trace_lib.clone(),

@@ -47,6 +47,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         // One execution: nothing to gain from a snapshot.
         snapshots: false,
         snapshot_memory: 0,
+        fair: schedule.options.fair,
     };
     let mut sched = ReplayScheduler::new(schedule.decisions.clone());
     let outcome = run_single(

@@ -9,7 +9,10 @@
 //! - [`portfolio`](default_mix): several of the above interleaved execution by execution.
 //! - [`ReplayScheduler`]: follows a recorded schedule and detects divergence.
 //! - [`TreePool`]: the shared work of a parallel tree search (`--jobs`).
+//! - [`FairFilter`]: the fair scheduler's priority relation (Musuvathi & Qadeer PLDI'08),
+//!   applied by the executor to the enabled threads before any strategy sees them.
 
+mod fair;
 mod pct;
 mod pool;
 mod portfolio;
@@ -17,6 +20,7 @@ mod random;
 mod replay;
 mod tree;
 
+pub use fair::FairFilter;
 pub use pct::PctScheduler;
 pub use pool::{TreePool, WorkItem};
 pub use portfolio::{default_mix, Mix, Slot};

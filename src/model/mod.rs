@@ -6,6 +6,7 @@
 //! touches a process: memory it needs (a futex word, a semaphore value to write back) comes
 //! through the [`MemoryView`] trait, so it can be tested on synthetic event sequences.
 
+mod fingerprint;
 mod objects;
 mod ops;
 mod state;

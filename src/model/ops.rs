@@ -204,6 +204,21 @@ impl Op {
         }
     }
 
+    /// Whether the fair scheduler counts this operation as a yield (`explore::fair`):
+    /// sched_yield and the pause instruction (`Yield`), sleeps, and futex waits with a
+    /// timeout (a thread that polls with a timeout is waiting for someone else).
+    pub fn yields_for_fairness(&self) -> bool {
+        matches!(
+            self,
+            Op::Yield
+                | Op::Sleep { .. }
+                | Op::FutexWait {
+                    timeout: Some(_),
+                    ..
+                }
+        )
+    }
+
     /// The synchronisation object this operation acts on, if any.
     pub fn object(&self) -> Option<ObjectRef> {
         use ObjectKind as K;

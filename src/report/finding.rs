@@ -133,4 +133,19 @@ pub struct Finding {
     /// The schedule file that replays it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
+    /// For a livelock: the operations the execution keeps repeating, in order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cycle: Vec<CycleStep>,
+}
+
+/// One operation of a livelock's repeating cycle.
+#[derive(Clone, Debug, Serialize)]
+pub struct CycleStep {
+    /// The thread that performs it.
+    pub thread: usize,
+    /// The operation (`yield`, `atomic`, `mutex_lock`...).
+    pub op: String,
+    /// Where it is called from, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<Frame>,
 }

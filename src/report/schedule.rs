@@ -40,6 +40,10 @@ pub struct ExecutionOptions {
     /// Data race detection was on.
     #[serde(default = "yes")]
     pub races: bool,
+    /// The fair filter chose among the enabled threads (absent in files written before it
+    /// existed, which were recorded without it).
+    #[serde(default)]
+    pub fair: bool,
     /// Racy accesses were scheduling points.
     #[serde(default)]
     pub preempt_on_races: bool,

@@ -15,10 +15,10 @@ use nix::unistd::Pid;
 
 use super::capture::{failure_message, StderrCapture};
 use super::determinism::Determinism;
-use super::findings::repeating_cycle;
 use super::happens_before;
 use super::hooks::Hook;
 use super::hooks::{merge_aliases, Convention, HookContext};
+use super::livelock::{Window, WindowStep};
 use super::plan::{role_of, Alloc, MemFn, Role};
 use super::process::{BreakpointKind, Process, StopPlace, TracedThread};
 use super::races::{PendingReturn, ReturnAction};
@@ -27,7 +27,7 @@ use super::syscalls::{self, ClockCall, SyscallAction, TimeSource};
 use super::worker_state::WorkerState;
 use crate::binary::{ElfFile, ErrnoTls};
 use crate::detect::race::RaceDetector;
-use crate::explore::{Decision, Divergence, Point, Scheduler};
+use crate::explore::{Decision, Divergence, FairFilter, Point, Scheduler};
 use crate::model::{Completion, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::fork::{fork_stopped, ForkFrom};
@@ -74,6 +74,9 @@ pub struct ExecutionConfig {
     pub snapshots: bool,
     /// Most resident memory a worker's snapshots may hold.
     pub snapshot_memory: u64,
+    /// Filter the enabled threads through the fair scheduler's priority relation
+    /// (`explore::fair`) before the strategy chooses.
+    pub fair: bool,
 }
 
 impl ExecutionConfig {
@@ -132,9 +135,6 @@ pub struct TraceStep {
     /// Where it was called from.
     pub location: Option<crate::report::Frame>,
 }
-
-/// Decisions kept to judge whether a schedule that hit `--max-steps` was fair.
-const FAIRNESS_WINDOW: usize = 1000;
 
 /// What running a thread to its next stop produced.
 pub(super) enum RunResult {
@@ -288,6 +288,7 @@ impl<'a> Execution<'a> {
             decisions: Vec::new(),
             trace: Vec::new(),
             window: Default::default(),
+            fair: cfg.fair.then(FairFilter::new),
             det: Determinism::default(),
             snapshot_key: None,
             prefix: None,
@@ -325,6 +326,7 @@ impl<'a> Execution<'a> {
             decisions: s.decisions,
             trace: s.trace,
             window: s.window,
+            fair: s.fair,
             det: s.det,
             snapshot_key: None,
             prefix: None,
@@ -349,6 +351,7 @@ impl<'a> Execution<'a> {
             decisions: self.decisions.clone(),
             trace: self.trace.clone(),
             window: self.window.clone(),
+            fair: self.fair.clone(),
             det: self.det.clone(),
         }
     }
@@ -472,7 +475,10 @@ pub(super) struct Execution<'a> {
     pub(super) panic: Option<ThreadReport>,
     pub(super) decisions: Vec<Decision>,
     pub(super) trace: Vec<TraceStep>,
-    pub(super) window: std::collections::VecDeque<(Vec<ThreadId>, ThreadId)>,
+    /// The last decisions, to tell a livelock from an unfair schedule at `--max-steps`.
+    pub(super) window: Window,
+    /// The fair scheduler's priority relation (None with `--no-fair`).
+    pub(super) fair: Option<FairFilter>,
     pub(super) det: Determinism,
     /// Set while this execution should fork the startup snapshot at its first thread
     /// creation (the key of its configuration).
@@ -550,12 +556,16 @@ impl Execution<'_> {
                 return Ok(self.outcome(Some(f)));
             }
             if self.cfg.max_steps.is_some_and(|m| self.steps >= m) {
-                let finding = self.step_limit_finding();
+                let finding = self.livelock_finding();
                 let mut out = self.outcome(finding);
                 out.step_limit_hit = true;
                 return Ok(out);
             }
-            let ops: Vec<&'static str> = enabled
+            let schedulable = match self.fair.as_mut() {
+                Some(f) => f.schedulable(&enabled),
+                None => enabled.clone(),
+            };
+            let ops: Vec<&'static str> = schedulable
                 .iter()
                 .map(|&u| self.model.pending(u).map_or("?", Op::name))
                 .collect();
@@ -563,7 +573,7 @@ impl Execution<'_> {
                 matches!(self.model.pending(c), Some(Op::Yield | Op::Sleep { .. }))
             });
             let point = Point {
-                enabled: &enabled,
+                enabled: &schedulable,
                 ops: &ops,
                 current,
                 current_yields,
@@ -583,11 +593,21 @@ impl Execution<'_> {
             if let Some(rec) = self.prefix.as_mut() {
                 rec.record(&point, t);
             }
-            let op = ops[enabled.iter().position(|&u| u == t).unwrap_or(0)];
-            self.window.push_back((enabled.clone(), t));
-            if self.window.len() > FAIRNESS_WINDOW {
-                self.window.pop_front();
+            let op = ops[schedulable.iter().position(|&u| u == t).unwrap_or(0)];
+            let yields = self.model.pending(t).is_some_and(Op::yields_for_fairness);
+            let site = self.model.pending_site(t);
+            if let Some(f) = self.fair.as_mut() {
+                let state = yields.then(|| yield_state(&self.model, site));
+                f.chose(t, &enabled, state);
             }
+            self.window.push(WindowStep {
+                enabled: enabled.clone(),
+                thread: t,
+                op,
+                site,
+                site_is_pc: self.p.threads[t].place == StopPlace::Breakpoint(site),
+                yields,
+            });
             if self.cfg.trace {
                 self.trace_step(t, op);
             }
@@ -669,43 +689,6 @@ impl Execution<'_> {
             object,
             location,
         });
-    }
-
-    /// At `--max-steps`: a possible livelock when the schedule was fair over the last window
-    /// (every thread enabled in it also ran), else nothing (a fair schedule might end).
-    fn step_limit_finding(&mut self) -> Option<Finding> {
-        let mut enabled_any = std::collections::BTreeSet::new();
-        let mut ran = std::collections::BTreeSet::new();
-        for (enabled, t) in &self.window {
-            enabled_any.extend(enabled.iter().copied());
-            ran.insert(*t);
-        }
-        if !enabled_any.is_subset(&ran) {
-            return None;
-        }
-        let cycle: Vec<String> = repeating_cycle(&self.decisions)
-            .iter()
-            .map(|d| format!("T{} {}", d.thread, d.op))
-            .collect();
-        let live: Vec<ThreadId> = ran
-            .into_iter()
-            .filter(|&t| !self.model.is_finished(t))
-            .collect();
-        let threads: Vec<ThreadReport> = live
-            .into_iter()
-            .map(|t| self.thread_report(t, "keeps running without the program ending".into()))
-            .collect();
-        let mut f = self.finding(
-            FindingKind::Livelock,
-            format!(
-                "possible livelock or non-termination: {} scheduling decisions under a fair schedule without the program ending",
-                self.steps
-            ),
-            threads,
-        );
-        f.details
-            .push(format!("the execution repeats: {} …", cycle.join(", ")));
-        Some(f)
     }
 
     /// Handles the result of running `t`; Some when the execution is over.
@@ -1074,6 +1057,7 @@ impl Execution<'_> {
             BreakpointKind::Access { plan, index, bias } => {
                 return self.on_access(t, addr, &plan, index, bias);
             }
+            BreakpointKind::Pause => (Op::Yield, addr),
             BreakpointKind::Alloc(kind) => return self.on_allocator(t, kind),
             BreakpointKind::MemFn(f) => return self.on_mem_fn(t, f),
             BreakpointKind::LinkMapChanged => {
@@ -1391,6 +1375,9 @@ impl Execution<'_> {
                     bias,
                 })
             })?;
+            let pauses: Vec<u64> = plan.pauses.iter().map(|a| a + bias).collect();
+            self.p
+                .add_breakpoints(&pauses, |_| Some(BreakpointKind::Pause))?;
             let allocs: HashMap<u64, Alloc> = plan
                 .allocators
                 .iter()
@@ -1462,6 +1449,12 @@ impl Execution<'_> {
             }
         }
     }
+}
+
+/// The state a thread yields in, for the fair filter's notion of progress: the model's
+/// synchronisation state and the yield's call site.
+fn yield_state(model: &Model, site: u64) -> u64 {
+    model.sync_fingerprint() ^ site.wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 /// Whether `p` is the dynamic loader (ld-linux).

@@ -1,6 +1,6 @@
 //! Turning what went wrong in an execution into findings: deadlocks and misuse from the
-//! model, fatal signals, runaway threads, exit statuses and livelocks, each with the stacks
-//! of the threads involved.
+//! model, fatal signals, runaway threads and exit statuses, each with the stacks of the
+//! threads involved (livelocks: `livelock.rs`).
 
 use anyhow::Result;
 use nix::sys::signal::Signal;
@@ -9,7 +9,6 @@ use nix::unistd::Pid;
 use super::execution::{Execution, ProcessEnd};
 use super::process::StopPlace;
 use super::stacks::primary_location;
-use crate::explore::Decision;
 use crate::model::{ModelFinding, ObjectKind, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::{events, regs};
@@ -72,6 +71,7 @@ impl Execution<'_> {
             steps: 0,
             strategy: String::new(),
             schedule: None,
+            cycle: Vec::new(),
         }
     }
 
@@ -237,19 +237,6 @@ impl Execution<'_> {
     }
 }
 
-/// The shortest sequence of decisions the end of `decisions` keeps repeating (at least four
-/// times), or its last eight decisions when there is none.
-pub(super) fn repeating_cycle(decisions: &[Decision]) -> &[Decision] {
-    let n = decisions.len();
-    for period in 1..=64.min(n / 4) {
-        let tail = &decisions[n - 4 * period..];
-        if (period..tail.len()).all(|i| tail[i] == tail[i - period]) {
-            return &decisions[n - period..];
-        }
-    }
-    &decisions[n.saturating_sub(8)..]
-}
-
 fn describe_deadlock(local: bool, blocked: &[crate::model::BlockedThread]) -> String {
     let names: Vec<String> = blocked.iter().map(|b| format!("T{}", b.thread)).collect();
     let exited_holder = blocked
@@ -294,28 +281,4 @@ pub(super) fn signal_is_caught(tid: Pid, sig: Signal) -> bool {
         .find_map(|l| l.strip_prefix("SigCgt:"))
         .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
         .is_some_and(|mask| mask & (1u64 << (sig as i32 - 1)) != 0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn d(thread: usize, op: &str) -> Decision {
-        Decision {
-            thread,
-            op: op.into(),
-        }
-    }
-
-    #[test]
-    fn finds_the_shortest_repeating_cycle() {
-        let mut v = vec![d(0, "start"), d(0, "continue")];
-        for _ in 0..10 {
-            v.push(d(1, "yield"));
-            v.push(d(2, "atomic"));
-        }
-        assert_eq!(repeating_cycle(&v), &[d(1, "yield"), d(2, "atomic")]);
-        let w: Vec<Decision> = (0..20).map(|i| d(i, "atomic")).collect();
-        assert_eq!(repeating_cycle(&w).len(), 8);
-    }
 }

@@ -8,6 +8,7 @@ mod execution;
 mod findings;
 mod happens_before;
 mod hooks;
+mod livelock;
 mod plan;
 mod process;
 mod races;

@@ -1,8 +1,8 @@
-//! What to instrument in one mapped ELF file: hooked functions, atomic instructions, memory
-//! access instructions of the code under test, allocator entries, the PLT stubs of the libc
-//! memory functions the program calls, Rust's panic entry, glibc's errno slot, and the
-//! addresses known to hold atomics. Computed once per file (decoding is the expensive part)
-//! and shared by every execution of a worker.
+//! What to instrument in one mapped ELF file: hooked functions, atomic and PAUSE
+//! instructions, memory access instructions of the code under test, allocator entries, the
+//! PLT stubs of the libc memory functions the program calls, Rust's panic entry, glibc's
+//! errno slot, and the addresses known to hold atomics. Computed once per file (decoding is
+//! the expensive part) and shared by every execution of a worker.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -18,8 +18,8 @@ use crate::binary::atomic_vars::atomic_global_ranges;
 use crate::binary::code_under_test::code_under_test_ranges;
 use crate::binary::symbolize::Symbolizer;
 use crate::binary::{
-    allocator_functions, atomic_instruction_addresses, errno_tls_offset_source, is_system_library,
-    plt_entries, AllocFn, ElfFile, ErrnoTls,
+    allocator_functions, errno_tls_offset_source, is_system_library, keep_within, plt_entries,
+    spin_instructions, AllocFn, ElfFile, ErrnoTls,
 };
 
 /// libc functions whose effect on user memory is modelled as accesses of their ranges
@@ -150,6 +150,8 @@ pub struct ModulePlan {
     pub hooks: Vec<(u64, Hook)>,
     /// Atomic instructions, decoded at their svma.
     pub atomics: Vec<Instruction>,
+    /// PAUSE instructions of the code under test (yield points).
+    pub pauses: Vec<u64>,
     /// Memory-access instructions of the code under test, decoded at their svma, with
     /// whether their source says they are atomic loads or stores.
     pub accesses: Vec<(Instruction, MemoryAccessInsn, bool)>,
@@ -274,7 +276,14 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
             None
         };
         if !(elf.is_static() && dwarf.is_empty()) {
-            for s in atomic_instruction_addresses(elf, atomic_scope) {
+            let mut found = spin_instructions(elf);
+            keep_within(&mut found.atomics, atomic_scope);
+            // PAUSE only in the user's own code: toolchain spin loops (Rust std's mutex
+            // spins a hundred pauses before it waits) stay native, like libc's.
+            let pause_scope = own.as_deref().or(atomic_scope);
+            keep_within(&mut found.pauses, pause_scope);
+            plan.pauses = found.pauses;
+            for s in found.atomics {
                 if let Some(bytes) = elf.read_svma(s, 16) {
                     let insn = decode_at(bytes, s);
                     if insn.is_ip_rel_memory_operand() {

@@ -43,6 +43,8 @@ pub enum BreakpointKind {
         /// Load bias of the file.
         bias: u64,
     },
+    /// A PAUSE instruction of the code under test: a yield, then stepped over.
+    Pause,
     /// An allocator entry.
     Alloc(Alloc),
     /// The PLT stub of a modelled libc memory function.

@@ -30,7 +30,8 @@ use super::execution::{ExecutionConfig, TraceStep};
 use super::process::{Process, StopPlace};
 use super::races::PendingReturn;
 use crate::detect::race::RaceDetector;
-use crate::explore::{Decision, Point};
+use super::livelock::Window;
+use crate::explore::{Decision, FairFilter, Point};
 use crate::model::{Model, ThreadId};
 use crate::report::ThreadReport;
 use crate::tracee::fork::{discard, fork_stopped, ForkFrom};
@@ -110,7 +111,8 @@ pub(super) struct SavedExecution {
     pub panic: Option<ThreadReport>,
     pub decisions: Vec<Decision>,
     pub trace: Vec<TraceStep>,
-    pub window: std::collections::VecDeque<(Vec<ThreadId>, ThreadId)>,
+    pub window: Window,
+    pub fair: Option<FairFilter>,
     pub det: Determinism,
 }
 

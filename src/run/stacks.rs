@@ -103,7 +103,17 @@ impl Symbols {
     /// frame that is not toolchain library code (Rust's std/core/alloc sources, C/C++ system
     /// headers), else the innermost.
     pub fn call_site(&mut self, return_address: u64) -> Frame {
-        let mut frames = self.frame_at(return_address, true);
+        self.site(return_address, true)
+    }
+
+    /// Like [`Self::call_site`], for the address of an instruction itself (an atomic or PAUSE
+    /// breakpoint) rather than a return address.
+    pub fn instruction_site(&mut self, pc: u64) -> Frame {
+        self.site(pc, false)
+    }
+
+    fn site(&mut self, addr: u64, return_address: bool) -> Frame {
+        let mut frames = self.frame_at(addr, return_address);
         let own = frames
             .iter()
             .position(|f| f.file.as_deref().is_some_and(|p| !is_library_source(p)));

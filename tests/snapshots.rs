@@ -51,12 +51,16 @@ fn entries() -> Vec<Entry> {
 }
 
 fn dfs_run(e: &Entry, snapshots: bool) -> Run {
+    tree_run(e, "dfs", EXECUTIONS, snapshots)
+}
+
+fn tree_run(e: &Entry, strategy: &str, executions: &str, snapshots: bool) -> Run {
     let binary = fixtures().join(&e.binary);
     let out = common::temp_path("out");
-    let mut a = args(&["--strategy", "dfs", "--jobs", "1", "--seed", "1"]);
+    let mut a = args(&["--strategy", strategy, "--jobs", "1", "--seed", "1"]);
     a.extend(args(&[
         "--max-executions",
-        EXECUTIONS,
+        executions,
         "--quiet-program",
         "--out",
     ]));
@@ -180,6 +184,48 @@ fn every_fixture_gives_the_same_results_with_and_without_snapshots() {
             "{name} did not use snapshots"
         );
     }
+}
+
+/// Deep searches, where copies of the whole multi-threaded process are made at branch
+/// points: dfs and icb give the same results from branch snapshots as from exec, and the
+/// branch snapshots are really used.
+#[test]
+fn branch_snapshots_give_the_same_deep_searches() {
+    let cases = [
+        ("snapshot_threads_ok", "dfs"),
+        ("hundred_threads_ok", "dfs"),
+        ("cpp_prodcons_ok", "dfs"),
+        ("rust_mpsc_ok", "dfs"),
+        ("race_rust_mutex_mpsc_ok", "dfs"),
+        ("cpp_prodcons_ok", "icb"),
+        ("snapshot_threads_ok", "icb"),
+    ];
+    let mut problems = Vec::new();
+    for (name, strategy) in cases {
+        let e = Entry {
+            name: name.to_string(),
+            binary: format!("build/{name}"),
+            args: Vec::new(),
+            options: Vec::new(),
+        };
+        let with = tree_run(&e, strategy, "250", true);
+        let without = tree_run(&e, strategy, "250", false);
+        let (a, b) = (summary(&with), summary(&without));
+        if a != b {
+            problems.push(format!("{name} {strategy}: with {a}\n   without {b}"));
+        }
+        let from_branch = with.json.as_ref().map_or(0, |j| {
+            j["snapshots"]["executions_from_branch_snapshot"]
+                .as_u64()
+                .unwrap_or(0)
+        });
+        if from_branch == 0 {
+            problems.push(format!(
+                "{name} {strategy}: no execution started from a branch snapshot"
+            ));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 fn default_search(name: &str) -> Run {

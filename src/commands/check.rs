@@ -109,6 +109,8 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             elapsed_seconds: result.elapsed.as_secs_f64(),
             snapshots: json::JsonSnapshots {
                 executions_from_snapshot: result.from_snapshots,
+                executions_from_branch_snapshot: result.from_branch_snapshots,
+                branch_snapshots: result.branch_snapshots,
                 off_because: result.snapshots_off.clone(),
             },
             findings: &findings,

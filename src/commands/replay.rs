@@ -130,6 +130,8 @@ fn write_json(
         elapsed_seconds: 0.0,
         snapshots: json::JsonSnapshots {
             executions_from_snapshot: 0,
+            executions_from_branch_snapshot: 0,
+            branch_snapshots: 0,
             off_because: None,
         },
         findings,

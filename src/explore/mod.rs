@@ -118,6 +118,17 @@ pub trait Scheduler: Send {
     fn coverage(&self) -> Coverage {
         Coverage::default()
     }
+    /// The choices the current execution will replay before choosing anew (a tree search),
+    /// so that the executor can start from a snapshot taken on that path; None for
+    /// strategies without a replayed prefix.
+    fn planned_prefix(&self) -> Option<&[ThreadId]> {
+        None
+    }
+    /// Whether a later execution may branch off at decision `step` of the current one (a
+    /// snapshot taken there could be used again). Only tree searches ever do.
+    fn may_backtrack_to(&self, _step: usize) -> bool {
+        false
+    }
     /// The strategy that runs the current execution, with its parameters (a portfolio names
     /// its member).
     fn describe_current(&self) -> String {

@@ -173,6 +173,17 @@ impl Scheduler for TreeSearch {
         self.name
     }
 
+    fn planned_prefix(&self) -> Option<&[ThreadId]> {
+        Some(&self.replay)
+    }
+
+    fn may_backtrack_to(&self, step: usize) -> bool {
+        // Nodes of the work item's prefix belong to others; a node kept from earlier
+        // executions is only returned to while it has alternatives left; a new node may get
+        // some.
+        step >= self.fixed && self.stack.get(step).is_none_or(|n| !n.todo.is_empty())
+    }
+
     fn begin_execution(&mut self, _index: u64) -> Option<u64> {
         if self.exhausted {
             return None;

@@ -69,6 +69,10 @@ pub struct JsonReport<'a> {
 pub struct JsonSnapshots {
     /// Executions started from a fork snapshot instead of exec.
     pub executions_from_snapshot: u64,
+    /// Of those, executions started from a snapshot at a branch point of dfs/icb.
+    pub executions_from_branch_snapshot: u64,
+    /// Snapshots taken at branch points of dfs/icb.
+    pub branch_snapshots: u64,
     /// Why snapshots were turned off, if they were (null otherwise, or with
     /// `--no-snapshots`).
     pub off_because: Option<String>,

@@ -22,7 +22,7 @@ use super::livelock::{Window, WindowStep};
 use super::plan::{role_of, Alloc, MemFn, Role};
 use super::process::{BreakpointKind, Process, StopPlace, TracedThread};
 use super::races::{PendingReturn, ReturnAction};
-use super::snapshot::{self, NewSnapshot, PrefixRecorder, Restored, SavedExecution, SavedPoint};
+use super::snapshot::{self, Restored, SavedPoint};
 use super::syscalls::{self, ClockCall, SyscallAction, TimeSource};
 use super::worker_state::WorkerState;
 use crate::binary::{ElfFile, ErrnoTls};
@@ -30,7 +30,6 @@ use crate::detect::race::RaceDetector;
 use crate::explore::{Decision, Divergence, FairFilter, Point, Scheduler};
 use crate::model::{Completion, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
-use crate::tracee::fork::{fork_stopped, ForkFrom};
 use crate::tracee::procfs;
 use crate::tracee::seccomp::nr;
 use crate::tracee::spawn::{spawn_traced, StdioSetup};
@@ -166,14 +165,25 @@ pub fn run_execution(
         worker.capture = Some(StderrCapture::start(!cfg.quiet_program)?);
     }
     let key = snapshot::key(cfg);
-    let restored = if cfg.snapshots {
-        worker.snapshots.fork_startup(&key)?
-    } else {
-        None
-    };
+    // A tree search replays a known prefix: start from the deepest branch snapshot on it,
+    // else from the startup snapshot, else from exec.
+    let planned: Option<Vec<ThreadId>> = sched.planned_prefix().map(<[ThreadId]>::to_vec);
+    let mut restored = None;
+    if cfg.snapshots {
+        if let Some(planned) = &planned {
+            let atomics = worker.atomic_addresses.len();
+            worker.snapshots.prune_branches(&key, planned, atomics);
+            restored = worker.snapshots.fork_branch(&key, planned)?;
+        }
+        if restored.is_none() {
+            restored = worker.snapshots.fork_startup(&key)?;
+        }
+    }
+    let branch_key = (cfg.snapshots && planned.is_some()).then(|| key.clone());
     let result = match restored {
         Some(r) => {
             let mut exec = Execution::restored(cfg, worker, r);
+            exec.branch_key = branch_key;
             let prefix = std::mem::take(&mut exec.restored_prefix);
             let result = exec.run(sched, Some(prefix));
             exec.kill_all();
@@ -182,9 +192,9 @@ pub fn run_execution(
         None => {
             let process = launch(cfg, worker)?;
             let mut exec = Execution::fresh(cfg, worker, process);
+            exec.branch_key = branch_key;
             if cfg.snapshots && exec.worker.snapshots.wanted(&key) {
                 exec.snapshot_key = Some(key.clone());
-                exec.prefix = Some(Default::default());
                 exec.inherited_fds = procfs::descriptors(exec.p.pid);
             }
             let result = exec.run(sched, None);
@@ -291,8 +301,13 @@ impl<'a> Execution<'a> {
             fair: cfg.fair.then(FairFilter::new),
             det: Determinism::default(),
             snapshot_key: None,
-            prefix: None,
+            points: Vec::new(),
+            record_points: cfg.snapshots,
+            points_overflowed: false,
             restored_prefix: Vec::new(),
+            resume_main: false,
+            syscall_insn: 0,
+            branch_key: None,
             inherited_fds: Vec::new(),
         }
     }
@@ -308,13 +323,13 @@ impl<'a> Execution<'a> {
             races: s.races,
             returns: s.returns,
             atomic_ranges: s.atomic_ranges,
-            race_findings: Vec::new(),
+            race_findings: s.race_findings,
             recent_pcs: s.recent_pcs,
             traced_accesses: s.traced_accesses,
             instrumented: s.instrumented,
             stack_requests: cfg.stack_requests.clone(),
             captured_stacks: Vec::new(),
-            race_origins: Vec::new(),
+            race_origins: s.race_origins,
             group_exiting: false,
             pending_clone: None,
             resumed_at: Instant::now(),
@@ -329,91 +344,15 @@ impl<'a> Execution<'a> {
             fair: s.fair,
             det: s.det,
             snapshot_key: None,
-            prefix: None,
+            points: r.prefix.clone(),
+            record_points: cfg.snapshots,
+            points_overflowed: false,
             restored_prefix: r.prefix,
+            resume_main: r.resume_main,
+            syscall_insn: s.syscall_insn,
+            branch_key: None,
             inherited_fds: Vec::new(),
         }
-    }
-
-    /// The tracer-side state now, for a snapshot.
-    fn save_state(&self) -> SavedExecution {
-        SavedExecution {
-            model: self.model.clone(),
-            races: self.races.clone(),
-            returns: self.returns.clone(),
-            atomic_ranges: self.atomic_ranges.clone(),
-            recent_pcs: self.recent_pcs.clone(),
-            traced_accesses: self.traced_accesses,
-            instrumented: self.instrumented.clone(),
-            steps: self.steps,
-            preemptions: self.preemptions,
-            panic: self.panic.clone(),
-            decisions: self.decisions.clone(),
-            trace: self.trace.clone(),
-            window: self.window.clone(),
-            fair: self.fair.clone(),
-            det: self.det.clone(),
-        }
-    }
-
-    /// At the first thread creation (`t` at the clone's seccomp stop with registers `r`):
-    /// forks the template of the worker's startup snapshot. True when it was taken; the
-    /// thread is then stopped at the `syscall` again, to run the clone as if nothing happened.
-    fn take_startup_snapshot(&mut self, t: ThreadId, r: &regs::Regs, key: String) -> Result<bool> {
-        let rec = self.prefix.take().unwrap_or_default();
-        let pid = self.p.pid;
-        let refusal = if self.p.threads.len() != 1 || t != 0 {
-            Some("the first thread creation was not made by the main thread alone".to_string())
-        } else if rec.overflowed {
-            Some("the program makes too many scheduling decisions before its first thread".into())
-        } else if !self.p.foreign.is_empty() {
-            Some("the program started child processes before its first thread".into())
-        } else if self.p.mem.read_u16(r.rip.wrapping_sub(2)).ok() != Some(0x050f) {
-            Some("the clone was not made by a syscall instruction".into())
-        } else if procfs::resident_bytes(pid) > self.cfg.snapshot_memory {
-            Some(format!(
-                "the program's resident memory at its first thread ({} MiB) is above --snapshot-memory",
-                procfs::resident_bytes(pid) >> 20
-            ))
-        } else {
-            procfs::fork_hazard(pid, &self.inherited_fds)
-        };
-        let tid_addr = snapshot::cached_tid_address(&self.p.mem, r.fs_base, pid);
-        let refusal = refusal.or_else(|| {
-            tid_addr
-                .is_none()
-                .then(|| "the C library's cached thread id could not be found".to_string())
-        });
-        if let Some(why) = refusal {
-            self.worker.snapshots.refuse(&key, why);
-            return Ok(false);
-        }
-        let mut canonical = *r;
-        canonical.rip = r.rip - 2;
-        canonical.rax = r.orig_rax;
-        canonical.orig_rax = u64::MAX;
-        let state = self.save_state();
-        let template = fork_stopped(pid, ForkFrom::SeccompStop, &canonical)
-            .context("forking the startup snapshot")?;
-        let mut process = self.p.copy_for(template)?;
-        process.threads[0].regs = canonical;
-        process.threads[0].place = StopPlace::Event;
-        self.worker.snapshots.store(
-            &key,
-            NewSnapshot {
-                template,
-                regs: canonical,
-                tid_addr: tid_addr.expect("checked"),
-                process,
-                state,
-                prefix: rec.points,
-            },
-        );
-        let th = &mut self.p.threads[t];
-        th.regs = canonical;
-        th.place = StopPlace::Event;
-        events::resume(th.tid, None)?;
-        Ok(true)
     }
 }
 
@@ -483,10 +422,20 @@ pub(super) struct Execution<'a> {
     /// Set while this execution should fork the startup snapshot at its first thread
     /// creation (the key of its configuration).
     pub(super) snapshot_key: Option<String>,
-    /// The start's decisions, recorded while a snapshot is wanted.
-    pub(super) prefix: Option<PrefixRecorder>,
+    /// Every point so far with its decision (with snapshots on), saved with a snapshot.
+    pub(super) points: Vec<SavedPoint>,
+    pub(super) record_points: bool,
+    /// More points than a snapshot keeps were made.
+    pub(super) points_overflowed: bool,
     /// The decisions a restored execution skipped, to show the strategy.
     pub(super) restored_prefix: Vec<SavedPoint>,
+    /// A restored startup copy resumes its main thread first.
+    pub(super) resume_main: bool,
+    /// Address of a `syscall` instruction in the program (for injected syscalls).
+    pub(super) syscall_insn: u64,
+    /// Set when this execution may take branch snapshots (a tree search): the
+    /// configuration's key.
+    pub(super) branch_key: Option<String>,
     /// The descriptors the program was started with (while a snapshot is wanted).
     pub(super) inherited_fds: Vec<(i32, String)>,
 }
@@ -504,7 +453,7 @@ impl Execution<'_> {
         restored: Option<Vec<SavedPoint>>,
     ) -> Result<ExecutionOutcome> {
         let mut current: Option<ThreadId> = None;
-        match restored {
+        match &restored {
             None => {
                 let rsp = self.p.load_regs(0)?.rsp;
                 self.det
@@ -515,7 +464,7 @@ impl Execution<'_> {
                     .add_breakpoints(&[entry], |_| Some(BreakpointKind::Entry))?;
             }
             Some(prefix) => {
-                for saved in &prefix {
+                for saved in prefix {
                     match sched.choose(&saved.point()) {
                         Ok(t) if t == saved.chosen => current = Some(t),
                         Ok(t) => {
@@ -538,9 +487,11 @@ impl Execution<'_> {
                 }
             }
         }
-        let first = self.resume_and_run(0)?;
-        if let Some(done) = self.settle(0, first)? {
-            return Ok(done);
+        if restored.is_none() || self.resume_main {
+            let first = self.resume_and_run(0)?;
+            if let Some(done) = self.settle(0, first)? {
+                return Ok(done);
+            }
         }
         loop {
             let enabled = self.model.enabled_threads();
@@ -560,6 +511,9 @@ impl Execution<'_> {
                 let mut out = self.outcome(finding);
                 out.step_limit_hit = true;
                 return Ok(out);
+            }
+            if enabled.len() > 1 && sched.may_backtrack_to(self.steps as usize) {
+                self.maybe_branch_snapshot()?;
             }
             let schedulable = match self.fair.as_mut() {
                 Some(f) => f.schedulable(&enabled),
@@ -590,8 +544,12 @@ impl Execution<'_> {
             if point.is_preemption(t) {
                 self.preemptions += 1;
             }
-            if let Some(rec) = self.prefix.as_mut() {
-                rec.record(&point, t);
+            if self.record_points {
+                if self.points.len() < snapshot::MAX_PREFIX_POINTS {
+                    self.points.push(SavedPoint::new(&point, t));
+                } else {
+                    self.points_overflowed = true;
+                }
             }
             let op = ops[schedulable.iter().position(|&u| u == t).unwrap_or(0)];
             let yields = self.model.pending(t).is_some_and(Op::yields_for_fairness);
@@ -835,7 +793,7 @@ impl Execution<'_> {
     }
 
     /// Consumes a new thread's first stop before it is resumed for the first time.
-    fn ensure_started(&mut self, t: ThreadId) -> Result<()> {
+    pub(super) fn ensure_started(&mut self, t: ThreadId) -> Result<()> {
         if self.p.threads[t].started {
             return Ok(());
         }
@@ -1140,6 +1098,10 @@ impl Execution<'_> {
         let tid = self.p.threads[t].tid;
         let nr = r.orig_rax as i64;
         let a = regs::syscall_args(&r);
+        if self.syscall_insn == 0 && self.p.mem.read_u16(r.rip.wrapping_sub(2)).ok() == Some(0x050f)
+        {
+            self.syscall_insn = r.rip - 2;
+        }
         if let Some(key) = self.snapshot_key.take() {
             let flags = match nr {
                 nr::CLONE => a[0],
@@ -1162,6 +1124,13 @@ impl Execution<'_> {
                 self.pending_clone = Some((flags, ctid, tls));
             }
             nr::SET_TID_ADDRESS => self.p.threads[t].clear_tid = a[0],
+            nr::SIGALTSTACK if a[0] != 0 => {
+                let mut ss = [0u8; 24];
+                if self.p.mem.read(a[0], &mut ss).is_ok() {
+                    let flags = i32::from_le_bytes(ss[8..12].try_into().expect("4 bytes"));
+                    self.p.threads[t].altstack = (flags & libc::SS_DISABLE == 0).then_some(ss);
+                }
+            }
             nr::EXIT_GROUP => self.group_exiting = true,
             _ => {}
         }
@@ -1298,6 +1267,11 @@ impl Execution<'_> {
             d.thread_created(t, id);
         }
         debug_assert_eq!(self.p.threads.len(), id + 1);
+        // Out of the clone event, to the syscall's exit: the parent's registers then hold the
+        // new tid and can be copied into a snapshot like any stopped thread's.
+        if let Some(sig) = events::finish_syscall_in_event(parent_tid)? {
+            self.p.threads[t].pending_signal = Some(sig);
+        }
         self.p.threads[t].place = StopPlace::Event;
         self.point(t, Op::Continue, 0)
     }

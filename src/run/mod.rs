@@ -14,6 +14,7 @@ mod process;
 mod races;
 pub mod search;
 mod snapshot;
+mod snapshotting;
 mod stacks;
 mod syscalls;
 mod worker_state;

@@ -85,6 +85,8 @@ pub struct TracedThread {
     pub pending_signal: Option<nix::sys::signal::Signal>,
     /// It is gone (reaped or exiting).
     pub gone: bool,
+    /// Its alternate signal stack (`stack_t` bytes), as last set with sigaltstack.
+    pub altstack: Option<[u8; 24]>,
 }
 
 impl TracedThread {
@@ -100,6 +102,7 @@ impl TracedThread {
             handle,
             pending_signal: None,
             gone: false,
+            altstack: None,
         }
     }
 }
@@ -186,6 +189,29 @@ impl Process {
         threads[0].tid = copy;
         let mut by_tid = HashMap::new();
         by_tid.insert(copy, 0);
+        Ok(Process {
+            pid: copy,
+            mem: Memory::open(copy)?,
+            bps: self.bps.clone(),
+            bp_kinds: self.bp_kinds.clone(),
+            threads,
+            by_tid,
+            early_stops: HashSet::new(),
+            foreign: HashSet::new(),
+            errno_tp_offset: self.errno_tp_offset,
+        })
+    }
+
+    /// The tracer-side record of a fork copy of this process whose threads were rebuilt
+    /// with new tids (`tids`: logical id → tid; other threads are gone).
+    pub fn copy_with(&self, copy: Pid, tids: &[(ThreadId, Pid)]) -> io::Result<Process> {
+        let mut threads = self.threads.clone();
+        let mut by_tid = HashMap::new();
+        for &(t, tid) in tids {
+            threads[t].tid = tid;
+            threads[t].started = true;
+            by_tid.insert(tid, t);
+        }
         Ok(Process {
             pid: copy,
             mem: Memory::open(copy)?,

@@ -204,6 +204,10 @@ pub struct SearchResult {
     pub traced_accesses: u64,
     /// Executions started from a fork snapshot instead of exec.
     pub from_snapshots: u64,
+    /// Of those, executions started from a snapshot at a branch point of a tree search.
+    pub from_branch_snapshots: u64,
+    /// Snapshots taken at branch points.
+    pub branch_snapshots: u64,
     /// Why fork snapshots were turned off, if they were.
     pub snapshots_off: Option<String>,
 }
@@ -280,6 +284,8 @@ struct Shared<'a> {
     cut: AtomicU64,
     traced: AtomicU64,
     from_snapshots: AtomicU64,
+    from_branch: AtomicU64,
+    branches: AtomicU64,
     snapshots_off: Mutex<Option<String>>,
     next_random: AtomicU64,
     stop: AtomicBool,
@@ -373,6 +379,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         cut: AtomicU64::new(0),
         traced: AtomicU64::new(0),
         from_snapshots: AtomicU64::new(0),
+        from_branch: AtomicU64::new(0),
+        branches: AtomicU64::new(0),
         snapshots_off: Mutex::new(None),
         next_random: AtomicU64::new(0),
         stop: AtomicBool::new(false),
@@ -438,6 +446,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         cut_by_step_limit: shared.cut.load(Ordering::SeqCst),
         traced_accesses: shared.traced.load(Ordering::SeqCst),
         from_snapshots: shared.from_snapshots.load(Ordering::SeqCst),
+        from_branch_snapshots: shared.from_branch.load(Ordering::SeqCst),
+        branch_snapshots: shared.branches.load(Ordering::SeqCst),
         snapshots_off,
     })
 }
@@ -595,6 +605,12 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
     shared
         .from_snapshots
         .fetch_add(state.snapshots.restored, Ordering::SeqCst);
+    shared
+        .from_branch
+        .fetch_add(state.snapshots.restored_branch, Ordering::SeqCst);
+    shared
+        .branches
+        .fetch_add(state.snapshots.branches_taken, Ordering::SeqCst);
     if let Some(why) = state.snapshots.refusal() {
         shared
             .snapshots_off

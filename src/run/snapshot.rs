@@ -27,10 +27,10 @@ use nix::unistd::Pid;
 
 use super::determinism::Determinism;
 use super::execution::{ExecutionConfig, TraceStep};
+use super::livelock::Window;
 use super::process::{Process, StopPlace};
 use super::races::PendingReturn;
 use crate::detect::race::RaceDetector;
-use super::livelock::Window;
 use crate::explore::{Decision, FairFilter, Point};
 use crate::model::{Model, ThreadId};
 use crate::report::ThreadReport;
@@ -38,14 +38,17 @@ use crate::tracee::fork::{discard, fork_stopped, ForkFrom};
 use crate::tracee::memory::Memory;
 use crate::tracee::procfs;
 use crate::tracee::regs::Regs;
+use crate::tracee::threads::{self, ThreadImage};
 
 /// glibc 2.26+ on x86-64 keeps `struct pthread`'s `tid` here, relative to the thread pointer.
 const GLIBC_TID_OFFSET: u64 = 0x2d0;
 /// How far into the thread control block a cached tid is looked for (glibc's `struct
 /// pthread` is about 0x900 bytes and ends the mapping it lives in).
 const TCB_SCAN: usize = 0x800;
-/// Single-threaded points kept for one snapshot at most (a longer start is not snapshotted).
-const MAX_PREFIX_POINTS: usize = 100_000;
+/// Points kept for snapshots at most (a longer prefix is not snapshotted).
+pub(super) const MAX_PREFIX_POINTS: usize = 100_000;
+/// Branch snapshots kept alive at most per worker.
+const MAX_BRANCHES: usize = 8;
 
 /// A scheduling point of the snapshotted start, shown to the strategy again on restore.
 #[derive(Clone, Debug)]
@@ -59,6 +62,18 @@ pub(super) struct SavedPoint {
 }
 
 impl SavedPoint {
+    /// Records `point`, where `chosen` was picked.
+    pub fn new(point: &Point<'_>, chosen: ThreadId) -> SavedPoint {
+        SavedPoint {
+            enabled: point.enabled.to_vec(),
+            ops: point.ops.to_vec(),
+            current: point.current,
+            current_yields: point.current_yields,
+            step: point.step,
+            chosen,
+        }
+    }
+
     /// The point as the strategy saw it.
     pub fn point(&self) -> Point<'_> {
         Point {
@@ -68,31 +83,6 @@ impl SavedPoint {
             current_yields: self.current_yields,
             step: self.step,
         }
-    }
-}
-
-/// Records the start's points while a snapshot is still wanted.
-#[derive(Default)]
-pub(super) struct PrefixRecorder {
-    pub points: Vec<SavedPoint>,
-    pub overflowed: bool,
-}
-
-impl PrefixRecorder {
-    /// Notes one decision.
-    pub fn record(&mut self, point: &Point<'_>, chosen: ThreadId) {
-        if self.points.len() >= MAX_PREFIX_POINTS {
-            self.overflowed = true;
-            return;
-        }
-        self.points.push(SavedPoint {
-            enabled: point.enabled.to_vec(),
-            ops: point.ops.to_vec(),
-            current: point.current,
-            current_yields: point.current_yields,
-            step: point.step,
-            chosen,
-        });
     }
 }
 
@@ -109,17 +99,23 @@ pub(super) struct SavedExecution {
     pub steps: u64,
     pub preemptions: u64,
     pub panic: Option<ThreadReport>,
+    pub race_findings: Vec<crate::report::Finding>,
+    pub race_origins: Vec<(usize, super::execution::EarlierAccess)>,
     pub decisions: Vec<Decision>,
     pub trace: Vec<TraceStep>,
     pub window: Window,
     pub fair: Option<FairFilter>,
     pub det: Determinism,
+    pub syscall_insn: u64,
 }
 
 /// What a restored execution starts from.
 pub(super) struct Restored {
-    /// The copy's record (main thread stopped with the snapshot registers).
+    /// The copy's record (its threads stopped as the snapshot's were).
     pub process: Process,
+    /// A startup copy: the main thread must first be resumed to its clone (a branch copy
+    /// is at a scheduling point, ready for the next choice).
+    pub resume_main: bool,
     /// The tracer-side state.
     pub state: SavedExecution,
     /// The points of the start, to show the strategy.
@@ -135,6 +131,7 @@ struct StartupSnapshot {
     tid_addr: u64,
     process: Process,
     state: SavedExecution,
+    robust: Option<(u64, u64)>,
     prefix: Vec<SavedPoint>,
     /// Offsets of files opened before the snapshot (shared with every copy).
     positions: Vec<(i32, u64)>,
@@ -150,9 +147,15 @@ impl Drop for StartupSnapshot {
 #[derive(Default)]
 pub struct Snapshots {
     startup: HashMap<String, StartupSnapshot>,
+    /// Snapshots at branch points of the current tree path, shallowest first.
+    branches: Vec<BranchSnapshot>,
     refused: HashMap<String, String>,
     /// Executions started from a snapshot.
     pub restored: u64,
+    /// Of those, executions started from a branch snapshot.
+    pub restored_branch: u64,
+    /// Branch snapshots taken.
+    pub branches_taken: u64,
 }
 
 /// Said once per mcheck run.
@@ -199,11 +202,20 @@ impl Snapshots {
         .context("forking the snapshot template")?;
         let restored = (|| -> Result<Restored> {
             Memory::open(copy)?.write_u32(s.tid_addr, copy.as_raw() as u32)?;
+            if let Some((head, len)) = s.robust {
+                threads::inject(
+                    copy,
+                    s.regs.rip,
+                    SYS_SET_ROBUST_LIST,
+                    [head, len, 0, 0, 0, 0],
+                )?;
+            }
             let mut process = s.process.copy_for(copy)?;
             process.threads[0].regs = s.regs;
             process.threads[0].place = StopPlace::Event;
             Ok(Restored {
                 process,
+                resume_main: true,
                 state: s.state.clone(),
                 prefix: s.prefix.clone(),
             })
@@ -247,6 +259,7 @@ impl Snapshots {
             tid_addr,
             process,
             state,
+            robust,
             prefix,
         } = snapshot;
         let positions = procfs::file_positions(template);
@@ -258,6 +271,7 @@ impl Snapshots {
                 tid_addr,
                 process,
                 state,
+                robust,
                 prefix,
                 positions,
             },
@@ -273,8 +287,80 @@ impl Snapshots {
     pub fn resident_bytes(&self) -> u64 {
         self.startup
             .values()
-            .map(|s| procfs::resident_bytes(s.template))
+            .map(|s| s.template)
+            .chain(self.branches.iter().map(|b| b.template))
+            .map(procfs::resident_bytes)
             .sum()
+    }
+
+    /// The cached-tid offset from the thread pointer, known from the startup snapshot.
+    pub(super) fn tid_offset(&self, key: &str) -> Option<u64> {
+        let s = self.startup.get(key)?;
+        Some(s.tid_addr - s.regs.fs_base)
+    }
+
+    /// Drops the branch snapshots a tree search will not come back to: those not on the
+    /// path of the execution about to run (`planned`, its replayed choices), or made before
+    /// more atomics were known.
+    pub(super) fn prune_branches(&mut self, key: &str, planned: &[ThreadId], atomics: usize) {
+        self.branches.retain(|b| {
+            b.key == key && planned.starts_with(&b.choices) && b.atomics_known == atomics
+        });
+    }
+
+    /// Depth (decisions) of the deepest branch snapshot on the path `choices`.
+    pub(super) fn deepest_branch_on(&self, key: &str, choices: &[ThreadId]) -> usize {
+        self.branches
+            .iter()
+            .filter(|b| b.key == key && choices.starts_with(&b.choices))
+            .map(|b| b.choices.len())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// A running copy of the deepest branch snapshot on `planned`, if any.
+    pub(super) fn fork_branch(
+        &mut self,
+        key: &str,
+        planned: &[ThreadId],
+    ) -> Result<Option<Restored>> {
+        let Some(b) = self
+            .branches
+            .iter()
+            .filter(|b| b.key == key && planned.starts_with(&b.choices))
+            .max_by_key(|b| b.choices.len())
+        else {
+            return Ok(None);
+        };
+        let r = b.fork()?;
+        self.restored += 1;
+        self.restored_branch += 1;
+        Ok(Some(r))
+    }
+
+    /// Keeps a new branch snapshot; evicts others to stay within `budget` bytes and
+    /// [`MAX_BRANCHES`], keeping the deepest and spacing the rest out (the one whose
+    /// neighbours are closest goes first).
+    pub(super) fn add_branch(&mut self, b: BranchSnapshot, budget: u64) {
+        self.branches.push(b);
+        self.branches_taken += 1;
+        self.branches.sort_by_key(|b| b.choices.len());
+        loop {
+            let over_count = self.branches.len() > MAX_BRANCHES;
+            let over_memory = self.branches.len() > 1 && self.resident_bytes() > budget;
+            if !over_count && !over_memory {
+                break;
+            }
+            let depth = |i: usize| self.branches[i].choices.len();
+            let n = self.branches.len();
+            let victim = (0..n - 1)
+                .min_by_key(|&i| {
+                    let before = if i == 0 { 0 } else { depth(i - 1) };
+                    depth(i + 1) - before
+                })
+                .unwrap_or(0);
+            self.branches.remove(victim);
+        }
     }
 }
 
@@ -285,6 +371,8 @@ pub(super) struct NewSnapshot {
     pub tid_addr: u64,
     pub process: Process,
     pub state: SavedExecution,
+    /// The main thread's robust futex list (fork does not copy it).
+    pub robust: Option<(u64, u64)>,
     pub prefix: Vec<SavedPoint>,
 }
 
@@ -315,5 +403,117 @@ pub(super) fn cached_tid_address(mem: &Memory, fs_base: u64, tid: Pid) -> Option
     match hits.as_slice() {
         [only] => Some(fs_base + only),
         _ => None,
+    }
+}
+
+/// What a recreated thread needs besides its image.
+#[derive(Clone)]
+pub(super) struct CopiedThread {
+    /// Logical id.
+    pub id: ThreadId,
+    /// Registers, extended state, mask... (registers set to re-run the syscall when
+    /// `at_syscall`).
+    pub image: ThreadImage,
+    /// Stopped at a seccomp stop: re-entered in the copy.
+    pub at_syscall: bool,
+}
+
+/// A template of the whole process at a scheduling point of a tree search: its main
+/// thread was forked, the others are kept as images and recreated in every copy.
+pub(super) struct BranchSnapshot {
+    pub key: String,
+    /// The decisions before the point.
+    pub choices: Vec<ThreadId>,
+    pub template: Pid,
+    pub syscall_insn: u64,
+    pub tid_offset: u64,
+    /// The main thread: registers the template holds, whether it re-enters a seccomp stop,
+    /// its robust list and thread pointer.
+    pub leader_regs: Regs,
+    pub leader_at_syscall: bool,
+    pub leader_robust: Option<(u64, u64)>,
+    pub others: Vec<CopiedThread>,
+    /// The tracer's record of the threads as they were stopped (tids to be replaced).
+    pub process: Process,
+    pub state: SavedExecution,
+    pub prefix: Vec<SavedPoint>,
+    /// Atomic addresses known when it was taken (more make the race state stale).
+    pub atomics_known: usize,
+}
+
+impl Drop for BranchSnapshot {
+    fn drop(&mut self) {
+        discard(self.template);
+    }
+}
+
+impl BranchSnapshot {
+    /// Forks a copy and rebuilds every thread in it.
+    fn fork(&self) -> Result<Restored> {
+        let insn = self.syscall_insn;
+        let copy = fork_stopped(
+            self.template,
+            ForkFrom::Stop { syscall_insn: insn },
+            &self.leader_regs,
+        )
+        .context("forking a branch snapshot")?;
+        match self.rebuild(copy) {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                discard_group(copy);
+                Err(e.context("rebuilding the threads of a branch snapshot copy"))
+            }
+        }
+    }
+
+    fn rebuild(&self, copy: Pid) -> Result<Restored> {
+        let insn = self.syscall_insn;
+        if let Some((head, len)) = self.leader_robust {
+            threads::inject(copy, insn, SYS_SET_ROBUST_LIST, [head, len, 0, 0, 0, 0])?;
+        }
+        let mut tids = vec![(0, copy)];
+        for t in &self.others {
+            tids.push((t.id, threads::recreate(copy, insn, &t.image)?));
+        }
+        let mem = Memory::open(copy)?;
+        mem.write_u32(
+            self.leader_regs.fs_base + self.tid_offset,
+            copy.as_raw() as u32,
+        )?;
+        for (t, &(_, tid)) in self.others.iter().zip(&tids[1..]) {
+            mem.write_u32(t.image.regs.fs_base + self.tid_offset, tid.as_raw() as u32)?;
+            if t.at_syscall {
+                threads::enter_seccomp_stop(tid)?;
+            }
+        }
+        if self.leader_at_syscall {
+            threads::enter_seccomp_stop(copy)?;
+        }
+        let process = self.process.copy_with(copy, &tids)?;
+        Ok(Restored {
+            process,
+            resume_main: false,
+            state: self.state.clone(),
+            prefix: self.prefix.clone(),
+        })
+    }
+}
+
+const SYS_SET_ROBUST_LIST: u64 = 273;
+
+/// Kills a copy with several threads and reaps them all (no execution is running).
+fn discard_group(pid: Pid) {
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    for _ in 0..10_000 {
+        if nix::sys::signal::kill(pid, None).is_err() {
+            return;
+        }
+        match crate::tracee::events::wait(None) {
+            Ok(crate::tracee::WaitOutcome::Event(p, _)) => {
+                let _ = nix::sys::ptrace::cont(p, None);
+            }
+            Ok(crate::tracee::WaitOutcome::NoChildren) | Err(_) => return,
+            Ok(crate::tracee::WaitOutcome::Interrupted) => {}
+        }
     }
 }

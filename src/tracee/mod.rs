@@ -12,6 +12,7 @@ pub mod procfs;
 pub mod regs;
 pub mod seccomp;
 pub mod spawn;
+pub mod threads;
 pub mod watchdog;
 
 pub use events::{Event, WaitOutcome};

@@ -9,6 +9,8 @@ pub mod nr {
     pub const NANOSLEEP: i64 = 35;
     /// clone(2)
     pub const CLONE: i64 = 56;
+    /// sigaltstack(2): noted, so that a thread recreated in a fork copy gets it back.
+    pub const SIGALTSTACK: i64 = 131;
     /// exit(2)
     pub const EXIT: i64 = 60;
     /// futex(2)
@@ -51,6 +53,7 @@ pub const TRAPPED: &[i64] = &[
     nr::TIME,
     nr::CLOCK_GETTIME,
     nr::GETRANDOM,
+    nr::SIGALTSTACK,
 ];
 
 const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS

@@ -1,0 +1,212 @@
+//! The executor's side of fork snapshots (`snapshot.rs` keeps them): saving the tracer's
+//! state, forking the startup template at the first thread creation, and taking branch
+//! snapshots of the whole multi-threaded process at scheduling points of a tree search.
+
+use anyhow::{Context, Result};
+
+use super::execution::Execution;
+use super::process::StopPlace;
+use super::snapshot::{self, BranchSnapshot, CopiedThread, NewSnapshot, SavedExecution};
+use crate::model::ThreadId;
+use crate::tracee::fork::{fork_stopped, ForkFrom};
+use crate::tracee::threads;
+use crate::tracee::{events, procfs, regs};
+
+/// Decisions between two branch snapshots on one path at least: restoring one costs about
+/// as much as replaying this many scheduling points.
+const BRANCH_GAP: usize = 48;
+
+impl Execution<'_> {
+    /// The tracer-side state now, for a snapshot.
+    pub(super) fn save_state(&self) -> SavedExecution {
+        SavedExecution {
+            model: self.model.clone(),
+            races: self.races.clone(),
+            returns: self.returns.clone(),
+            atomic_ranges: self.atomic_ranges.clone(),
+            recent_pcs: self.recent_pcs.clone(),
+            traced_accesses: self.traced_accesses,
+            instrumented: self.instrumented.clone(),
+            steps: self.steps,
+            preemptions: self.preemptions,
+            panic: self.panic.clone(),
+            race_findings: self.race_findings.clone(),
+            race_origins: self.race_origins.clone(),
+            decisions: self.decisions.clone(),
+            trace: self.trace.clone(),
+            window: self.window.clone(),
+            fair: self.fair.clone(),
+            det: self.det.clone(),
+            syscall_insn: self.syscall_insn,
+        }
+    }
+
+    /// At the first thread creation (`t` at the clone's seccomp stop with registers `r`):
+    /// forks the template of the worker's startup snapshot. True when it was taken; the
+    /// thread is then stopped at the `syscall` again, to run the clone as if nothing happened.
+    pub(super) fn take_startup_snapshot(
+        &mut self,
+        t: ThreadId,
+        r: &regs::Regs,
+        key: String,
+    ) -> Result<bool> {
+        let pid = self.p.pid;
+        let refusal = if self.p.threads.len() != 1 || t != 0 {
+            Some("the first thread creation was not made by the main thread alone".to_string())
+        } else if self.points_overflowed {
+            Some("the program makes too many scheduling decisions before its first thread".into())
+        } else if !self.p.foreign.is_empty() {
+            Some("the program started child processes before its first thread".into())
+        } else if self.p.mem.read_u16(r.rip.wrapping_sub(2)).ok() != Some(0x050f) {
+            Some("the clone was not made by a syscall instruction".into())
+        } else if procfs::resident_bytes(pid) > self.cfg.snapshot_memory {
+            Some(format!(
+                "the program's resident memory at its first thread ({} MiB) is above --snapshot-memory",
+                procfs::resident_bytes(pid) >> 20
+            ))
+        } else {
+            procfs::fork_hazard(pid, &self.inherited_fds)
+        };
+        let tid_addr = snapshot::cached_tid_address(&self.p.mem, r.fs_base, pid);
+        let refusal = refusal.or_else(|| {
+            tid_addr
+                .is_none()
+                .then(|| "the C library's cached thread id could not be found".to_string())
+        });
+        if let Some(why) = refusal {
+            self.worker.snapshots.refuse(&key, why);
+            return Ok(false);
+        }
+        let mut canonical = *r;
+        canonical.rip = r.rip - 2;
+        canonical.rax = r.orig_rax;
+        canonical.orig_rax = u64::MAX;
+        let state = self.save_state();
+        let template = fork_stopped(pid, ForkFrom::SeccompStop, &canonical)
+            .context("forking the startup snapshot")?;
+        let mut process = self.p.copy_for(template)?;
+        process.threads[0].regs = canonical;
+        process.threads[0].place = StopPlace::Event;
+        self.worker.snapshots.store(
+            &key,
+            NewSnapshot {
+                template,
+                regs: canonical,
+                tid_addr: tid_addr.expect("checked"),
+                process,
+                state,
+                robust: threads::robust_list(pid),
+                prefix: self.points.clone(),
+            },
+        );
+        let th = &mut self.p.threads[t];
+        th.regs = canonical;
+        th.place = StopPlace::Event;
+        events::resume(th.tid, None)?;
+        Ok(true)
+    }
+
+    /// At a scheduling point of a tree search with several enabled threads: snapshots the
+    /// whole process when the path has gone [`BRANCH_GAP`] decisions without one. Silently
+    /// skipped when the process cannot be copied faithfully here.
+    pub(super) fn maybe_branch_snapshot(&mut self) -> Result<()> {
+        let Some(key) = self.branch_key.clone() else {
+            return Ok(());
+        };
+        let choices: Vec<ThreadId> = self.decisions.iter().map(|d| d.thread).collect();
+        let last = self.worker.snapshots.deepest_branch_on(&key, &choices);
+        if choices.len() < last + BRANCH_GAP || self.points_overflowed {
+            return Ok(());
+        }
+        let Some(tid_offset) = self.worker.snapshots.tid_offset(&key) else {
+            return Ok(());
+        };
+        if self.syscall_insn == 0
+            || !self.p.foreign.is_empty()
+            || self.p.threads[0].gone
+            || self.model.is_finished(0)
+        {
+            return Ok(());
+        }
+        let live: Vec<ThreadId> = (0..self.p.threads.len())
+            .filter(|&u| !self.p.threads[u].gone && !self.model.is_finished(u))
+            .collect();
+        for &u in &live {
+            self.ensure_started(u)?;
+            let r = self.p.load_regs(u)?;
+            let cached = self.p.mem.read_u32(r.fs_base.wrapping_add(tid_offset)).ok();
+            if cached != Some(self.p.threads[u].tid.as_raw() as u32) {
+                return Ok(());
+            }
+        }
+        let pid = self.p.pid;
+        let canonical = |r: &regs::Regs, at_syscall: bool| {
+            let mut c = *r;
+            if at_syscall {
+                c.rip = r.rip - 2;
+                c.rax = r.orig_rax;
+            }
+            c.orig_rax = u64::MAX;
+            c
+        };
+        let mut others = Vec::new();
+        for &u in live.iter().filter(|&&u| u != 0) {
+            let th = &self.p.threads[u];
+            let at_syscall = th.place == StopPlace::Syscall;
+            let image = threads::capture(
+                pid,
+                th.tid,
+                canonical(&th.regs, at_syscall),
+                th.altstack,
+                th.clear_tid,
+            )
+            .context("capturing a thread for a branch snapshot")?;
+            others.push(CopiedThread {
+                id: u,
+                image,
+                at_syscall,
+            });
+        }
+        let leader = self.p.threads[0].regs;
+        let leader_at_syscall = self.p.threads[0].place == StopPlace::Syscall;
+        let leader_regs = canonical(&leader, leader_at_syscall);
+        let state = self.save_state();
+        let from = if leader_at_syscall {
+            ForkFrom::SeccompStop
+        } else {
+            ForkFrom::Stop {
+                syscall_insn: self.syscall_insn,
+            }
+        };
+        let template =
+            fork_stopped(pid, from, &leader_regs).context("forking a branch snapshot")?;
+        // Put the main thread back exactly where it was.
+        if leader_at_syscall {
+            threads::enter_seccomp_stop(pid).context("re-entering the main thread's syscall")?;
+        } else {
+            regs::set(pid, leader)?;
+        }
+        let process = self.p.copy_with(template, &[(0, template)])?;
+        let budget = self.cfg.snapshot_memory;
+        let atomics_known = self.worker.atomic_addresses.len();
+        self.worker.snapshots.add_branch(
+            BranchSnapshot {
+                key,
+                choices,
+                template,
+                syscall_insn: self.syscall_insn,
+                tid_offset,
+                leader_regs,
+                leader_at_syscall,
+                leader_robust: threads::robust_list(pid),
+                others,
+                process,
+                state,
+                prefix: self.points.clone(),
+                atomics_known,
+            },
+            budget,
+        );
+        Ok(())
+    }
+}

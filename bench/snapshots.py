@@ -15,7 +15,10 @@ Measures side by side in one run, alternating the two configurations, medians ov
      time of one run of each binary (fork+exec, median of --native-reps) is shown
      beside it, and for the tiny fixture the ratio of mcheck's time per execution
      to that native run (the target is at most 1).
-  2. resident: the time per execution as a function of the memory the program
+  2. branch: the same ratio for `--strategy dfs` (copies of the whole multi-threaded
+     process at branch points, besides the one at the first thread creation) on
+     fixtures with long paths: hundred_threads_ok, cpp_prodcons_ok, rust_mpsc_ok.
+  3. resident: the time per execution as a function of the memory the program
      has touched before its first thread (bench_resident MiB, 1..256 MiB), with
      and without snapshots; the copy's page tables grow with the resident set.
 
@@ -41,14 +44,15 @@ RATE_FIXTURES = [
     ("~1000 sync ops first: bench_sync_prefix", "bench_sync_prefix", [], 100),
 ]
 RESIDENT_MIB = [1, 16, 64, 256]
+BRANCH_FIXTURES = [("hundred_threads_ok", 150), ("cpp_prodcons_ok", 150), ("rust_mpsc_ok", 150)]
 
 
-def run_mcheck(mc, prog, args, executions, snapshots, tmpdir):
+def run_mcheck(mc, prog, args, executions, snapshots, tmpdir, strategy="random"):
     """One mcheck run; returns (elapsed_seconds, executions, executions from snapshots)."""
     report = os.path.join(tmpdir, "report.json")
     if os.path.exists(report):
         os.unlink(report)
-    cmd = [mc, "--jobs", "1", "--strategy", "random", "--seed", "1",
+    cmd = [mc, "--jobs", "1", "--strategy", strategy, "--seed", "1",
            "--max-executions", str(executions), "--quiet-program",
            "--json", report, "--out", os.path.join(tmpdir, "out")]
     if not snapshots:
@@ -65,13 +69,13 @@ def run_mcheck(mc, prog, args, executions, snapshots, tmpdir):
             rep["snapshots"]["executions_from_snapshot"])
 
 
-def paired(mc, prog, args, executions, reps, tmpdir):
+def paired(mc, prog, args, executions, reps, tmpdir, strategy="random"):
     """Alternates runs with and without snapshots; returns both sample lists of
     seconds per execution, and the executions from snapshots seen."""
     with_s, without_s, restored = [], [], []
     for _ in range(reps):
         for snap in (True, False):
-            el, n, r = run_mcheck(mc, prog, args, executions, snap, tmpdir)
+            el, n, r = run_mcheck(mc, prog, args, executions, snap, tmpdir, strategy)
             (with_s if snap else without_s).append(el / n)
             if snap:
                 restored.append(r)
@@ -110,6 +114,21 @@ def main():
         print()
         print("  ms/exec vs native: mcheck's time per execution with snapshots over one native")
         print("  fork+exec run of the same binary (target for the tiny fixture: at most 1).")
+        print()
+        print("Branch snapshots: mcheck --jobs 1 --strategy dfs; medians, runs alternated")
+        print()
+        print("| fixture | executions | with snapshots exec/s | --no-snapshots exec/s | speed-up |")
+        print("|---|---|---|---|---|")
+        results["branch"] = []
+        for name, n in BRANCH_FIXTURES:
+            prog = os.path.join(FIXTURES, name)
+            w, wo, restored = paired(mc, prog, [], n, opts.reps, tmpdir, "dfs")
+            mw, mwo = median(w), median(wo)
+            print("| %s | %d | %.0f | %.0f | %.1fx |" % (name, n, 1 / mw, 1 / mwo, mwo / mw))
+            results["branch"].append({"fixture": name, "executions": n,
+                                      "with_s_per_exec": w, "without_s_per_exec": wo,
+                                      "from_snapshot": restored})
+            sys.stdout.flush()
         print()
         print("Time per execution against resident memory before the first thread "
               "(bench_resident MiB, 20 executions per run)")

@@ -611,6 +611,12 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
     shared
         .branches
         .fetch_add(state.snapshots.branches_taken, Ordering::SeqCst);
+    if let Some(first) = state.snapshots.branch_failures.first() {
+        eprintln!(
+            "mcheck: note: {} cop(ies) of branch snapshots could not be rebuilt and started from the first-thread snapshot instead (first: {first})",
+            state.snapshots.branch_failures.len()
+        );
+    }
     if let Some(why) = state.snapshots.refusal() {
         shared
             .snapshots_off

@@ -156,6 +156,9 @@ pub struct Snapshots {
     pub restored_branch: u64,
     /// Branch snapshots taken.
     pub branches_taken: u64,
+    /// Why copies of branch snapshots could not be rebuilt (each execution then started
+    /// from the startup snapshot).
+    pub branch_failures: Vec<String>,
 }
 
 /// Said once per mcheck run.
@@ -332,10 +335,21 @@ impl Snapshots {
         else {
             return Ok(None);
         };
-        let r = b.fork()?;
-        self.restored += 1;
-        self.restored_branch += 1;
-        Ok(Some(r))
+        match b.fork() {
+            Ok(r) => {
+                self.restored += 1;
+                self.restored_branch += 1;
+                Ok(Some(r))
+            }
+            Err(e) => {
+                // The copy is gone; the execution starts from the startup snapshot instead
+                // (same result, more replay). The template may be what failed: drop it.
+                self.branch_failures.push(format!("{e:#}"));
+                let depth = b.choices.len();
+                self.branches.retain(|b| b.choices.len() != depth);
+                Ok(None)
+            }
+        }
     }
 
     /// Keeps a new branch snapshot; evicts others to stay within `budget` bytes and
@@ -351,15 +365,8 @@ impl Snapshots {
             if !over_count && !over_memory {
                 break;
             }
-            let depth = |i: usize| self.branches[i].choices.len();
-            let n = self.branches.len();
-            let victim = (0..n - 1)
-                .min_by_key(|&i| {
-                    let before = if i == 0 { 0 } else { depth(i - 1) };
-                    depth(i + 1) - before
-                })
-                .unwrap_or(0);
-            self.branches.remove(victim);
+            let depths: Vec<usize> = self.branches.iter().map(|b| b.choices.len()).collect();
+            self.branches.remove(eviction_victim(&depths));
         }
     }
 }
@@ -404,6 +411,19 @@ pub(super) fn cached_tid_address(mem: &Memory, fs_base: u64, tid: Pid) -> Option
         [only] => Some(fs_base + only),
         _ => None,
     }
+}
+
+/// Which of the snapshots at `depths` (sorted, at least two) to evict: never the deepest
+/// (the next executions start there); else the one whose neighbours are closest, so that
+/// the survivors stay spread out along the path, denser near its end, as with rr's
+/// exponentially spaced checkpoints.
+fn eviction_victim(depths: &[usize]) -> usize {
+    (0..depths.len() - 1)
+        .min_by_key(|&i| {
+            let before = if i == 0 { 0 } else { depths[i - 1] };
+            depths[i + 1] - before
+        })
+        .unwrap_or(0)
 }
 
 /// What a recreated thread needs besides its image.
@@ -469,11 +489,14 @@ impl BranchSnapshot {
     fn rebuild(&self, copy: Pid) -> Result<Restored> {
         let insn = self.syscall_insn;
         if let Some((head, len)) = self.leader_robust {
-            threads::inject(copy, insn, SYS_SET_ROBUST_LIST, [head, len, 0, 0, 0, 0])?;
+            threads::inject(copy, insn, SYS_SET_ROBUST_LIST, [head, len, 0, 0, 0, 0])
+                .context("restoring the main thread's robust list")?;
         }
         let mut tids = vec![(0, copy)];
         for t in &self.others {
-            tids.push((t.id, threads::recreate(copy, insn, &t.image)?));
+            let tid = threads::recreate(copy, insn, &t.image)
+                .with_context(|| format!("recreating thread T{}", t.id))?;
+            tids.push((t.id, tid));
         }
         let mem = Memory::open(copy)?;
         mem.write_u32(
@@ -483,11 +506,12 @@ impl BranchSnapshot {
         for (t, &(_, tid)) in self.others.iter().zip(&tids[1..]) {
             mem.write_u32(t.image.regs.fs_base + self.tid_offset, tid.as_raw() as u32)?;
             if t.at_syscall {
-                threads::enter_seccomp_stop(tid)?;
+                threads::enter_seccomp_stop(tid)
+                    .with_context(|| format!("putting T{} back into its syscall", t.id))?;
             }
         }
         if self.leader_at_syscall {
-            threads::enter_seccomp_stop(copy)?;
+            threads::enter_seccomp_stop(copy).context("putting T0 back into its syscall")?;
         }
         let process = self.process.copy_with(copy, &tids)?;
         Ok(Restored {
@@ -515,5 +539,28 @@ fn discard_group(pid: Pid) {
             Ok(crate::tracee::WaitOutcome::NoChildren) | Err(_) => return,
             Ok(crate::tracee::WaitOutcome::Interrupted) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::eviction_victim;
+
+    #[test]
+    fn eviction_keeps_the_deepest_and_spreads_the_rest() {
+        // Evenly spaced: the first one whose removal leaves the smallest gap goes.
+        assert_eq!(eviction_victim(&[48, 96, 144, 192]), 0);
+        // A snapshot crowded by its neighbours goes first.
+        assert_eq!(eviction_victim(&[48, 400, 410, 420, 900]), 2);
+        // With two, the shallower one goes; the deepest always stays.
+        assert_eq!(eviction_victim(&[100, 5000]), 0);
+        // Repeated eviction from a dense path keeps the end and a spread of the rest.
+        let mut depths: Vec<usize> = (1..=32).map(|i| i * 48).collect();
+        while depths.len() > 6 {
+            depths.remove(eviction_victim(&depths));
+        }
+        assert_eq!(*depths.last().unwrap(), 32 * 48);
+        let gaps: Vec<usize> = depths.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.iter().all(|&g| g >= 48 * 4), "{depths:?}");
     }
 }

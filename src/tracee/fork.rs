@@ -30,6 +30,13 @@ pub enum ForkError {
     Unexpected(String),
 }
 
+impl ForkError {
+    /// The same error, saying what was being done.
+    pub fn doing(self, what: &str) -> ForkError {
+        ForkError::Unexpected(format!("{what}: {self}"))
+    }
+}
+
 /// Where the tracee is stopped when it is asked to fork.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ForkFrom {

@@ -106,7 +106,8 @@ pub fn recreate(leader: Pid, syscall_insn: u64, image: &ThreadImage) -> Result<P
         image.regs.fs_base,
         0,
     ];
-    let (_, child) = inject(leader, syscall_insn, SYS_CLONE, args)?;
+    let (_, child) =
+        inject(leader, syscall_insn, SYS_CLONE, args).map_err(|e| e.doing("the clone"))?;
     let tid =
         child.ok_or_else(|| ForkError::Unexpected("the injected clone made no thread".into()))?;
     // The new thread's first stop.
@@ -126,15 +127,15 @@ pub fn recreate(leader: Pid, syscall_insn: u64, image: &ThreadImage) -> Result<P
             }
         }
     }
-    restore_extras(tid, syscall_insn, image)?;
-    regs::set(tid, image.regs)?;
+    restore_extras(tid, syscall_insn, image).map_err(|e| e.doing("restoring its state"))?;
+    regs::set(tid, image.regs).map_err(|e| ForkError::from(e).doing("setting its registers"))?;
     Ok(tid)
 }
 
 /// Gives a thread of the copy the per-thread state fork and clone do not carry over.
 pub fn restore_extras(tid: Pid, syscall_insn: u64, image: &ThreadImage) -> Result<(), ForkError> {
-    set_xstate(tid, &image.xstate)?;
-    set_sigmask(tid, image.sigmask)?;
+    set_xstate(tid, &image.xstate).map_err(|e| e.doing("xstate"))?;
+    set_sigmask(tid, image.sigmask).map_err(|e| e.doing("sigmask"))?;
     if let Some((head, len)) = image.robust {
         inject(
             tid,
@@ -193,8 +194,15 @@ pub fn inject(
     let mut child = None;
     loop {
         ptrace::step(tid, None)?;
-        match events::wait(Some(tid))? {
-            WaitOutcome::Interrupted => continue,
+        // The watchdog tick interrupts waits: wait again, the step is still under way.
+        let outcome = loop {
+            match events::wait(Some(tid))? {
+                WaitOutcome::Interrupted => continue,
+                other => break other,
+            }
+        };
+        match outcome {
+            WaitOutcome::Interrupted => unreachable!("waited again above"),
             WaitOutcome::Event(_, Event::Seccomp) => continue,
             WaitOutcome::Event(_, Event::Clone(c) | Event::Fork(c)) => child = Some(c),
             WaitOutcome::Event(_, Event::Trap) => break,

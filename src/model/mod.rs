@@ -6,11 +6,13 @@
 //! touches a process: memory it needs (a futex word, a semaphore value to write back) comes
 //! through the [`MemoryView`] trait, so it can be tested on synthetic event sequences.
 
+mod footprint;
 mod objects;
 mod ops;
 mod state;
 mod waits;
 
+pub use footprint::{Footprint, Role, Touch};
 pub use ops::{Attempt, Completion, MutexType, ObjectKind, ObjectRef, Op};
 pub use state::{MemoryView, Model};
 pub use waits::{BlockedThread, Holder, ModelFinding};

@@ -27,7 +27,9 @@ use super::worker_state::WorkerState;
 use crate::binary::{ElfFile, ErrnoTls};
 use crate::detect::race::RaceDetector;
 use crate::explore::{Decision, Divergence, Point, Scheduler};
-use crate::model::{Completion, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId};
+use crate::model::{
+    Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId,
+};
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::seccomp::nr;
 use crate::tracee::spawn::{spawn_traced, StdioSetup};
@@ -217,6 +219,7 @@ pub fn run_execution(
         trace: Vec::new(),
         window: Default::default(),
         det: Determinism::default(),
+        segment: Footprint::default(),
     };
     let result = exec.run(sched);
     exec.kill_all();
@@ -297,6 +300,9 @@ pub(super) struct Execution<'a> {
     pub(super) trace: Vec<TraceStep>,
     pub(super) window: std::collections::VecDeque<(Vec<ThreadId>, ThreadId)>,
     pub(super) det: Determinism,
+    /// What the running thread touched since its step began, beyond its operation (atomic
+    /// locations accessed with plain instructions, libc-internal lock operations).
+    pub(super) segment: Footprint,
 }
 
 const CLONE_THREAD: u64 = 0x0001_0000;
@@ -343,9 +349,22 @@ impl Execution<'_> {
             let current_yields = current.is_some_and(|c| {
                 matches!(self.model.pending(c), Some(Op::Yield | Op::Sleep { .. }))
             });
+            let footprints: Vec<Footprint> = enabled
+                .iter()
+                .map(|&u| {
+                    self.model
+                        .pending(u)
+                        .map_or_else(Footprint::everything, Op::footprint)
+                })
+                .collect();
+            let blocked: Vec<(ThreadId, Footprint)> = (self.model.blocked_threads().into_iter())
+                .filter_map(|u| Some((u, self.model.pending(u)?.footprint())))
+                .collect();
             let point = Point {
                 enabled: &enabled,
                 ops: &ops,
+                footprints: &footprints,
+                blocked: &blocked,
                 current,
                 current_yields,
                 step: self.steps as usize,
@@ -394,6 +413,7 @@ impl Execution<'_> {
                 return Ok(self.outcome(Some(f)));
             }
             let r = self.resume_and_run(t)?;
+            sched.ran(&std::mem::take(&mut self.segment));
             if let Some(done) = self.settle(t, r)? {
                 return Ok(done);
             }
@@ -879,6 +899,7 @@ impl Execution<'_> {
     /// Performs an operation glibc makes internally without a scheduling decision, and lets
     /// the thread run on; only an operation that cannot proceed becomes a scheduling point.
     fn internal_call(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
+        self.segment.extend(&op.footprint());
         if let Err(f) = self.model.set_pending(t, op.clone(), site) {
             return Ok(Some(RunResult::Found(self.model_finding(f))));
         }

@@ -22,7 +22,7 @@ mod replay;
 mod tree;
 
 pub use pct::PctScheduler;
-pub use pool::{TreePool, WorkItem};
+pub use pool::{Claims, TreePool, WorkItem};
 pub use portfolio::{default_mix, Mix, Slot};
 pub use random::RandomScheduler;
 pub use replay::{Decision, ReplayScheduler};

@@ -15,6 +15,7 @@
 use std::collections::{HashSet, VecDeque};
 
 use super::dpor::{self, PorNode, Step};
+use super::pool::Claims;
 use super::{Coverage, Divergence, ExecutionSummary, Point, Scheduler};
 use crate::model::{Footprint, ThreadId};
 
@@ -72,6 +73,8 @@ pub struct TreeSearch {
     outside: Vec<Vec<ThreadId>>,
     /// Every prefix put in `outside` so far.
     requested: HashSet<Vec<ThreadId>>,
+    /// Alternatives claimed by the workers of a parallel reduced search.
+    claims: Option<Claims>,
 }
 
 impl TreeSearch {
@@ -90,6 +93,26 @@ impl TreeSearch {
     pub fn with_por(mut self, on: bool) -> TreeSearch {
         self.por = on && self.max_bound.is_none();
         self
+    }
+
+    /// Shares the registry of claimed alternatives of a parallel search: with reduction, an
+    /// alternative another worker claimed is skipped here (it is explored there).
+    pub fn with_claims(mut self, claims: Claims) -> TreeSearch {
+        self.claims = Some(claims);
+        self
+    }
+
+    /// Whether `alt` at node `i` is still to be explored here: always without reduction;
+    /// with it, unless another worker of the search claimed it first.
+    fn claim(&self, i: usize, alt: ThreadId) -> bool {
+        match (&self.claims, self.por) {
+            (Some(c), true) => {
+                let mut prefix: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
+                prefix.push(alt);
+                c.claim(&prefix)
+            }
+            _ => true,
+        }
     }
 
     /// Whether partial-order reduction is on.
@@ -135,6 +158,7 @@ impl TreeSearch {
             redundant: 0,
             outside: Vec::new(),
             requested: HashSet::new(),
+            claims: None,
         }
     }
 
@@ -154,11 +178,21 @@ impl TreeSearch {
     /// Gives away the shallowest unexplored alternative of the current path, as the prefix
     /// that leads to it, so that another worker explores that subtree.
     pub fn split(&mut self) -> Option<Vec<ThreadId>> {
-        let i = (self.fixed..self.stack.len()).find(|&i| !self.stack[i].todo.is_empty())?;
-        let alt = self.stack[i].todo.remove(0);
-        let mut prefix: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
-        prefix.push(alt);
-        Some(prefix)
+        loop {
+            let i = (self.fixed..self.stack.len()).find(|&i| !self.stack[i].todo.is_empty())?;
+            let alt = self.stack[i].todo.remove(0);
+            if !self.claim(i, alt) {
+                continue;
+            }
+            let mut prefix: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
+            if let (Some(c), true) = (&self.claims, self.por) {
+                // The path explored here is ours: nobody should be asked to explore it.
+                let path: Vec<ThreadId> = self.stack.iter().map(|n| n.chosen).collect();
+                c.claim_path(&path);
+            }
+            prefix.push(alt);
+            return Some(prefix);
+        }
     }
 
     /// Prefixes that need one more preemption than this subtree's bound.
@@ -188,9 +222,13 @@ impl TreeSearch {
         // Backtrack within the current work item.
         while self.stack.len() > self.fixed {
             let last = self.stack.len() - 1;
-            if let Some(alt) =
-                (!self.stack[last].todo.is_empty()).then(|| self.stack[last].todo.remove(0))
-            {
+            while !self.stack[last].todo.is_empty() {
+                let alt = self.stack[last].todo.remove(0);
+                if !self.claim(last, alt) {
+                    continue;
+                }
+                // The subtree left is explored: nobody should be asked to explore it again.
+                self.claim(last, self.stack[last].chosen);
                 // Keep the node (with its remaining alternatives); the path below it is new.
                 let node = &mut self.stack[last];
                 if self.por {

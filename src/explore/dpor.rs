@@ -32,7 +32,7 @@
 
 use std::collections::HashMap;
 
-use crate::model::{Footprint, ObjectRef, ThreadId};
+use crate::model::{Footprint, ObjectKind, ObjectRef, ThreadId};
 
 /// What partial-order reduction keeps about one node of the current path.
 #[derive(Debug, Clone, Default)]
@@ -219,11 +219,19 @@ impl<'s, 'a> Analysis<'s, 'a> {
     /// The earlier steps in a race with a step of `p` with footprint `f` made now.
     fn races_with(&self, p: ThreadId, f: &Footprint) -> Vec<usize> {
         let before = self.before(p);
+        // Exits the new step waits for (a join): it can never come before them, so a step
+        // ordered before one of them is no race either. (A lock waiting for an unlock is
+        // different: the earlier lock can be reordered.)
+        let blockers = std::cell::RefCell::new(Vec::new());
         let candidate = |i: usize| {
-            self.steps[i].thread != p
-                && !self.hb(i, &before)
-                && !self.enabled_by(i, p)
-                && !self.steps[i].footprint.excludes(f)
+            if self.steps[i].thread == p || self.hb(i, &before) {
+                return false;
+            }
+            let theirs = self.steps[i].footprint;
+            if theirs.excludes_on(f, ObjectKind::Thread) {
+                blockers.borrow_mut().push(i);
+            }
+            !self.enabled_by(i, p) && !theirs.excludes(f)
         };
         let mut found: Vec<usize> = Vec::new();
         if f.global {
@@ -264,11 +272,18 @@ impl<'s, 'a> Analysis<'s, 'a> {
         }
         found.sort_unstable();
         found.dedup();
-        // Only direct races: drop a step ordered before another racing step.
+        // Only direct races: drop a step ordered before another racing step, or before a
+        // step the new one must follow.
+        let blockers = blockers.into_inner();
         let direct: Vec<usize> = found
             .iter()
             .copied()
-            .filter(|&i| !found.iter().any(|&j| j != i && self.hb(i, &self.clocks[j])))
+            .filter(|&i| {
+                !found
+                    .iter()
+                    .chain(&blockers)
+                    .any(|&j| j != i && self.hb(i, &self.clocks[j]))
+            })
             .collect();
         direct
     }
@@ -377,7 +392,6 @@ pub(super) fn additions(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ObjectKind;
 
     fn fp(objects: &[(u64, bool)]) -> Footprint {
         let mut f = Footprint::default();

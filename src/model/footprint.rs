@@ -123,6 +123,20 @@ impl Footprint {
         })
     }
 
+    /// [`Footprint::excludes`] through an object of kind `kind` only.
+    pub fn excludes_on(&self, other: &Footprint, kind: ObjectKind) -> bool {
+        self.touches.iter().any(|a| {
+            other.touches.iter().any(|b| {
+                a.object == b.object
+                    && a.object.kind == kind
+                    && matches!(
+                        (a.role, b.role),
+                        (Role::Acquire, Role::Release) | (Role::Release, Role::Acquire)
+                    )
+            })
+        })
+    }
+
     /// Whether a step with this footprint and one with `other`, made by different threads,
     /// are dependent.
     pub fn conflicts(&self, other: &Footprint) -> bool {

@@ -21,6 +21,9 @@ Measures, side by side in one run, with medians over repetitions:
   7. fair scheduling: dfs executions and wall time to exhaust the correct spin
      waits (yield_spin_ok, pause_spin_ok), and the same dfs with --no-fair,
      which does not end and spends --fair-unfair-executions.
+  8. (section por) exhaustive dfs with and without partial-order reduction:
+     executions and wall time, next to the number of Mazurkiewicz traces
+     where it is known.
 
 Per-point costs use the differential method: the fixture is checked with
 `mcheck --max-executions 1` for N = 0 and for a large N, and
@@ -82,7 +85,7 @@ POINT_BENCHES = [
      TARGET_BREAKPOINT_US),
 ]
 WHOLE = "bench_two_threads"
-SECTIONS = ("points", "whole", "rate", "jobs", "stress", "fair")
+SECTIONS = ("points", "whole", "rate", "jobs", "stress", "fair", "por")
 
 
 class HarnessError(Exception):
@@ -505,7 +508,7 @@ def measure_jobs(mc, opts):
     order of the two alternates).  Returns (results, failed checks)."""
     searches = [
         ("dfs", DFS_FIXTURE, DFS_ARGS,
-         ["--strategy", "dfs", "--max-executions", "1000000"]),
+         ["--strategy", "dfs", "--no-por", "--max-executions", "1000000"]),
         ("random", RANDOM_JOBS_FIXTURE, [],
          ["--strategy", "random", "--max-executions", str(opts.jobs_random_executions)]),
     ]
@@ -630,6 +633,64 @@ def print_jobs(rows, failed, notes, opts):
         print("  NOTE: " + n)
     for f in failed:
         print("  CHECK FAILED: " + f)
+    print()
+
+
+# ------------------------------------------------ partial-order reduction
+
+# (fixture, args, Mazurkiewicz traces or None): atomic_pair K has C(2K, K) (every increment
+# writes the one counter), qadeer C(4,2) = 6 (the orders of the shared increments).
+# Executions per search at most (the unreduced mutex fixture does not finish).
+POR_CAP = 2000
+POR_FIXTURES = [
+    ("atomic_pair", [1], 2),
+    ("atomic_pair", [2], 6),
+    ("atomic_pair", [3], 20),
+    ("qadeer", [], 6),
+    ("race_mutex_handoff_ok", [], None),
+]
+
+
+def measure_por(mc, opts):
+    """Exhaustive dfs of each POR fixture with and without reduction, --jobs 1, jobs_reps
+    runs each; returns rows of executions, completeness and median wall clock."""
+    rows = []
+    for n, a, traces in POR_FIXTURES:
+        if not os.access(fixture(n), os.X_OK):
+            raise HarnessError("%s is missing: run `make fixtures`" % fixture(n))
+        row = {"fixture": label_of(n, a), "traces": traces}
+        for key, extra in (("full", ["--no-por"]), ("reduced", [])):
+            walls, execs, complete = [], [], []
+            for _ in range(opts.jobs_reps):
+                wall, rc, r = mc.check(["--strategy", "dfs", "--jobs", "1", "--quiet-program",
+                                        "--max-executions", str(POR_CAP)] + extra,
+                                       fixture(n), a, timeout=600)
+                if rc != 0 or r is None or r.get("findings"):
+                    raise HarnessError("dfs %s on %s: exit %d" % (key, label_of(n, a), rc))
+                walls.append(wall)
+                execs.append(r["executions"])
+                complete.append(r.get("complete"))
+            row[key] = {"executions": sorted(set(execs)), "complete": all(complete),
+                        "median_wall_s": median(walls)}
+        rows.append(row)
+    return rows
+
+
+def print_por(rows, opts):
+    print("Exhaustive dfs with and without partial-order reduction (--jobs 1, median of %d runs)"
+          % opts.jobs_reps)
+    cols = "  %-26s %8s %12s %10s %12s %10s"
+    print(cols % ("fixture", "traces", "full execs", "full s", "dpor execs", "dpor s"))
+    for r in rows:
+        print(cols % (r["fixture"], "?" if r["traces"] is None else r["traces"],
+                      "/".join(str(x) for x in r["full"]["executions"])
+                      + ("" if r["full"]["complete"] else "+"),
+                      "%.2f" % r["full"]["median_wall_s"],
+                      "/".join(str(x) for x in r["reduced"]["executions"])
+                      + ("" if r["reduced"]["complete"] else "+"),
+                      "%.2f" % r["reduced"]["median_wall_s"]))
+    print("  command: mcheck --strategy dfs [--no-por] --jobs 1 --quiet-program "
+          "--max-executions %d -- FIXTURE ARGS; '+': search not complete (cap reached)" % POR_CAP)
     print()
 
 
@@ -978,7 +1039,7 @@ def main():
     for n in notes:
         print("  check: " + n)
     print()
-    rates = jobs = stress = fair = None
+    rates = jobs = stress = fair = por = None
     jobs_failed, jobs_notes = [], []
 
     section_seconds = {}
@@ -998,6 +1059,11 @@ def main():
             t = time.perf_counter()
             jobs, jobs_failed, jobs_notes = measure_jobs(mc, opts)
             section_seconds["jobs"] = time.perf_counter() - t
+        if "por" in sections:
+            progress("dfs with and without partial-order reduction")
+            t = time.perf_counter()
+            por = measure_por(mc, opts)
+            section_seconds["por"] = time.perf_counter() - t
         if "stress" in sections:
             progress("stress testing vs mcheck on the buggy fixtures")
             t = time.perf_counter()
@@ -1024,6 +1090,9 @@ def main():
     if rates is not None:
         print_rates(rates, opts)
         results["executions_per_second"] = rates
+    if por is not None:
+        print_por(por, opts)
+        results["partial_order_reduction"] = por
     if jobs is not None:
         print_jobs(jobs, jobs_failed, jobs_notes, opts)
         results["jobs_speedup"] = {"searches": jobs, "checks_failed": jobs_failed,

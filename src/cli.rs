@@ -116,7 +116,8 @@ pub struct CheckArgs {
     /// Collect every distinct finding instead of stopping at the first.
     #[arg(long)]
     pub keep_going: bool,
-    /// Do not detect data races (faster: memory accesses are not traced).
+    /// Do not detect data races (faster: memory accesses are not traced). This also turns
+    /// off the partial-order reduction of dfs.
     #[arg(long)]
     pub no_races: bool,
     /// Do not schedule fairly. By default a thread that yields (sched_yield, the pause
@@ -126,6 +127,12 @@ pub struct CheckArgs {
     /// spin loops included, and such executions are cut short.
     #[arg(long)]
     pub no_fair: bool,
+    /// Explore every interleaving with dfs, without dynamic partial-order reduction (by
+    /// default dfs runs one execution per class of executions that differ only in the
+    /// order of independent steps; reduction needs race tracing, so --no-races turns it
+    /// off too; icb and the portfolio are never reduced).
+    #[arg(long)]
+    pub no_por: bool,
     /// Make accesses to addresses found racy in earlier executions scheduling points, to
     /// show what a race leads to (the default with the portfolio strategy).
     #[arg(long, conflicts_with = "no_preempt_on_races")]

@@ -131,7 +131,11 @@ fn plan(args: &CheckArgs) -> Plan {
             seed: args.seed,
             preemption_bound: args.preemption_bound,
         },
-        StrategyName::Dfs => Plan::Dfs,
+        // Without race tracing the executor cannot see the atomic accesses made between
+        // scheduling points, so steps could look independent when they are not.
+        StrategyName::Dfs => Plan::Dfs {
+            por: !args.no_por && !args.no_races,
+        },
         StrategyName::Icb => Plan::Icb {
             preemption_bound: args.preemption_bound,
         },

@@ -11,7 +11,11 @@
 //! - [`TreePool`]: the shared work of a parallel tree search (`--jobs`).
 //! - [`FairFilter`]: the fair scheduler's priority relation (Musuvathi & Qadeer PLDI'08),
 //!   applied by the executor to the enabled threads before any strategy sees them.
+//!
+//! `dfs` is reduced by dynamic partial-order reduction (`dpor`): source sets and sleep sets
+//! over the footprints the executor reports.
 
+mod dpor;
 mod fair;
 mod pct;
 mod pool;
@@ -22,13 +26,13 @@ mod tree;
 
 pub use fair::FairFilter;
 pub use pct::PctScheduler;
-pub use pool::{TreePool, WorkItem};
+pub use pool::{Claims, TreePool, WorkItem};
 pub use portfolio::{default_mix, Mix, Slot};
 pub use random::RandomScheduler;
 pub use replay::{Decision, ReplayScheduler};
 pub use tree::TreeSearch;
 
-use crate::model::ThreadId;
+use crate::model::{Footprint, ThreadId};
 
 /// What a strategy sees at a scheduling point.
 #[derive(Debug, Clone, Copy)]
@@ -37,6 +41,11 @@ pub struct Point<'a> {
     pub enabled: &'a [ThreadId],
     /// The operation each enabled thread will perform (parallel to `enabled`).
     pub ops: &'a [&'static str],
+    /// What each enabled thread's pending operation touches (parallel to `enabled`), for
+    /// partial-order reduction; empty when unknown (every step is then assumed dependent).
+    pub footprints: &'a [Footprint],
+    /// Threads waiting for an operation they cannot perform yet, with its footprint.
+    pub blocked: &'a [(ThreadId, Footprint)],
     /// The thread that ran up to this point (None at the start).
     pub current: Option<ThreadId>,
     /// The current thread's pending operation yields (sched_yield, sleep): switching away
@@ -112,6 +121,10 @@ pub trait Scheduler: Send {
     fn begin_execution(&mut self, index: u64) -> Option<u64>;
     /// Picks one of `point.enabled`.
     fn choose(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence>;
+    /// The thread chosen last has run natively to its next stop (or its end) and touched
+    /// `touched` on the way: atomic locations accessed with plain instructions, locks taken
+    /// inside libc. Called by the executor after each step, before the next `choose`.
+    fn ran(&mut self, _touched: &Footprint) {}
     /// The execution begun last has ended.
     fn end_execution(&mut self, _summary: &ExecutionSummary) {}
     /// What has been covered.

@@ -149,6 +149,8 @@ mod tests {
             .choose(&Point {
                 enabled: &enabled,
                 ops: &ops,
+                footprints: &[],
+                blocked: &[],
                 current: None,
                 current_yields: false,
                 step: 0,
@@ -159,6 +161,8 @@ mod tests {
             .choose(&Point {
                 enabled: &enabled,
                 ops: &ops,
+                footprints: &[],
+                blocked: &[],
                 current: Some(first),
                 current_yields: true,
                 step: 1,

@@ -86,6 +86,8 @@ mod tests {
         let p = |step, enabled: &'static [usize], ops: &'static [&'static str]| Point {
             enabled,
             ops,
+            footprints: &[],
+            blocked: &[],
             current: None,
             current_yields: false,
             step,

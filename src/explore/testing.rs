@@ -1,12 +1,14 @@
-//! Synthetic program models for strategy tests: [`Synthetic`], threads that each perform a
-//! fixed number of steps, all always enabled, with no blocking; [`SpinWait`], a thread that
-//! yields until another has done its work. Running a strategy over them counts the
-//! executions and collects the schedules it produced.
+//! Synthetic program models for strategy tests. [`Synthetic`]: threads that each perform a
+//! fixed number of steps, all always enabled, with no blocking. [`Program`]: threads running
+//! operations on shared words and mutexes (locks block), with footprints, for partial-order
+//! reduction. Running a strategy over them counts the executions and collects the schedules
+//! (or Mazurkiewicz traces) it produced. [`SpinWait`]: a thread that yields until another has
+//! done its work (fair scheduling).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::{ExecutionSummary, FairFilter, Point, Scheduler};
-use crate::model::ThreadId;
+use crate::model::{Footprint, ObjectKind, Role, ThreadId};
 
 /// `steps[t]` scheduling points for thread t. Thread 0 starts current.
 pub struct Synthetic {
@@ -29,6 +31,8 @@ impl Synthetic {
                 .choose(&Point {
                     enabled: &enabled,
                     ops: &ops,
+                    footprints: &[],
+                    blocked: &[],
                     current,
                     current_yields: false,
                     step: trace.len(),
@@ -136,6 +140,8 @@ impl SpinWait {
                 .choose(&Point {
                     enabled: &schedulable,
                     ops: &ops,
+                    footprints: &[],
+                    blocked: &[],
                     current,
                     current_yields: current == Some(0) && spinning && !spinner_done,
                     step: trace.len(),
@@ -168,5 +174,144 @@ impl SpinWait {
             n += 1;
         }
         (n, cut)
+    }
+}
+
+/// An operation of a thread of a synthetic [`Program`], on numbered objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SynOp {
+    /// Changes memory word `n`.
+    Write(u64),
+    /// Reads memory word `n`.
+    Read(u64),
+    /// Takes mutex `n`, waiting while another thread holds it.
+    Lock(u64),
+    /// Releases mutex `n`.
+    Unlock(u64),
+    /// Touches nothing shared.
+    Local,
+}
+
+impl SynOp {
+    fn footprint(self) -> Footprint {
+        let mut f = Footprint::default();
+        match self {
+            SynOp::Write(n) => f.touch_word(n * 8, true),
+            SynOp::Read(n) => f.touch_word(n * 8, false),
+            SynOp::Lock(n) => f.touch_as(ObjectKind::Mutex, n, true, Role::Acquire),
+            SynOp::Unlock(n) => f.touch_as(ObjectKind::Mutex, n, true, Role::Release),
+            SynOp::Local => {}
+        }
+        f
+    }
+
+    fn conflicts(self, other: SynOp) -> bool {
+        self.footprint().conflicts(&other.footprint())
+    }
+}
+
+/// Threads (all present from the start) running fixed sequences of operations; a lock
+/// blocks while another thread holds the mutex. Thread 0 starts current.
+pub struct Program {
+    pub threads: Vec<Vec<SynOp>>,
+}
+
+/// A Mazurkiewicz trace in canonical form: for every pair of dependent operations of
+/// different threads, which came first, as ((thread, index), (thread, index)) pairs, sorted;
+/// then how many operations each thread performed (a deadlock leaves some undone).
+pub type Trace = (Vec<((ThreadId, usize), (ThreadId, usize))>, Vec<usize>);
+
+impl Program {
+    fn enabled(&self, next: &[usize], held: &HashMap<u64, ThreadId>, t: ThreadId) -> bool {
+        match self.threads[t].get(next[t]) {
+            None => false,
+            Some(SynOp::Lock(m)) => !held.contains_key(m),
+            Some(_) => true,
+        }
+    }
+
+    /// Runs one execution under `s`; returns the chosen threads and the execution's trace.
+    pub fn run_once(&self, s: &mut dyn Scheduler) -> (Vec<ThreadId>, Trace) {
+        let mut next = vec![0; self.threads.len()];
+        let mut held: HashMap<u64, ThreadId> = HashMap::new();
+        let mut current = None;
+        let mut schedule = Vec::new();
+        let mut events: Vec<(ThreadId, usize)> = Vec::new();
+        loop {
+            let live: Vec<ThreadId> = (0..self.threads.len())
+                .filter(|&t| next[t] < self.threads[t].len())
+                .collect();
+            let enabled: Vec<ThreadId> = live
+                .iter()
+                .copied()
+                .filter(|&t| self.enabled(&next, &held, t))
+                .collect();
+            if enabled.is_empty() {
+                break;
+            }
+            let blocked: Vec<(ThreadId, Footprint)> = live
+                .iter()
+                .filter(|t| !enabled.contains(t))
+                .map(|&t| (t, self.threads[t][next[t]].footprint()))
+                .collect();
+            let footprints: Vec<Footprint> = enabled
+                .iter()
+                .map(|&t| self.threads[t][next[t]].footprint())
+                .collect();
+            let ops = vec!["op"; enabled.len()];
+            let t = s
+                .choose(&Point {
+                    enabled: &enabled,
+                    ops: &ops,
+                    footprints: &footprints,
+                    blocked: &blocked,
+                    current,
+                    current_yields: false,
+                    step: schedule.len(),
+                })
+                .expect("no divergence in synthetic runs");
+            assert!(enabled.contains(&t), "strategy chose a disabled thread");
+            match self.threads[t][next[t]] {
+                SynOp::Lock(m) => {
+                    held.insert(m, t);
+                }
+                SynOp::Unlock(m) => {
+                    held.remove(&m);
+                }
+                _ => {}
+            }
+            events.push((t, next[t]));
+            next[t] += 1;
+            s.ran(&Footprint::default());
+            schedule.push(t);
+            current = Some(t);
+        }
+        s.end_execution(&ExecutionSummary {
+            steps: schedule.len(),
+            threads: self.threads.len(),
+            found_bug: false,
+        });
+        let mut trace = Vec::new();
+        for (i, &a) in events.iter().enumerate() {
+            for &b in &events[i + 1..] {
+                if a.0 != b.0 && self.threads[a.0][a.1].conflicts(self.threads[b.0][b.1]) {
+                    trace.push((a, b));
+                }
+            }
+        }
+        trace.sort_unstable();
+        (schedule, (trace, next))
+    }
+
+    /// Runs `s` until it is exhausted or `limit` executions; returns the number of
+    /// executions and the distinct traces seen.
+    pub fn run_all(&self, s: &mut dyn Scheduler, limit: u64) -> (u64, HashSet<Trace>) {
+        let mut traces = HashSet::new();
+        let mut n = 0;
+        while n < limit && s.begin_execution(n).is_some() {
+            traces.insert(self.run_once(s).1);
+            n += 1;
+        }
+        (n, traces)
     }
 }

@@ -7,11 +7,17 @@
 //! everything within c is done the queued prefixes are explored with bound c+1. Every
 //! execution is therefore explored exactly once, all executions with ≤ c preemptions before
 //! any with c+1. Switching away from a blocked, yielding or exited thread is free.
+//!
+//! Unbounded DFS can be reduced by dynamic partial-order reduction ([`super::dpor`]): a new
+//! node then starts with only its default choice (or another thread that does not sleep),
+//! and alternatives are added by the race analysis of each finished execution.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 
+use super::dpor::{self, PorNode, Step};
+use super::pool::Claims;
 use super::{Coverage, Divergence, ExecutionSummary, Point, Scheduler};
-use crate::model::ThreadId;
+use crate::model::{Footprint, ThreadId};
 
 /// One scheduling point on the current path.
 #[derive(Debug, Clone)]
@@ -26,6 +32,8 @@ struct Node {
     chosen_preempts: bool,
     /// The enabled set seen here (checked on replay).
     enabled: Vec<ThreadId>,
+    /// Partial-order reduction's view of the node (empty without reduction).
+    por: PorNode,
 }
 
 /// DFS (`bound: None`) or iterative preemption bounding (`bound: Some(max)`).
@@ -52,12 +60,76 @@ pub struct TreeSearch {
     completed_bound: Option<u32>,
     /// Part of a parallel search: bounds and work items are managed by a [`super::TreePool`].
     managed: bool,
+    /// Dynamic partial-order reduction is on (unbounded DFS only).
+    por: bool,
+    /// What the thread chosen last touched running natively (reported through `ran`).
+    segment: Footprint,
+    /// The node where every enabled thread was asleep in this execution, if any.
+    sleep_blocked: Option<usize>,
+    /// Executions that were sleep-set blocked (redundant).
+    redundant: u64,
+    /// Alternatives the race analysis wants at nodes of the work item's prefix, as prefixes
+    /// for the pool (another worker's part of the tree).
+    outside: Vec<Vec<ThreadId>>,
+    /// Every prefix put in `outside` so far.
+    requested: HashSet<Vec<ThreadId>>,
+    /// Alternatives claimed by the workers of a parallel reduced search.
+    claims: Option<Claims>,
 }
 
 impl TreeSearch {
     /// Exhaustive depth-first search.
     pub fn dfs() -> TreeSearch {
         TreeSearch::new("dfs", None)
+    }
+
+    /// Exhaustive depth-first search reduced by dynamic partial-order reduction.
+    pub fn dpor() -> TreeSearch {
+        TreeSearch::dfs().with_por(true)
+    }
+
+    /// Turns dynamic partial-order reduction on or off; it applies to unbounded DFS only
+    /// (icb stays unreduced, see docs/architecture.md).
+    pub fn with_por(mut self, on: bool) -> TreeSearch {
+        self.por = on && self.max_bound.is_none();
+        self
+    }
+
+    /// Shares the registry of claimed alternatives of a parallel search: with reduction, an
+    /// alternative another worker claimed is skipped here (it is explored there).
+    pub fn with_claims(mut self, claims: Claims) -> TreeSearch {
+        self.claims = Some(claims);
+        self
+    }
+
+    /// Whether `alt` at node `i` is still to be explored here: always without reduction;
+    /// with it, unless another worker of the search claimed it first.
+    fn claim(&self, i: usize, alt: ThreadId) -> bool {
+        match (&self.claims, self.por) {
+            (Some(c), true) => {
+                let mut prefix: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
+                prefix.push(alt);
+                c.claim(&prefix)
+            }
+            _ => true,
+        }
+    }
+
+    /// Whether partial-order reduction is on.
+    pub fn reduces(&self) -> bool {
+        self.por
+    }
+
+    /// Executions found redundant by sleep sets (run to their end without being explored
+    /// further).
+    pub fn redundant_executions(&self) -> u64 {
+        self.redundant
+    }
+
+    /// Prefixes that partial-order reduction wants explored in the part of the tree above
+    /// this work item (for the pool); each is given once.
+    pub fn take_requests(&mut self) -> Vec<Vec<ThreadId>> {
+        std::mem::take(&mut self.outside)
     }
 
     /// Iterative preemption bounding up to `max_bound` preemptions (None: no cap).
@@ -80,6 +152,13 @@ impl TreeSearch {
             executions: 0,
             completed_bound: None,
             managed: false,
+            por: false,
+            segment: Footprint::default(),
+            sleep_blocked: None,
+            redundant: 0,
+            outside: Vec::new(),
+            requested: HashSet::new(),
+            claims: None,
         }
     }
 
@@ -99,11 +178,21 @@ impl TreeSearch {
     /// Gives away the shallowest unexplored alternative of the current path, as the prefix
     /// that leads to it, so that another worker explores that subtree.
     pub fn split(&mut self) -> Option<Vec<ThreadId>> {
-        let i = (self.fixed..self.stack.len()).find(|&i| !self.stack[i].todo.is_empty())?;
-        let alt = self.stack[i].todo.remove(0);
-        let mut prefix: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
-        prefix.push(alt);
-        Some(prefix)
+        loop {
+            let i = (self.fixed..self.stack.len()).find(|&i| !self.stack[i].todo.is_empty())?;
+            let alt = self.stack[i].todo.remove(0);
+            if !self.claim(i, alt) {
+                continue;
+            }
+            let mut prefix: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
+            if let (Some(c), true) = (&self.claims, self.por) {
+                // The path explored here is ours: nobody should be asked to explore it.
+                let path: Vec<ThreadId> = self.stack.iter().map(|n| n.chosen).collect();
+                c.claim_path(&path);
+            }
+            prefix.push(alt);
+            return Some(prefix);
+        }
     }
 
     /// Prefixes that need one more preemption than this subtree's bound.
@@ -133,11 +222,21 @@ impl TreeSearch {
         // Backtrack within the current work item.
         while self.stack.len() > self.fixed {
             let last = self.stack.len() - 1;
-            if let Some(alt) =
-                (!self.stack[last].todo.is_empty()).then(|| self.stack[last].todo.remove(0))
-            {
+            while !self.stack[last].todo.is_empty() {
+                let alt = self.stack[last].todo.remove(0);
+                if !self.claim(last, alt) {
+                    continue;
+                }
+                // The subtree left is explored: nobody should be asked to explore it again.
+                self.claim(last, self.stack[last].chosen);
                 // Keep the node (with its remaining alternatives); the path below it is new.
-                self.stack[last].chosen = alt;
+                let node = &mut self.stack[last];
+                if self.por {
+                    let step = std::mem::take(&mut node.por.step);
+                    node.por.done.push((node.chosen, step));
+                    node.por.created.clear();
+                }
+                node.chosen = alt;
                 self.replay = self.stack.iter().map(|n| n.chosen).collect();
                 return true;
             }
@@ -168,6 +267,144 @@ impl TreeSearch {
     }
 }
 
+/// Partial-order reduction's part of the tree search.
+impl TreeSearch {
+    /// The reduction's view of a new node at `point`: footprints, and the sleep set
+    /// inherited from the node above.
+    fn por_node(&self, point: &Point<'_>) -> PorNode {
+        let pending = if point.footprints.len() == point.enabled.len() {
+            point.footprints.to_vec()
+        } else {
+            vec![Footprint::everything(); point.enabled.len()]
+        };
+        let sleep = match self.stack.get(point.step.wrapping_sub(1)) {
+            Some(parent) if self.sleep_blocked.is_none() => parent.por.child_sleep(parent.chosen),
+            _ => Vec::new(),
+        };
+        PorNode {
+            pending,
+            blocked: point.blocked.to_vec(),
+            sleep,
+            ..PorNode::default()
+        }
+    }
+
+    /// A node beyond the replayed prefix: its default choice unless that thread sleeps,
+    /// else another thread that does not; no alternatives until the race analysis adds them.
+    fn choose_reduced(&mut self, point: &Point<'_>, preemptions_before: u32) -> ThreadId {
+        let node = self.por_node(point);
+        let default = point.default_choice();
+        let chosen = if self.sleep_blocked.is_some() || !node.asleep(default) {
+            default
+        } else if let Some(&t) = point.enabled.iter().find(|&&t| !node.asleep(t)) {
+            t
+        } else {
+            // Every enabled thread sleeps: whatever follows was explored already.
+            self.sleep_blocked = Some(point.step);
+            default
+        };
+        self.stack.push(Node {
+            chosen,
+            todo: Vec::new(),
+            preemptions_before,
+            chosen_preempts: point.is_preemption(chosen),
+            enabled: point.enabled.to_vec(),
+            por: node,
+        });
+        chosen
+    }
+
+    /// The step chosen at node `i` has run: its footprint is its operation's, what it
+    /// touched natively, and its thread when it exited; `next` is the point after it (None
+    /// when the execution ended there, which is global when other threads were left).
+    fn finish_step(&mut self, i: usize, next: Option<&Point<'_>>) {
+        let node = &mut self.stack[i];
+        let mut step = node.por.pending_of(&node.enabled, node.chosen);
+        step.extend_plain(&std::mem::take(&mut self.segment));
+        match next {
+            Some(p) => {
+                let present =
+                    |t: ThreadId| p.enabled.contains(&t) || p.blocked.iter().any(|(u, _)| *u == t);
+                if !present(node.chosen) {
+                    step.touch_exit(node.chosen);
+                }
+                let known = |t: ThreadId| {
+                    node.enabled.contains(&t) || node.por.blocked.iter().any(|(u, _)| *u == t)
+                };
+                node.por.created = p
+                    .enabled
+                    .iter()
+                    .copied()
+                    .chain(p.blocked.iter().map(|(u, _)| *u))
+                    .filter(|&t| !known(t))
+                    .collect();
+            }
+            None => {
+                let others =
+                    node.enabled.iter().any(|&t| t != node.chosen) || !node.por.blocked.is_empty();
+                if others {
+                    step.global = true;
+                }
+                node.por.created.clear();
+            }
+        }
+        node.por.step = step;
+    }
+
+    /// Finds the races of the execution just ended and schedules their reversals.
+    fn analyse(&mut self) {
+        // A sleep-set blocked execution is analysed up to the node where it blocked, with
+        // the pending operations there (the blocked threads' too) coming last.
+        let (limit, last) = match self.sleep_blocked {
+            Some(k) => (k, k),
+            None => (self.stack.len(), self.stack.len() - 1),
+        };
+        let at_end = &self.stack[last];
+        let ran_last = self.sleep_blocked.is_none().then_some(at_end.chosen);
+        let pending: Vec<(ThreadId, Footprint)> = at_end
+            .enabled
+            .iter()
+            .zip(&at_end.por.pending)
+            .filter(|(&t, _)| Some(t) != ran_last)
+            .map(|(&t, f)| (t, f.clone()))
+            .chain(at_end.por.blocked.iter().cloned())
+            .collect();
+        let steps: Vec<Step<'_>> = self.stack[..limit]
+            .iter()
+            .map(|n| Step {
+                thread: n.chosen,
+                enabled: &n.enabled,
+                footprint: &n.por.step,
+                created: &n.por.created,
+            })
+            .collect();
+        let races = dpor::races(&steps, &pending);
+        for r in races {
+            self.schedule_reversal(r.node, &r.initials);
+        }
+    }
+
+    /// Adds what reverses a race at node `i` (or asks the pool, above the work item).
+    fn schedule_reversal(&mut self, i: usize, initials: &[ThreadId]) {
+        let node = &self.stack[i];
+        let mut scheduled = vec![node.chosen];
+        scheduled.extend(&node.todo);
+        scheduled.extend(node.por.done.iter().map(|(t, _)| *t));
+        let add = dpor::additions(initials, &node.enabled, &scheduled, &node.por);
+        if i >= self.fixed {
+            self.stack[i].todo.extend(add);
+            return;
+        }
+        for q in add {
+            let mut prefix: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
+            prefix.push(q);
+            if self.requested.insert(prefix.clone()) {
+                self.outside.push(prefix);
+            }
+        }
+    }
+}
+
 impl Scheduler for TreeSearch {
     fn name(&self) -> &'static str {
         self.name
@@ -185,6 +422,8 @@ impl Scheduler for TreeSearch {
     }
 
     fn begin_execution(&mut self, _index: u64) -> Option<u64> {
+        self.sleep_blocked = None;
+        self.segment = Footprint::default();
         if self.exhausted {
             return None;
         }
@@ -202,6 +441,9 @@ impl Scheduler for TreeSearch {
 
     fn choose(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence> {
         let k = point.step;
+        if self.por && k > 0 && k <= self.stack.len() {
+            self.finish_step(k - 1, Some(point));
+        }
         let preemptions_before = self
             .stack
             .last()
@@ -229,17 +471,28 @@ impl Scheduler for TreeSearch {
                         ),
                     });
                 }
+                if self.por {
+                    let fresh = self.por_node(point);
+                    let node = &mut self.stack[k].por;
+                    node.pending = fresh.pending;
+                    node.blocked = fresh.blocked;
+                }
             } else {
                 // A node of the work item's prefix: its alternatives belong to others.
+                let por = self.por_node(point);
                 self.stack.push(Node {
                     chosen,
                     todo: Vec::new(),
                     preemptions_before,
                     chosen_preempts: point.is_preemption(chosen),
                     enabled: point.enabled.to_vec(),
+                    por,
                 });
             }
             return Ok(chosen);
+        }
+        if self.por {
+            return Ok(self.choose_reduced(point, preemptions_before));
         }
         let chosen = point.default_choice();
         let mut todo = Vec::new();
@@ -262,12 +515,26 @@ impl Scheduler for TreeSearch {
             preemptions_before,
             chosen_preempts: point.is_preemption(chosen),
             enabled: point.enabled.to_vec(),
+            por: PorNode::default(),
         });
         Ok(chosen)
     }
 
+    fn ran(&mut self, touched: &Footprint) {
+        if self.por {
+            self.segment.extend(touched);
+        }
+    }
+
     fn end_execution(&mut self, _summary: &ExecutionSummary) {
         self.executions += 1;
+        if self.por && !self.stack.is_empty() {
+            self.finish_step(self.stack.len() - 1, None);
+            self.analyse();
+        }
+        if self.sleep_blocked.is_some() {
+            self.redundant += 1;
+        }
     }
 
     fn coverage(&self) -> Coverage {

@@ -7,11 +7,13 @@
 //! through the [`MemoryView`] trait, so it can be tested on synthetic event sequences.
 
 mod fingerprint;
+mod footprint;
 mod objects;
 mod ops;
 mod state;
 mod waits;
 
+pub use footprint::{Footprint, Role, Touch};
 pub use ops::{Attempt, Completion, MutexType, ObjectKind, ObjectRef, Op};
 pub use state::{MemoryView, Model};
 pub use waits::{BlockedThread, Holder, ModelFinding};

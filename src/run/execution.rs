@@ -28,7 +28,9 @@ use super::worker_state::WorkerState;
 use crate::binary::{ElfFile, ErrnoTls};
 use crate::detect::race::RaceDetector;
 use crate::explore::{Decision, Divergence, FairFilter, Point, Scheduler};
-use crate::model::{Completion, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId};
+use crate::model::{
+    Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId,
+};
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::procfs;
 use crate::tracee::seccomp::nr;
@@ -309,6 +311,7 @@ impl<'a> Execution<'a> {
             syscall_insn: 0,
             branch_key: None,
             inherited_fds: Vec::new(),
+            segment: Footprint::default(),
         }
     }
 
@@ -352,6 +355,7 @@ impl<'a> Execution<'a> {
             syscall_insn: s.syscall_insn,
             branch_key: None,
             inherited_fds: Vec::new(),
+            segment: s.segment,
         }
     }
 }
@@ -438,6 +442,9 @@ pub(super) struct Execution<'a> {
     pub(super) branch_key: Option<String>,
     /// The descriptors the program was started with (while a snapshot is wanted).
     pub(super) inherited_fds: Vec<(i32, String)>,
+    /// What the running thread touched since its step began, beyond its operation (atomic
+    /// locations accessed with plain instructions, libc-internal lock operations).
+    pub(super) segment: Footprint,
 }
 
 const CLONE_THREAD: u64 = 0x0001_0000;
@@ -466,7 +473,12 @@ impl Execution<'_> {
             Some(prefix) => {
                 for saved in prefix {
                     match sched.choose(&saved.point()) {
-                        Ok(t) if t == saved.chosen => current = Some(t),
+                        Ok(t) if t == saved.chosen => {
+                            current = Some(t);
+                            if let Some(touched) = &saved.ran {
+                                sched.ran(touched);
+                            }
+                        }
                         Ok(t) => {
                             let mut out = self.outcome(None);
                             out.divergence = Some(Divergence {
@@ -489,6 +501,15 @@ impl Execution<'_> {
         }
         if restored.is_none() || self.resume_main {
             let first = self.resume_and_run(0)?;
+            if restored.as_ref().is_some_and(|p| !p.is_empty()) {
+                // The step the startup snapshot interrupted has ended: report it as the
+                // loop below does for every step.
+                let touched = std::mem::take(&mut self.segment);
+                if let Some(p) = self.points.last_mut() {
+                    p.ran = Some(touched.clone());
+                }
+                sched.ran(&touched);
+            }
             if let Some(done) = self.settle(0, first)? {
                 return Ok(done);
             }
@@ -526,9 +547,26 @@ impl Execution<'_> {
             let current_yields = current.is_some_and(|c| {
                 matches!(self.model.pending(c), Some(Op::Yield | Op::Sleep { .. }))
             });
+            let footprints: Vec<Footprint> = schedulable
+                .iter()
+                .map(|&u| {
+                    self.model
+                        .pending(u)
+                        .map_or_else(Footprint::everything, Op::footprint)
+                })
+                .collect();
+            // Threads that cannot be chosen here: blocked ones, and enabled ones the fair
+            // filter holds back.
+            let held_back = enabled.iter().filter(|u| !schedulable.contains(u)).copied();
+            let blocked: Vec<(ThreadId, Footprint)> = (self.model.blocked_threads().into_iter())
+                .chain(held_back)
+                .filter_map(|u| Some((u, self.model.pending(u)?.footprint())))
+                .collect();
             let point = Point {
                 enabled: &schedulable,
                 ops: &ops,
+                footprints: &footprints,
+                blocked: &blocked,
                 current,
                 current_yields,
                 step: self.steps as usize,
@@ -594,6 +632,11 @@ impl Execution<'_> {
                 return Ok(self.outcome(Some(f)));
             }
             let r = self.resume_and_run(t)?;
+            let touched = std::mem::take(&mut self.segment);
+            if let Some(p) = self.points.last_mut().filter(|_| self.record_points) {
+                p.ran = Some(touched.clone());
+            }
+            sched.ran(&touched);
             if let Some(done) = self.settle(t, r)? {
                 return Ok(done);
             }
@@ -1043,6 +1086,7 @@ impl Execution<'_> {
     /// Performs an operation glibc makes internally without a scheduling decision, and lets
     /// the thread run on; only an operation that cannot proceed becomes a scheduling point.
     fn internal_call(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
+        self.segment.extend(&op.footprint());
         if let Err(f) = self.model.set_pending(t, op.clone(), site) {
             return Ok(Some(RunResult::Found(self.model_finding(f))));
         }

@@ -399,6 +399,8 @@ impl Execution<'_> {
             pc,
         };
         if atomic {
+            // Partial-order reduction: the step touched this atomic location.
+            self.segment.touch_word(ea, write);
             // x86: a MOV load of an atomic is an acquire, a MOV store a release.
             if let Some(d) = self.races.as_mut() {
                 if !write {

@@ -33,7 +33,10 @@ pub enum Plan {
         preemption_bound: Option<u32>,
     },
     /// Exhaustive depth-first search.
-    Dfs,
+    Dfs {
+        /// Reduced by dynamic partial-order reduction.
+        por: bool,
+    },
     /// Iterative preemption bounding.
     Icb {
         /// Preemption cap.
@@ -58,7 +61,7 @@ impl Plan {
     pub fn name(&self) -> &'static str {
         match self {
             Plan::Portfolio { .. } => "portfolio",
-            Plan::Dfs => "dfs",
+            Plan::Dfs { .. } => "dfs",
             Plan::Icb { .. } => "icb",
             Plan::Pct { .. } => "pct",
             Plan::Random { .. } => "random",
@@ -71,16 +74,21 @@ impl Plan {
                 preemption_bound, ..
             } => Some(Some(preemption_bound.unwrap_or(u32::MAX))),
             Plan::Icb { preemption_bound } => Some(Some(preemption_bound.unwrap_or(u32::MAX))),
-            Plan::Dfs => Some(None),
+            Plan::Dfs { .. } => Some(None),
             _ => None,
         }
+    }
+
+    /// Whether the tree search is reduced by partial-order reduction (dfs only).
+    fn por(&self) -> bool {
+        matches!(self, Plan::Dfs { por: true })
     }
 
     /// The randomised members and the cycle of slots of one worker.
     fn mix(&self) -> Mix {
         match *self {
             Plan::Portfolio { seed, .. } => default_mix(seed),
-            Plan::Dfs | Plan::Icb { .. } => Mix {
+            Plan::Dfs { .. } | Plan::Icb { .. } => Mix {
                 members: vec![],
                 cycle: vec![Slot::Tree],
             },
@@ -495,7 +503,9 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                     match pool.take(tree_only) {
                         Some(item) => {
                             tree = Some((
-                                TreeSearch::subtree(pool.max_bound(), item.bound, item.prefix),
+                                TreeSearch::subtree(pool.max_bound(), item.bound, item.prefix)
+                                    .with_por(cfg.plan.por())
+                                    .with_claims(pool.claims()),
                                 0,
                             ))
                         }
@@ -574,6 +584,11 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             let pool = shared.pool.as_ref().expect("pool");
             let (t, n) = tree.as_mut().expect("tree");
             *n += 1;
+            // Reversals partial-order reduction wants above this work item: another
+            // worker's part of the tree, so they go to the pool (once each).
+            for prefix in t.take_requests() {
+                pool.request(prefix);
+            }
             if pool.wants_work() {
                 if let Some(p) = t.split() {
                     pool.donate(p);

@@ -32,7 +32,7 @@ use super::process::{Process, StopPlace};
 use super::races::PendingReturn;
 use crate::detect::race::RaceDetector;
 use crate::explore::{Decision, FairFilter, Point};
-use crate::model::{Model, ThreadId};
+use crate::model::{Footprint, Model, ThreadId};
 use crate::report::ThreadReport;
 use crate::tracee::fork::{discard, fork_stopped, ForkFrom};
 use crate::tracee::memory::Memory;
@@ -55,6 +55,10 @@ const MAX_BRANCHES: usize = 8;
 pub(super) struct SavedPoint {
     pub enabled: Vec<ThreadId>,
     pub ops: Vec<&'static str>,
+    pub footprints: Vec<Footprint>,
+    pub blocked: Vec<(ThreadId, Footprint)>,
+    /// What the chosen thread then touched natively, as reported to the strategy.
+    pub ran: Option<Footprint>,
     pub current: Option<ThreadId>,
     pub current_yields: bool,
     pub step: usize,
@@ -67,6 +71,9 @@ impl SavedPoint {
         SavedPoint {
             enabled: point.enabled.to_vec(),
             ops: point.ops.to_vec(),
+            footprints: point.footprints.to_vec(),
+            blocked: point.blocked.to_vec(),
+            ran: None,
             current: point.current,
             current_yields: point.current_yields,
             step: point.step,
@@ -79,6 +86,8 @@ impl SavedPoint {
         Point {
             enabled: &self.enabled,
             ops: &self.ops,
+            footprints: &self.footprints,
+            blocked: &self.blocked,
             current: self.current,
             current_yields: self.current_yields,
             step: self.step,
@@ -107,6 +116,8 @@ pub(super) struct SavedExecution {
     pub fair: Option<FairFilter>,
     pub det: Determinism,
     pub syscall_insn: u64,
+    /// What the running thread has touched in its current step so far.
+    pub segment: Footprint,
 }
 
 /// What a restored execution starts from.

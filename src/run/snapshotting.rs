@@ -38,6 +38,7 @@ impl Execution<'_> {
             fair: self.fair.clone(),
             det: self.det.clone(),
             syscall_insn: self.syscall_insn,
+            segment: self.segment.clone(),
         }
     }
 

@@ -133,6 +133,14 @@ pub struct CheckArgs {
     /// off too; icb and the portfolio are never reduced).
     #[arg(long)]
     pub no_por: bool,
+    /// Prune dfs with a table of visited states (Holt's One Page Model Checker): at every
+    /// new scheduling point the program state (registers, writable memory, the tracer's
+    /// model) is hashed, and a state already seen after the same number of steps of each
+    /// thread ends the execution there. Executions that take the same steps but end with
+    /// another exit status or stderr output are reported as `nondeterminism`. dfs only;
+    /// turns partial-order reduction off.
+    #[arg(long)]
+    pub state_cache: bool,
     /// Make accesses to addresses found racy in earlier executions scheduling points, to
     /// show what a race leads to (the default with the portfolio strategy).
     #[arg(long, conflicts_with = "no_preempt_on_races")]

@@ -24,6 +24,11 @@ const HEAVY_TRACING: u64 = 200_000;
 pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     let program = resolve_program(&args.command[0]).map_err(|e| Failure::Usage(e.to_string()))?;
     check_program(&program).map_err(|e| Failure::Usage(e.to_string()))?;
+    if args.state_cache && !matches!(args.strategy, StrategyName::Dfs) {
+        return Err(Failure::Usage(
+            "--state-cache needs --strategy dfs (a pruned subtree is only sound for an exhaustive search)".into(),
+        ));
+    }
     let env = current_env();
     let cfg = SearchConfig {
         execution: ExecutionConfig {
@@ -53,6 +58,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         max_executions: args.max_executions,
         time_limit: args.time_limit.map(Duration::from_secs_f64),
         keep_going: args.keep_going,
+        state_cache: args.state_cache,
     };
     let strategy = cfg.plan.name();
     let bar = progress_bar(args.max_executions);
@@ -75,10 +81,18 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         eprint!("{}", human::format_finding(f, &replay));
     }
     let statement = coverage_statement(&result, strategy, findings.is_empty());
+    let cache = match &result.state_cache {
+        Some(c) => format!(
+            ", state cache: {} state(s), {} pruned, {} revisit(s) with another state",
+            c.states, c.hits, c.different
+        ),
+        None => String::new(),
+    };
     eprintln!(
-        "mcheck: {statement} [{strategy} strategy, seed {}, {} job(s), {:.1} s; {}]",
+        "mcheck: {statement} [{strategy} strategy, seed {}, {} job(s), {} transition(s){cache}, {:.1} s; {}]",
         args.seed,
         cfg.jobs,
+        result.states,
         result.elapsed.as_secs_f64(),
         result.stopped_because
     );
@@ -103,6 +117,8 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             strategy,
             seed: args.seed,
             executions: result.executions,
+            states: result.states,
+            state_cache: result.state_cache,
             complete: result.complete,
             coverage: json::JsonCoverage::new(&result.coverage, statement.clone()),
             stopped_because: &result.stopped_because,

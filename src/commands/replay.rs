@@ -124,6 +124,8 @@ fn write_json(
         strategy: "replay",
         seed: schedule.seed,
         executions: 1,
+        states: schedule.decisions.len() as u64,
+        state_cache: None,
         complete: false,
         coverage: json::JsonCoverage::new(&Default::default(), "replay of one schedule".into()),
         stopped_because: "replayed the schedule",

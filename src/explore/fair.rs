@@ -144,6 +144,42 @@ impl FairFilter {
         FairFilter::default()
     }
 
+    /// A hash of the part of the filter's state that can still change what it lets run
+    /// (for state caching): the priority edges, and the history of the threads that have
+    /// yielded (a thread's first yield is always progress, so the history of a thread that
+    /// never yielded cannot add edges). 0 while nothing of it matters.
+    pub fn state_fingerprint(&self) -> u64 {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let set = |s: &ThreadSet| s.iter().collect::<Vec<ThreadId>>();
+        let mut h = DefaultHasher::new();
+        let mut any = false;
+        for (t, th) in self.threads.iter().enumerate() {
+            let above = set(&th.above);
+            if !above.is_empty() {
+                (t, above).hash(&mut h);
+                any = true;
+            }
+            if !th.yielded_in.is_empty() {
+                let mut states: Vec<u64> = th.yielded_in.iter().copied().collect();
+                states.sort_unstable();
+                let sets = [&th.enabled_since, &th.disabled_by, &th.scheduled_since];
+                (t, states, sets.map(set)).hash(&mut h);
+                any = true;
+            }
+        }
+        if let Some(l) = &self.last {
+            if any || l.yield_state.is_some() {
+                (l.thread, set(&l.enabled_before), l.yield_state).hash(&mut h);
+                any = true;
+            }
+        }
+        if any {
+            h.finish()
+        } else {
+            0
+        }
+    }
+
     /// The threads of `enabled` (in id order) that no enabled thread has priority over.
     /// Never empty when `enabled` is not; also completes the bookkeeping of the previous
     /// decision with `enabled` as the set that followed it.

@@ -13,7 +13,8 @@
 //!   applied by the executor to the enabled threads before any strategy sees them.
 //!
 //! `dfs` is reduced by dynamic partial-order reduction (`dpor`): source sets and sleep sets
-//! over the footprints the executor reports.
+//! over the footprints the executor reports; or, with `--state-cache`, pruned by a table of
+//! visited states ([`StateTable`], `state_cache`).
 
 mod dpor;
 mod fair;
@@ -22,6 +23,7 @@ mod pool;
 mod portfolio;
 mod random;
 mod replay;
+mod state_cache;
 mod tree;
 
 pub use fair::FairFilter;
@@ -30,6 +32,7 @@ pub use pool::{Claims, TreePool, WorkItem};
 pub use portfolio::{default_mix, Mix, Slot};
 pub use random::RandomScheduler;
 pub use replay::{Decision, ReplayScheduler};
+pub use state_cache::{counter_of, CacheStats, EndTable, SharedStateTable, StateTable, Visit};
 pub use tree::TreeSearch;
 
 use crate::model::{Footprint, ThreadId};
@@ -140,6 +143,17 @@ pub trait Scheduler: Send {
     /// Whether a later execution may branch off at decision `step` of the current one (a
     /// snapshot taken there could be used again). Only tree searches ever do.
     fn may_backtrack_to(&self, _step: usize) -> bool {
+        false
+    }
+    /// Whether the executor should hash the program state at decision `step` and show it to
+    /// [`Scheduler::visit_state`] (a tree search with state caching, at a point beyond its
+    /// replayed prefix).
+    fn wants_state(&self, _step: usize) -> bool {
+        false
+    }
+    /// The program state at decision `step` hashes to `hash`: true when that state was
+    /// explored before, so that the execution ends here (its subtree is pruned).
+    fn visit_state(&mut self, _step: usize, _hash: u64) -> bool {
         false
     }
     /// The strategy that runs the current execution, with its parameters (a portfolio names

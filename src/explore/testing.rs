@@ -67,6 +67,55 @@ impl Synthetic {
     }
 }
 
+impl Synthetic {
+    /// Runs `s` to exhaustion showing it, at every point it asks for, the hash `state(left)`
+    /// of the steps each thread has left; returns the executions and the transitions taken
+    /// beyond each execution's replayed prefix.
+    pub fn run_all_stateful(
+        &self,
+        s: &mut dyn Scheduler,
+        state: impl Fn(&[usize]) -> u64,
+    ) -> (u64, u64) {
+        let (mut executions, mut transitions) = (0, 0);
+        while s.begin_execution(executions).is_some() {
+            // The last choice of the planned prefix is the new alternative.
+            let prefix = s.planned_prefix().map_or(0, |p| p.len().saturating_sub(1));
+            let mut left = self.steps.clone();
+            let (mut current, mut step) = (None, 0);
+            loop {
+                let enabled: Vec<ThreadId> = (0..left.len()).filter(|&t| left[t] > 0).collect();
+                if enabled.is_empty() || (s.wants_state(step) && s.visit_state(step, state(&left)))
+                {
+                    break;
+                }
+                let ops = vec!["atomic"; enabled.len()];
+                let t = s
+                    .choose(&Point {
+                        enabled: &enabled,
+                        ops: &ops,
+                        footprints: &[],
+                        blocked: &[],
+                        current,
+                        current_yields: false,
+                        step,
+                    })
+                    .expect("no divergence in synthetic runs");
+                left[t] -= 1;
+                step += 1;
+                current = Some(t);
+            }
+            transitions += (step - prefix.min(step)) as u64;
+            s.end_execution(&ExecutionSummary {
+                steps: step,
+                threads: self.steps.len(),
+                found_bug: false,
+            });
+            executions += 1;
+        }
+        (executions, transitions)
+    }
+}
+
 /// Preemptions in a schedule (a switch away from a thread that still had steps left).
 pub fn preemptions(schedule: &[ThreadId], steps: &[usize]) -> usize {
     let mut left = steps.to_vec();

@@ -11,11 +11,17 @@
 //! Unbounded DFS can be reduced by dynamic partial-order reduction ([`super::dpor`]): a new
 //! node then starts with only its default choice (or another thread that does not sleep),
 //! and alternatives are added by the race analysis of each finished execution.
+//!
+//! Unbounded DFS can instead prune with a table of visited states ([`super::state_cache`],
+//! `--state-cache`): at every point beyond the replayed prefix the executor shows the
+//! strategy the state's hash; a state seen before at the same per-thread step counter ends
+//! the execution there.
 
 use std::collections::{HashSet, VecDeque};
 
 use super::dpor::{self, PorNode, Step};
 use super::pool::Claims;
+use super::state_cache::{counter_of, SharedStateTable, Visit};
 use super::{Coverage, Divergence, ExecutionSummary, Point, Scheduler};
 use crate::model::{Footprint, ThreadId};
 
@@ -75,6 +81,10 @@ pub struct TreeSearch {
     requested: HashSet<Vec<ThreadId>>,
     /// Alternatives claimed by the workers of a parallel reduced search.
     claims: Option<Claims>,
+    /// The table of visited states (`--state-cache`), shared by the workers.
+    cache: Option<SharedStateTable>,
+    /// Executions ended at a state visited before.
+    pruned: u64,
 }
 
 impl TreeSearch {
@@ -91,8 +101,23 @@ impl TreeSearch {
     /// Turns dynamic partial-order reduction on or off; it applies to unbounded DFS only
     /// (icb stays unreduced, see docs/architecture.md).
     pub fn with_por(mut self, on: bool) -> TreeSearch {
-        self.por = on && self.max_bound.is_none();
+        self.por = on && self.max_bound.is_none() && self.cache.is_none();
         self
+    }
+
+    /// Prunes with a table of visited states (unbounded DFS only; it turns partial-order
+    /// reduction off, see docs/architecture.md).
+    pub fn with_state_cache(mut self, table: Option<SharedStateTable>) -> TreeSearch {
+        if self.max_bound.is_none() && table.is_some() {
+            self.cache = table;
+            self.por = false;
+        }
+        self
+    }
+
+    /// Executions ended early at a state visited before.
+    pub fn pruned_executions(&self) -> u64 {
+        self.pruned
     }
 
     /// Shares the registry of claimed alternatives of a parallel search: with reduction, an
@@ -159,6 +184,8 @@ impl TreeSearch {
             outside: Vec::new(),
             requested: HashSet::new(),
             claims: None,
+            cache: None,
+            pruned: 0,
         }
     }
 
@@ -421,6 +448,23 @@ impl Scheduler for TreeSearch {
         step >= self.fixed && self.stack.get(step).is_none_or(|n| !n.todo.is_empty())
     }
 
+    fn wants_state(&self, step: usize) -> bool {
+        self.cache.is_some() && step >= self.replay.len() && step == self.stack.len()
+    }
+
+    fn visit_state(&mut self, step: usize, hash: u64) -> bool {
+        let Some(table) = &self.cache else {
+            return false;
+        };
+        let counter = counter_of(self.stack[..step].iter().map(|n| n.chosen));
+        let seen = table.lock().expect("state table").visit(&counter, hash);
+        if seen == Visit::Same {
+            self.pruned += 1;
+            return true;
+        }
+        false
+    }
+
     fn begin_execution(&mut self, _index: u64) -> Option<u64> {
         self.sleep_blocked = None;
         self.segment = Footprint::default();
@@ -626,5 +670,48 @@ mod tests {
         assert_eq!(seen.len(), all_le1);
         assert!(s.coverage().exhausted);
         assert_eq!(s.coverage().preemption_bound_completed, Some(1));
+    }
+
+    #[test]
+    fn state_cache_expands_each_lattice_point_once() {
+        use crate::explore::StateTable;
+        use std::sync::{Arc, Mutex};
+        for k in 1..6usize {
+            let prog = Synthetic { steps: vec![k, k] };
+            let table = Arc::new(Mutex::new(StateTable::default()));
+            let mut s = TreeSearch::dfs().with_state_cache(Some(table.clone()));
+            // The state is a function of the counter (both threads append the same thing).
+            let (_, transitions) =
+                prog.run_all_stateful(&mut s, |left| (left[0] * 100 + left[1]) as u64);
+            assert!(s.coverage().exhausted);
+            assert_eq!(transitions, (2 * k * (k + 1)) as u64, "k = {k}");
+            // Every point but the end, where no thread is left to choose.
+            assert_eq!(
+                table.lock().unwrap().stats().states,
+                ((k + 1) * (k + 1) - 1) as u64
+            );
+            // Without the table: every edge of the tree of interleavings.
+            let mut d = TreeSearch::dfs();
+            let (n, t) = prog.run_all_stateful(&mut d, |_| 0);
+            assert_eq!(n, binomial(2 * k as u64, k as u64));
+            assert_eq!(t, binomial(2 * k as u64 + 2, k as u64 + 1) - 2);
+        }
+    }
+
+    #[test]
+    fn distinct_states_at_one_counter_are_all_explored() {
+        use crate::explore::StateTable;
+        use std::sync::{Arc, Mutex};
+        let prog = Synthetic { steps: vec![2, 2] };
+        let table = Arc::new(Mutex::new(StateTable::default()));
+        let mut s = TreeSearch::dfs().with_state_cache(Some(table));
+        // Every state distinct (hash of a counter of calls): nothing is pruned.
+        let calls = std::cell::Cell::new(0u64);
+        let (n, _) = prog.run_all_stateful(&mut s, |_| {
+            calls.set(calls.get() + 1);
+            calls.get()
+        });
+        assert_eq!(n, 6);
+        assert_eq!(s.pruned_executions(), 0);
     }
 }

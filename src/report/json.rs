@@ -50,6 +50,12 @@ pub struct JsonReport<'a> {
     pub seed: u64,
     /// Executions run.
     pub executions: u64,
+    /// Transitions executed, not counting replayed prefixes (the steps each execution took
+    /// after leaving the path of an earlier one; a state explored).
+    pub states: u64,
+    /// What the state cache saw (`--state-cache`; absent without it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state_cache: Option<crate::explore::CacheStats>,
     /// Whether the search space was exhausted.
     pub complete: bool,
     /// What was covered.

@@ -23,6 +23,7 @@ use super::plan::{role_of, Alloc, MemFn, Role};
 use super::process::{BreakpointKind, Process, StopPlace, TracedThread};
 use super::races::{PendingReturn, ReturnAction};
 use super::snapshot::{self, Restored, SavedPoint};
+use super::state_hash;
 use super::syscalls::{self, ClockCall, SyscallAction, TimeSource};
 use super::worker_state::WorkerState;
 use crate::binary::{ElfFile, ErrnoTls};
@@ -116,6 +117,12 @@ pub struct ExecutionOutcome {
     pub race_origins: Vec<(usize, EarlierAccess)>,
     /// Stacks captured for `ExecutionConfig::stack_requests`.
     pub captured_stacks: Vec<(EarlierAccess, Vec<crate::report::Frame>)>,
+    /// Ended at a state visited before (`--state-cache`): its subtree was pruned.
+    pub pruned: bool,
+    /// How the process ended, when it did ("exit status 0", "killed by SIGSEGV").
+    pub exit: Option<String>,
+    /// A hash of what the program wrote to stderr in this execution.
+    pub output_digest: u64,
 }
 
 /// An access identified across runs of one schedule: thread, instruction and the thread's
@@ -213,6 +220,12 @@ pub fn run_execution(
         .map(StderrCapture::finish_execution)
         .unwrap_or_default();
     let mut outcome = result?;
+    outcome.output_digest = {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        stderr.hash(&mut h);
+        h.finish()
+    };
     if let Some(f) = &mut outcome.finding {
         if f.kind == FindingKind::Assertion {
             if let Some(msg) = failure_message(&stderr) {
@@ -519,7 +532,7 @@ impl Execution<'_> {
             if enabled.is_empty() {
                 if self.model.all_finished() {
                     let end = self.wait_process_end()?;
-                    return Ok(self.outcome(self.exit_finding(end)));
+                    return Ok(self.ended(end));
                 }
                 if self.model.fire_next_timeout() {
                     continue;
@@ -532,6 +545,15 @@ impl Execution<'_> {
                 let mut out = self.outcome(finding);
                 out.step_limit_hit = true;
                 return Ok(out);
+            }
+            if sched.wants_state(self.steps as usize) {
+                let tracer_state = self.tracer_state();
+                let h = state_hash::state_hash(&self.p, tracer_state)?;
+                if sched.visit_state(self.steps as usize, h) {
+                    let mut out = self.outcome(None);
+                    out.pruned = true;
+                    return Ok(out);
+                }
             }
             if enabled.len() > 1 && sched.may_backtrack_to(self.steps as usize) {
                 self.maybe_branch_snapshot()?;
@@ -670,7 +692,40 @@ impl Execution<'_> {
             traced_accesses: self.traced_accesses,
             race_origins: std::mem::take(&mut self.race_origins),
             captured_stacks: std::mem::take(&mut self.captured_stacks),
+            pruned: false,
+            exit: None,
+            output_digest: 0,
         }
+    }
+
+    /// The outcome of an execution whose process ended with `end`.
+    fn ended(&mut self, end: ProcessEnd) -> ExecutionOutcome {
+        let mut out = self.outcome(self.exit_finding(end));
+        out.exit = match end {
+            ProcessEnd::Exited(code) => Some(format!("exit status {code}")),
+            ProcessEnd::Killed(sig) => Some(format!("killed by {sig:?}")),
+            ProcessEnd::Vanished => None,
+        };
+        out
+    }
+
+    /// What the tracer holds of the program's state, hashed (for `--state-cache`): the
+    /// model's synchronisation state, virtual time and pending operations, and the fair
+    /// scheduler's state.
+    fn tracer_state(&self) -> u64 {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        self.model.sync_fingerprint().hash(&mut h);
+        self.model.now().hash(&mut h);
+        for t in 0..self.model.thread_count() {
+            self.model.pending(t).map(Op::name).hash(&mut h);
+            self.model.pending_site(t).hash(&mut h);
+        }
+        self.fair
+            .as_ref()
+            .map(FairFilter::state_fingerprint)
+            .hash(&mut h);
+        h.finish()
     }
 
     /// Records one step of the readable trace (replay): thread, operation, object, line.
@@ -703,7 +758,7 @@ impl Execution<'_> {
                     Ok(Some(self.outcome(Some(f))))
                 }
             },
-            RunResult::ProcessEnded(end) => Ok(Some(self.outcome(self.exit_finding(end)))),
+            RunResult::ProcessEnded(end) => Ok(Some(self.ended(end))),
             RunResult::Found(f) => Ok(Some(self.outcome(Some(f)))),
         }
     }

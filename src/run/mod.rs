@@ -16,6 +16,7 @@ pub mod search;
 mod snapshot;
 mod snapshotting;
 mod stacks;
+mod state_hash;
 mod syscalls;
 mod worker_state;
 

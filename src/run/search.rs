@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -16,8 +16,9 @@ use anyhow::Result;
 use super::execution::{run_execution, ExecutionConfig, ExecutionOutcome};
 use super::worker_state::WorkerState;
 use crate::explore::{
-    default_mix, Coverage, Decision, ExecutionSummary, Mix, PctScheduler, RandomScheduler,
-    ReplayScheduler, Scheduler, Slot, TreePool, TreeSearch,
+    counter_of, default_mix, CacheStats, Coverage, Decision, EndTable, ExecutionSummary, Mix,
+    PctScheduler, RandomScheduler, ReplayScheduler, Scheduler, SharedStateTable, Slot, StateTable,
+    TreePool, TreeSearch,
 };
 use crate::report::{Finding, FindingKind};
 use crate::tracee::{cpu, watchdog::Watchdog};
@@ -122,6 +123,8 @@ pub struct SearchConfig {
     pub time_limit: Option<Duration>,
     /// Collect every distinct finding instead of stopping at the first.
     pub keep_going: bool,
+    /// Prune dfs with a table of visited states (`--state-cache`).
+    pub state_cache: bool,
 }
 
 /// A finding with the schedule that shows it.
@@ -218,6 +221,13 @@ pub struct SearchResult {
     pub branch_snapshots: u64,
     /// Why fork snapshots were turned off, if they were.
     pub snapshots_off: Option<String>,
+    /// Transitions executed, not counting replayed prefixes (the steps of each execution
+    /// after the point where it left the path of an earlier one).
+    pub states: u64,
+    /// What the state cache saw, when it was on.
+    pub state_cache: Option<CacheStats>,
+    /// Executions ended at a state visited before.
+    pub pruned: u64,
 }
 
 /// Progress callback: executions done, findings so far.
@@ -300,6 +310,12 @@ struct Shared<'a> {
     closed_early: AtomicBool,
     findings: Mutex<Findings>,
     error: Mutex<Option<anyhow::Error>>,
+    states: AtomicU64,
+    pruned: AtomicU64,
+    /// The table of visited states (`--state-cache`).
+    cache: Option<SharedStateTable>,
+    /// The first result at each final counter (`--state-cache`).
+    ends: Mutex<EndTable<Vec<Decision>>>,
 }
 
 impl Shared<'_> {
@@ -313,6 +329,47 @@ impl Shared<'_> {
             }
             pool.close();
         }
+    }
+
+    /// With the state cache: a `nondeterminism` finding when an execution that took the
+    /// same steps as an earlier one (the same final per-thread step counter) ended with
+    /// another exit status or stderr output.
+    fn different_end(&self, outcome: &ExecutionOutcome) -> Option<Finding> {
+        self.cache.as_ref()?;
+        let exit = outcome.exit.as_ref()?;
+        let counter = counter_of(outcome.decisions.iter().map(|d| d.thread));
+        let result = format!("{exit}, stderr output #{:016x}", outcome.output_digest);
+        let mut ends = self.ends.lock().expect("lock");
+        let (earlier, schedule) =
+            ends.record(&counter, result.clone(), outcome.decisions.clone())?;
+        let threads = |d: &[Decision]| {
+            d.iter()
+                .map(|d| format!("T{}", d.thread))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        Some(Finding {
+            kind: FindingKind::Nondeterminism,
+            message: format!(
+                "the program's result depends on the schedule: the same steps in two orders end with {earlier} and with {result}"
+            ),
+            details: vec![
+                format!(
+                    "every thread took the same number of steps in both executions (per-thread step counter {counter:?})"
+                ),
+                format!("this schedule: {}", threads(&outcome.decisions)),
+                format!("the earlier schedule: {}", threads(&schedule)),
+            ],
+            locations: Vec::new(),
+            threads: Vec::new(),
+            preemptions: outcome.preemptions,
+            seed: 0,
+            execution: 0,
+            steps: outcome.steps,
+            strategy: String::new(),
+            schedule: None,
+            cycle: Vec::new(),
+        })
     }
 
     fn record(
@@ -336,8 +393,12 @@ impl Shared<'_> {
             ));
             return;
         }
+        let different_end = self.different_end(&outcome);
         // The failure that ended the execution first, then the races (which may explain it).
-        let found: Vec<Finding> = outcome.finding.into_iter().chain(outcome.races).collect();
+        let found: Vec<Finding> = (outcome.finding.into_iter())
+            .chain(outcome.races)
+            .chain(different_end)
+            .collect();
         if found.is_empty() {
             return;
         }
@@ -395,6 +456,11 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         closed_early: AtomicBool::new(false),
         findings: Mutex::new(Findings::default()),
         error: Mutex::new(None),
+        states: AtomicU64::new(0),
+        pruned: AtomicU64::new(0),
+        cache: (cfg.state_cache && matches!(cfg.plan, Plan::Dfs { .. }))
+            .then(|| Arc::new(Mutex::new(StateTable::default()))),
+        ends: Mutex::new(EndTable::default()),
     };
     let ncpu = cpu::available_cpus();
     let (alive, finished) = crossbeam_channel::bounded::<()>(0);
@@ -457,6 +523,12 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         from_branch_snapshots: shared.from_branch.load(Ordering::SeqCst),
         branch_snapshots: shared.branches.load(Ordering::SeqCst),
         snapshots_off,
+        states: shared.states.load(Ordering::SeqCst),
+        state_cache: shared
+            .cache
+            .as_ref()
+            .map(|c| c.lock().expect("state table").stats()),
+        pruned: shared.pruned.load(Ordering::SeqCst),
     })
 }
 
@@ -505,6 +577,7 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                             tree = Some((
                                 TreeSearch::subtree(pool.max_bound(), item.bound, item.prefix)
                                     .with_por(cfg.plan.por())
+                                    .with_state_cache(shared.cache.clone())
                                     .with_claims(pool.claims()),
                                 0,
                             ))
@@ -557,6 +630,10 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             Vec::new()
         };
         let atomics_before = state.atomic_addresses.len();
+        // The last choice of a planned prefix is the new alternative, not a replayed step.
+        let replayed = sched
+            .planned_prefix()
+            .map_or(0, |p| p.len().saturating_sub(1)) as u64;
         let mut outcome = match run_execution(exec_cfg, sched, &mut state) {
             Ok(o) => o,
             Err(e) => break Err(e),
@@ -573,6 +650,12 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                 Ok(None) => {}
                 Err(e) => break Err(e),
             }
+        }
+        shared
+            .states
+            .fetch_add(outcome.steps.saturating_sub(replayed), Ordering::Relaxed);
+        if outcome.pruned {
+            shared.pruned.fetch_add(1, Ordering::Relaxed);
         }
         let summary = ExecutionSummary {
             steps: outcome.steps as usize,

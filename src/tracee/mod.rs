@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod events;
 pub mod fork;
 pub mod memory;
+pub mod pagemap;
 pub mod procfs;
 pub mod regs;
 pub mod seccomp;

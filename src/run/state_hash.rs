@@ -1,0 +1,211 @@
+//! A 64-bit hash of the program state at a scheduling point, for state caching
+//! (`--state-cache`, `explore::state_cache`): every live thread's registers and the
+//! process's writable memory, plus what the tracer holds for the program (the model's
+//! synchronisation state, virtual time, pending operations, the fair scheduler's state),
+//! which the caller passes as `tracer_state`.
+//!
+//! Equal states must hash equally whatever path led to them and whether the execution
+//! started fresh or from a fork snapshot, so a few things that differ between equal states
+//! are normalised:
+//!
+//! - kernel thread ids (a fresh process gets new ones): every aligned 32-bit word of memory
+//!   and every register equal to a tid of the process is replaced by the thread's logical id;
+//! - dead stack: the bytes of each thread's stack mapping below its stack pointer (minus the
+//!   128-byte red zone) are read as zeros;
+//! - pages never touched (not present) and pages of zeros contribute nothing, so a page
+//!   faulted in and left zero hashes like one never touched;
+//! - the flags register keeps only its arithmetic and direction flags (the trap and resume
+//!   flags change with single-stepping).
+//!
+//! The whole writable memory is read at every hashed point: this kernel has no soft-dirty
+//! bits (see docs/architecture.md), so there is no cheap way to know which pages changed.
+
+use anyhow::{Context, Result};
+
+use super::process::{Process, StopPlace};
+use crate::tracee::pagemap::{writable_regions, Pagemap, PAGE};
+
+/// The red zone below the stack pointer that leaf functions may use (System V x86-64).
+const RED_ZONE: u64 = 128;
+/// Most pages read with one `pread`.
+const RUN: usize = 64;
+/// Arithmetic flags and DF: CF PF AF ZF SF OF DF.
+const FLAGS: u64 = 0x0cd5;
+
+/// The hash of the state of `p` combined with `tracer_state`.
+pub(super) fn state_hash(p: &Process, tracer_state: u64) -> Result<u64> {
+    let tids: Vec<(u64, u64)> = p
+        .threads
+        .iter()
+        .enumerate()
+        .map(|(t, th)| (th.tid.as_raw() as u64, 0x7ffe_0000 + t as u64))
+        .collect();
+    let normal = |v: u64| {
+        tids.iter()
+            .find(|(tid, _)| *tid == v)
+            .map_or(v, |&(_, logical)| logical)
+    };
+    let mut h = mix(tracer_state);
+    for (t, th) in p.threads.iter().enumerate() {
+        if th.gone {
+            continue;
+        }
+        let r = &th.regs;
+        let place = match th.place {
+            StopPlace::Breakpoint(a) => a,
+            StopPlace::Syscall => 1 ^ r.orig_rax.wrapping_shl(8),
+            StopPlace::Event => 2,
+        };
+        let words = [
+            t as u64,
+            place,
+            r.rip,
+            r.rsp,
+            r.rbp,
+            r.rax,
+            r.rbx,
+            r.rcx,
+            r.rdx,
+            r.rsi,
+            r.rdi,
+            r.r8,
+            r.r9,
+            r.r10,
+            r.r11,
+            r.r12,
+            r.r13,
+            r.r14,
+            r.r15,
+            r.fs_base,
+            r.eflags & FLAGS,
+        ];
+        for w in words {
+            h = fold(h, normal(w));
+        }
+    }
+    let memory = memory_hash(p, &tids).context("hashing the program's memory")?;
+    Ok(mix(h ^ mix(memory)))
+}
+
+/// The sum over the present writable pages of a hash of (address, contents).
+fn memory_hash(p: &Process, tids: &[(u64, u64)]) -> Result<u64> {
+    let regions = writable_regions(p.pid)?;
+    let map = Pagemap::open(p.pid)?;
+    // Dead stack: [mapping start, rsp - red zone) of each live thread.
+    let dead: Vec<(u64, u64)> = p
+        .threads
+        .iter()
+        .filter(|th| !th.gone && th.regs.rsp != 0)
+        .filter_map(|th| {
+            let sp = th.regs.rsp.saturating_sub(RED_ZONE);
+            regions
+                .iter()
+                .find(|r| r.start <= th.regs.rsp && th.regs.rsp < r.end)
+                .map(|r| (r.start, sp))
+        })
+        .collect();
+    let mut sum = 0u64;
+    let mut buf = vec![0u8; RUN * PAGE as usize];
+    for region in regions {
+        let present = map.present(region)?;
+        let mut i = 0;
+        while i < present.len() {
+            if !present[i] {
+                i += 1;
+                continue;
+            }
+            let mut n = 1;
+            while i + n < present.len() && present[i + n] && n < RUN {
+                n += 1;
+            }
+            let start = region.start + i as u64 * PAGE;
+            let bytes = &mut buf[..n * PAGE as usize];
+            if p.mem.read(start, bytes).is_err() {
+                // A page that cannot be read (a guard page made present) counts as zeros.
+                bytes.fill(0);
+            }
+            for (j, page) in bytes.chunks_exact_mut(PAGE as usize).enumerate() {
+                let addr = start + j as u64 * PAGE;
+                sum = sum.wrapping_add(page_hash(addr, page, &dead, tids));
+            }
+            i += n;
+        }
+    }
+    Ok(sum)
+}
+
+/// The hash of one page at `addr`, dead stack zeroed and tids replaced; 0 for a page of
+/// zeros.
+fn page_hash(addr: u64, page: &mut [u8], dead: &[(u64, u64)], tids: &[(u64, u64)]) -> u64 {
+    for &(lo, hi) in dead {
+        let (a, b) = (lo.max(addr), hi.min(addr + PAGE));
+        if a < b {
+            page[(a - addr) as usize..(b - addr) as usize].fill(0);
+        }
+    }
+    let mut h = 0u64;
+    let mut nonzero = false;
+    for chunk in page.chunks_exact_mut(4) {
+        let w = u32::from_le_bytes(chunk.try_into().expect("4 bytes"));
+        if w == 0 {
+            continue;
+        }
+        let w = match tids.iter().find(|(tid, _)| *tid == u64::from(w)) {
+            Some(&(_, logical)) => logical as u32,
+            None => w,
+        };
+        chunk.copy_from_slice(&w.to_le_bytes());
+        nonzero = true;
+    }
+    if !nonzero {
+        return 0;
+    }
+    for word in page.chunks_exact(8) {
+        h = fold(h, u64::from_le_bytes(word.try_into().expect("8 bytes")));
+    }
+    mix(h ^ mix(addr))
+}
+
+/// One step of a fast multiplicative hash over 64-bit words.
+fn fold(h: u64, w: u64) -> u64 {
+    (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(31)
+}
+
+/// The splitmix64 finaliser: spreads every input bit over the output.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_pages_dead_stack_and_tids_do_not_count() {
+        let mut zero = vec![0u8; PAGE as usize];
+        assert_eq!(page_hash(0x1000, &mut zero, &[], &[]), 0);
+        // Garbage below the stack pointer is ignored.
+        let mut garbage = vec![0u8; PAGE as usize];
+        garbage[..16].fill(0xaa);
+        assert_eq!(page_hash(0x1000, &mut garbage, &[(0x1000, 0x1010)], &[]), 0);
+        // A tid is replaced by the logical id: two processes with different tids agree.
+        let mut a = vec![0u8; PAGE as usize];
+        a[8..12].copy_from_slice(&1234u32.to_le_bytes());
+        let mut b = vec![0u8; PAGE as usize];
+        b[8..12].copy_from_slice(&5678u32.to_le_bytes());
+        assert_eq!(
+            page_hash(0x1000, &mut a, &[], &[(1234, 0x7ffe_0001)]),
+            page_hash(0x1000, &mut b, &[], &[(5678, 0x7ffe_0001)])
+        );
+        // Contents and place matter.
+        let mut c = vec![0u8; PAGE as usize];
+        c[0] = 1;
+        let mut d = c.clone();
+        assert_ne!(
+            page_hash(0x1000, &mut c, &[], &[]),
+            page_hash(0x2000, &mut d, &[], &[])
+        );
+    }
+}

@@ -41,7 +41,9 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             max_steps: Some(args.max_steps),
             trace: false,
             stop_after: None,
-            trap_rdtsc: ExecutionConfig::program_reads_tsc(&program),
+            // The dynamic loader reads the time-stamp counter at startup and keeps the values
+            // in its data: a state cache must see the same values in every execution.
+            trap_rdtsc: args.state_cache || ExecutionConfig::program_reads_tsc(&program),
             races: !args.no_races,
             preempt_on_races: args.preempt_on_races(),
             trace_lib: args.trace_lib.clone(),

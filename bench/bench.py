@@ -85,7 +85,7 @@ POINT_BENCHES = [
      TARGET_BREAKPOINT_US),
 ]
 WHOLE = "bench_two_threads"
-SECTIONS = ("points", "whole", "rate", "jobs", "stress", "fair", "por")
+SECTIONS = ("points", "whole", "rate", "jobs", "stress", "fair", "por", "cache")
 
 
 class HarnessError(Exception):
@@ -694,6 +694,65 @@ def print_por(rows, opts):
     print()
 
 
+# ------------------------------------------------ state caching
+
+CACHE_FIXTURES = [
+    ("atomic_pair", [2]),
+    ("qadeer", []),
+    ("holt_append", [3]),
+    ("holt_append", [4]),
+    ("holt_append", [5]),
+    ("holt_append", [6]),
+    ("race_mutex_handoff_ok", []),
+]
+# (column, extra options): no reduction, partial-order reduction, state cache. The cache
+# turns partial-order reduction off, so there is no column with both.
+CACHE_MODES = [("full", ["--no-por"]), ("dpor", []), ("cache", ["--state-cache"])]
+
+
+def measure_cache(mc, opts):
+    """Exhaustive dfs of each fixture without reduction, with partial-order reduction and
+    with the state cache, --jobs 1, capped at POR_CAP executions; one run each (the counts
+    are deterministic); returns rows of executions, states (transitions beyond replayed
+    prefixes), completeness and wall clock."""
+    rows = []
+    for n, a in CACHE_FIXTURES:
+        if not os.access(fixture(n), os.X_OK):
+            raise HarnessError("%s is missing: run `make fixtures`" % fixture(n))
+        row = {"fixture": label_of(n, a)}
+        for key, extra in CACHE_MODES:
+            wall, rc, r = mc.check(["--strategy", "dfs", "--jobs", "1", "--quiet-program",
+                                    "--max-executions", str(POR_CAP)] + extra,
+                                   fixture(n), a, timeout=600)
+            if rc != 0 or r is None or r.get("findings"):
+                raise HarnessError("dfs %s on %s: exit %d" % (key, label_of(n, a), rc))
+            row[key] = {"executions": r["executions"], "states": r.get("states"),
+                        "complete": r.get("complete"), "wall_s": wall,
+                        "state_cache": r.get("state_cache")}
+        rows.append(row)
+    return rows
+
+
+def print_cache(rows, opts):
+    print("Exhaustive dfs: no reduction, partial-order reduction, state cache (--jobs 1, one run)")
+    cols = "  %-26s" + " %16s %7s" * len(CACHE_MODES)
+    head = []
+    for key, _ in CACHE_MODES:
+        head += [key + " execs/states", "s"]
+    print(cols % tuple(["fixture"] + head))
+    for r in rows:
+        cells = [r["fixture"]]
+        for key, _ in CACHE_MODES:
+            m = r[key]
+            cells += ["%d/%s%s" % (m["executions"], m["states"], "" if m["complete"] else "+"),
+                      "%.2f" % m["wall_s"]]
+        print(cols % tuple(cells))
+    print("  command: mcheck --strategy dfs [--no-por | --state-cache] --jobs 1 --quiet-program "
+          "--max-executions %d -- FIXTURE ARGS; states = transitions beyond replayed prefixes; "
+          "'+': search not complete (cap reached)" % POR_CAP)
+    print()
+
+
 # ------------------------------------------------ stress testing against mcheck
 
 CRASH_KINDS = ("assertion", "crash")
@@ -1039,7 +1098,7 @@ def main():
     for n in notes:
         print("  check: " + n)
     print()
-    rates = jobs = stress = fair = por = None
+    rates = jobs = stress = fair = por = cache = None
     jobs_failed, jobs_notes = [], []
 
     section_seconds = {}
@@ -1064,6 +1123,11 @@ def main():
             t = time.perf_counter()
             por = measure_por(mc, opts)
             section_seconds["por"] = time.perf_counter() - t
+        if "cache" in sections:
+            progress("dfs with and without state caching")
+            t = time.perf_counter()
+            cache = measure_cache(mc, opts)
+            section_seconds["cache"] = time.perf_counter() - t
         if "stress" in sections:
             progress("stress testing vs mcheck on the buggy fixtures")
             t = time.perf_counter()
@@ -1093,6 +1157,9 @@ def main():
     if por is not None:
         print_por(por, opts)
         results["partial_order_reduction"] = por
+    if cache is not None:
+        print_cache(cache, opts)
+        results["state_cache"] = cache
     if jobs is not None:
         print_jobs(jobs, jobs_failed, jobs_notes, opts)
         results["jobs_speedup"] = {"searches": jobs, "checks_failed": jobs_failed,

@@ -8,8 +8,12 @@
 //! started fresh or from a fork snapshot, so a few things that differ between equal states
 //! are normalised:
 //!
-//! - kernel thread ids (a fresh process gets new ones): every aligned 32-bit word of memory
-//!   and every register equal to a tid of the process is replaced by the thread's logical id;
+//! - kernel thread ids (a fresh process gets new ones): glibc's cached tid of each thread
+//!   (`struct pthread`'s `tid`, at the thread pointer + 0x2d0, when it holds the tid) and
+//!   every register equal to a tid of the process are replaced by the thread's logical id.
+//!   Only those memory words: replacing every word that happens to equal a tid would also
+//!   rewrite ordinary data (pids are small numbers, like sizes and counters), differently in
+//!   every execution;
 //! - dead stack: the bytes of each thread's stack mapping below its stack pointer (minus the
 //!   128-byte red zone) are read as zeros;
 //! - pages never touched (not present) and pages of zeros contribute nothing, so a page
@@ -24,6 +28,9 @@ use anyhow::{Context, Result};
 
 use super::process::{Process, StopPlace};
 use crate::tracee::pagemap::{writable_regions, Pagemap, PAGE};
+
+/// glibc 2.26+ (x86-64): `struct pthread`'s `tid`, relative to the thread pointer.
+const GLIBC_TID_OFFSET: u64 = 0x2d0;
 
 /// The red zone below the stack pointer that leaf functions may use (System V x86-64).
 const RED_ZONE: u64 = 128;
@@ -83,12 +90,25 @@ pub(super) fn state_hash(p: &Process, tracer_state: u64) -> Result<u64> {
             h = fold(h, normal(w));
         }
     }
-    let memory = memory_hash(p, &tids).context("hashing the program's memory")?;
+    // glibc's cached tid of each live thread, by address.
+    let slots: Vec<(u64, u64)> = p
+        .threads
+        .iter()
+        .enumerate()
+        .filter(|(_, th)| !th.gone && th.regs.fs_base != 0)
+        .filter_map(|(t, th)| {
+            let a = th.regs.fs_base.wrapping_add(GLIBC_TID_OFFSET);
+            (p.mem.read_u32(a).ok()? == th.tid.as_raw() as u32)
+                .then_some((a, 0x7ffe_0000 + t as u64))
+        })
+        .collect();
+    let memory = memory_hash(p, &slots).context("hashing the program's memory")?;
     Ok(mix(h ^ mix(memory)))
 }
 
-/// The sum over the present writable pages of a hash of (address, contents).
-fn memory_hash(p: &Process, tids: &[(u64, u64)]) -> Result<u64> {
+/// The sum over the present writable pages of a hash of (address, contents); `slots` are
+/// (address, logical id) of the cached tids.
+fn memory_hash(p: &Process, slots: &[(u64, u64)]) -> Result<u64> {
     let regions = writable_regions(p.pid)?;
     let map = Pagemap::open(p.pid)?;
     // Dead stack: [mapping start, rsp - red zone) of each live thread.
@@ -126,7 +146,7 @@ fn memory_hash(p: &Process, tids: &[(u64, u64)]) -> Result<u64> {
             }
             for (j, page) in bytes.chunks_exact_mut(PAGE as usize).enumerate() {
                 let addr = start + j as u64 * PAGE;
-                sum = sum.wrapping_add(page_hash(addr, page, &dead, tids));
+                sum = sum.wrapping_add(page_hash(addr, page, &dead, slots));
             }
             i += n;
         }
@@ -134,32 +154,25 @@ fn memory_hash(p: &Process, tids: &[(u64, u64)]) -> Result<u64> {
     Ok(sum)
 }
 
-/// The hash of one page at `addr`, dead stack zeroed and tids replaced; 0 for a page of
-/// zeros.
-fn page_hash(addr: u64, page: &mut [u8], dead: &[(u64, u64)], tids: &[(u64, u64)]) -> u64 {
+/// The hash of one page at `addr`, dead stack zeroed and the cached tids at `slots`
+/// (address, logical id) replaced; 0 for a page of zeros.
+fn page_hash(addr: u64, page: &mut [u8], dead: &[(u64, u64)], slots: &[(u64, u64)]) -> u64 {
     for &(lo, hi) in dead {
         let (a, b) = (lo.max(addr), hi.min(addr + PAGE));
         if a < b {
             page[(a - addr) as usize..(b - addr) as usize].fill(0);
         }
     }
-    let mut h = 0u64;
-    let mut nonzero = false;
-    for chunk in page.chunks_exact_mut(4) {
-        let w = u32::from_le_bytes(chunk.try_into().expect("4 bytes"));
-        if w == 0 {
-            continue;
+    for &(slot, logical) in slots {
+        if (addr..addr + PAGE - 3).contains(&slot) {
+            let off = (slot - addr) as usize;
+            page[off..off + 4].copy_from_slice(&(logical as u32).to_le_bytes());
         }
-        let w = match tids.iter().find(|(tid, _)| *tid == u64::from(w)) {
-            Some(&(_, logical)) => logical as u32,
-            None => w,
-        };
-        chunk.copy_from_slice(&w.to_le_bytes());
-        nonzero = true;
     }
-    if !nonzero {
+    if page.iter().all(|&b| b == 0) {
         return 0;
     }
+    let mut h = 0u64;
     for word in page.chunks_exact(8) {
         h = fold(h, u64::from_le_bytes(word.try_into().expect("8 bytes")));
     }
@@ -190,14 +203,17 @@ mod tests {
         let mut garbage = vec![0u8; PAGE as usize];
         garbage[..16].fill(0xaa);
         assert_eq!(page_hash(0x1000, &mut garbage, &[(0x1000, 0x1010)], &[]), 0);
-        // A tid is replaced by the logical id: two processes with different tids agree.
+        // A cached tid is replaced by the logical id: two processes with different tids
+        // agree; the same number elsewhere in the page is data and stays.
         let mut a = vec![0u8; PAGE as usize];
         a[8..12].copy_from_slice(&1234u32.to_le_bytes());
+        a[64..68].copy_from_slice(&1234u32.to_le_bytes());
         let mut b = vec![0u8; PAGE as usize];
         b[8..12].copy_from_slice(&5678u32.to_le_bytes());
+        b[64..68].copy_from_slice(&1234u32.to_le_bytes());
         assert_eq!(
-            page_hash(0x1000, &mut a, &[], &[(1234, 0x7ffe_0001)]),
-            page_hash(0x1000, &mut b, &[], &[(5678, 0x7ffe_0001)])
+            page_hash(0x1000, &mut a, &[], &[(0x1008, 0x7ffe_0001)]),
+            page_hash(0x1000, &mut b, &[], &[(0x1008, 0x7ffe_0001)])
         );
         // Contents and place matter.
         let mut c = vec![0u8; PAGE as usize];

@@ -82,7 +82,8 @@ impl Execution<'_> {
         canonical.rip = r.rip - 2;
         canonical.rax = r.orig_rax;
         canonical.orig_rax = u64::MAX;
-        let state = self.save_state();
+        let mut state = self.save_state();
+        state.races = self.races.as_ref().map(|d| d.without_access_history());
         let template = fork_stopped(pid, ForkFrom::SeccompStop, &canonical)
             .context("forking the startup snapshot")?;
         let mut process = self.p.copy_for(template)?;

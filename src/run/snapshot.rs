@@ -215,16 +215,18 @@ impl Snapshots {
         )
         .context("forking the snapshot template")?;
         let restored = (|| -> Result<Restored> {
-            Memory::open(copy)?.write_u32(s.tid_addr, copy.as_raw() as u32)?;
+            let mut process = s.process.copy_for(copy)?;
+            process.mem.write_u32(s.tid_addr, copy.as_raw() as u32)?;
             if let Some((head, len)) = s.robust {
-                threads::inject(
+                // The copy's main thread holds `s.regs`, at the syscall instruction.
+                threads::inject_at(
                     copy,
+                    &s.regs,
                     s.regs.rip,
                     SYS_SET_ROBUST_LIST,
                     [head, len, 0, 0, 0, 0],
                 )?;
             }
-            let mut process = s.process.copy_for(copy)?;
             process.threads[0].regs = s.regs;
             process.threads[0].place = StopPlace::Event;
             Ok(Restored {
@@ -275,8 +277,14 @@ impl Snapshots {
             state,
             robust,
             prefix,
+            inherited,
         } = snapshot;
-        let positions = procfs::file_positions(template);
+        // Descriptors inherited from mcheck share their offset between executions started
+        // from exec just the same: only the program's own files are watched.
+        let positions: Vec<(i32, u64)> = procfs::file_positions(template)
+            .into_iter()
+            .filter(|(fd, _)| !inherited.iter().any(|(i, _)| i == fd))
+            .collect();
         self.startup.insert(
             key.to_string(),
             StartupSnapshot {
@@ -392,6 +400,8 @@ pub(super) struct NewSnapshot {
     /// The main thread's robust futex list (fork does not copy it).
     pub robust: Option<(u64, u64)>,
     pub prefix: Vec<SavedPoint>,
+    /// The descriptors the program started with.
+    pub inherited: Vec<(i32, String)>,
 }
 
 /// Where the C library caches thread `tid`'s id, given its thread pointer: glibc's offset

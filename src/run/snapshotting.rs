@@ -99,6 +99,7 @@ impl Execution<'_> {
                 state,
                 robust: threads::robust_list(pid),
                 prefix: self.points.clone(),
+                inherited: self.inherited_fds.clone(),
             },
         );
         let th = &mut self.p.threads[t];

@@ -185,6 +185,18 @@ pub fn inject(
     args: [u64; 6],
 ) -> Result<(i64, Option<Pid>), ForkError> {
     let saved = regs::get(tid)?;
+    inject_at(tid, &saved, syscall_insn, nr, args)
+}
+
+/// [`inject`] for a thread whose registers are known to be `saved` (one ptrace call less).
+pub fn inject_at(
+    tid: Pid,
+    saved: &Regs,
+    syscall_insn: u64,
+    nr: u64,
+    args: [u64; 6],
+) -> Result<(i64, Option<Pid>), ForkError> {
+    let saved = *saved;
     let mut r = saved;
     r.rip = syscall_insn;
     r.rax = nr;

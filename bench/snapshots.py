@@ -41,11 +41,12 @@ import tempfile
 from bench import FIXTURES, MCHECK, HarnessError, machine_info, median, native_wall
 
 RATE_FIXTURES = [
-    # label, binary, args, executions per run
-    ("tiny: bench_tiny", "bench_tiny", [], 300),
-    ("small: bench_two_threads", "bench_two_threads", [], 200),
-    ("~50 ms init: bench_slow_init", "bench_slow_init", [], 30),
-    ("~1000 sync ops first: bench_sync_prefix", "bench_sync_prefix", [], 100),
+    # label, binary, args, executions per run, extra mcheck options
+    ("tiny: bench_tiny", "bench_tiny", [], 300, []),
+    ("tiny: bench_tiny, --no-races", "bench_tiny", [], 300, ["--no-races"]),
+    ("small: bench_two_threads", "bench_two_threads", [], 200, []),
+    ("~50 ms init: bench_slow_init", "bench_slow_init", [], 30, []),
+    ("~1000 sync ops first: bench_sync_prefix", "bench_sync_prefix", [], 100, []),
 ]
 RESIDENT_MIB = [1, 16, 64, 256]
 BRANCH_FIXTURES = [("hundred_threads_ok", 150), ("cpp_prodcons_ok", 150), ("rust_mpsc_ok", 150)]
@@ -105,20 +106,22 @@ def main():
         print("| fixture | native run ms | with snapshots exec/s | --no-snapshots exec/s "
               "| speed-up | ms/exec vs native |")
         print("|---|---|---|---|---|---|")
-        for label, name, args, n in RATE_FIXTURES:
+        for label, name, args, n, extra in RATE_FIXTURES:
             prog = os.path.join(FIXTURES, name)
             native = median([native_wall([prog] + args) for _ in range(opts.native_reps)])
-            w, wo, restored = paired(mc, prog, args, n, opts.reps, tmpdir)
+            w, wo, restored = paired(mc, prog, args, n, opts.reps, tmpdir, extra=extra)
             mw, mwo = median(w), median(wo)
             print("| %s | %.2f | %.0f | %.0f | %.1fx | %.2f |" % (
                 label, native * 1e3, 1 / mw, 1 / mwo, mwo / mw, mw / native))
-            results["rate"].append({"fixture": name, "executions": n, "native_s": native,
+            results["rate"].append({"fixture": label, "executions": n, "native_s": native,
                                     "with_s_per_exec": w, "without_s_per_exec": wo,
                                     "from_snapshot": restored})
             sys.stdout.flush()
         print()
         print("  ms/exec vs native: mcheck's time per execution with snapshots over one native")
         print("  fork+exec run of the same binary (target for the tiny fixture: at most 1).")
+        print("  Race detection makes every traced access of the program two stops; the")
+        print("  --no-races row shows the cost of the executions themselves.")
         print()
         print("Branch snapshots: mcheck --jobs 1 --strategy dfs; medians, runs alternated")
         print()

@@ -49,6 +49,9 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         snapshot_memory: 0,
         fair: schedule.options.fair,
     };
+    if schedule.finding.kind == crate::report::FindingKind::Nondeterminism {
+        return replay_both(args, &schedule, &cfg);
+    }
     let mut sched = ReplayScheduler::new(schedule.decisions.clone());
     let outcome = run_single(
         &cfg,
@@ -104,6 +107,77 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
     );
     eprint!("{}", human::format_finding(&finding, &again));
     write_json(args, &schedule, std::slice::from_ref(&finding), true)?;
+    Ok(EXIT_FINDINGS)
+}
+
+/// A nondeterminism finding compares two executions that took the same steps: both
+/// schedules are replayed, and the finding reproduces when they still end differently.
+fn replay_both(
+    args: &ReplayArgs,
+    schedule: &ScheduleFile,
+    cfg: &ExecutionConfig,
+) -> Result<i32, Failure> {
+    let other = &schedule.finding.other_decisions;
+    if other.is_empty() {
+        return Err(Failure::Usage(format!(
+            "{}: the nondeterminism finding has no second schedule to compare with",
+            args.schedule.display()
+        )));
+    }
+    let mut ends = Vec::new();
+    for decisions in [&schedule.decisions, other] {
+        let mut sched = ReplayScheduler::new(decisions.clone());
+        let outcome = run_single(
+            cfg,
+            &mut sched,
+            &schedule.options.racy_addresses,
+            &schedule.options.atomic_addresses,
+        )
+        .context("replaying the schedule")?;
+        if let Some(d) = outcome.divergence {
+            return Err(Failure::Usage(format!(
+                "{}: {d}; no finding is reported",
+                args.schedule.display()
+            )));
+        }
+        let end = format!(
+            "{}, stderr output #{:016x}",
+            outcome.exit.unwrap_or_else(|| "no end".into()),
+            outcome.output_digest
+        );
+        ends.push(end);
+    }
+    if ends[0] == ends[1] {
+        return Err(Failure::Usage(format!(
+            "{}: the recorded nondeterminism did not reproduce (both schedules end with {}); no finding is reported",
+            args.schedule.display(),
+            ends[0]
+        )));
+    }
+    let finding = crate::report::Finding {
+        kind: schedule.finding.kind,
+        message: format!(
+            "the program's result depends on the schedule: the same steps in two orders end with {} and with {}",
+            ends[1], ends[0]
+        ),
+        details: vec!["both schedules were replayed (this one, then the recorded other one)".into()],
+        locations: Vec::new(),
+        threads: Vec::new(),
+        preemptions: schedule.preemptions,
+        seed: schedule.seed,
+        execution: schedule.execution,
+        steps: schedule.decisions.len() as u64,
+        strategy: schedule.strategy.clone(),
+        schedule: Some(args.schedule.to_string_lossy().into_owned()),
+        cycle: Vec::new(),
+        other_schedule: other.clone(),
+    };
+    let again = format!(
+        "mcheck replay {}",
+        shell_quote(&args.schedule.to_string_lossy())
+    );
+    eprint!("{}", human::format_finding(&finding, &again));
+    write_json(args, schedule, std::slice::from_ref(&finding), true)?;
     Ok(EXIT_FINDINGS)
 }
 

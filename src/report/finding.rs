@@ -136,6 +136,10 @@ pub struct Finding {
     /// For a livelock: the operations the execution keeps repeating, in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cycle: Vec<CycleStep>,
+    /// For a nondeterminism finding: the earlier schedule, which took the same steps and
+    /// ended differently.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_schedule: Vec<crate::explore::Decision>,
 }
 
 /// One operation of a livelock's repeating cycle.

@@ -74,6 +74,10 @@ pub struct RecordedFinding {
     pub message: String,
     /// Its source locations when recorded.
     pub locations: Vec<Frame>,
+    /// For a nondeterminism finding: the other schedule, which took the same steps and
+    /// ended differently (replay runs both).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_decisions: Vec<Decision>,
 }
 
 /// A schedule file.
@@ -196,6 +200,7 @@ impl ScheduleFile {
                 kind: finding.kind,
                 message: finding.message.clone(),
                 locations: finding.locations.clone(),
+                other_decisions: finding.other_schedule.clone(),
             },
             decisions,
         }

@@ -152,8 +152,8 @@ pub(super) enum RunResult {
     ThreadExited,
     /// The whole process ended.
     ProcessEnded(ProcessEnd),
-    /// A finding.
-    Found(Finding),
+    /// A finding (boxed: findings are large).
+    Found(Box<Finding>),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -759,7 +759,7 @@ impl Execution<'_> {
                 }
             },
             RunResult::ProcessEnded(end) => Ok(Some(self.ended(end))),
-            RunResult::Found(f) => Ok(Some(self.outcome(Some(f)))),
+            RunResult::Found(f) => Ok(Some(self.outcome(Some(*f)))),
         }
     }
 
@@ -1021,7 +1021,7 @@ impl Execution<'_> {
             }
             Event::Stop(_) => {
                 if self.interrupt_sent {
-                    return Ok(Some(RunResult::Found(self.timeout_finding(t)?)));
+                    return Ok(Some(RunResult::Found(Box::new(self.timeout_finding(t)?))));
                 }
                 events::resume(tid, None)?;
                 Ok(None)
@@ -1032,7 +1032,7 @@ impl Execution<'_> {
             }
             Event::Signal(sig) => {
                 if let Some(f) = self.signal_finding(t, sig) {
-                    return Ok(Some(RunResult::Found(f)));
+                    return Ok(Some(RunResult::Found(Box::new(f))));
                 }
                 events::resume(tid, Some(sig))?;
                 Ok(None)
@@ -1143,17 +1143,17 @@ impl Execution<'_> {
     fn internal_call(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
         self.segment.extend(&op.footprint());
         if let Err(f) = self.model.set_pending(t, op.clone(), site) {
-            return Ok(Some(RunResult::Found(self.model_finding(f))));
+            return Ok(Some(RunResult::Found(Box::new(self.model_finding(f)))));
         }
         if !self.model.is_enabled(t) {
             return Ok(Some(RunResult::Point));
         }
         match self.execute_op(t) {
-            Err(f) => Ok(Some(RunResult::Found(self.model_finding(f)))),
+            Err(f) => Ok(Some(RunResult::Found(Box::new(self.model_finding(f))))),
             Ok(Completion::Blocked) => Ok(Some(RunResult::Point)),
             Ok(c) => {
                 if let Some(f) = self.complete(t, c)? {
-                    return Ok(Some(RunResult::Found(f)));
+                    return Ok(Some(RunResult::Found(Box::new(f))));
                 }
                 events::resume(self.p.threads[t].tid, None)?;
                 Ok(None)
@@ -1188,7 +1188,7 @@ impl Execution<'_> {
     pub(super) fn point(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
         match self.model.set_pending(t, op, site) {
             Ok(()) => Ok(Some(RunResult::Point)),
-            Err(f) => Ok(Some(RunResult::Found(self.model_finding(f)))),
+            Err(f) => Ok(Some(RunResult::Found(Box::new(self.model_finding(f))))),
         }
     }
 

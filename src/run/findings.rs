@@ -72,6 +72,7 @@ impl Execution<'_> {
             strategy: String::new(),
             schedule: None,
             cycle: Vec::new(),
+            other_schedule: Vec::new(),
         }
     }
 

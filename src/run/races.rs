@@ -196,7 +196,7 @@ impl Execution<'_> {
         }
         if let Some(crate::tracee::Event::Signal(sig)) = self.p.step_over_breakpoint(t)? {
             if let Some(f) = self.signal_finding(t, sig) {
-                return Ok(Some(RunResult::Found(f)));
+                return Ok(Some(RunResult::Found(Box::new(f))));
             }
             self.p.threads[t].pending_signal = Some(sig);
         }

@@ -369,6 +369,7 @@ impl Shared<'_> {
             strategy: String::new(),
             schedule: None,
             cycle: Vec::new(),
+            other_schedule: schedule,
         })
     }
 

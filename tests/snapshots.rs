@@ -11,51 +11,19 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
-use common::{args, fixture, fixtures, mcheck, Run};
+use common::{args, fixture, fixture_runs, mcheck, FixtureRun, Run};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(240);
 /// Enough executions to backtrack deep into every fixture's tree, few enough to stay quick.
 const EXECUTIONS: &str = "25";
 
-struct Entry {
-    name: String,
-    binary: String,
-    args: Vec<String>,
-    options: Vec<String>,
-}
-
-fn entries() -> Vec<Entry> {
-    let text = std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
-    let v: Value = serde_json::from_str(&text).expect("valid JSON");
-    let strings = |e: &Value, f: &str| -> Vec<String> {
-        e.get(f)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    v.as_array()
-        .expect("a list")
-        .iter()
-        .map(|e| Entry {
-            name: e["name"].as_str().expect("name").to_string(),
-            binary: e["binary"].as_str().expect("binary").to_string(),
-            args: strings(e, "args"),
-            options: strings(e, "options"),
-        })
-        .collect()
-}
-
-fn dfs_run(e: &Entry, snapshots: bool) -> Run {
+fn dfs_run(e: &FixtureRun, snapshots: bool) -> Run {
     tree_run(e, "dfs", EXECUTIONS, snapshots)
 }
 
-fn tree_run(e: &Entry, strategy: &str, executions: &str, snapshots: bool) -> Run {
-    let binary = fixtures().join(&e.binary);
+fn tree_run(e: &FixtureRun, strategy: &str, executions: &str, snapshots: bool) -> Run {
+    let binary = &e.binary;
     let out = common::temp_path("out");
     let mut a = args(&["--strategy", strategy, "--jobs", "1", "--seed", "1"]);
     a.extend(args(&[
@@ -129,7 +97,7 @@ fn without_tids(message: &str) -> String {
 
 #[test]
 fn every_fixture_gives_the_same_results_with_and_without_snapshots() {
-    let list = entries();
+    let list = fixture_runs();
     let next = Mutex::new(0usize);
     let problems = Mutex::new(Vec::new());
     let used = Mutex::new(Vec::new());
@@ -204,9 +172,10 @@ fn branch_snapshots_give_the_same_deep_searches() {
     ];
     let mut problems = Vec::new();
     for (name, strategy, no_por) in cases {
-        let e = Entry {
+        let e = FixtureRun {
             name: name.to_string(),
-            binary: format!("build/{name}"),
+            binary: fixture(name),
+            verdict: "none".into(),
             args: Vec::new(),
             options: if no_por {
                 args(&["--no-por"])

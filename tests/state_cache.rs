@@ -14,21 +14,9 @@ const LIMIT: Duration = Duration::from_secs(240);
 
 /// (executions, states, complete) of an exhaustive run.
 fn run(options: &[&str], program: &[&str]) -> (u64, u64, bool) {
-    let mut a = args(&[
-        "--quiet-program",
-        "--max-executions",
-        "100000",
-        "--jobs",
-        "1",
-    ]);
-    a.extend(args(&["--strategy", "dfs"]));
-    a.extend(args(options));
-    a.push("--".into());
-    a.push(fixture(program[0]).display().to_string());
-    a.extend(args(&program[1..]));
-    let r = mcheck(&a, true, LIMIT);
-    assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
-    let json = r.json.expect("JSON report");
+    let mut all = vec!["--jobs", "1", "--strategy", "dfs"];
+    all.extend_from_slice(options);
+    let json = common::clean_search(&all, program);
     (
         json["executions"].as_u64().unwrap(),
         json["states"].as_u64().unwrap(),

@@ -12,14 +12,7 @@ use common::{args, fixture, mcheck};
 const LIMIT: Duration = Duration::from_secs(240);
 
 fn executions(strategy_args: &[&str], program: &[&str]) -> (u64, bool) {
-    let mut a = args(&["--quiet-program", "--max-executions", "100000"]);
-    a.extend(args(strategy_args));
-    a.push("--".into());
-    a.push(fixture(program[0]).display().to_string());
-    a.extend(args(&program[1..]));
-    let r = mcheck(&a, true, LIMIT);
-    assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
-    let json = r.json.expect("JSON report");
+    let json = common::clean_search(strategy_args, program);
     (
         json["executions"].as_u64().unwrap(),
         json["complete"].as_bool().unwrap(),

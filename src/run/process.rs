@@ -180,28 +180,6 @@ impl Process {
         })
     }
 
-    /// The tracer-side record of `copy`, a fork copy of this single-threaded process made
-    /// while it was stopped: same breakpoints (the copy's memory has them), its main thread
-    /// renamed, nothing foreign or early.
-    pub fn copy_for(&self, copy: Pid) -> io::Result<Process> {
-        let mut threads = self.threads.clone();
-        threads.truncate(1);
-        threads[0].tid = copy;
-        let mut by_tid = HashMap::new();
-        by_tid.insert(copy, 0);
-        Ok(Process {
-            pid: copy,
-            mem: Memory::open(copy)?,
-            bps: self.bps.clone(),
-            bp_kinds: self.bp_kinds.clone(),
-            threads,
-            by_tid,
-            early_stops: HashSet::new(),
-            foreign: HashSet::new(),
-            errno_tp_offset: self.errno_tp_offset,
-        })
-    }
-
     /// The tracer-side record of a fork copy of this process whose threads were rebuilt
     /// with new tids (`tids`: logical id → tid; other threads are gone).
     pub fn copy_with(&self, copy: Pid, tids: &[(ThreadId, Pid)]) -> io::Result<Process> {

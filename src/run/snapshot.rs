@@ -215,7 +215,7 @@ impl Snapshots {
         )
         .context("forking the snapshot template")?;
         let restored = (|| -> Result<Restored> {
-            let mut process = s.process.copy_for(copy)?;
+            let mut process = s.process.copy_with(copy, &[(0, copy)])?;
             process.mem.write_u32(s.tid_addr, copy.as_raw() as u32)?;
             if let Some((head, len)) = s.robust {
                 // The copy's main thread holds `s.regs`, at the syscall instruction.

@@ -86,7 +86,7 @@ impl Execution<'_> {
         state.races = self.races.as_ref().map(|d| d.without_access_history());
         let template = fork_stopped(pid, ForkFrom::SeccompStop, &canonical)
             .context("forking the startup snapshot")?;
-        let mut process = self.p.copy_for(template)?;
+        let mut process = self.p.copy_with(template, &[(0, template)])?;
         process.threads[0].regs = canonical;
         process.threads[0].place = StopPlace::Event;
         self.worker.snapshots.store(

@@ -113,13 +113,13 @@ pub fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
-/// A fixture whose expected verdict is a finding.
-pub struct BuggyFixture {
+/// One run of expected.json: a fixture with its arguments, options and verdict.
+pub struct FixtureRun {
     /// Its name in expected.json.
     pub name: String,
     /// The binary.
     pub binary: PathBuf,
-    /// The expected finding kind.
+    /// The expected finding kind, or `none`.
     pub verdict: String,
     /// Program arguments.
     pub args: Vec<String>,
@@ -127,8 +127,19 @@ pub struct BuggyFixture {
     pub options: Vec<String>,
 }
 
+/// A run whose expected verdict is a finding.
+pub type BuggyFixture = FixtureRun;
+
 /// The buggy fixtures of expected.json.
 pub fn buggy_fixtures() -> Vec<BuggyFixture> {
+    fixture_runs()
+        .into_iter()
+        .filter(|f| f.verdict != "none")
+        .collect()
+}
+
+/// Every run of expected.json.
+pub fn fixture_runs() -> Vec<FixtureRun> {
     let text = fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
     let v: Value = serde_json::from_str(&text).expect("valid JSON");
     let list = |e: &Value, f: &str| -> Vec<String> {
@@ -144,8 +155,7 @@ pub fn buggy_fixtures() -> Vec<BuggyFixture> {
     v.as_array()
         .expect("array")
         .iter()
-        .filter(|e| e["verdict"] != "none")
-        .map(|e| BuggyFixture {
+        .map(|e| FixtureRun {
             name: e["name"].as_str().unwrap().to_string(),
             binary: fixtures().join(e["binary"].as_str().unwrap()),
             verdict: e["verdict"].as_str().unwrap().to_string(),
@@ -153,4 +163,17 @@ pub fn buggy_fixtures() -> Vec<BuggyFixture> {
             options: list(e, "options"),
         })
         .collect()
+}
+
+/// The JSON report of `mcheck --quiet-program --max-executions 100000 OPTIONS -- PROGRAM`,
+/// which must end with exit status 0 within four minutes.
+pub fn clean_search(options: &[&str], program: &[&str]) -> Value {
+    let mut a = args(&["--quiet-program", "--max-executions", "100000"]);
+    a.extend(args(options));
+    a.push("--".into());
+    a.push(fixture(program[0]).display().to_string());
+    a.extend(args(&program[1..]));
+    let r = mcheck(&a, true, Duration::from_secs(240));
+    assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
+    r.json.expect("JSON report")
 }

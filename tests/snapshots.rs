@@ -205,6 +205,32 @@ fn branch_snapshots_give_the_same_deep_searches() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// A program that never creates a thread is snapshotted at `main` (from its second
+/// execution on: the first one shows that no thread comes).
+#[test]
+fn a_program_without_threads_is_snapshotted_at_main() {
+    let out = common::temp_path("out");
+    let mut a = args(&[
+        "--strategy",
+        "random",
+        "--jobs",
+        "1",
+        "--max-executions",
+        "20",
+    ]);
+    a.extend(args(&["--quiet-program", "--out"]));
+    a.push(out.display().to_string());
+    a.push("--".into());
+    a.push(fixture("bench_yield").display().to_string());
+    a.push("50".into());
+    let run = mcheck(&a, true, LIMIT);
+    let _ = std::fs::remove_dir_all(&out);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let json = run.json.expect("report");
+    assert_eq!(json["executions"], 20);
+    assert_eq!(json["snapshots"]["executions_from_snapshot"], 18);
+}
+
 fn default_search(name: &str) -> Run {
     let out = common::temp_path("out");
     let mut a = args(&["--quiet-program", "--max-executions", "30", "--out"]);

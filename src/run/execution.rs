@@ -205,8 +205,14 @@ pub fn run_execution(
             if cfg.snapshots && exec.worker.snapshots.wanted(&key) {
                 exec.snapshot_key = Some(key.clone());
                 exec.inherited_fds = procfs::descriptors(exec.p.pid);
+                exec.snapshot_at_main = exec.worker.snapshots.threadless(&key);
             }
             let result = exec.run(sched, None);
+            if exec.snapshot_key.is_some() && exec.model.thread_count() == 1 {
+                // No thread was created, so no snapshot taken: the next execution takes it
+                // at main.
+                exec.worker.snapshots.mark_threadless(&key);
+            }
             exec.kill_all();
             result
         }
@@ -324,6 +330,7 @@ impl<'a> Execution<'a> {
             syscall_insn: 0,
             branch_key: None,
             inherited_fds: Vec::new(),
+            snapshot_at_main: false,
             segment: Footprint::default(),
         }
     }
@@ -368,6 +375,7 @@ impl<'a> Execution<'a> {
             syscall_insn: s.syscall_insn,
             branch_key: None,
             inherited_fds: Vec::new(),
+            snapshot_at_main: false,
             segment: s.segment,
         }
     }
@@ -455,6 +463,8 @@ pub(super) struct Execution<'a> {
     pub(super) branch_key: Option<String>,
     /// The descriptors the program was started with (while a snapshot is wanted).
     pub(super) inherited_fds: Vec<(i32, String)>,
+    /// Take the startup snapshot at `main` (an earlier execution created no thread).
+    pub(super) snapshot_at_main: bool,
     /// What the running thread touched since its step began, beyond its operation (atomic
     /// locations accessed with plain instructions, libc-internal lock operations).
     pub(super) segment: Footprint,
@@ -1096,6 +1106,21 @@ impl Execution<'_> {
                 self.install_hooks()?;
                 (Op::Continue, 0)
             }
+            BreakpointKind::Main => {
+                self.p.bps.remove(&self.p.mem, addr)?;
+                self.p.bp_kinds.remove(&addr);
+                let mut r = r;
+                r.rip = addr;
+                let tid = self.p.threads[t].tid;
+                regs::set(tid, r)?;
+                self.p.threads[t].regs = r;
+                self.p.threads[t].place = StopPlace::Event;
+                if let Some(key) = self.snapshot_key.take() {
+                    self.take_main_snapshot(t, &r, key)?;
+                }
+                events::resume(tid, None)?;
+                return Ok(None);
+            }
             BreakpointKind::Hook(h) => {
                 let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
                 let op = h.op(regs::call_args(&r), self);
@@ -1422,6 +1447,18 @@ impl Execution<'_> {
             let addrs: Vec<u64> = hooks.keys().copied().collect();
             self.p
                 .add_breakpoints(&addrs, |a| hooks.get(&a).map(|&h| BreakpointKind::Hook(h)))?;
+            if role == Role::Program && self.snapshot_at_main && self.snapshot_key.is_some() {
+                // The startup snapshot of a program that created no thread goes at main.
+                if let Ok(elf) = ElfFile::load(&m.path) {
+                    let mains: Vec<u64> = elf
+                        .function_addresses("main")
+                        .into_iter()
+                        .map(|a| a + bias)
+                        .collect();
+                    self.p
+                        .add_breakpoints(&mains, |_| Some(BreakpointKind::Main))?;
+                }
+            }
             if self.p.errno_tp_offset.is_none() {
                 self.p.errno_tp_offset = match plan.errno {
                     Some(ErrnoTls::Constant(c)) => Some(c),

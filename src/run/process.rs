@@ -23,6 +23,8 @@ use crate::tracee::{events, Event, WaitOutcome};
 pub enum BreakpointKind {
     /// The program's entry point: libraries are mapped, install the rest.
     Entry,
+    /// The program's `main`, where a program that creates no thread is snapshotted.
+    Main,
     /// Entry of an intercepted function.
     Hook(Hook),
     /// An atomic instruction: `plan.atomics[index]`, loaded with `bias`.

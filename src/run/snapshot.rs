@@ -136,8 +136,11 @@ pub(super) struct Restored {
 /// A template process stopped just before the program's first thread creation.
 struct StartupSnapshot {
     template: Pid,
-    /// Registers the main thread resumes with: at the `syscall` of the clone, to run it.
+    /// Registers the main thread resumes with: at the `syscall` of the clone, to run it, or
+    /// at `main`.
     regs: Regs,
+    /// A `syscall` instruction of the program (injections into copies).
+    syscall_insn: u64,
     /// Where glibc caches the main thread's tid.
     tid_addr: u64,
     process: Process,
@@ -161,6 +164,8 @@ pub struct Snapshots {
     /// Snapshots at branch points of the current tree path, shallowest first.
     branches: Vec<BranchSnapshot>,
     refused: HashMap<String, String>,
+    /// Configurations whose program created no thread in an execution.
+    threadless: std::collections::HashSet<String>,
     /// Executions started from a snapshot.
     pub restored: u64,
     /// Of those, executions started from a branch snapshot.
@@ -192,6 +197,16 @@ impl Snapshots {
         !self.startup.contains_key(key) && !self.refused.contains_key(key)
     }
 
+    /// Whether an execution under `key` created no thread (its snapshot then goes at main).
+    pub(super) fn threadless(&self, key: &str) -> bool {
+        self.threadless.contains(key)
+    }
+
+    /// Notes that an execution under `key` created no thread.
+    pub(super) fn mark_threadless(&mut self, key: &str) {
+        self.threadless.insert(key.to_string());
+    }
+
     /// Turns snapshots off for `key`, saying why once.
     pub(super) fn refuse(&mut self, key: &str, why: String) {
         self.startup.remove(key);
@@ -209,7 +224,7 @@ impl Snapshots {
         let copy = fork_stopped(
             s.template,
             ForkFrom::Stop {
-                syscall_insn: s.regs.rip,
+                syscall_insn: s.syscall_insn,
             },
             &s.regs,
         )
@@ -222,7 +237,7 @@ impl Snapshots {
                 threads::inject_at(
                     copy,
                     &s.regs,
-                    s.regs.rip,
+                    s.syscall_insn,
                     SYS_SET_ROBUST_LIST,
                     [head, len, 0, 0, 0, 0],
                 )?;
@@ -272,6 +287,7 @@ impl Snapshots {
         let NewSnapshot {
             template,
             regs,
+            syscall_insn,
             tid_addr,
             process,
             state,
@@ -290,6 +306,7 @@ impl Snapshots {
             StartupSnapshot {
                 template,
                 regs,
+                syscall_insn,
                 tid_addr,
                 process,
                 state,
@@ -394,6 +411,8 @@ impl Snapshots {
 pub(super) struct NewSnapshot {
     pub template: Pid,
     pub regs: Regs,
+    /// A `syscall` instruction of the program (injections into copies).
+    pub syscall_insn: u64,
     pub tid_addr: u64,
     pub process: Process,
     pub state: SavedExecution,

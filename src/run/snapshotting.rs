@@ -51,15 +51,55 @@ impl Execution<'_> {
         r: &regs::Regs,
         key: String,
     ) -> Result<bool> {
+        if self.p.mem.read_u16(r.rip.wrapping_sub(2)).ok() != Some(0x050f) {
+            let why = "the clone was not made by a syscall instruction".to_string();
+            self.worker.snapshots.refuse(&key, why);
+            return Ok(false);
+        }
+        let mut canonical = *r;
+        canonical.rip = r.rip - 2;
+        canonical.rax = r.orig_rax;
+        canonical.orig_rax = u64::MAX;
+        self.fork_startup_template(t, canonical, ForkFrom::SeccompStop, key)
+    }
+
+    /// At `main` of a program whose first execution created no thread (the main thread at
+    /// the removed breakpoint, registers `r` with rip at `main`): the startup snapshot is
+    /// taken there instead.
+    pub(super) fn take_main_snapshot(
+        &mut self,
+        t: ThreadId,
+        r: &regs::Regs,
+        key: String,
+    ) -> Result<bool> {
+        if self.syscall_insn == 0 {
+            return Ok(false);
+        }
+        let mut canonical = *r;
+        canonical.orig_rax = u64::MAX;
+        let from = ForkFrom::Stop {
+            syscall_insn: self.syscall_insn,
+        };
+        self.fork_startup_template(t, canonical, from, key)
+    }
+
+    /// Forks the startup template from main thread `t`, to resume with `canonical`; true
+    /// when taken, false (with the reason said once) when a copy would not be faithful.
+    fn fork_startup_template(
+        &mut self,
+        t: ThreadId,
+        canonical: regs::Regs,
+        from: ForkFrom,
+        key: String,
+    ) -> Result<bool> {
         let pid = self.p.pid;
+        let r = &canonical;
         let refusal = if self.p.threads.len() != 1 || t != 0 {
             Some("the first thread creation was not made by the main thread alone".to_string())
         } else if self.points_overflowed {
             Some("the program makes too many scheduling decisions before its first thread".into())
         } else if !self.p.foreign.is_empty() {
             Some("the program started child processes before its first thread".into())
-        } else if self.p.mem.read_u16(r.rip.wrapping_sub(2)).ok() != Some(0x050f) {
-            Some("the clone was not made by a syscall instruction".into())
         } else if procfs::resident_bytes(pid) > self.cfg.snapshot_memory {
             Some(format!(
                 "the program's resident memory at its first thread ({} MiB) is above --snapshot-memory",
@@ -78,14 +118,10 @@ impl Execution<'_> {
             self.worker.snapshots.refuse(&key, why);
             return Ok(false);
         }
-        let mut canonical = *r;
-        canonical.rip = r.rip - 2;
-        canonical.rax = r.orig_rax;
-        canonical.orig_rax = u64::MAX;
         let mut state = self.save_state();
         state.races = self.races.as_ref().map(|d| d.without_access_history());
-        let template = fork_stopped(pid, ForkFrom::SeccompStop, &canonical)
-            .context("forking the startup snapshot")?;
+        let template =
+            fork_stopped(pid, from, &canonical).context("forking the startup snapshot")?;
         let mut process = self.p.copy_with(template, &[(0, template)])?;
         process.threads[0].regs = canonical;
         process.threads[0].place = StopPlace::Event;
@@ -94,6 +130,7 @@ impl Execution<'_> {
             NewSnapshot {
                 template,
                 regs: canonical,
+                syscall_insn: self.syscall_insn,
                 tid_addr: tid_addr.expect("checked"),
                 process,
                 state,

@@ -440,27 +440,13 @@ fn element_count(unit: &Unit<'_>, offset: UnitOffset) -> Option<u64> {
 mod tests {
     use super::*;
     use std::path::PathBuf;
-    use std::process::Command;
 
-    /// Compiles `source` (named `file`) with `compiler` and `args` in its own temp dir;
-    /// `None` when the compiler is missing or fails.
+    /// Compiles `source` (named `file`) with `compiler` and `args`; `None` when the
+    /// compiler is missing or fails.
     fn build(compiler: &str, file: &str, source: &str, args: &[&str]) -> Option<PathBuf> {
-        let dir = std::env::temp_dir().join(format!(
-            "mcheck-atomic-vars-{}-{compiler}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).ok()?;
-        let src = dir.join(file);
-        std::fs::write(&src, source).ok()?;
-        let exe = dir.join("prog");
-        let ok = Command::new(compiler)
-            .args(args)
-            .arg(&src)
-            .arg("-o")
-            .arg(&exe)
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then_some(exe)
+        // One directory per compiler: each test removes its own when done.
+        let tag = format!("atomic-vars-{compiler}");
+        crate::binary::test_build::build(&tag, compiler, args, file, source)
     }
 
     /// True when one of the (merged) `ranges` covers `at..at + size`.

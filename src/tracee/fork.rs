@@ -133,7 +133,8 @@ pub fn discard(pid: Pid) {
     }
 }
 
-fn wait_for(pid: Pid) -> Result<Event, ForkError> {
+/// The next event of `pid`, waiting again when the watchdog tick interrupts the wait.
+pub fn wait_for(pid: Pid) -> Result<Event, ForkError> {
     loop {
         match events::wait(Some(pid))? {
             WaitOutcome::Interrupted => continue,
@@ -145,7 +146,9 @@ fn wait_for(pid: Pid) -> Result<Event, ForkError> {
     }
 }
 
-fn expect(pid: Pid, ok: impl Fn(&Event) -> bool, what: &str) -> Result<(), ForkError> {
+/// Waits for the next event of `pid`, which must satisfy `ok` (`what` names it for the
+/// error).
+pub fn expect(pid: Pid, ok: impl Fn(&Event) -> bool, what: &str) -> Result<(), ForkError> {
     let ev = wait_for(pid)?;
     if ok(&ev) {
         Ok(())

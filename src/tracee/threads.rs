@@ -14,8 +14,8 @@ use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::unistd::Pid;
 
-use super::events::{self, Event, WaitOutcome};
-use super::fork::ForkError;
+use super::events::Event;
+use super::fork::{expect, wait_for, ForkError};
 use super::regs::{self, Regs};
 
 const NT_X86_XSTATE: libc::c_int = 0x202;
@@ -110,23 +110,11 @@ pub fn recreate(leader: Pid, syscall_insn: u64, image: &ThreadImage) -> Result<P
         inject(leader, syscall_insn, SYS_CLONE, args).map_err(|e| e.doing("the clone"))?;
     let tid =
         child.ok_or_else(|| ForkError::Unexpected("the injected clone made no thread".into()))?;
-    // The new thread's first stop.
-    loop {
-        match events::wait(Some(tid))? {
-            WaitOutcome::Interrupted => continue,
-            WaitOutcome::Event(_, Event::Stop(_) | Event::Signal(_)) => break,
-            WaitOutcome::Event(_, ev) => {
-                return Err(ForkError::Unexpected(format!(
-                    "{ev:?} instead of a recreated thread's first stop"
-                )))
-            }
-            WaitOutcome::NoChildren => {
-                return Err(ForkError::Unexpected(
-                    "the recreated thread vanished".into(),
-                ))
-            }
-        }
-    }
+    expect(
+        tid,
+        |e| matches!(e, Event::Stop(_) | Event::Signal(_)),
+        "a recreated thread's first stop",
+    )?;
     restore_extras(tid, syscall_insn, image).map_err(|e| e.doing("restoring its state"))?;
     regs::set(tid, image.regs).map_err(|e| ForkError::from(e).doing("setting its registers"))?;
     Ok(tid)
@@ -206,25 +194,15 @@ pub fn inject_at(
     let mut child = None;
     loop {
         ptrace::step(tid, None)?;
-        // The watchdog tick interrupts waits: wait again, the step is still under way.
-        let outcome = loop {
-            match events::wait(Some(tid))? {
-                WaitOutcome::Interrupted => continue,
-                other => break other,
-            }
-        };
-        match outcome {
-            WaitOutcome::Interrupted => unreachable!("waited again above"),
-            WaitOutcome::Event(_, Event::Seccomp) => continue,
-            WaitOutcome::Event(_, Event::Clone(c) | Event::Fork(c)) => child = Some(c),
-            WaitOutcome::Event(_, Event::Trap) => break,
-            WaitOutcome::Event(_, ev) => {
+        // wait_for waits again when the watchdog interrupts: the step is still under way.
+        match wait_for(tid)? {
+            Event::Seccomp => continue,
+            Event::Clone(c) | Event::Fork(c) => child = Some(c),
+            Event::Trap => break,
+            ev => {
                 return Err(ForkError::Unexpected(format!(
                     "{ev:?} while injecting syscall {nr}"
                 )))
-            }
-            WaitOutcome::NoChildren => {
-                return Err(ForkError::Unexpected("the thread vanished".into()))
             }
         }
     }
@@ -237,20 +215,11 @@ pub fn inject_at(
 /// the thread is then exactly as it was when it first stopped there.
 pub fn enter_seccomp_stop(tid: Pid) -> Result<(), ForkError> {
     ptrace::cont(tid, None)?;
-    loop {
-        match events::wait(Some(tid))? {
-            WaitOutcome::Interrupted => continue,
-            WaitOutcome::Event(_, Event::Seccomp) => return Ok(()),
-            WaitOutcome::Event(_, ev) => {
-                return Err(ForkError::Unexpected(format!(
-                    "{ev:?} instead of re-entering a seccomp stop"
-                )))
-            }
-            WaitOutcome::NoChildren => {
-                return Err(ForkError::Unexpected("the thread vanished".into()))
-            }
-        }
-    }
+    expect(
+        tid,
+        |e| matches!(e, Event::Seccomp),
+        "re-entering a seccomp stop",
+    )
 }
 
 fn get_xstate(tid: Pid) -> Result<Vec<u8>, ForkError> {

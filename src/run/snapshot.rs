@@ -134,21 +134,23 @@ pub(super) struct Restored {
 }
 
 /// A template process stopped just before the program's first thread creation.
-struct StartupSnapshot {
-    template: Pid,
+pub(super) struct StartupSnapshot {
+    pub template: Pid,
     /// Registers the main thread resumes with: at the `syscall` of the clone, to run it, or
     /// at `main`.
-    regs: Regs,
+    pub regs: Regs,
     /// A `syscall` instruction of the program (injections into copies).
-    syscall_insn: u64,
+    pub syscall_insn: u64,
     /// Where glibc caches the main thread's tid.
-    tid_addr: u64,
-    process: Process,
-    state: SavedExecution,
-    robust: Option<(u64, u64)>,
-    prefix: Vec<SavedPoint>,
-    /// Offsets of files opened before the snapshot (shared with every copy).
-    positions: Vec<(i32, u64)>,
+    pub tid_addr: u64,
+    pub process: Process,
+    pub state: SavedExecution,
+    /// The main thread's robust futex list (fork does not copy it).
+    pub robust: Option<(u64, u64)>,
+    pub prefix: Vec<SavedPoint>,
+    /// Offsets of files opened before the snapshot (shared with every copy); filled in by
+    /// [`Snapshots::store`].
+    pub positions: Vec<(i32, u64)>,
 }
 
 impl Drop for StartupSnapshot {
@@ -282,39 +284,21 @@ impl Snapshots {
         }
     }
 
-    /// Stores a new startup snapshot.
-    pub(super) fn store(&mut self, key: &str, snapshot: NewSnapshot) {
-        let NewSnapshot {
-            template,
-            regs,
-            syscall_insn,
-            tid_addr,
-            process,
-            state,
-            robust,
-            prefix,
-            inherited,
-        } = snapshot;
+    /// Stores a new startup snapshot of a program started with the descriptors
+    /// `inherited`.
+    pub(super) fn store(
+        &mut self,
+        key: &str,
+        mut snapshot: StartupSnapshot,
+        inherited: &[(i32, String)],
+    ) {
         // Descriptors inherited from mcheck share their offset between executions started
         // from exec just the same: only the program's own files are watched.
-        let positions: Vec<(i32, u64)> = procfs::file_positions(template)
+        snapshot.positions = procfs::file_positions(snapshot.template)
             .into_iter()
             .filter(|(fd, _)| !inherited.iter().any(|(i, _)| i == fd))
             .collect();
-        self.startup.insert(
-            key.to_string(),
-            StartupSnapshot {
-                template,
-                regs,
-                syscall_insn,
-                tid_addr,
-                process,
-                state,
-                robust,
-                prefix,
-                positions,
-            },
-        );
+        self.startup.insert(key.to_string(), snapshot);
     }
 
     /// Why snapshots were turned off for some configuration, if they were.
@@ -405,22 +389,6 @@ impl Snapshots {
             self.branches.remove(eviction_victim(&depths));
         }
     }
-}
-
-/// A snapshot just taken, to be stored.
-pub(super) struct NewSnapshot {
-    pub template: Pid,
-    pub regs: Regs,
-    /// A `syscall` instruction of the program (injections into copies).
-    pub syscall_insn: u64,
-    pub tid_addr: u64,
-    pub process: Process,
-    pub state: SavedExecution,
-    /// The main thread's robust futex list (fork does not copy it).
-    pub robust: Option<(u64, u64)>,
-    pub prefix: Vec<SavedPoint>,
-    /// The descriptors the program started with.
-    pub inherited: Vec<(i32, String)>,
 }
 
 /// Where the C library caches thread `tid`'s id, given its thread pointer: glibc's offset

@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 
 use super::execution::Execution;
 use super::process::StopPlace;
-use super::snapshot::{self, BranchSnapshot, CopiedThread, NewSnapshot, SavedExecution};
+use super::snapshot::{self, BranchSnapshot, CopiedThread, SavedExecution, StartupSnapshot};
 use crate::model::ThreadId;
 use crate::tracee::fork::{fork_stopped, ForkFrom};
 use crate::tracee::threads;
@@ -127,7 +127,7 @@ impl Execution<'_> {
         process.threads[0].place = StopPlace::Event;
         self.worker.snapshots.store(
             &key,
-            NewSnapshot {
+            StartupSnapshot {
                 template,
                 regs: canonical,
                 syscall_insn: self.syscall_insn,
@@ -136,8 +136,9 @@ impl Execution<'_> {
                 state,
                 robust: threads::robust_list(pid),
                 prefix: self.points.clone(),
-                inherited: self.inherited_fds.clone(),
+                positions: Vec::new(),
             },
+            &self.inherited_fds,
         );
         let th = &mut self.p.threads[t];
         th.regs = canonical;

@@ -189,10 +189,16 @@ pub fn run_execution(
         }
     }
     let branch_key = (cfg.snapshots && planned.is_some()).then(|| key.clone());
+    // The deepest branch snapshot on this execution's path (the one it starts from, if any).
+    let branch_depth = planned
+        .as_ref()
+        .map_or(0, |p| worker.snapshots.deepest_branch_on(&key, p));
     let result = match restored {
         Some(r) => {
             let mut exec = Execution::restored(cfg, worker, r);
             exec.branch_key = branch_key;
+            exec.branch_depth = branch_depth;
+            exec.record_points = exec.branch_key.is_some();
             let prefix = std::mem::take(&mut exec.restored_prefix);
             let result = exec.run(sched, Some(prefix));
             exec.kill_all();
@@ -202,11 +208,14 @@ pub fn run_execution(
             let process = launch(cfg, worker)?;
             let mut exec = Execution::fresh(cfg, worker, process);
             exec.branch_key = branch_key;
+            exec.branch_depth = branch_depth;
             if cfg.snapshots && exec.worker.snapshots.wanted(&key) {
                 exec.snapshot_key = Some(key.clone());
                 exec.inherited_fds = procfs::descriptors(exec.p.pid);
                 exec.snapshot_at_main = exec.worker.snapshots.threadless(&key);
             }
+            // Points are kept only for a snapshot this execution may take.
+            exec.record_points = exec.branch_key.is_some() || exec.snapshot_key.is_some();
             let result = exec.run(sched, None);
             if exec.snapshot_key.is_some() && exec.model.thread_count() == 1 {
                 // No thread was created, so no snapshot taken: the next execution takes it
@@ -323,12 +332,13 @@ impl<'a> Execution<'a> {
             det: Determinism::default(),
             snapshot_key: None,
             points: Vec::new(),
-            record_points: cfg.snapshots,
+            record_points: false,
             points_overflowed: false,
             restored_prefix: Vec::new(),
             resume_main: false,
             syscall_insn: 0,
             branch_key: None,
+            branch_depth: 0,
             inherited_fds: Vec::new(),
             snapshot_at_main: false,
             segment: Footprint::default(),
@@ -368,12 +378,13 @@ impl<'a> Execution<'a> {
             det: s.det,
             snapshot_key: None,
             points: r.prefix.clone(),
-            record_points: cfg.snapshots,
+            record_points: false,
             points_overflowed: false,
             restored_prefix: r.prefix,
             resume_main: r.resume_main,
             syscall_insn: s.syscall_insn,
             branch_key: None,
+            branch_depth: 0,
             inherited_fds: Vec::new(),
             snapshot_at_main: false,
             segment: s.segment,
@@ -447,7 +458,8 @@ pub(super) struct Execution<'a> {
     /// Set while this execution should fork the startup snapshot at its first thread
     /// creation (the key of its configuration).
     pub(super) snapshot_key: Option<String>,
-    /// Every point so far with its decision (with snapshots on), saved with a snapshot.
+    /// Every point so far with its decision, saved with a snapshot (kept only while
+    /// `record_points`: this execution may take one).
     pub(super) points: Vec<SavedPoint>,
     pub(super) record_points: bool,
     /// More points than a snapshot keeps were made.
@@ -461,6 +473,8 @@ pub(super) struct Execution<'a> {
     /// Set when this execution may take branch snapshots (a tree search): the
     /// configuration's key.
     pub(super) branch_key: Option<String>,
+    /// Decisions before the deepest branch snapshot on this execution's path.
+    pub(super) branch_depth: usize,
     /// The descriptors the program was started with (while a snapshot is wanted).
     pub(super) inherited_fds: Vec<(i32, String)>,
     /// Take the startup snapshot at `main` (an earlier execution created no thread).

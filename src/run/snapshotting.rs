@@ -154,9 +154,7 @@ impl Execution<'_> {
         let Some(key) = self.branch_key.clone() else {
             return Ok(());
         };
-        let choices: Vec<ThreadId> = self.decisions.iter().map(|d| d.thread).collect();
-        let last = self.worker.snapshots.deepest_branch_on(&key, &choices);
-        if choices.len() < last + BRANCH_GAP || self.points_overflowed {
+        if self.decisions.len() < self.branch_depth + BRANCH_GAP || self.points_overflowed {
             return Ok(());
         }
         let Some(tid_offset) = self.worker.snapshots.tid_offset(&key) else {
@@ -229,6 +227,8 @@ impl Execution<'_> {
         }
         let process = self.p.copy_with(template, &[(0, template)])?;
         let budget = self.cfg.snapshot_memory;
+        let choices: Vec<ThreadId> = self.decisions.iter().map(|d| d.thread).collect();
+        self.branch_depth = choices.len();
         let atomics_known = self.worker.atomic_addresses.len();
         self.worker.snapshots.add_branch(
             BranchSnapshot {

@@ -69,8 +69,8 @@ impl StderrCapture {
     /// Ends the current execution's output (call once its processes are gone) and returns
     /// its kept tail as text.
     pub fn finish_execution(&self) -> String {
-        let mut w = std::fs::File::from(self.write_end.try_clone().expect("dup stderr pipe"));
-        if w.write_all(MARKER).is_err() {
+        // The marker is far below PIPE_BUF, so it is written whole, in one call.
+        if nix::unistd::write(&self.write_end, MARKER) != Ok(MARKER.len()) {
             return String::new();
         }
         let bytes = self

@@ -333,12 +333,15 @@ impl Snapshots {
 
     /// Depth (decisions) of the deepest branch snapshot on the path `choices`.
     pub(super) fn deepest_branch_on(&self, key: &str, choices: &[ThreadId]) -> usize {
+        self.deepest_on(key, choices).map_or(0, |b| b.choices.len())
+    }
+
+    /// The deepest branch snapshot of configuration `key` on the path `choices`.
+    fn deepest_on(&self, key: &str, choices: &[ThreadId]) -> Option<&BranchSnapshot> {
         self.branches
             .iter()
             .filter(|b| b.key == key && choices.starts_with(&b.choices))
-            .map(|b| b.choices.len())
-            .max()
-            .unwrap_or(0)
+            .max_by_key(|b| b.choices.len())
     }
 
     /// A running copy of the deepest branch snapshot on `planned`, if any.
@@ -347,15 +350,11 @@ impl Snapshots {
         key: &str,
         planned: &[ThreadId],
     ) -> Result<Option<Restored>> {
-        let Some(b) = self
-            .branches
-            .iter()
-            .filter(|b| b.key == key && planned.starts_with(&b.choices))
-            .max_by_key(|b| b.choices.len())
-        else {
+        let Some(b) = self.deepest_on(key, planned) else {
             return Ok(None);
         };
-        match b.fork() {
+        let (forked, depth) = (b.fork(), b.choices.len());
+        match forked {
             Ok(r) => {
                 self.restored += 1;
                 self.restored_branch += 1;
@@ -365,7 +364,6 @@ impl Snapshots {
                 // The copy is gone; the execution starts from the startup snapshot instead
                 // (same result, more replay). The template may be what failed: drop it.
                 self.branch_failures.push(format!("{e:#}"));
-                let depth = b.choices.len();
                 self.branches.retain(|b| b.choices.len() != depth);
                 Ok(None)
             }

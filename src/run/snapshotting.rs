@@ -44,7 +44,7 @@ impl Execution<'_> {
 
     /// At the first thread creation (`t` at the clone's seccomp stop with registers `r`):
     /// forks the template of the worker's startup snapshot. True when it was taken; the
-    /// thread is then stopped at the `syscall` again, to run the clone as if nothing happened.
+    /// thread is then resumed at the `syscall`, to run the clone as if nothing happened.
     pub(super) fn take_startup_snapshot(
         &mut self,
         t: ThreadId,
@@ -60,12 +60,16 @@ impl Execution<'_> {
         canonical.rip = r.rip - 2;
         canonical.rax = r.orig_rax;
         canonical.orig_rax = u64::MAX;
-        self.fork_startup_template(t, canonical, ForkFrom::SeccompStop, key)
+        if !self.fork_startup_template(t, canonical, ForkFrom::SeccompStop, key)? {
+            return Ok(false);
+        }
+        events::resume(self.p.threads[t].tid, None)?;
+        Ok(true)
     }
 
     /// At `main` of a program whose first execution created no thread (the main thread at
     /// the removed breakpoint, registers `r` with rip at `main`): the startup snapshot is
-    /// taken there instead.
+    /// taken there instead. The thread is left stopped for the caller to resume.
     pub(super) fn take_main_snapshot(
         &mut self,
         t: ThreadId,
@@ -85,6 +89,7 @@ impl Execution<'_> {
 
     /// Forks the startup template from main thread `t`, to resume with `canonical`; true
     /// when taken, false (with the reason said once) when a copy would not be faithful.
+    /// The thread is left stopped, with `canonical`, for the caller to resume.
     fn fork_startup_template(
         &mut self,
         t: ThreadId,
@@ -143,7 +148,6 @@ impl Execution<'_> {
         let th = &mut self.p.threads[t];
         th.regs = canonical;
         th.place = StopPlace::Event;
-        events::resume(th.tid, None)?;
         Ok(true)
     }
 

@@ -91,9 +91,10 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         None => String::new(),
     };
     eprintln!(
-        "mcheck: {statement} [{strategy} strategy, seed {}, {} job(s), {} transition(s){cache}, {:.1} s; {}]",
+        "mcheck: {statement} [{strategy} strategy, seed {}, {} job(s), {} transition(s), {} state(s){cache}, {:.1} s; {}]",
         args.seed,
         cfg.jobs,
+        result.transitions,
         result.states,
         result.elapsed.as_secs_f64(),
         result.stopped_because
@@ -119,6 +120,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             strategy,
             seed: args.seed,
             executions: result.executions,
+            transitions: result.transitions,
             states: result.states,
             state_cache: result.state_cache,
             complete: result.complete,

@@ -198,6 +198,8 @@ fn write_json(
         strategy: "replay",
         seed: schedule.seed,
         executions: 1,
+        // A replay explores nothing: every step is counted, as it was recorded.
+        transitions: schedule.decisions.len() as u64,
         states: schedule.decisions.len() as u64,
         state_cache: None,
         complete: false,

@@ -51,7 +51,10 @@ pub struct JsonReport<'a> {
     /// Executions run.
     pub executions: u64,
     /// Transitions executed, not counting replayed prefixes (the steps each execution took
-    /// after leaving the path of an earlier one; a state explored).
+    /// after leaving the path of an earlier one).
+    pub transitions: u64,
+    /// Of those, the ones chosen among more than one runnable thread: the states explored
+    /// (a forced step only continues the state before it).
     pub states: u64,
     /// What the state cache saw (`--state-cache`; absent without it).
     #[serde(skip_serializing_if = "Option::is_none")]

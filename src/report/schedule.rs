@@ -15,7 +15,7 @@ use crate::explore::Decision;
 /// The `format` field of every schedule file.
 pub const SCHEDULE_FORMAT: &str = "mcheck-schedule";
 /// The current schedule file version.
-pub const SCHEDULE_VERSION: u32 = 1;
+pub const SCHEDULE_VERSION: u32 = 2;
 
 /// Environment variables whose names contain one of these are not written to schedule files.
 const SECRET_MARKERS: &[&str] = &[

@@ -105,6 +105,8 @@ pub struct ExecutionOutcome {
     pub threads: usize,
     /// Every scheduling decision, in order (the schedule).
     pub decisions: Vec<Decision>,
+    /// Indexes (in `decisions`) of the decisions taken among more than one thread.
+    pub choice_steps: Vec<u32>,
     /// The strategy could not follow its plan (replay): the execution was abandoned.
     pub divergence: Option<Divergence>,
     /// The readable trace, when asked for.
@@ -326,6 +328,7 @@ impl<'a> Execution<'a> {
             killed: false,
             panic: None,
             decisions: Vec::new(),
+            choice_steps: Vec::new(),
             trace: Vec::new(),
             window: Default::default(),
             fair: cfg.fair.then(FairFilter::new),
@@ -372,6 +375,7 @@ impl<'a> Execution<'a> {
             killed: false,
             panic: s.panic,
             decisions: s.decisions,
+            choice_steps: s.choice_steps,
             trace: s.trace,
             window: s.window,
             fair: s.fair,
@@ -449,6 +453,8 @@ pub(super) struct Execution<'a> {
     /// The first thread that started a Rust panic, with its stack.
     pub(super) panic: Option<ThreadReport>,
     pub(super) decisions: Vec<Decision>,
+    /// Indexes of the decisions taken among more than one thread.
+    pub(super) choice_steps: Vec<u32>,
     pub(super) trace: Vec<TraceStep>,
     /// The last decisions, to tell a livelock from an unfair schedule at `--max-steps`.
     pub(super) window: Window,
@@ -538,6 +544,10 @@ impl Execution<'_> {
         }
         if restored.is_none() || self.resume_main {
             let first = self.resume_and_run(0)?;
+            let mut done = self.settle(0, first)?;
+            if done.is_none() {
+                done = self.start_new_threads()?;
+            }
             if restored.as_ref().is_some_and(|p| !p.is_empty()) {
                 // The step the startup snapshot interrupted has ended: report it as the
                 // loop below does for every step.
@@ -547,7 +557,7 @@ impl Execution<'_> {
                 }
                 sched.ran(&touched);
             }
-            if let Some(done) = self.settle(0, first)? {
+            if let Some(done) = done {
                 return Ok(done);
             }
         }
@@ -653,6 +663,9 @@ impl Execution<'_> {
             if self.cfg.trace {
                 self.trace_step(t, op);
             }
+            if schedulable.len() > 1 {
+                self.choice_steps.push(self.decisions.len() as u32);
+            }
             self.decisions.push(Decision {
                 thread: t,
                 op: op.to_string(),
@@ -678,12 +691,17 @@ impl Execution<'_> {
                 return Ok(self.outcome(Some(f)));
             }
             let r = self.resume_and_run(t)?;
+            let mut done = self.settle(t, r)?;
+            if done.is_none() {
+                // Threads the step created start within it: what they touch is its footprint.
+                done = self.start_new_threads()?;
+            }
             let touched = std::mem::take(&mut self.segment);
             if let Some(p) = self.points.last_mut().filter(|_| self.record_points) {
                 p.ran = Some(touched.clone());
             }
             sched.ran(&touched);
-            if let Some(done) = self.settle(t, r)? {
+            if let Some(done) = done {
                 return Ok(done);
             }
         }
@@ -710,6 +728,7 @@ impl Execution<'_> {
             threads: self.model.thread_count(),
             races: std::mem::take(&mut self.race_findings),
             decisions: std::mem::take(&mut self.decisions),
+            choice_steps: std::mem::take(&mut self.choice_steps),
             divergence: None,
             trace: std::mem::take(&mut self.trace),
             stopped_early: false,
@@ -1405,13 +1424,37 @@ impl Execution<'_> {
             d.thread_created(t, id);
         }
         debug_assert_eq!(self.p.threads.len(), id + 1);
-        // Out of the clone event, to the syscall's exit: the parent's registers then hold the
-        // new tid and can be copied into a snapshot like any stopped thread's.
-        if let Some(sig) = events::finish_syscall_in_event(parent_tid)? {
-            self.p.threads[t].pending_signal = Some(sig);
+        // Creating a thread is not a scheduling point: the parent runs on to its next
+        // operation, and the new thread starts right after (`start_new_threads`). Both runs
+        // are code of one thread each, which commutes with everything but data races, and
+        // the race detector checks those whatever the order.
+        events::resume(parent_tid, None)?;
+        Ok(None)
+    }
+
+    /// Runs every thread that has not started yet up to its first operation, in creation
+    /// order, as part of the step that created it (no scheduling decision: see `on_clone`).
+    /// Some when the execution ended on the way.
+    fn start_new_threads(&mut self) -> Result<Option<ExecutionOutcome>> {
+        while let Some(u) = (0..self.model.thread_count())
+            .find(|&u| matches!(self.model.pending(u), Some(Op::Start)))
+        {
+            let completion = match self.execute_op(u) {
+                Ok(c) => c,
+                Err(f) => {
+                    let f = self.model_finding(f);
+                    return Ok(Some(self.outcome(Some(f))));
+                }
+            };
+            if let Some(f) = self.complete(u, completion)? {
+                return Ok(Some(self.outcome(Some(f))));
+            }
+            let r = self.resume_and_run(u)?;
+            if let Some(done) = self.settle(u, r)? {
+                return Ok(Some(done));
+            }
         }
-        self.p.threads[t].place = StopPlace::Event;
-        self.point(t, Op::Continue, 0)
+        Ok(None)
     }
 
     /// Puts breakpoints on the threading API, atomic and memory-access instructions of the

@@ -223,6 +223,9 @@ pub struct SearchResult {
     pub snapshots_off: Option<String>,
     /// Transitions executed, not counting replayed prefixes (the steps of each execution
     /// after the point where it left the path of an earlier one).
+    pub transitions: u64,
+    /// Of those, the transitions chosen among more than one runnable thread: the states the
+    /// search explored (a forced step continues the state before it; Holt's hook count).
     pub states: u64,
     /// What the state cache saw, when it was on.
     pub state_cache: Option<CacheStats>,
@@ -310,6 +313,7 @@ struct Shared<'a> {
     closed_early: AtomicBool,
     findings: Mutex<Findings>,
     error: Mutex<Option<anyhow::Error>>,
+    transitions: AtomicU64,
     states: AtomicU64,
     pruned: AtomicU64,
     /// The table of visited states (`--state-cache`).
@@ -457,6 +461,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         closed_early: AtomicBool::new(false),
         findings: Mutex::new(Findings::default()),
         error: Mutex::new(None),
+        transitions: AtomicU64::new(0),
         states: AtomicU64::new(0),
         pruned: AtomicU64::new(0),
         cache: (cfg.state_cache && matches!(cfg.plan, Plan::Dfs { .. }))
@@ -524,6 +529,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         from_branch_snapshots: shared.from_branch.load(Ordering::SeqCst),
         branch_snapshots: shared.branches.load(Ordering::SeqCst),
         snapshots_off,
+        transitions: shared.transitions.load(Ordering::SeqCst),
         states: shared.states.load(Ordering::SeqCst),
         state_cache: shared
             .cache
@@ -653,8 +659,15 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             }
         }
         shared
-            .states
+            .transitions
             .fetch_add(outcome.steps.saturating_sub(replayed), Ordering::Relaxed);
+        let chosen = outcome
+            .choice_steps
+            .iter()
+            .filter(|&&i| u64::from(i) >= replayed);
+        shared
+            .states
+            .fetch_add(chosen.count() as u64, Ordering::Relaxed);
         if outcome.pruned {
             shared.pruned.fetch_add(1, Ordering::Relaxed);
         }

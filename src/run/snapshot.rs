@@ -111,6 +111,7 @@ pub(super) struct SavedExecution {
     pub race_findings: Vec<crate::report::Finding>,
     pub race_origins: Vec<(usize, super::execution::EarlierAccess)>,
     pub decisions: Vec<Decision>,
+    pub choice_steps: Vec<u32>,
     pub trace: Vec<TraceStep>,
     pub window: Window,
     pub fair: Option<FairFilter>,

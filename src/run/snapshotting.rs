@@ -33,6 +33,7 @@ impl Execution<'_> {
             race_findings: self.race_findings.clone(),
             race_origins: self.race_origins.clone(),
             decisions: self.decisions.clone(),
+            choice_steps: self.choice_steps.clone(),
             trace: self.trace.clone(),
             window: self.window.clone(),
             fair: self.fair.clone(),

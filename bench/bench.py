@@ -499,7 +499,7 @@ def print_rates(rates, opts):
 
 # ------------------------------------------------------------ 1 job vs 2 jobs
 
-DFS_FIXTURE, DFS_ARGS, DFS_EXECUTIONS = "atomic_pair", [3], 1849
+DFS_FIXTURE, DFS_ARGS, DFS_EXECUTIONS = "atomic_pair", [6], 1716
 RANDOM_JOBS_FIXTURE = "mutex_normal_ok"
 
 
@@ -713,8 +713,8 @@ CACHE_MODES = [("full", ["--no-por"]), ("dpor", []), ("cache", ["--state-cache"]
 def measure_cache(mc, opts):
     """Exhaustive dfs of each fixture without reduction, with partial-order reduction and
     with the state cache, --jobs 1, capped at POR_CAP executions; one run each (the counts
-    are deterministic); returns rows of executions, states (transitions beyond replayed
-    prefixes), completeness and wall clock."""
+    are deterministic); returns rows of executions, transitions (beyond replayed prefixes),
+    states (those of them chosen among several threads), completeness and wall clock."""
     rows = []
     for n, a in CACHE_FIXTURES:
         if not os.access(fixture(n), os.X_OK):
@@ -727,6 +727,7 @@ def measure_cache(mc, opts):
             if rc != 0 or r is None or r.get("findings"):
                 raise HarnessError("dfs %s on %s: exit %d" % (key, label_of(n, a), rc))
             row[key] = {"executions": r["executions"], "states": r.get("states"),
+                        "transitions": r.get("transitions"),
                         "complete": r.get("complete"), "wall_s": wall,
                         "state_cache": r.get("state_cache")}
         rows.append(row)
@@ -735,20 +736,22 @@ def measure_cache(mc, opts):
 
 def print_cache(rows, opts):
     print("Exhaustive dfs: no reduction, partial-order reduction, state cache (--jobs 1, one run)")
-    cols = "  %-26s" + " %16s %7s" * len(CACHE_MODES)
+    cols = "  %-26s" + " %20s %7s" * len(CACHE_MODES)
     head = []
     for key, _ in CACHE_MODES:
-        head += [key + " execs/states", "s"]
+        head += [key + " ex/trans/states", "s"]
     print(cols % tuple(["fixture"] + head))
     for r in rows:
         cells = [r["fixture"]]
         for key, _ in CACHE_MODES:
             m = r[key]
-            cells += ["%d/%s%s" % (m["executions"], m["states"], "" if m["complete"] else "+"),
+            cells += ["%d/%s/%s%s" % (m["executions"], m["transitions"], m["states"],
+                                      "" if m["complete"] else "+"),
                       "%.2f" % m["wall_s"]]
         print(cols % tuple(cells))
     print("  command: mcheck --strategy dfs [--no-por | --state-cache] --jobs 1 --quiet-program "
-          "--max-executions %d -- FIXTURE ARGS; states = transitions beyond replayed prefixes; "
+          "--max-executions %d -- FIXTURE ARGS; trans = transitions beyond replayed prefixes, "
+          "states = those chosen among several threads; "
           "'+': search not complete (cap reached)" % POR_CAP)
     print()
 

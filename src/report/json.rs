@@ -31,7 +31,7 @@ impl JsonCoverage {
 }
 
 /// Version of the JSON report format.
-pub const REPORT_VERSION: u32 = 1;
+pub const REPORT_VERSION: u32 = 2;
 
 /// The top-level JSON object.
 #[derive(Serialize)]

@@ -161,6 +161,8 @@ impl Op {
         let mut f = Footprint::default();
         match *self {
             Op::Start | Op::Continue | Op::Yield => {}
+            // Ending the process ends every other thread's next step: dependent with all.
+            Op::ExitGroup => f.global = true,
             Op::Sleep { .. } => f.touch(K::Time, 0, true),
             Op::Atomic { addr } => {
                 if addr == 0 {
@@ -288,6 +290,14 @@ mod tests {
         for op in [Op::Start, Op::Continue, Op::Yield] {
             assert!(op.footprint().is_empty(), "{op:?}");
             assert!(!op.footprint().conflicts(&lock(8).footprint()));
+        }
+    }
+
+    #[test]
+    fn ending_the_process_depends_on_everything() {
+        let exit = Op::ExitGroup.footprint();
+        for op in [Op::Yield, Op::Start, lock(8), Op::Atomic { addr: 0x40 }] {
+            assert!(exit.conflicts(&op.footprint()), "{op:?}");
         }
     }
 

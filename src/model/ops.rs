@@ -29,8 +29,11 @@ pub enum MutexType {
 pub enum Op {
     /// The first step of a new thread.
     Start,
-    /// Go on after a point with no model effect (after clone, after a native call).
+    /// Go on after a point with no model effect (the program entry, after a clone without
+    /// race detection).
     Continue,
+    /// exit_group while other threads live: ends the process under them.
+    ExitGroup,
     /// sched_yield or another pure yield.
     Yield,
     /// nanosleep/clock_nanosleep for this many virtual nanoseconds.
@@ -140,6 +143,7 @@ impl Op {
         match self {
             Op::Start => "start",
             Op::Continue => "continue",
+            Op::ExitGroup => "exit_group",
             Op::Yield => "yield",
             Op::Sleep { .. } => "sleep",
             Op::Atomic { .. } => "atomic",

@@ -343,7 +343,11 @@ impl Model {
     ) -> Outcome {
         use Completion::*;
         match *op {
-            Op::Start | Op::Continue | Op::Atomic { .. } | Op::MemoryAccess { .. } => Ok(Native),
+            Op::Start
+            | Op::Continue
+            | Op::ExitGroup
+            | Op::Atomic { .. }
+            | Op::MemoryAccess { .. } => Ok(Native),
             Op::Once { o } => {
                 // The first caller runs the initialiser; the others wait until it is done.
                 self.onces.entry(o).or_insert(Some(t));

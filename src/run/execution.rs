@@ -329,6 +329,7 @@ impl<'a> Execution<'a> {
             panic: None,
             decisions: Vec::new(),
             choice_steps: Vec::new(),
+            creation_stretch: Default::default(),
             trace: Vec::new(),
             window: Default::default(),
             fair: cfg.fair.then(FairFilter::new),
@@ -376,6 +377,7 @@ impl<'a> Execution<'a> {
             panic: s.panic,
             decisions: s.decisions,
             choice_steps: s.choice_steps,
+            creation_stretch: Default::default(),
             trace: s.trace,
             window: s.window,
             fair: s.fair,
@@ -455,6 +457,10 @@ pub(super) struct Execution<'a> {
     pub(super) decisions: Vec<Decision>,
     /// Indexes of the decisions taken among more than one thread.
     pub(super) choice_steps: Vec<u32>,
+    /// Threads running a stretch that is not a decision of its own (`on_clone`): a parent
+    /// from its clone to its next point, a new thread from its start to its first one.
+    /// Empty at every scheduling point.
+    pub(super) creation_stretch: std::collections::BTreeSet<ThreadId>,
     pub(super) trace: Vec<TraceStep>,
     /// The last decisions, to tell a livelock from an unfair schedule at `--max-steps`.
     pub(super) window: Window,
@@ -808,6 +814,7 @@ impl Execution<'_> {
 
     /// Thread `t` exited: the race detector keeps its clock, the model its holdings.
     fn thread_exited(&mut self, t: ThreadId) -> std::result::Result<(), ModelFinding> {
+        self.creation_stretch.remove(&t);
         if let Some(d) = self.races.as_mut() {
             d.thread_exited(t);
         }
@@ -1223,6 +1230,9 @@ impl Execution<'_> {
     /// the race detector.
     fn execute_op(&mut self, t: ThreadId) -> std::result::Result<Completion, ModelFinding> {
         let op = self.model.pending(t).cloned();
+        if op == Some(Op::ExitGroup) {
+            self.group_exiting = true;
+        }
         let completion = {
             let mut view = MemView(&self.p);
             self.model.execute(t, &mut view)?
@@ -1244,6 +1254,7 @@ impl Execution<'_> {
 
     /// Records that `t` reached a scheduling point.
     pub(super) fn point(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
+        self.creation_stretch.remove(&t);
         match self.model.set_pending(t, op, site) {
             Ok(()) => Ok(Some(RunResult::Point)),
             Err(f) => Ok(Some(RunResult::Found(Box::new(self.model_finding(f))))),
@@ -1287,6 +1298,11 @@ impl Execution<'_> {
                     let flags = i32::from_le_bytes(ss[8..12].try_into().expect("4 bytes"));
                     self.p.threads[t].altstack = (flags & libc::SS_DISABLE == 0).then_some(ss);
                 }
+            }
+            nr::EXIT_GROUP if self.others_live(t) => {
+                // Other threads could still run first: ending the process is a decision.
+                let site = self.p.mem.read_u64(r.rsp).unwrap_or(r.rip);
+                return self.point(t, Op::ExitGroup, site);
             }
             nr::EXIT_GROUP => self.group_exiting = true,
             _ => {}
@@ -1424,21 +1440,49 @@ impl Execution<'_> {
             d.thread_created(t, id);
         }
         debug_assert_eq!(self.p.threads.len(), id + 1);
+        if !self.eager_starts() {
+            // Without race detection nothing tells what the parent and the new thread do
+            // before their next operations: the parent's step after the clone and the new
+            // thread's start are decisions of their own. Out of the clone event, to the
+            // syscall's exit, so that the parent can be copied into a snapshot.
+            if let Some(sig) = events::finish_syscall_in_event(parent_tid)? {
+                self.p.threads[t].pending_signal = Some(sig);
+            }
+            self.p.threads[t].place = StopPlace::Event;
+            return self.point(t, Op::Continue, 0);
+        }
         // Creating a thread is not a scheduling point: the parent runs on to its next
-        // operation, and the new thread starts right after (`start_new_threads`). Both runs
-        // are code of one thread each, which commutes with everything but data races, and
-        // the race detector checks those whatever the order.
+        // operation, and the new thread starts right after (`start_new_threads`). Until
+        // then, what either does that another thread could order itself against without a
+        // data race (an access the binary says is atomic; exit_group, a point anyway while
+        // other threads live) becomes a scheduling point. What is left commutes with every
+        // other thread's steps up to data races, which the detector reports whatever the
+        // order; glibc-internal locking stays part of its libc call, as in every step.
+        self.creation_stretch.insert(t);
         events::resume(parent_tid, None)?;
         Ok(None)
     }
 
+    /// Whether thread creation runs the parent on and starts the new thread within the
+    /// creating step: only with race detection, which traces the accesses that end such a
+    /// stretch.
+    fn eager_starts(&self) -> bool {
+        self.races.is_some()
+    }
+
     /// Runs every thread that has not started yet up to its first operation, in creation
     /// order, as part of the step that created it (no scheduling decision: see `on_clone`).
-    /// Some when the execution ended on the way.
+    /// Threads those create in turn start by a decision of their own, so that a chain of
+    /// thread creations still counts against `--max-steps`. Some when the execution ended
+    /// on the way.
     fn start_new_threads(&mut self) -> Result<Option<ExecutionOutcome>> {
-        while let Some(u) = (0..self.model.thread_count())
-            .find(|&u| matches!(self.model.pending(u), Some(Op::Start)))
-        {
+        if !self.eager_starts() {
+            return Ok(None);
+        }
+        let new: Vec<ThreadId> = (0..self.model.thread_count())
+            .filter(|&u| matches!(self.model.pending(u), Some(Op::Start)))
+            .collect();
+        for u in new {
             let completion = match self.execute_op(u) {
                 Ok(c) => c,
                 Err(f) => {
@@ -1449,12 +1493,22 @@ impl Execution<'_> {
             if let Some(f) = self.complete(u, completion)? {
                 return Ok(Some(self.outcome(Some(f))));
             }
+            self.creation_stretch.insert(u);
             let r = self.resume_and_run(u)?;
             if let Some(done) = self.settle(u, r)? {
                 return Ok(Some(done));
             }
+            if self.model.is_finished(u) {
+                // Gone within the step: a join of it depends on this step.
+                self.segment.touch_exit(u);
+            }
         }
         Ok(None)
+    }
+
+    /// Whether a thread other than `t` has not finished.
+    fn others_live(&self, t: ThreadId) -> bool {
+        (0..self.model.thread_count()).any(|u| u != t && !self.model.is_finished(u))
     }
 
     /// Puts breakpoints on the threading API, atomic and memory-access instructions of the

@@ -341,9 +341,20 @@ impl Execution<'_> {
         bias: u64,
     ) -> Result<Option<RunResult>> {
         self.note_progress(addr);
-        let (insn, info, _) = &plan.accesses[index];
+        let (insn, info, atomic_source) = &plan.accesses[index];
         let ea = self.p.effective_address(t, insn, bias);
         let write = info.kind != AccessKind::Read;
+        let statically_atomic =
+            *atomic_source || self.atomic_ranges.iter().any(|r| r.contains(&ea));
+        if statically_atomic && self.creation_stretch.contains(&t) {
+            // An atomic access can be ordered against another thread's without a data race:
+            // the stretch around a thread creation ends here, as a scheduling point (see
+            // `on_clone`). Plain accesses need not: a conflict with one is a data race, which
+            // the detector reports whatever the order. Only what the binary says is atomic
+            // counts, so that every execution of a tree search has the same points.
+            self.p.threads[t].place = StopPlace::Breakpoint(addr);
+            return self.point(t, Op::MemoryAccess { addr: ea, write }, addr);
+        }
         // Racy addresses are points only once threads exist: the single-threaded start must
         // stay the same in every execution (it is what a fork snapshot skips).
         if self.cfg.preempt_on_races

@@ -89,6 +89,26 @@ pub fn resume(tid: Pid, sig: Option<Signal>) -> nix::Result<()> {
     ignore_gone(ptrace::cont(tid, sig))
 }
 
+/// Lets a thread stopped at a ptrace event inside a syscall (a clone event) finish the
+/// syscall and stop at its exit, so that its registers hold the result and may be changed.
+/// A signal reported meanwhile is returned, to be delivered later.
+pub fn finish_syscall_in_event(tid: Pid) -> nix::Result<Option<Signal>> {
+    let mut pending = None;
+    ignore_gone(ptrace::syscall(tid, None))?;
+    loop {
+        match wait(Some(tid))? {
+            WaitOutcome::Interrupted => continue,
+            WaitOutcome::Event(_, Event::Trap) | WaitOutcome::NoChildren => return Ok(pending),
+            WaitOutcome::Event(_, Event::Signal(sig)) => {
+                pending = Some(sig);
+                ignore_gone(ptrace::syscall(tid, None))?;
+            }
+            WaitOutcome::Event(_, Event::Exited(_) | Event::Killed(_)) => return Ok(pending),
+            WaitOutcome::Event(_, _) => ignore_gone(ptrace::syscall(tid, None))?,
+        }
+    }
+}
+
 /// Single-steps a stopped thread.
 pub fn step(tid: Pid) -> nix::Result<()> {
     ignore_gone(ptrace::step(tid, None))

@@ -163,6 +163,52 @@ fn snapshots_and_fresh_executions_prune_alike() {
     }
 }
 
+/// Incremental hashing (write tracking through userfaultfd) gives the hash a full read of
+/// memory gives at every point: mcheck checks each one against a full hash when
+/// MCHECK_VERIFY_STATE_HASH is set and stops with an error on a difference. `bench_resident
+/// 4` has 4 MiB of heap, enough for write tracking to be set up, and most of it is not
+/// written again, so most page hashes are kept.
+#[test]
+fn incremental_hashing_agrees_with_full_hashing() {
+    let search = |env: &[(&str, &str)], program: &[&str]| {
+        let mut a = args(&[
+            "--quiet-program",
+            "--jobs",
+            "1",
+            "--strategy",
+            "dfs",
+            "--state-cache",
+            "--no-races",
+            "--",
+        ]);
+        a.push(fixture(program[0]).display().to_string());
+        a.extend(args(&program[1..]));
+        let r = common::mcheck_with_env(&a, env, true, LIMIT);
+        assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
+        let json = r.json.expect("JSON report");
+        let cache = &json["state_cache"];
+        (
+            [
+                &json["executions"],
+                &json["states"],
+                &cache["states"],
+                &cache["hits"],
+            ]
+            .map(|v| v.as_u64().unwrap()),
+            cache["pages_reused"].as_u64().unwrap(),
+        )
+    };
+    for program in [&["bench_resident", "4"][..], &["holt_append", "4"]] {
+        let (checked, reused) = search(&[("MCHECK_VERIFY_STATE_HASH", "1")], program);
+        let (full, none) = search(&[("MCHECK_FULL_STATE_HASH", "1")], program);
+        assert_eq!(checked, full, "{program:?}");
+        assert_eq!(none, 0, "{program:?}");
+        if program[0] == "bench_resident" {
+            assert!(reused > 0, "{program:?}: no page hash was kept");
+        }
+    }
+}
+
 #[test]
 fn a_schedule_dependent_output_is_nondeterminism() {
     let a = args(&[

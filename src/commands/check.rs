@@ -85,8 +85,8 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     let statement = coverage_statement(&result, strategy, findings.is_empty());
     let cache = match &result.state_cache {
         Some(c) => format!(
-            ", state cache: {} state(s), {} pruned, {} revisit(s) with another state",
-            c.states, c.hits, c.different
+            ", state cache: {} state(s), {} pruned, {} revisit(s) with another state, {} page(s) hashed, {} kept",
+            c.states, c.hits, c.different, c.pages_hashed, c.pages_reused
         ),
         None => String::new(),
     };

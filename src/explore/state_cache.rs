@@ -58,6 +58,11 @@ pub struct CacheStats {
     pub hits: u64,
     /// Visits of a known counter with a hash not seen there before.
     pub different: u64,
+    /// Memory pages read and hashed at hashed points.
+    pub pages_hashed: u64,
+    /// Present pages whose hash was kept from the execution's previous point (not written
+    /// since: incremental hashing).
+    pub pages_reused: u64,
 }
 
 /// The table of visited states.
@@ -154,7 +159,8 @@ mod tests {
             CacheStats {
                 states: 3,
                 hits: 3,
-                different: 1
+                different: 1,
+                ..CacheStats::default()
             }
         );
     }

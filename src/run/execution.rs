@@ -125,6 +125,8 @@ pub struct ExecutionOutcome {
     pub exit: Option<String>,
     /// A hash of what the program wrote to stderr in this execution.
     pub output_digest: u64,
+    /// Memory pages hashed anew and pages whose hash was kept, at hashed points.
+    pub hashed_pages: (u64, u64),
 }
 
 /// An access identified across runs of one schedule: thread, instruction and the thread's
@@ -330,6 +332,7 @@ impl<'a> Execution<'a> {
             decisions: Vec::new(),
             choice_steps: Vec::new(),
             creation_stretch: Default::default(),
+            memory_hasher: state_hash::MemoryHasher::new(),
             trace: Vec::new(),
             window: Default::default(),
             fair: cfg.fair.then(FairFilter::new),
@@ -378,6 +381,7 @@ impl<'a> Execution<'a> {
             decisions: s.decisions,
             choice_steps: s.choice_steps,
             creation_stretch: Default::default(),
+            memory_hasher: state_hash::MemoryHasher::new(),
             trace: s.trace,
             window: s.window,
             fair: s.fair,
@@ -457,6 +461,8 @@ pub(super) struct Execution<'a> {
     pub(super) decisions: Vec<Decision>,
     /// Indexes of the decisions taken among more than one thread.
     pub(super) choice_steps: Vec<u32>,
+    /// What incremental state hashing keeps between points (`--state-cache`).
+    pub(super) memory_hasher: state_hash::MemoryHasher,
     /// Threads running a stretch that is not a decision of its own (`on_clone`): a parent
     /// from its clone to its next point, a new thread from its start to its first one.
     /// Empty at every scheduling point.
@@ -588,7 +594,12 @@ impl Execution<'_> {
             }
             if sched.wants_state(self.steps as usize) {
                 let tracer_state = self.tracer_state();
-                let h = state_hash::state_hash(&self.p, tracer_state)?;
+                let h = state_hash::state_hash(
+                    &self.p,
+                    tracer_state,
+                    &mut self.memory_hasher,
+                    self.syscall_insn,
+                )?;
                 if sched.visit_state(self.steps as usize, h) {
                     let mut out = self.outcome(None);
                     out.pruned = true;
@@ -744,6 +755,10 @@ impl Execution<'_> {
             pruned: false,
             exit: None,
             output_digest: 0,
+            hashed_pages: (
+                self.memory_hasher.pages_hashed,
+                self.memory_hasher.pages_reused,
+            ),
         }
     }
 

@@ -315,6 +315,8 @@ struct Shared<'a> {
     error: Mutex<Option<anyhow::Error>>,
     transitions: AtomicU64,
     states: AtomicU64,
+    pages_hashed: AtomicU64,
+    pages_reused: AtomicU64,
     pruned: AtomicU64,
     /// The table of visited states (`--state-cache`).
     cache: Option<SharedStateTable>,
@@ -463,6 +465,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         error: Mutex::new(None),
         transitions: AtomicU64::new(0),
         states: AtomicU64::new(0),
+        pages_hashed: AtomicU64::new(0),
+        pages_reused: AtomicU64::new(0),
         pruned: AtomicU64::new(0),
         cache: (cfg.state_cache && matches!(cfg.plan, Plan::Dfs { .. }))
             .then(|| Arc::new(Mutex::new(StateTable::default()))),
@@ -531,10 +535,11 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         snapshots_off,
         transitions: shared.transitions.load(Ordering::SeqCst),
         states: shared.states.load(Ordering::SeqCst),
-        state_cache: shared
-            .cache
-            .as_ref()
-            .map(|c| c.lock().expect("state table").stats()),
+        state_cache: shared.cache.as_ref().map(|c| CacheStats {
+            pages_hashed: shared.pages_hashed.load(Ordering::SeqCst),
+            pages_reused: shared.pages_reused.load(Ordering::SeqCst),
+            ..c.lock().expect("state table").stats()
+        }),
         pruned: shared.pruned.load(Ordering::SeqCst),
     })
 }
@@ -661,6 +666,9 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         shared
             .transitions
             .fetch_add(outcome.steps.saturating_sub(replayed), Ordering::Relaxed);
+        let (hashed, reused) = outcome.hashed_pages;
+        shared.pages_hashed.fetch_add(hashed, Ordering::Relaxed);
+        shared.pages_reused.fetch_add(reused, Ordering::Relaxed);
         let chosen = outcome
             .choice_steps
             .iter()

@@ -21,13 +21,21 @@
 //! - the flags register keeps only its arithmetic and direction flags (the trap and resume
 //!   flags change with single-stepping).
 //!
-//! The whole writable memory is read at every hashed point: this kernel has no soft-dirty
-//! bits (see docs/architecture.md), so there is no cheap way to know which pages changed.
+//! The memory hash is a sum of one term per page, so it is computed incrementally
+//! ([`MemoryHasher`]): the terms of the pages not written since the last hashed point are
+//! kept, and only written pages are read again. Which pages were written comes from
+//! `tracee::write_tracking` (userfaultfd write-protection; this kernel has no soft-dirty
+//! bits). Stacks of live threads, whose dead part moves with the stack pointer, and pages
+//! holding a cached tid are hashed whole at every point. Without write tracking (a kernel
+//! before 6.7) every point hashes all memory.
 
-use anyhow::{Context, Result};
+use std::collections::{HashMap, HashSet};
+
+use anyhow::{bail, Context, Result};
 
 use super::process::{Process, StopPlace};
-use crate::tracee::pagemap::{writable_regions, Pagemap, PAGE};
+use crate::tracee::pagemap::{writable_regions, Pagemap, Region, PAGE};
+use crate::tracee::write_tracking::WriteTracker;
 
 /// glibc 2.26+ (x86-64): `struct pthread`'s `tid`, relative to the thread pointer.
 const GLIBC_TID_OFFSET: u64 = 0x2d0;
@@ -39,8 +47,149 @@ const RUN: usize = 64;
 /// Arithmetic flags and DF: CF PF AF ZF SF OF DF.
 const FLAGS: u64 = 0x0cd5;
 
-/// The hash of the state of `p` combined with `tracer_state`.
-pub(super) fn state_hash(p: &Process, tracer_state: u64) -> Result<u64> {
+/// Set to compare every incremental memory hash with a full one (a self-check for tests).
+pub const VERIFY_ENV: &str = "MCHECK_VERIFY_STATE_HASH";
+/// Set to hash all memory at every point (to measure what incremental hashing saves).
+pub const FULL_ENV: &str = "MCHECK_FULL_STATE_HASH";
+/// Resident pages from which write tracking is worth setting up: below, reading and
+/// hashing everything (a few dozen microseconds) costs less than the two injected syscalls
+/// and the registrations.
+const TRACK_FROM_PAGES: usize = 256;
+
+/// What one execution keeps between hashed points to hash memory incrementally.
+#[derive(Default)]
+pub(super) struct MemoryHasher {
+    tracker: Option<WriteTracker>,
+    /// Write tracking could not be set up: every point hashes all memory.
+    off: bool,
+    /// Each tracked region's pages, by (start, end): whether present, and their terms.
+    terms: HashMap<(u64, u64), (Vec<bool>, Vec<u64>)>,
+    /// Pages that hold or held a cached tid: hashed at every point.
+    slot_pages: HashSet<u64>,
+    /// Check every incremental hash against a full one ([`VERIFY_ENV`]).
+    verify: bool,
+    /// Never track writes ([`FULL_ENV`]).
+    full_only: bool,
+    /// Pages read and hashed anew, for the statistics.
+    pub pages_hashed: u64,
+    /// Present pages whose term was kept.
+    pub pages_reused: u64,
+}
+
+impl MemoryHasher {
+    /// A hasher for a new execution (nothing known yet).
+    pub fn new() -> MemoryHasher {
+        MemoryHasher {
+            verify: std::env::var_os(VERIFY_ENV).is_some(),
+            full_only: std::env::var_os(FULL_ENV).is_some(),
+            ..MemoryHasher::default()
+        }
+    }
+
+    /// Sets up write tracking through a thread stopped at a breakpoint (injecting needs a
+    /// thread outside any syscall); tried again at the next point when there is none.
+    fn attach(&mut self, p: &Process, syscall_insn: u64) {
+        if self.tracker.is_some() || self.off || syscall_insn == 0 {
+            return;
+        }
+        let Some(th) = p
+            .threads
+            .iter()
+            .find(|th| !th.gone && matches!(th.place, StopPlace::Breakpoint(_)))
+        else {
+            return;
+        };
+        match WriteTracker::attach(p.pid, th.tid, syscall_insn) {
+            Ok(t) => self.tracker = Some(t),
+            Err(_) => self.off = true,
+        }
+    }
+
+    /// The memory hash of `p` (see [`memory_hash`]), reading only what changed.
+    fn hash(&mut self, p: &Process, slots: &[(u64, u64)], syscall_insn: u64) -> Result<u64> {
+        let regions = writable_regions(p.pid)?;
+        let map = Pagemap::open(p.pid)?;
+        let present: Vec<Vec<bool>> = (regions.iter())
+            .map(|&r| map.present(r))
+            .collect::<std::io::Result<_>>()?;
+        let resident: usize = present.iter().flatten().filter(|&&x| x).count();
+        if resident >= TRACK_FROM_PAGES && !self.full_only {
+            self.attach(p, syscall_insn);
+        }
+        let dead = dead_stacks(p, &regions);
+        self.slot_pages
+            .extend(slots.iter().map(|&(a, _)| a / PAGE * PAGE));
+        if let Some(t) = self.tracker.as_mut() {
+            t.retain_within(&regions);
+        }
+        let mut terms = HashMap::new();
+        let mut sum = 0u64;
+        for (region, present) in regions.into_iter().zip(present) {
+            let pages = present.len();
+            let stack = dead.iter().any(|&(lo, _)| lo == region.start);
+            let tracker = self.tracker.as_mut().filter(|_| !stack);
+            let tracked = tracker.is_some_and(|t| t.covers(region) || t.register(region).is_ok());
+            let written = match self.tracker.as_mut() {
+                Some(t) if tracked => t.take_written(region).map_err(|_| t.forget(region)).ok(),
+                _ => None,
+            };
+            let old = self.terms.remove(&(region.start, region.end));
+            let mut stale = vec![true; pages];
+            let mut region_terms = vec![0u64; pages];
+            if let (Some(written), Some((was_present, old))) = (&written, &old) {
+                region_terms.copy_from_slice(old);
+                // A page faulted in by a read (a file page) is not written, but it no longer
+                // counts as zeros.
+                for i in 0..pages {
+                    stale[i] = present[i] != was_present[i];
+                }
+                for w in written {
+                    let a = (w.start.max(region.start) - region.start) / PAGE;
+                    let b = (w.end.min(region.end) - region.start) / PAGE;
+                    stale[a as usize..b as usize].fill(true);
+                }
+                for &sp in &self.slot_pages {
+                    if (region.start..region.end).contains(&sp) {
+                        stale[((sp - region.start) / PAGE) as usize] = true;
+                    }
+                }
+            }
+            for i in 0..pages {
+                if !present[i] {
+                    region_terms[i] = 0;
+                    stale[i] = false;
+                }
+            }
+            let hashed = stale.iter().filter(|&&s| s).count() as u64;
+            let present_pages = present.iter().filter(|&&x| x).count() as u64;
+            self.pages_hashed += hashed;
+            self.pages_reused += present_pages - hashed;
+            hash_pages(p, region, &stale, &dead, slots, &mut region_terms);
+            sum = region_terms.iter().fold(sum, |s, &t| s.wrapping_add(t));
+            if tracked && written.is_some() {
+                terms.insert((region.start, region.end), (present, region_terms));
+            }
+        }
+        self.terms = terms;
+        if self.verify {
+            let full = memory_hash(p, slots)?;
+            if full != sum {
+                bail!(
+                    "the incremental memory hash ({sum:#x}) differs from the full one ({full:#x})"
+                );
+            }
+        }
+        Ok(sum)
+    }
+}
+
+/// The hash of the state of `p` combined with `tracer_state`; memory through `hasher`.
+pub(super) fn state_hash(
+    p: &Process,
+    tracer_state: u64,
+    hasher: &mut MemoryHasher,
+    syscall_insn: u64,
+) -> Result<u64> {
     let tids: Vec<(u64, u64)> = p
         .threads
         .iter()
@@ -102,18 +251,31 @@ pub(super) fn state_hash(p: &Process, tracer_state: u64) -> Result<u64> {
                 .then_some((a, 0x7ffe_0000 + t as u64))
         })
         .collect();
-    let memory = memory_hash(p, &slots).context("hashing the program's memory")?;
+    let memory = hasher
+        .hash(p, &slots, syscall_insn)
+        .context("hashing the program's memory")?;
     Ok(mix(h ^ mix(memory)))
 }
 
 /// The sum over the present writable pages of a hash of (address, contents); `slots` are
-/// (address, logical id) of the cached tids.
+/// (address, logical id) of the cached tids. Reads all of it.
 fn memory_hash(p: &Process, slots: &[(u64, u64)]) -> Result<u64> {
     let regions = writable_regions(p.pid)?;
     let map = Pagemap::open(p.pid)?;
-    // Dead stack: [mapping start, rsp - red zone) of each live thread.
-    let dead: Vec<(u64, u64)> = p
-        .threads
+    let dead = dead_stacks(p, &regions);
+    let mut sum = 0u64;
+    for region in regions {
+        let present = map.present(region)?;
+        let mut terms = vec![0u64; present.len()];
+        hash_pages(p, region, &present, &dead, slots, &mut terms);
+        sum = terms.iter().fold(sum, |s, &t| s.wrapping_add(t));
+    }
+    Ok(sum)
+}
+
+/// Dead stack: [mapping start, rsp - red zone) of each live thread.
+fn dead_stacks(p: &Process, regions: &[Region]) -> Vec<(u64, u64)> {
+    p.threads
         .iter()
         .filter(|th| !th.gone && th.regs.rsp != 0)
         .filter_map(|th| {
@@ -123,35 +285,42 @@ fn memory_hash(p: &Process, slots: &[(u64, u64)]) -> Result<u64> {
                 .find(|r| r.start <= th.regs.rsp && th.regs.rsp < r.end)
                 .map(|r| (r.start, sp))
         })
-        .collect();
-    let mut sum = 0u64;
+        .collect()
+}
+
+/// Hashes the pages `i` of `region` with `which[i]` into `terms[i]`, reading runs of
+/// consecutive pages at once.
+fn hash_pages(
+    p: &Process,
+    region: Region,
+    which: &[bool],
+    dead: &[(u64, u64)],
+    slots: &[(u64, u64)],
+    terms: &mut [u64],
+) {
     let mut buf = vec![0u8; RUN * PAGE as usize];
-    for region in regions {
-        let present = map.present(region)?;
-        let mut i = 0;
-        while i < present.len() {
-            if !present[i] {
-                i += 1;
-                continue;
-            }
-            let mut n = 1;
-            while i + n < present.len() && present[i + n] && n < RUN {
-                n += 1;
-            }
-            let start = region.start + i as u64 * PAGE;
-            let bytes = &mut buf[..n * PAGE as usize];
-            if p.mem.read(start, bytes).is_err() {
-                // A page that cannot be read (a guard page made present) counts as zeros.
-                bytes.fill(0);
-            }
-            for (j, page) in bytes.chunks_exact_mut(PAGE as usize).enumerate() {
-                let addr = start + j as u64 * PAGE;
-                sum = sum.wrapping_add(page_hash(addr, page, &dead, slots));
-            }
-            i += n;
+    let mut i = 0;
+    while i < which.len() {
+        if !which[i] {
+            i += 1;
+            continue;
         }
+        let mut n = 1;
+        while i + n < which.len() && which[i + n] && n < RUN {
+            n += 1;
+        }
+        let start = region.start + i as u64 * PAGE;
+        let bytes = &mut buf[..n * PAGE as usize];
+        if p.mem.read(start, bytes).is_err() {
+            // A page that cannot be read (a guard page made present) counts as zeros.
+            bytes.fill(0);
+        }
+        for (j, page) in bytes.chunks_exact_mut(PAGE as usize).enumerate() {
+            let addr = start + j as u64 * PAGE;
+            terms[i + j] = page_hash(addr, page, dead, slots);
+        }
+        i += n;
     }
-    Ok(sum)
 }
 
 /// The hash of one page at `addr`, dead stack zeroed and the cached tids at `slots`

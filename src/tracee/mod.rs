@@ -15,6 +15,7 @@ pub mod seccomp;
 pub mod spawn;
 pub mod threads;
 pub mod watchdog;
+pub mod write_tracking;
 
 pub use events::{Event, WaitOutcome};
 pub use nix::unistd::Pid;

@@ -19,6 +19,11 @@ pub const PAGE: u64 = 4096;
 const PRESENT: u64 = 1 << 63;
 const SWAPPED: u64 = 1 << 62;
 const SOFT_DIRTY: u64 = 1 << 55;
+/// The swap type (low 5 bits of a swapped entry) the kernel uses for PTE markers: an empty
+/// page that keeps its userfaultfd write-protection (`tracee::write_tracking`) after
+/// `madvise(MADV_DONTNEED)`. Such a page holds nothing.
+const PTE_MARKER_SWAP_TYPE: u64 = 31;
+const SWAP_TYPE_MASK: u64 = 0x1f;
 
 /// One private writable mapping: `[start, end)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +76,9 @@ impl Pagemap {
         Ok(self
             .entries(region)?
             .into_iter()
-            .map(|e| e & (PRESENT | SWAPPED) != 0)
+            .map(|e| {
+                e & PRESENT != 0 || (e & SWAPPED != 0 && e & SWAP_TYPE_MASK != PTE_MARKER_SWAP_TYPE)
+            })
             .collect())
     }
 

@@ -53,6 +53,11 @@ pub fn temp_path(tag: &str) -> PathBuf {
 /// Runs mcheck with `args`, writing the JSON report to a temporary file when `json` is set.
 /// Kills it after `limit`.
 pub fn mcheck(args: &[String], json: bool, limit: Duration) -> Run {
+    mcheck_with_env(args, &[], json, limit)
+}
+
+/// [`mcheck`] with extra environment variables for mcheck itself.
+pub fn mcheck_with_env(args: &[String], env: &[(&str, &str)], json: bool, limit: Duration) -> Run {
     let json_path = temp_path("report.json");
     let err_path = temp_path("stderr");
     let mut all: Vec<String> = Vec::new();
@@ -77,6 +82,7 @@ pub fn mcheck(args: &[String], json: bool, limit: Duration) -> Run {
     let err = File::create(&err_path).expect("temp file");
     let mut child = Command::new(env!("CARGO_BIN_EXE_mcheck"))
         .args(&ordered)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(err)

@@ -235,11 +235,12 @@ class Mcheck:
                 " ".join(cmd), r.report.get("executions"), executions))
         return r
 
-    def check(self, options, prog, args, timeout=120, give_up=False):
+    def check(self, options, prog, args, timeout=120, give_up=False, env=None):
         """Runs `mcheck OPTIONS --json R --out D -- prog args` once, whatever its
         verdict.  Returns (process wall clock s, exit status, report or None).
         After `timeout` seconds mcheck is interrupted (SIGINT, then SIGKILL);
-        with give_up that returns (None, None, None), otherwise it is an error."""
+        with give_up that returns (None, None, None), otherwise it is an error.
+        `env`: extra environment variables for mcheck."""
         report = os.path.join(self.tmpdir, "report.json")
         if os.path.exists(report):
             os.unlink(report)
@@ -247,7 +248,8 @@ class Mcheck:
                + [prog] + [str(a) for a in args])
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE)
+                             stderr=subprocess.PIPE,
+                             env=dict(os.environ, **env) if env else None)
         try:
             _out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -756,6 +758,63 @@ def print_cache(rows, opts):
     print()
 
 
+# Incremental state hashing: bench_resident N touches N MiB before its threads run.
+HASH_FIXTURES = [("bench_resident", [16]), ("bench_resident", [64])]
+HASH_MODES = [("incremental", {}), ("full", {"MCHECK_FULL_STATE_HASH": "1"})]
+
+
+def measure_hashing(mc, opts):
+    """Exhaustive dfs --state-cache --no-races of each hashing fixture with write tracking
+    (incremental hashing) and with every point hashed in full, jobs_reps runs each (the
+    order alternates); returns rows of median wall clock, executions and pages."""
+    rows = []
+    for n, a in HASH_FIXTURES:
+        if not os.access(fixture(n), os.X_OK):
+            raise HarnessError("%s is missing: run `make fixtures`" % fixture(n))
+        row = {"fixture": label_of(n, a)}
+        walls = {k: [] for k, _ in HASH_MODES}
+        for rep in range(opts.jobs_reps):
+            for key, env in (HASH_MODES if rep % 2 == 0 else HASH_MODES[::-1]):
+                wall, rc, r = mc.check(["--strategy", "dfs", "--jobs", "1", "--state-cache",
+                                        "--no-races", "--quiet-program"],
+                                       fixture(n), a, timeout=600, env=env)
+                if rc != 0 or r is None or r.get("findings") or not r.get("complete"):
+                    raise HarnessError("dfs --state-cache %s on %s: exit %d"
+                                       % (key, label_of(n, a), rc))
+                walls[key].append(wall)
+                sc = r["state_cache"]
+                row[key] = {"executions": r["executions"], "states": r["states"],
+                            "pages_hashed": sc["pages_hashed"],
+                            "pages_reused": sc["pages_reused"]}
+        for key, _ in HASH_MODES:
+            row[key]["median_wall_s"] = median(walls[key])
+        if row["incremental"]["states"] != row["full"]["states"]:
+            raise HarnessError("%s: incremental and full hashing explored different states"
+                               % row["fixture"])
+        rows.append(row)
+    return rows
+
+
+def print_hashing(rows, opts):
+    print("State hashing with write tracking (incremental) and without (full): dfs "
+          "--state-cache --no-races, --jobs 1, median of %d runs" % opts.jobs_reps)
+    cols = "  %-20s %7s %22s %9s %22s %9s %8s"
+    print(cols % ("fixture", "execs", "incremental hashed/kept", "s", "full hashed/kept", "s",
+                  "speed-up"))
+    for r in rows:
+        i, f = r["incremental"], r["full"]
+        print(cols % (r["fixture"], i["executions"],
+                      "%d/%d" % (i["pages_hashed"], i["pages_reused"]),
+                      "%.2f" % i["median_wall_s"],
+                      "%d/%d" % (f["pages_hashed"], f["pages_reused"]),
+                      "%.2f" % f["median_wall_s"],
+                      "%.2fx" % (f["median_wall_s"] / i["median_wall_s"])))
+    print("  command: [MCHECK_FULL_STATE_HASH=1] mcheck --strategy dfs --jobs 1 --state-cache "
+          "--no-races --quiet-program -- FIXTURE ARGS; hashed/kept: pages read and hashed / "
+          "present pages whose hash was kept")
+    print()
+
+
 # ------------------------------------------------ stress testing against mcheck
 
 CRASH_KINDS = ("assertion", "crash")
@@ -1101,7 +1160,7 @@ def main():
     for n in notes:
         print("  check: " + n)
     print()
-    rates = jobs = stress = fair = por = cache = None
+    rates = jobs = stress = fair = por = cache = hashing = None
     jobs_failed, jobs_notes = [], []
 
     section_seconds = {}
@@ -1130,6 +1189,7 @@ def main():
             progress("dfs with and without state caching")
             t = time.perf_counter()
             cache = measure_cache(mc, opts)
+            hashing = measure_hashing(mc, opts)
             section_seconds["cache"] = time.perf_counter() - t
         if "stress" in sections:
             progress("stress testing vs mcheck on the buggy fixtures")
@@ -1163,6 +1223,9 @@ def main():
     if cache is not None:
         print_cache(cache, opts)
         results["state_cache"] = cache
+    if hashing is not None:
+        print_hashing(hashing, opts)
+        results["incremental_hashing"] = hashing
     if jobs is not None:
         print_jobs(jobs, jobs_failed, jobs_notes, opts)
         results["jobs_speedup"] = {"searches": jobs, "checks_failed": jobs_failed,

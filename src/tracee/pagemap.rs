@@ -3,9 +3,8 @@
 //! (`/proc/PID/pagemap`). Pages never touched are not present and read as zeros, so they
 //! need not be read at all.
 //!
-//! Soft-dirty bits (`/proc/PID/clear_refs` + pagemap bit 55) would tell which pages changed
-//! since the last look; [`soft_dirty_supported`] checks whether the kernel has them
-//! (CONFIG_MEM_SOFT_DIRTY).
+//! Which pages changed since the last look comes from `write_tracking` (this kernel has no
+//! soft-dirty bits).
 
 use std::fs::{self, File};
 use std::io;
@@ -18,7 +17,6 @@ pub const PAGE: u64 = 4096;
 
 const PRESENT: u64 = 1 << 63;
 const SWAPPED: u64 = 1 << 62;
-const SOFT_DIRTY: u64 = 1 << 55;
 /// The swap type (low 5 bits of a swapped entry) the kernel uses for PTE markers: an empty
 /// page that keeps its userfaultfd write-protection (`tracee::write_tracking`) after
 /// `madvise(MADV_DONTNEED)`. Such a page holds nothing.
@@ -91,27 +89,6 @@ impl Pagemap {
             .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
             .collect())
     }
-}
-
-/// Whether this kernel keeps soft-dirty bits: a page of our own is written after the bits
-/// were cleared and must then read as soft-dirty.
-pub fn soft_dirty_supported() -> bool {
-    let probe = || -> io::Result<bool> {
-        let page = vec![0u8; 2 * PAGE as usize].into_boxed_slice();
-        let addr = (page.as_ptr() as u64).div_ceil(PAGE) * PAGE;
-        fs::write("/proc/self/clear_refs", "4")?;
-        let mut page = page;
-        let offset = (addr - page.as_ptr() as u64) as usize;
-        page[offset] = 1;
-        std::hint::black_box(&page);
-        let map = Pagemap::open(Pid::this())?;
-        let e = map.entries(Region {
-            start: addr,
-            end: addr + PAGE,
-        })?;
-        Ok(e[0] & SOFT_DIRTY != 0)
-    };
-    probe().unwrap_or(false)
 }
 
 #[cfg(test)]

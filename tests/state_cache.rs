@@ -167,7 +167,9 @@ fn snapshots_and_fresh_executions_prune_alike() {
 /// memory gives at every point: mcheck checks each one against a full hash when
 /// MCHECK_VERIFY_STATE_HASH is set and stops with an error on a difference. `bench_resident
 /// 4` has 4 MiB of heap, enough for write tracking to be set up, and most of it is not
-/// written again, so most page hashes are kept.
+/// written again, so most page hashes are kept; its executions start from the startup
+/// snapshot. `state_hash_heap_ok` has 2 MiB and long executions, which start from branch
+/// snapshots (80 of them, the search capped).
 #[test]
 fn incremental_hashing_agrees_with_full_hashing() {
     let search = |env: &[(&str, &str)], program: &[&str]| {
@@ -179,6 +181,8 @@ fn incremental_hashing_agrees_with_full_hashing() {
             "dfs",
             "--state-cache",
             "--no-races",
+            "--max-executions",
+            "80",
             "--",
         ]);
         a.push(fixture(program[0]).display().to_string());
@@ -187,6 +191,7 @@ fn incremental_hashing_agrees_with_full_hashing() {
         assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
         let json = r.json.expect("JSON report");
         let cache = &json["state_cache"];
+        let from_branches = &json["snapshots"]["executions_from_branch_snapshot"];
         (
             [
                 &json["executions"],
@@ -196,15 +201,31 @@ fn incremental_hashing_agrees_with_full_hashing() {
             ]
             .map(|v| v.as_u64().unwrap()),
             cache["pages_reused"].as_u64().unwrap(),
+            from_branches.as_u64().unwrap(),
         )
     };
-    for program in [&["bench_resident", "4"][..], &["holt_append", "4"]] {
-        let (checked, reused) = search(&[("MCHECK_VERIFY_STATE_HASH", "1")], program);
-        let (full, none) = search(&[("MCHECK_FULL_STATE_HASH", "1")], program);
+    let programs = [
+        &["bench_resident", "4"][..],
+        &["state_hash_heap_ok"],
+        &["holt_append", "4"],
+    ];
+    for program in programs {
+        let (checked, reused, branches) = search(&[("MCHECK_VERIFY_STATE_HASH", "1")], program);
+        let (full, none, _) = search(&[("MCHECK_FULL_STATE_HASH", "1")], program);
         assert_eq!(checked, full, "{program:?}");
         assert_eq!(none, 0, "{program:?}");
-        if program[0] == "bench_resident" {
-            assert!(reused > 0, "{program:?}: no page hash was kept");
+        if program[0] != "holt_append" {
+            // Most pages are never written again: their hashes are kept.
+            assert!(
+                reused > 10 * checked[0],
+                "{program:?}: {reused} page hashes kept"
+            );
+        }
+        if program[0] == "state_hash_heap_ok" {
+            assert!(
+                branches > 40,
+                "{program:?}: {branches} from branch snapshots"
+            );
         }
     }
 }

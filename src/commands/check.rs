@@ -44,6 +44,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             // The dynamic loader reads the time-stamp counter at startup and keeps the values
             // in its data: a state cache must see the same values in every execution.
             trap_rdtsc: args.state_cache || ExecutionConfig::program_reads_tsc(&program),
+            state_cache: args.state_cache,
             races: !args.no_races,
             preempt_on_races: args.preempt_on_races(),
             trace_lib: args.trace_lib.clone(),

@@ -39,6 +39,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         trace: true,
         stop_after: args.until,
         trap_rdtsc: ExecutionConfig::program_reads_tsc(&schedule.program),
+        state_cache: false,
         races: schedule.options.races,
         preempt_on_races: schedule.options.preempt_on_races,
         trace_lib: schedule.options.trace_lib.clone(),

@@ -79,6 +79,9 @@ pub struct ExecutionConfig {
     /// Filter the enabled threads through the fair scheduler's priority relation
     /// (`explore::fair`) before the strategy chooses.
     pub fair: bool,
+    /// States are hashed at points (`--state-cache`): fork copies of a program with much
+    /// memory are write-tracked from their start (`state_hash`).
+    pub state_cache: bool,
 }
 
 impl ExecutionConfig {
@@ -186,10 +189,12 @@ pub fn run_execution(
         if let Some(planned) = &planned {
             let atomics = worker.atomic_addresses.len();
             worker.snapshots.prune_branches(&key, planned, atomics);
-            restored = worker.snapshots.fork_branch(&key, planned)?;
+            restored = worker
+                .snapshots
+                .fork_branch(&key, planned, cfg.state_cache)?;
         }
         if restored.is_none() {
-            restored = worker.snapshots.fork_startup(&key)?;
+            restored = worker.snapshots.fork_startup(&key, cfg.state_cache)?;
         }
     }
     let branch_key = (cfg.snapshots && planned.is_some()).then(|| key.clone());
@@ -332,7 +337,7 @@ impl<'a> Execution<'a> {
             decisions: Vec::new(),
             choice_steps: Vec::new(),
             creation_stretch: Default::default(),
-            memory_hasher: state_hash::MemoryHasher::new(),
+            memory_hasher: state_hash::MemoryHasher::new(None),
             trace: Vec::new(),
             window: Default::default(),
             fair: cfg.fair.then(FairFilter::new),
@@ -353,7 +358,7 @@ impl<'a> Execution<'a> {
     }
 
     /// An execution continuing from a copy of a snapshot.
-    fn restored(cfg: &'a ExecutionConfig, worker: &'a mut WorkerState, r: Restored) -> Self {
+    fn restored(cfg: &'a ExecutionConfig, worker: &'a mut WorkerState, mut r: Restored) -> Self {
         let s = r.state;
         Execution {
             cfg,
@@ -381,7 +386,7 @@ impl<'a> Execution<'a> {
             decisions: s.decisions,
             choice_steps: s.choice_steps,
             creation_stretch: Default::default(),
-            memory_hasher: state_hash::MemoryHasher::new(),
+            memory_hasher: state_hash::MemoryHasher::new(r.memory.take()),
             trace: s.trace,
             window: s.window,
             fair: s.fair,

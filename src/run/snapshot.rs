@@ -30,6 +30,7 @@ use super::execution::{ExecutionConfig, TraceStep};
 use super::livelock::Window;
 use super::process::{Process, StopPlace};
 use super::races::PendingReturn;
+use super::state_hash;
 use crate::detect::race::RaceDetector;
 use crate::explore::{Decision, FairFilter, Point};
 use crate::model::{Footprint, Model, ThreadId};
@@ -132,6 +133,8 @@ pub(super) struct Restored {
     pub state: SavedExecution,
     /// The points of the start, to show the strategy.
     pub prefix: Vec<SavedPoint>,
+    /// Write tracking set up in the copy (`--state-cache`), with its template's page terms.
+    pub memory: Option<state_hash::CopyTracking>,
 }
 
 /// A template process stopped just before the program's first thread creation.
@@ -152,6 +155,8 @@ pub(super) struct StartupSnapshot {
     /// Offsets of files opened before the snapshot (shared with every copy); filled in by
     /// [`Snapshots::store`].
     pub positions: Vec<(i32, u64)>,
+    /// The template's page terms for incremental hashing, from its first tracked copy.
+    pub terms: state_hash::TemplateTerms,
 }
 
 impl Drop for StartupSnapshot {
@@ -220,7 +225,8 @@ impl Snapshots {
     }
 
     /// A copy of the snapshot for `key`, ready to run, if there is one.
-    pub(super) fn fork_startup(&mut self, key: &str) -> Result<Option<Restored>> {
+    /// With `track`, the copy's writes are tracked from its start (`--state-cache`).
+    pub(super) fn fork_startup(&mut self, key: &str, track: bool) -> Result<Option<Restored>> {
         let Some(s) = self.startup.get(key) else {
             return Ok(None);
         };
@@ -233,6 +239,9 @@ impl Snapshots {
         )
         .context("forking the snapshot template")?;
         let restored = (|| -> Result<Restored> {
+            let memory = track
+                .then(|| state_hash::track_copy(copy, s.syscall_insn, &s.terms))
+                .flatten();
             let mut process = s.process.copy_with(copy, &[(0, copy)])?;
             process.mem.write_u32(s.tid_addr, copy.as_raw() as u32)?;
             if let Some((head, len)) = s.robust {
@@ -252,6 +261,7 @@ impl Snapshots {
                 resume_main: true,
                 state: s.state.clone(),
                 prefix: s.prefix.clone(),
+                memory,
             })
         })();
         match restored {
@@ -350,11 +360,12 @@ impl Snapshots {
         &mut self,
         key: &str,
         planned: &[ThreadId],
+        track: bool,
     ) -> Result<Option<Restored>> {
         let Some(b) = self.deepest_on(key, planned) else {
             return Ok(None);
         };
-        let (forked, depth) = (b.fork(), b.choices.len());
+        let (forked, depth) = (b.fork(track), b.choices.len());
         match forked {
             Ok(r) => {
                 self.restored += 1;
@@ -466,6 +477,8 @@ pub(super) struct BranchSnapshot {
     pub prefix: Vec<SavedPoint>,
     /// Atomic addresses known when it was taken (more make the race state stale).
     pub atomics_known: usize,
+    /// The template's page terms for incremental hashing, from its first tracked copy.
+    pub terms: state_hash::TemplateTerms,
 }
 
 impl Drop for BranchSnapshot {
@@ -475,8 +488,9 @@ impl Drop for BranchSnapshot {
 }
 
 impl BranchSnapshot {
-    /// Forks a copy and rebuilds every thread in it.
-    fn fork(&self) -> Result<Restored> {
+    /// Forks a copy and rebuilds every thread in it; with `track`, its writes are tracked
+    /// from its start.
+    fn fork(&self, track: bool) -> Result<Restored> {
         let insn = self.syscall_insn;
         let copy = fork_stopped(
             self.template,
@@ -484,7 +498,10 @@ impl BranchSnapshot {
             &self.leader_regs,
         )
         .context("forking a branch snapshot")?;
-        match self.rebuild(copy) {
+        let memory = track
+            .then(|| state_hash::track_copy(copy, insn, &self.terms))
+            .flatten();
+        match self.rebuild(copy, memory) {
             Ok(r) => Ok(r),
             Err(e) => {
                 discard_group(copy);
@@ -493,7 +510,7 @@ impl BranchSnapshot {
         }
     }
 
-    fn rebuild(&self, copy: Pid) -> Result<Restored> {
+    fn rebuild(&self, copy: Pid, memory: Option<state_hash::CopyTracking>) -> Result<Restored> {
         let insn = self.syscall_insn;
         if let Some((head, len)) = self.leader_robust {
             threads::inject(copy, insn, SYS_SET_ROBUST_LIST, [head, len, 0, 0, 0, 0])
@@ -526,6 +543,7 @@ impl BranchSnapshot {
             resume_main: false,
             state: self.state.clone(),
             prefix: self.prefix.clone(),
+            memory,
         })
     }
 }

@@ -143,6 +143,7 @@ impl Execution<'_> {
                 robust: threads::robust_list(pid),
                 prefix: self.points.clone(),
                 positions: Vec::new(),
+                terms: Default::default(),
             },
             &self.inherited_fds,
         );
@@ -250,6 +251,7 @@ impl Execution<'_> {
                 state,
                 prefix: self.points.clone(),
                 atomics_known,
+                terms: Default::default(),
             },
             budget,
         );

@@ -29,13 +29,17 @@
 //! holding a cached tid are hashed whole at every point. Without write tracking (a kernel
 //! before 6.7) every point hashes all memory.
 
+use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
 use super::process::{Process, StopPlace};
+use crate::tracee::memory::Memory;
 use crate::tracee::pagemap::{writable_regions, Pagemap, Region, PAGE};
 use crate::tracee::write_tracking::WriteTracker;
+use crate::tracee::Pid;
 
 /// glibc 2.26+ (x86-64): `struct pthread`'s `tid`, relative to the thread pointer.
 const GLIBC_TID_OFFSET: u64 = 0x2d0;
@@ -62,8 +66,8 @@ pub(super) struct MemoryHasher {
     tracker: Option<WriteTracker>,
     /// Write tracking could not be set up: every point hashes all memory.
     off: bool,
-    /// Each tracked region's pages, by (start, end): whether present, and their terms.
-    terms: HashMap<(u64, u64), (Vec<bool>, Vec<u64>)>,
+    /// Each tracked region's pages: whether present, and their terms.
+    terms: PageTerms,
     /// Pages that hold or held a cached tid: hashed at every point.
     slot_pages: HashSet<u64>,
     /// Check every incremental hash against a full one ([`VERIFY_ENV`]).
@@ -76,10 +80,88 @@ pub(super) struct MemoryHasher {
     pub pages_reused: u64,
 }
 
+/// Pages of a process's writable mappings, by (start, end): whether each is present, and
+/// its hash term.
+pub(super) type PageTerms = HashMap<(u64, u64), (Vec<bool>, Vec<u64>)>;
+
+/// What a fork copy's hasher starts from: write tracking set up before anything wrote to
+/// the copy, and the page terms of its template, which hold for every page not reported
+/// written since.
+pub(super) struct CopyTracking {
+    tracker: WriteTracker,
+    terms: Arc<PageTerms>,
+}
+
+/// A snapshot template's page terms, computed by its first copy: None when the program is
+/// too small for write tracking to pay, or it could not be set up.
+pub(super) type TemplateTerms = OnceCell<Option<Arc<PageTerms>>>;
+
+/// Sets up write tracking in a fresh fork copy `copy` of a template, through its stopped
+/// main thread (outside any syscall; `syscall_insn` is a `syscall` of the program), before
+/// anything writes to it: every writable mapping is registered and protected. The
+/// template's terms come from `template`, filled by reading this copy the first time.
+/// None when tracking is off ([`FULL_ENV`]), does not pay or fails: the copy's hasher
+/// then starts from nothing.
+pub(super) fn track_copy(
+    copy: Pid,
+    syscall_insn: u64,
+    template: &TemplateTerms,
+) -> Option<CopyTracking> {
+    if std::env::var_os(FULL_ENV).is_some() || matches!(template.get(), Some(None)) {
+        return None;
+    }
+    let tracked = (|| -> Result<(WriteTracker, Vec<Region>)> {
+        let regions = writable_regions(copy)?;
+        let mut tracker = WriteTracker::attach(copy, copy, syscall_insn)?;
+        for &r in &regions {
+            if tracker.register(r).is_ok() {
+                tracker.take_written(r)?;
+            }
+        }
+        Ok((tracker, regions))
+    })();
+    let Ok((tracker, regions)) = tracked else {
+        let _ = template.set(None);
+        return None;
+    };
+    let terms = template.get_or_init(|| template_terms(copy, &regions).ok().flatten());
+    terms.as_ref().map(|terms| CopyTracking {
+        tracker,
+        terms: terms.clone(),
+    })
+}
+
+/// The page terms of process `pid`'s `regions` (no dead stack, no cached tids: a hasher
+/// hashes live stacks and tid pages anew at every point); None below the size from which
+/// tracking pays.
+fn template_terms(pid: Pid, regions: &[Region]) -> Result<Option<Arc<PageTerms>>> {
+    let map = Pagemap::open(pid)?;
+    let mem = Memory::open(pid)?;
+    let present: Vec<Vec<bool>> = (regions.iter())
+        .map(|&r| map.present(r))
+        .collect::<std::io::Result<_>>()?;
+    if present.iter().flatten().filter(|&&x| x).count() < TRACK_FROM_PAGES {
+        return Ok(None);
+    }
+    let mut terms = PageTerms::new();
+    for (&region, present) in regions.iter().zip(present) {
+        let mut t = vec![0u64; present.len()];
+        hash_pages(&mem, region, &present, &[], &[], &mut t);
+        terms.insert((region.start, region.end), (present, t));
+    }
+    Ok(Some(Arc::new(terms)))
+}
+
 impl MemoryHasher {
-    /// A hasher for a new execution (nothing known yet).
-    pub fn new() -> MemoryHasher {
+    /// A hasher for a new execution: from nothing, or from a fork copy's tracking.
+    pub fn new(copy: Option<CopyTracking>) -> MemoryHasher {
+        let (tracker, terms) = match copy {
+            Some(c) => (Some(c.tracker), (*c.terms).clone()),
+            None => (None, PageTerms::new()),
+        };
         MemoryHasher {
+            tracker,
+            terms,
             verify: std::env::var_os(VERIFY_ENV).is_some(),
             full_only: std::env::var_os(FULL_ENV).is_some(),
             ..MemoryHasher::default()
@@ -164,7 +246,7 @@ impl MemoryHasher {
             let present_pages = present.iter().filter(|&&x| x).count() as u64;
             self.pages_hashed += hashed;
             self.pages_reused += present_pages - hashed;
-            hash_pages(p, region, &stale, &dead, slots, &mut region_terms);
+            hash_pages(&p.mem, region, &stale, &dead, slots, &mut region_terms);
             sum = region_terms.iter().fold(sum, |s, &t| s.wrapping_add(t));
             if tracked && written.is_some() {
                 terms.insert((region.start, region.end), (present, region_terms));
@@ -267,7 +349,7 @@ fn memory_hash(p: &Process, slots: &[(u64, u64)]) -> Result<u64> {
     for region in regions {
         let present = map.present(region)?;
         let mut terms = vec![0u64; present.len()];
-        hash_pages(p, region, &present, &dead, slots, &mut terms);
+        hash_pages(&p.mem, region, &present, &dead, slots, &mut terms);
         sum = terms.iter().fold(sum, |s, &t| s.wrapping_add(t));
     }
     Ok(sum)
@@ -291,7 +373,7 @@ fn dead_stacks(p: &Process, regions: &[Region]) -> Vec<(u64, u64)> {
 /// Hashes the pages `i` of `region` with `which[i]` into `terms[i]`, reading runs of
 /// consecutive pages at once.
 fn hash_pages(
-    p: &Process,
+    mem: &Memory,
     region: Region,
     which: &[bool],
     dead: &[(u64, u64)],
@@ -311,7 +393,7 @@ fn hash_pages(
         }
         let start = region.start + i as u64 * PAGE;
         let bytes = &mut buf[..n * PAGE as usize];
-        if p.mem.read(start, bytes).is_err() {
+        if mem.read(start, bytes).is_err() {
             // A page that cannot be read (a guard page made present) counts as zeros.
             bytes.fill(0);
         }

@@ -191,10 +191,10 @@ impl MemoryHasher {
     fn hash(&mut self, p: &Process, slots: &[(u64, u64)], syscall_insn: u64) -> Result<u64> {
         let regions = writable_regions(p.pid)?;
         let map = Pagemap::open(p.pid)?;
-        let present: Vec<Vec<bool>> = (regions.iter())
-            .map(|&r| map.present(r))
+        let pages: Vec<(Vec<bool>, Vec<bool>)> = (regions.iter())
+            .map(|&r| map.present_and_file(r))
             .collect::<std::io::Result<_>>()?;
-        let resident: usize = present.iter().flatten().filter(|&&x| x).count();
+        let resident: usize = pages.iter().flat_map(|(p, _)| p).filter(|&&x| x).count();
         if resident >= TRACK_FROM_PAGES && !self.full_only {
             self.attach(p, syscall_insn);
         }
@@ -206,7 +206,7 @@ impl MemoryHasher {
         }
         let mut terms = HashMap::new();
         let mut sum = 0u64;
-        for (region, present) in regions.into_iter().zip(present) {
+        for (region, (present, file)) in regions.into_iter().zip(pages) {
             let pages = present.len();
             let stack = dead.iter().any(|&(lo, _)| lo == region.start);
             let tracker = self.tracker.as_mut().filter(|_| !stack);
@@ -229,6 +229,12 @@ impl MemoryHasher {
                     let a = (w.start.max(region.start) - region.start) / PAGE;
                     let b = (w.end.min(region.end) - region.start) / PAGE;
                     stale[a as usize..b as usize].fill(true);
+                }
+                // A page of a file's page cache changes with the file (pwrite, a shared
+                // mapping of it) or comes back after MADV_DONTNEED, all without a write
+                // through this mapping: hashed at every point.
+                for (stale, &f) in stale.iter_mut().zip(&file) {
+                    *stale |= f;
                 }
                 for &sp in &self.slot_pages {
                     if (region.start..region.end).contains(&sp) {

@@ -14,6 +14,7 @@ use nix::unistd::Pid;
 
 use super::events::{self, Event, WaitOutcome};
 use super::regs::{self, Regs};
+use super::threads;
 
 const SYS_CLONE: u64 = 56;
 const CLONE_PARENT: u64 = 0x0000_8000;
@@ -55,6 +56,22 @@ pub enum ForkFrom {
 /// both stopped (the tracee in a syscall-exit stop, the copy in its first stop) with
 /// registers `restore`, and the copy's pid is returned.
 pub fn fork_stopped(pid: Pid, from: ForkFrom, restore: &Regs) -> Result<Pid, ForkError> {
+    // A signal sent to the program meanwhile stays pending instead of stopping the fork.
+    let mask = threads::get_sigmask(pid)?;
+    threads::set_sigmask(pid, !0)?;
+    let forked = fork_blocked(pid, from, restore);
+    let unmasked = threads::set_sigmask(pid, mask);
+    let child = forked?;
+    // The copy inherited the blocked mask.
+    if let Err(e) = unmasked.and_then(|()| threads::set_sigmask(child, mask)) {
+        discard(child);
+        return Err(e);
+    }
+    Ok(child)
+}
+
+/// [`fork_stopped`] with every signal blocked in `pid`.
+fn fork_blocked(pid: Pid, from: ForkFrom, restore: &Regs) -> Result<Pid, ForkError> {
     let mut r = *restore;
     r.rdi = CLONE_PARENT | SIGCHLD;
     r.rsi = 0; // same stack, copied

@@ -22,6 +22,8 @@ const SWAPPED: u64 = 1 << 62;
 /// `madvise(MADV_DONTNEED)`. Such a page holds nothing.
 const PTE_MARKER_SWAP_TYPE: u64 = 31;
 const SWAP_TYPE_MASK: u64 = 0x1f;
+/// The page is file-backed: the page cache's own page (not a private copy).
+const FILE_PAGE: u64 = 1 << 61;
 
 /// One private writable mapping: `[start, end)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,13 +73,25 @@ impl Pagemap {
 
     /// For every page of `region`, whether it holds data (present in memory or swapped).
     pub fn present(&self, region: Region) -> io::Result<Vec<bool>> {
-        Ok(self
-            .entries(region)?
-            .into_iter()
-            .map(|e| {
+        Ok(self.present_and_file(region)?.0)
+    }
+
+    /// For every page of `region`, whether it holds data, and whether it is present and
+    /// still the page cache's page of a file (a private file mapping not written yet): such
+    /// a page shows what the file holds, which can change without any write through it.
+    pub fn present_and_file(&self, region: Region) -> io::Result<(Vec<bool>, Vec<bool>)> {
+        let entries = self.entries(region)?;
+        let present = entries
+            .iter()
+            .map(|&e| {
                 e & PRESENT != 0 || (e & SWAPPED != 0 && e & SWAP_TYPE_MASK != PTE_MARKER_SWAP_TYPE)
             })
-            .collect())
+            .collect();
+        let file = entries
+            .iter()
+            .map(|&e| e & PRESENT != 0 && e & FILE_PAGE != 0)
+            .collect();
+        Ok((present, file))
     }
 
     fn entries(&self, region: Region) -> io::Result<Vec<u64>> {

@@ -177,6 +177,9 @@ pub fn inject(
 }
 
 /// [`inject`] for a thread whose registers are known to be `saved` (one ptrace call less).
+/// Signals are blocked in the thread meanwhile, so that one sent to it stays pending for
+/// the program instead of stopping the injection; its registers and mask are put back
+/// whatever happens.
 pub fn inject_at(
     tid: Pid,
     saved: &Regs,
@@ -184,8 +187,26 @@ pub fn inject_at(
     nr: u64,
     args: [u64; 6],
 ) -> Result<(i64, Option<Pid>), ForkError> {
-    let saved = *saved;
-    let mut r = saved;
+    let mask = get_sigmask(tid)?;
+    set_sigmask(tid, !0)?;
+    let result = run_injected(tid, saved, syscall_insn, nr, args);
+    let restored = regs::set(tid, *saved).map_err(ForkError::from);
+    let unmasked = set_sigmask(tid, mask);
+    let out = result?;
+    restored?;
+    unmasked?;
+    Ok(out)
+}
+
+/// Points `tid` at `syscall_insn` with syscall `nr` and `args`, and single-steps it.
+fn run_injected(
+    tid: Pid,
+    saved: &Regs,
+    syscall_insn: u64,
+    nr: u64,
+    args: [u64; 6],
+) -> Result<(i64, Option<Pid>), ForkError> {
+    let mut r = *saved;
     r.rip = syscall_insn;
     r.rax = nr;
     r.orig_rax = u64::MAX;
@@ -196,7 +217,9 @@ pub fn inject_at(
         ptrace::step(tid, None)?;
         // wait_for waits again when the watchdog interrupts: the step is still under way.
         match wait_for(tid)? {
-            Event::Seccomp => continue,
+            // A seccomp stop of the injected syscall, or a PTRACE_INTERRUPT asked for
+            // before: the step goes on.
+            Event::Seccomp | Event::Stop(_) => continue,
             Event::Clone(c) | Event::Fork(c) => child = Some(c),
             Event::Trap => break,
             ev => {
@@ -206,9 +229,7 @@ pub fn inject_at(
             }
         }
     }
-    let result = regs::get(tid)?.rax as i64;
-    regs::set(tid, saved)?;
-    Ok((result, child))
+    Ok((regs::get(tid)?.rax as i64, child))
 }
 
 /// Resumes thread `tid`, whose registers point at a trapped syscall, until its seccomp stop:
@@ -262,7 +283,8 @@ fn set_xstate(tid: Pid, xstate: &[u8]) -> Result<(), ForkError> {
     Ok(())
 }
 
-fn get_sigmask(tid: Pid) -> Result<u64, ForkError> {
+/// The blocked-signal mask of stopped thread `tid`.
+pub fn get_sigmask(tid: Pid) -> Result<u64, ForkError> {
     let mut mask: u64 = 0;
     // SAFETY: PTRACE_GETSIGMASK writes 8 bytes (the size passed) into `mask`.
     let r = unsafe {
@@ -277,7 +299,8 @@ fn get_sigmask(tid: Pid) -> Result<u64, ForkError> {
     Ok(mask)
 }
 
-fn set_sigmask(tid: Pid, mask: u64) -> Result<(), ForkError> {
+/// Sets the blocked-signal mask of stopped thread `tid` (SIGKILL and SIGSTOP stay open).
+pub fn set_sigmask(tid: Pid, mask: u64) -> Result<(), ForkError> {
     // SAFETY: PTRACE_SETSIGMASK reads 8 bytes (the size passed) from `mask`.
     let r = unsafe { libc::ptrace(PTRACE_SETSIGMASK, tid.as_raw(), 8usize, &mask as *const u64) };
     Errno::result(r)?;

@@ -157,6 +157,43 @@ pub(super) struct StartupSnapshot {
     pub positions: Vec<(i32, u64)>,
     /// The template's page terms for incremental hashing, from its first tracked copy.
     pub terms: state_hash::TemplateTerms,
+    /// Signals pending in the kernel when it was taken (fork drops them).
+    pub pending: PendingSignals,
+}
+
+/// Signals pending in the kernel, which a fork copy does not inherit: per thread, and for
+/// the whole process.
+#[derive(Debug, Clone, Default)]
+pub(super) struct PendingSignals {
+    pub threads: Vec<(ThreadId, u64)>,
+    pub process: u64,
+}
+
+impl PendingSignals {
+    /// The pending signals of the live threads `threads` (logical id, tid) of `pid`.
+    pub fn capture(pid: Pid, threads: &[(ThreadId, Pid)]) -> PendingSignals {
+        let mut p = PendingSignals::default();
+        for &(t, tid) in threads {
+            let (own, shared) = procfs::pending_signals(pid, tid);
+            p.process |= shared;
+            if own != 0 {
+                p.threads.push((t, own));
+            }
+        }
+        p
+    }
+
+    /// Sends them again in a copy whose threads are `tids` (logical id, tid).
+    pub fn resend(&self, copy: Pid, tids: &[(ThreadId, Pid)]) {
+        for &(t, mask) in &self.threads {
+            if let Some(&(_, tid)) = tids.iter().find(|(u, _)| *u == t) {
+                procfs::send_signals(copy, Some(tid), mask);
+            }
+        }
+        if self.process != 0 {
+            procfs::send_signals(copy, None, self.process);
+        }
+    }
 }
 
 impl Drop for StartupSnapshot {
@@ -256,6 +293,7 @@ impl Snapshots {
             }
             process.threads[0].regs = s.regs;
             process.threads[0].place = StopPlace::Event;
+            s.pending.resend(copy, &[(0, copy)]);
             Ok(Restored {
                 process,
                 resume_main: true,
@@ -479,6 +517,8 @@ pub(super) struct BranchSnapshot {
     pub atomics_known: usize,
     /// The template's page terms for incremental hashing, from its first tracked copy.
     pub terms: state_hash::TemplateTerms,
+    /// Signals pending in the kernel when it was taken (fork drops them).
+    pub pending: PendingSignals,
 }
 
 impl Drop for BranchSnapshot {
@@ -538,6 +578,7 @@ impl BranchSnapshot {
             threads::enter_seccomp_stop(copy).context("putting T0 back into its syscall")?;
         }
         let process = self.process.copy_with(copy, &tids)?;
+        self.pending.resend(copy, &tids);
         Ok(Restored {
             process,
             resume_main: false,

@@ -6,7 +6,9 @@ use anyhow::{Context, Result};
 
 use super::execution::Execution;
 use super::process::StopPlace;
-use super::snapshot::{self, BranchSnapshot, CopiedThread, SavedExecution, StartupSnapshot};
+use super::snapshot::{
+    self, BranchSnapshot, CopiedThread, PendingSignals, SavedExecution, StartupSnapshot,
+};
 use crate::model::ThreadId;
 use crate::tracee::fork::{fork_stopped, ForkFrom};
 use crate::tracee::threads;
@@ -126,6 +128,7 @@ impl Execution<'_> {
         }
         let mut state = self.save_state();
         state.races = self.races.as_ref().map(|d| d.without_access_history());
+        let pending = PendingSignals::capture(pid, &[(0, self.p.threads[0].tid)]);
         let template =
             fork_stopped(pid, from, &canonical).context("forking the startup snapshot")?;
         let mut process = self.p.copy_with(template, &[(0, template)])?;
@@ -144,6 +147,7 @@ impl Execution<'_> {
                 prefix: self.points.clone(),
                 positions: Vec::new(),
                 terms: Default::default(),
+                pending,
             },
             &self.inherited_fds,
         );
@@ -216,6 +220,9 @@ impl Execution<'_> {
         let leader_at_syscall = self.p.threads[0].place == StopPlace::Syscall;
         let leader_regs = canonical(&leader, leader_at_syscall);
         let state = self.save_state();
+        let live_tids: Vec<(ThreadId, crate::tracee::Pid)> =
+            (live.iter()).map(|&u| (u, self.p.threads[u].tid)).collect();
+        let pending = PendingSignals::capture(pid, &live_tids);
         let from = if leader_at_syscall {
             ForkFrom::SeccompStop
         } else {
@@ -252,6 +259,7 @@ impl Execution<'_> {
                 prefix: self.points.clone(),
                 atomics_known,
                 terms: Default::default(),
+                pending,
             },
             budget,
         );

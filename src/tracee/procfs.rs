@@ -139,6 +139,43 @@ pub fn resident_bytes(pid: Pid) -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Signals pending in the kernel for thread `tid` of `pid` (not yet delivered: blocked, or
+/// the thread is stopped): (directed at the thread, directed at the process), as masks with
+/// bit n-1 for signal n. A fork copy does not inherit them.
+pub fn pending_signals(pid: Pid, tid: Pid) -> (u64, u64) {
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")) else {
+        return (0, 0);
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    (field("SigPnd:"), field("ShdPnd:"))
+}
+
+/// Sends the signals of `mask` (bit n-1 for signal n) to thread `tid` of `pid`, or to the
+/// whole process when `tid` is None. Queued real-time signals arrive once each.
+pub fn send_signals(pid: Pid, tid: Option<Pid>, mask: u64) {
+    for n in 1..=64 {
+        if mask & (1 << (n - 1)) == 0 {
+            continue;
+        }
+        match tid {
+            // SAFETY: tgkill takes three integers and touches no memory of ours.
+            Some(t) => unsafe {
+                libc::syscall(libc::SYS_tgkill, pid.as_raw(), t.as_raw(), n);
+            },
+            // SAFETY: kill takes two integers and touches no memory of ours.
+            None => unsafe {
+                libc::kill(pid.as_raw(), n);
+            },
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,6 +25,8 @@ use super::pagemap::{Region, PAGE};
 use super::threads::inject;
 use super::Pid;
 
+/// userfaultfd(2) flag: handle faults from user mode only (allowed without privilege).
+const UFFD_USER_MODE_ONLY: u64 = 1;
 /// `UFFD_API`: the userfaultfd API version.
 const UFFD_API: u64 = 0xaa;
 /// Writes to protected pages are resolved by the kernel, leaving a written mark.
@@ -103,13 +105,23 @@ impl WriteTracker {
     /// `syscall_insn`. Fails when the kernel lacks asynchronous write-protection.
     pub fn attach(pid: Pid, tid: Pid, syscall_insn: u64) -> io::Result<WriteTracker> {
         let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
-        let (fd, _) = inject(
-            tid,
-            syscall_insn,
-            libc::SYS_userfaultfd as u64,
-            [flags, 0, 0, 0, 0, 0],
-        )
-        .map_err(|e| io::Error::other(e.to_string()))?;
+        let create = |flags: u64| {
+            inject(
+                tid,
+                syscall_insn,
+                libc::SYS_userfaultfd as u64,
+                [flags, 0, 0, 0, 0, 0],
+            )
+            .map(|(fd, _)| fd)
+            .map_err(|e| io::Error::other(e.to_string()))
+        };
+        let mut fd = create(flags)?;
+        if fd == -(libc::EPERM as i64) {
+            // vm.unprivileged_userfaultfd = 0 and no CAP_SYS_PTRACE: a descriptor limited to
+            // faults from user mode is still allowed, and asynchronous write-protection
+            // resolves the kernel's own writes without it.
+            fd = create(flags | UFFD_USER_MODE_ONLY)?;
+        }
         if fd < 0 {
             return Err(io::Error::from_raw_os_error(-fd as i32));
         }

@@ -209,10 +209,11 @@ impl MemoryHasher {
         for (region, (present, file)) in regions.into_iter().zip(pages) {
             let pages = present.len();
             let stack = dead.iter().any(|&(lo, _)| lo == region.start);
-            let tracker = self.tracker.as_mut().filter(|_| !stack);
-            let tracked = tracker.is_some_and(|t| t.covers(region) || t.register(region).is_ok());
+            // None: the region is hashed whole (a live stack, not registrable, or remapped).
             let written = match self.tracker.as_mut() {
-                Some(t) if tracked => t.take_written(region).map_err(|_| t.forget(region)).ok(),
+                Some(t) if !stack => (t.covers(region) || t.register(region).is_ok())
+                    .then(|| t.take_written(region).map_err(|_| t.forget(region)).ok())
+                    .flatten(),
                 _ => None,
             };
             let old = self.terms.remove(&(region.start, region.end));
@@ -254,7 +255,7 @@ impl MemoryHasher {
             self.pages_reused += present_pages - hashed;
             hash_pages(&p.mem, region, &stale, &dead, slots, &mut region_terms);
             sum = region_terms.iter().fold(sum, |s, &t| s.wrapping_add(t));
-            if tracked && written.is_some() {
+            if written.is_some() {
                 terms.insert((region.start, region.end), (present, region_terms));
             }
         }

@@ -5,6 +5,8 @@
 
 CARGO ?= cargo
 MCHECK := target/release/mcheck
+REAL_PROGRAM_PACKAGES := pigz xz-utils zstd pbzip2 lbzip2 coreutils ripgrep python3 \
+  libglib2.0-dev libuv1-dev pkg-config gdb valgrind
 
 .PHONY: all build fixtures demo test lint bench clean deps
 
@@ -17,6 +19,10 @@ deps:
 	  { apt-get update -qq && apt-get install -y -qq gcc g++ make; }
 	@test -f /usr/lib/x86_64-linux-gnu/libc.a || \
 	  { apt-get update -qq && apt-get install -y -qq libc6-dev; }
+	@# Real multi-threaded programs the tests run mcheck on, and the libraries of two fixtures.
+	@missing=""; for p in $(REAL_PROGRAM_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  test -z "$$missing" || { apt-get update -qq && apt-get install -y -qq $$missing; }
 
 build: deps
 	$(CARGO) build --release

@@ -4,39 +4,33 @@
 //! whole process tree.
 
 use std::collections::HashMap;
-use std::ffi::{CString, OsString};
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use anyhow::{Context, Result};
+use nix::sys::signal::Signal;
 
-use super::capture::{failure_message, StderrCapture};
 use super::determinism::Determinism;
 use super::happens_before;
 use super::hooks::Hook;
-use super::hooks::{merge_aliases, Convention, HookContext};
+use super::hooks::{Convention, HookContext};
+use super::launch::auxv_entry;
 use super::livelock::{Window, WindowStep};
-use super::plan::{role_of, Alloc, MemFn, Role};
-use super::process::{BreakpointKind, Process, StopPlace, TracedThread};
+use super::process::{BreakpointKind, Process, StopPlace};
 use super::races::{PendingReturn, ReturnAction};
-use super::snapshot::{self, Restored, SavedPoint};
+use super::snapshot::{self, SavedPoint};
 use super::state_hash;
-use super::syscalls::{self, ClockCall, SyscallAction, TimeSource};
+use super::syscalls::TimeSource;
 use super::worker_state::WorkerState;
-use crate::binary::{ElfFile, ErrnoTls};
+use crate::binary::ElfFile;
 use crate::detect::race::RaceDetector;
 use crate::explore::{Decision, Divergence, FairFilter, Point, Scheduler};
 use crate::model::{
     Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId,
 };
-use crate::report::{Finding, FindingKind, ThreadReport};
-use crate::tracee::procfs;
-use crate::tracee::seccomp::nr;
-use crate::tracee::spawn::{spawn_traced, StdioSetup};
-use crate::tracee::{events, regs, Event, WaitOutcome};
+use crate::report::{Finding, ThreadReport};
+use crate::tracee::events;
 
 /// How to run the program.
 #[derive(Clone, Debug)]
@@ -170,263 +164,6 @@ pub(super) enum ProcessEnd {
     Vanished,
 }
 
-/// Runs one execution of the program under `sched`: from a copy of the worker's fork
-/// snapshot when there is one for this configuration, else from exec.
-pub fn run_execution(
-    cfg: &ExecutionConfig,
-    sched: &mut dyn Scheduler,
-    worker: &mut WorkerState,
-) -> Result<ExecutionOutcome> {
-    if worker.capture.is_none() {
-        worker.capture = Some(StderrCapture::start(!cfg.quiet_program)?);
-    }
-    let key = snapshot::key(cfg);
-    // A tree search replays a known prefix: start from the deepest branch snapshot on it,
-    // else from the startup snapshot, else from exec.
-    let planned: Option<Vec<ThreadId>> = sched.planned_prefix().map(<[ThreadId]>::to_vec);
-    let mut restored = None;
-    if cfg.snapshots {
-        if let Some(planned) = &planned {
-            let atomics = worker.atomic_addresses.len();
-            worker.snapshots.prune_branches(&key, planned, atomics);
-            restored = worker
-                .snapshots
-                .fork_branch(&key, planned, cfg.state_cache)?;
-        }
-        if restored.is_none() {
-            restored = worker.snapshots.fork_startup(&key, cfg.state_cache)?;
-        }
-    }
-    let branch_key = (cfg.snapshots && planned.is_some()).then(|| key.clone());
-    // The deepest branch snapshot on this execution's path (the one it starts from, if any).
-    let branch_depth = planned
-        .as_ref()
-        .map_or(0, |p| worker.snapshots.deepest_branch_on(&key, p));
-    let result = match restored {
-        Some(r) => {
-            let mut exec = Execution::restored(cfg, worker, r);
-            exec.branch_key = branch_key;
-            exec.branch_depth = branch_depth;
-            exec.record_points = exec.branch_key.is_some();
-            let prefix = std::mem::take(&mut exec.restored_prefix);
-            let result = exec.run(sched, Some(prefix));
-            exec.kill_all();
-            result
-        }
-        None => {
-            let process = launch(cfg, worker)?;
-            let mut exec = Execution::fresh(cfg, worker, process);
-            exec.branch_key = branch_key;
-            exec.branch_depth = branch_depth;
-            if cfg.snapshots && exec.worker.snapshots.wanted(&key) {
-                exec.snapshot_key = Some(key.clone());
-                exec.inherited_fds = procfs::descriptors(exec.p.pid);
-                exec.snapshot_at_main = exec.worker.snapshots.threadless(&key);
-            }
-            // Points are kept only for a snapshot this execution may take.
-            exec.record_points = exec.branch_key.is_some() || exec.snapshot_key.is_some();
-            let result = exec.run(sched, None);
-            if exec.snapshot_key.is_some() && exec.model.thread_count() == 1 {
-                // No thread was created, so no snapshot taken: the next execution takes it
-                // at main.
-                exec.worker.snapshots.mark_threadless(&key);
-            }
-            exec.kill_all();
-            result
-        }
-    };
-    if cfg.snapshots {
-        worker.snapshots.check_after_execution(&key);
-    }
-    let stderr = worker
-        .capture
-        .as_ref()
-        .map(StderrCapture::finish_execution)
-        .unwrap_or_default();
-    let mut outcome = result?;
-    outcome.output_digest = {
-        use std::hash::{DefaultHasher, Hash, Hasher};
-        let mut h = DefaultHasher::new();
-        stderr.hash(&mut h);
-        h.finish()
-    };
-    if let Some(f) = &mut outcome.finding {
-        if f.kind == FindingKind::Assertion {
-            if let Some(msg) = failure_message(&stderr) {
-                if f.message.starts_with("the program") {
-                    let cause = std::mem::replace(&mut f.message, msg);
-                    f.details.insert(0, format!("({cause})"));
-                } else {
-                    f.details.insert(0, format!("the program printed: {msg}"));
-                }
-            }
-        }
-    }
-    Ok(outcome)
-}
-
-/// Starts the program under ptrace, stopped at its exec.
-fn launch(cfg: &ExecutionConfig, worker: &WorkerState) -> Result<Process> {
-    let stderr_fd = match &worker.capture {
-        Some(c) => Some(c.writer()?),
-        None => None,
-    };
-    let stdout = if cfg.quiet_program {
-        Some(
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open("/dev/null")?
-                .into(),
-        )
-    } else {
-        None
-    };
-    let path = CString::new(cfg.program.as_os_str().as_bytes())?;
-    let mut argv = vec![path.clone()];
-    for a in &cfg.args {
-        argv.push(CString::new(a.as_bytes())?);
-    }
-    let envp = environment(&cfg.env)?;
-    let pid = spawn_traced(
-        &path,
-        &argv,
-        &envp,
-        StdioSetup {
-            trap_rdtsc: cfg.trap_rdtsc,
-            stdout,
-            stderr: stderr_fd,
-        },
-    )
-    .context("launching the program under ptrace")?;
-    match Process::new(pid) {
-        Ok(p) => Ok(p),
-        Err(e) => {
-            let _ = kill(pid, Signal::SIGKILL);
-            reap_all(pid, &Default::default());
-            Err(e).context("opening the program's memory")
-        }
-    }
-}
-
-impl<'a> Execution<'a> {
-    /// An execution of a freshly launched process.
-    fn fresh(cfg: &'a ExecutionConfig, worker: &'a mut WorkerState, p: Process) -> Self {
-        Execution {
-            cfg,
-            p,
-            model: Model::new(),
-            worker,
-            races: cfg.races.then(RaceDetector::new),
-            returns: Default::default(),
-            atomic_ranges: Vec::new(),
-            race_findings: Vec::new(),
-            recent_pcs: Default::default(),
-            traced_accesses: 0,
-            instrumented: Default::default(),
-            stack_requests: cfg.stack_requests.clone(),
-            captured_stacks: Vec::new(),
-            race_origins: Vec::new(),
-            group_exiting: false,
-            pending_clone: None,
-            resumed_at: Instant::now(),
-            interrupt_sent: false,
-            steps: 0,
-            preemptions: 0,
-            killed: false,
-            panic: None,
-            decisions: Vec::new(),
-            choice_steps: Vec::new(),
-            creation_stretch: Default::default(),
-            memory_hasher: state_hash::MemoryHasher::new(None),
-            trace: Vec::new(),
-            window: Default::default(),
-            fair: cfg.fair.then(FairFilter::new),
-            det: Determinism::default(),
-            snapshot_key: None,
-            points: Vec::new(),
-            record_points: false,
-            points_overflowed: false,
-            restored_prefix: Vec::new(),
-            resume_main: false,
-            syscall_insn: 0,
-            branch_key: None,
-            branch_depth: 0,
-            inherited_fds: Vec::new(),
-            snapshot_at_main: false,
-            segment: Footprint::default(),
-        }
-    }
-
-    /// An execution continuing from a copy of a snapshot.
-    fn restored(cfg: &'a ExecutionConfig, worker: &'a mut WorkerState, mut r: Restored) -> Self {
-        let s = r.state;
-        Execution {
-            cfg,
-            p: r.process,
-            model: s.model,
-            worker,
-            races: s.races,
-            returns: s.returns,
-            atomic_ranges: s.atomic_ranges,
-            race_findings: s.race_findings,
-            recent_pcs: s.recent_pcs,
-            traced_accesses: s.traced_accesses,
-            instrumented: s.instrumented,
-            stack_requests: cfg.stack_requests.clone(),
-            captured_stacks: Vec::new(),
-            race_origins: s.race_origins,
-            group_exiting: false,
-            pending_clone: None,
-            resumed_at: Instant::now(),
-            interrupt_sent: false,
-            steps: s.steps,
-            preemptions: s.preemptions,
-            killed: false,
-            panic: s.panic,
-            decisions: s.decisions,
-            choice_steps: s.choice_steps,
-            creation_stretch: Default::default(),
-            memory_hasher: state_hash::MemoryHasher::new(r.memory.take()),
-            trace: s.trace,
-            window: s.window,
-            fair: s.fair,
-            det: s.det,
-            snapshot_key: None,
-            points: r.prefix.clone(),
-            record_points: false,
-            points_overflowed: false,
-            restored_prefix: r.prefix,
-            resume_main: r.resume_main,
-            syscall_insn: s.syscall_insn,
-            branch_key: None,
-            branch_depth: 0,
-            inherited_fds: Vec::new(),
-            snapshot_at_main: false,
-            segment: s.segment,
-        }
-    }
-}
-
-/// The program's environment: the configured one, with rseq disabled for determinism.
-fn environment(vars: &[(OsString, OsString)]) -> Result<Vec<CString>> {
-    let mut env: Vec<CString> = Vec::new();
-    let mut tunables = String::from("glibc.pthread.rseq=0");
-    for (k, v) in vars {
-        if k == "GLIBC_TUNABLES" {
-            tunables = format!("{}:{tunables}", v.to_string_lossy());
-            continue;
-        }
-        let mut kv = k.as_bytes().to_vec();
-        kv.push(b'=');
-        kv.extend_from_slice(v.as_bytes());
-        if let Ok(c) = CString::new(kv) {
-            env.push(c);
-        }
-    }
-    env.push(CString::new(format!("GLIBC_TUNABLES={tunables}"))?);
-    Ok(env)
-}
-
 pub(super) struct Execution<'a> {
     pub(super) cfg: &'a ExecutionConfig,
     pub(super) p: Process,
@@ -507,14 +244,10 @@ pub(super) struct Execution<'a> {
     pub(super) segment: Footprint,
 }
 
-const CLONE_THREAD: u64 = 0x0001_0000;
-const CLONE_CHILD_CLEARTID: u64 = 0x0020_0000;
-const CLONE_SETTLS: u64 = 0x0008_0000;
-
 impl Execution<'_> {
     /// Runs the execution to its end: from exec, or from a snapshot copy whose skipped
     /// decisions (`restored`) are first shown to the strategy again.
-    fn run(
+    pub(super) fn run(
         &mut self,
         sched: &mut dyn Scheduler,
         restored: Option<Vec<SavedPoint>>,
@@ -729,7 +462,7 @@ impl Execution<'_> {
         }
     }
 
-    fn outcome(&mut self, finding: Option<Finding>) -> ExecutionOutcome {
+    pub(super) fn outcome(&mut self, finding: Option<Finding>) -> ExecutionOutcome {
         // Addresses found racy become scheduling points from the next execution on (never
         // within this one, so that its schedule replays with the same points).
         if let Some(d) = &self.races {
@@ -768,7 +501,7 @@ impl Execution<'_> {
     }
 
     /// The outcome of an execution whose process ended with `end`.
-    fn ended(&mut self, end: ProcessEnd) -> ExecutionOutcome {
+    pub(super) fn ended(&mut self, end: ProcessEnd) -> ExecutionOutcome {
         let mut out = self.outcome(self.exit_finding(end));
         out.exit = match end {
             ProcessEnd::Exited(code) => Some(format!("exit status {code}")),
@@ -817,7 +550,7 @@ impl Execution<'_> {
     }
 
     /// Handles the result of running `t`; Some when the execution is over.
-    fn settle(&mut self, t: ThreadId, r: RunResult) -> Result<Option<ExecutionOutcome>> {
+    pub(super) fn settle(&mut self, t: ThreadId, r: RunResult) -> Result<Option<ExecutionOutcome>> {
         match r {
             RunResult::Point => Ok(None),
             RunResult::ThreadExited => match self.thread_exited(t) {
@@ -843,7 +576,7 @@ impl Execution<'_> {
 
     /// Applies a completed operation's result to thread `t`'s registers. A fault while
     /// stepping over a native instruction becomes a finding.
-    fn complete(&mut self, t: ThreadId, c: Completion) -> Result<Option<Finding>> {
+    pub(super) fn complete(&mut self, t: ThreadId, c: Completion) -> Result<Option<Finding>> {
         let place = self.p.threads[t].place;
         match place {
             StopPlace::Breakpoint(addr) => {
@@ -903,329 +636,14 @@ impl Execution<'_> {
         Ok(None)
     }
 
-    fn fault_during_step(&mut self, t: ThreadId, ev: Event) -> Result<Option<Finding>> {
-        match ev {
-            Event::Signal(sig) => Ok(self.signal_finding(t, sig)),
-            _ => Err(anyhow!(
-                "unexpected event {ev:?} while stepping thread T{t}"
-            )),
-        }
-    }
-
-    /// Resumes thread `t` and runs it until it reaches a scheduling point or stops existing.
-    fn resume_and_run(&mut self, t: ThreadId) -> Result<RunResult> {
-        self.ensure_started(t)?;
-        let th = &mut self.p.threads[t];
-        let sig = th.pending_signal.take();
-        let tid = th.tid;
-        events::resume(tid, sig)?;
-        self.resumed_at = Instant::now();
-        self.interrupt_sent = false;
-        loop {
-            let (pid, ev) = match events::wait(None)? {
-                WaitOutcome::Interrupted => {
-                    self.check_timeout(tid)?;
-                    continue;
-                }
-                WaitOutcome::NoChildren => {
-                    return Ok(RunResult::ProcessEnded(ProcessEnd::Vanished))
-                }
-                WaitOutcome::Event(pid, ev) => (pid, ev),
-            };
-            if self.p.foreign.contains(&pid) {
-                self.pass_through(pid, ev)?;
-                continue;
-            }
-            let Some(&u) = self.p.by_tid.get(&pid) else {
-                self.unknown_stop(pid, ev);
-                continue;
-            };
-            if u != t {
-                if let Some(end) = self.other_thread_event(u, ev)? {
-                    return Ok(RunResult::ProcessEnded(end));
-                }
-                continue;
-            }
-            if let Some(r) = self.running_thread_event(t, ev)? {
-                return Ok(r);
-            }
-        }
-    }
-
-    fn check_timeout(&mut self, tid: Pid) -> Result<()> {
-        if !self.interrupt_sent && self.resumed_at.elapsed() > self.cfg.execution_timeout {
-            events::interrupt(tid)?;
-            self.interrupt_sent = true;
-        }
-        Ok(())
-    }
-
-    /// Consumes a new thread's first stop before it is resumed for the first time.
-    pub(super) fn ensure_started(&mut self, t: ThreadId) -> Result<()> {
-        if self.p.threads[t].started {
-            return Ok(());
-        }
-        let tid = self.p.threads[t].tid;
-        if self.p.early_stops.remove(&tid) {
-            self.p.threads[t].started = true;
-            return Ok(());
-        }
-        loop {
-            match events::wait(Some(tid))? {
-                WaitOutcome::Interrupted => continue,
-                WaitOutcome::NoChildren => break,
-                WaitOutcome::Event(_, Event::Stop(_)) | WaitOutcome::Event(_, Event::Signal(_)) => {
-                    break
-                }
-                WaitOutcome::Event(_, _) => break,
-            }
-        }
-        self.p.threads[t].started = true;
-        Ok(())
-    }
-
-    /// Events of processes the program forked: they run free.
-    fn pass_through(&mut self, pid: Pid, ev: Event) -> Result<()> {
-        match ev {
-            Event::Exited(_) | Event::Killed(_) => {
-                self.p.foreign.remove(&pid);
-            }
-            Event::Fork(child) | Event::Vfork(child) | Event::Clone(child) => {
-                self.adopt_foreign(child)?;
-                events::resume(pid, None)?;
-            }
-            Event::Signal(Signal::SIGSEGV) if self.emulate_rdtsc_in(pid)? => {
-                events::resume(pid, None)?
-            }
-            Event::Signal(sig) => events::resume(pid, Some(sig))?,
-            _ => events::resume(pid, None)?,
-        }
-        Ok(())
-    }
-
-    fn adopt_foreign(&mut self, child: Pid) -> Result<()> {
-        self.p.foreign.insert(child);
-        if self.p.early_stops.remove(&child) {
-            events::resume(child, None)?;
-        }
-        Ok(())
-    }
-
-    fn unknown_stop(&mut self, pid: Pid, ev: Event) {
-        if matches!(ev, Event::Stop(_) | Event::Signal(Signal::SIGSTOP)) {
-            self.p.early_stops.insert(pid);
-        }
-    }
-
-    /// An event of a thread that is not the running one (group exit, first stops).
-    fn other_thread_event(&mut self, u: ThreadId, ev: Event) -> Result<Option<ProcessEnd>> {
-        let tid = self.p.threads[u].tid;
-        match ev {
-            Event::Stop(_) if !self.p.threads[u].started => self.p.threads[u].started = true,
-            Event::Exiting(_) => {
-                self.p.threads[u].gone = true;
-                events::resume(tid, None)?;
-            }
-            Event::Exited(code) if tid == self.p.pid => return Ok(Some(ProcessEnd::Exited(code))),
-            Event::Killed(sig) if tid == self.p.pid => return Ok(Some(ProcessEnd::Killed(sig))),
-            Event::Exited(_) | Event::Killed(_) => {
-                self.p.threads[u].gone = true;
-                if !self.model.is_finished(u) {
-                    let _ = self.model.thread_exited(u);
-                }
-            }
-            Event::Signal(sig) => self.p.threads[u].pending_signal = Some(sig),
-            _ => {
-                if self.group_exiting {
-                    events::resume(tid, None)?;
-                }
-            }
-        }
-        Ok(None)
-    }
-
-    /// An event of the running thread; Some when it stopped running.
-    fn running_thread_event(&mut self, t: ThreadId, ev: Event) -> Result<Option<RunResult>> {
-        let tid = self.p.threads[t].tid;
-        match ev {
-            Event::Trap => self.on_trap(t),
-            Event::Seccomp => self.on_seccomp(t),
-            Event::Clone(child) => self.on_clone(t, child),
-            Event::Fork(child) | Event::Vfork(child) => {
-                self.adopt_foreign(child)?;
-                events::resume(tid, None)?;
-                Ok(None)
-            }
-            Event::Exiting(status) => {
-                self.p.threads[t].gone = true;
-                if status & 0x7f != 0 {
-                    // Death by a signal takes every thread with it.
-                    self.group_exiting = true;
-                }
-                events::resume(tid, None)?;
-                if self.group_exiting {
-                    return Ok(None);
-                }
-                if tid != self.p.pid {
-                    if let Some(end) = self.await_thread_gone(t)? {
-                        return Ok(Some(RunResult::ProcessEnded(end)));
-                    }
-                    let ctid = self.p.threads[t].clear_tid;
-                    if ctid != 0 {
-                        self.model.wake_futex(ctid, u32::MAX);
-                    }
-                }
-                Ok(Some(RunResult::ThreadExited))
-            }
-            Event::Exited(code) if tid == self.p.pid => {
-                Ok(Some(RunResult::ProcessEnded(ProcessEnd::Exited(code))))
-            }
-            Event::Killed(sig) if tid == self.p.pid => {
-                Ok(Some(RunResult::ProcessEnded(ProcessEnd::Killed(sig))))
-            }
-            // During a group exit only the end of the whole process matters.
-            Event::Exited(_) | Event::Killed(_) if self.group_exiting => Ok(None),
-            Event::Exited(_) | Event::Killed(_) => {
-                self.p.threads[t].gone = true;
-                Ok(Some(RunResult::ThreadExited))
-            }
-            Event::Stop(_) => {
-                if self.interrupt_sent {
-                    return Ok(Some(RunResult::Found(Box::new(self.timeout_finding(t)?))));
-                }
-                events::resume(tid, None)?;
-                Ok(None)
-            }
-            Event::Signal(Signal::SIGSEGV) if self.emulate_rdtsc(t)? => {
-                events::resume(tid, None)?;
-                Ok(None)
-            }
-            Event::Signal(sig) => {
-                if let Some(f) = self.signal_finding(t, sig) {
-                    return Ok(Some(RunResult::Found(Box::new(f))));
-                }
-                events::resume(tid, Some(sig))?;
-                Ok(None)
-            }
-            Event::Exec => Ok(Some(RunResult::ProcessEnded(ProcessEnd::Vanished))),
-            Event::VforkDone => {
-                events::resume(tid, None)?;
-                Ok(None)
-            }
-        }
-    }
-
-    /// Waits until exiting thread `t` is reaped, serving other events meanwhile.
-    fn await_thread_gone(&mut self, t: ThreadId) -> Result<Option<ProcessEnd>> {
-        let tid = self.p.threads[t].tid;
-        loop {
-            let (pid, ev) = match events::wait(None)? {
-                WaitOutcome::Interrupted => continue,
-                WaitOutcome::NoChildren => return Ok(Some(ProcessEnd::Vanished)),
-                WaitOutcome::Event(pid, ev) => (pid, ev),
-            };
-            if pid == tid && matches!(ev, Event::Exited(_) | Event::Killed(_)) {
-                return Ok(None);
-            }
-            if self.p.foreign.contains(&pid) {
-                self.pass_through(pid, ev)?;
-            } else if let Some(&u) = self.p.by_tid.get(&pid) {
-                if let Some(end) = self.other_thread_event(u, ev)? {
-                    return Ok(Some(end));
-                }
-            } else {
-                self.unknown_stop(pid, ev);
-            }
-        }
-    }
-
-    fn on_trap(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
-        let r = self.p.load_regs(t)?;
-        let addr = r.rip.wrapping_sub(1);
-        if self.returns.contains_key(&addr) {
-            if let Some(ran) = self.handle_return(t, addr, &r)? {
-                return Ok(ran);
-            }
-        }
-        let Some(kind) = self.p.bp_kinds.get(&addr).cloned() else {
-            // Not ours: a SIGTRAP of the program's own.
-            events::resume(self.p.threads[t].tid, Some(Signal::SIGTRAP))?;
-            return Ok(None);
-        };
-        self.p.threads[t].place = StopPlace::Breakpoint(addr);
-        let (op, site) = match kind {
-            BreakpointKind::Entry => {
-                self.p.bps.remove(&self.p.mem, addr)?;
-                self.p.bp_kinds.remove(&addr);
-                let mut r = r;
-                r.rip = addr;
-                regs::set(self.p.threads[t].tid, r)?;
-                self.p.threads[t].regs = r;
-                self.p.threads[t].place = StopPlace::Event;
-                self.p.threads[t].handle = r.fs_base;
-                self.install_hooks()?;
-                (Op::Continue, 0)
-            }
-            BreakpointKind::Main => {
-                self.p.bps.remove(&self.p.mem, addr)?;
-                self.p.bp_kinds.remove(&addr);
-                let mut r = r;
-                r.rip = addr;
-                let tid = self.p.threads[t].tid;
-                regs::set(tid, r)?;
-                self.p.threads[t].regs = r;
-                self.p.threads[t].place = StopPlace::Event;
-                if let Some(key) = self.snapshot_key.take() {
-                    self.take_main_snapshot(t, &r, key)?;
-                }
-                events::resume(tid, None)?;
-                return Ok(None);
-            }
-            BreakpointKind::Hook(h) => {
-                let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
-                let op = h.op(regs::call_args(&r), self);
-                if self.is_glibc_internal(site) {
-                    // glibc's own locking (ld.so's TLS lock at thread creation...) is part of
-                    // an atomic libc call: apply it at once unless it has to wait.
-                    return self.internal_call(t, op, site);
-                }
-                (op, site)
-            }
-            BreakpointKind::Atomic { plan, index, bias } => {
-                let ea = self.p.effective_address(t, &plan.atomics[index], bias);
-                (Op::Atomic { addr: ea }, addr)
-            }
-            BreakpointKind::Access { plan, index, bias } => {
-                return self.on_access(t, addr, &plan, index, bias);
-            }
-            BreakpointKind::Pause => (Op::Yield, addr),
-            BreakpointKind::Alloc(kind) => return self.on_allocator(t, kind),
-            BreakpointKind::MemFn(f) => return self.on_mem_fn(t, f),
-            BreakpointKind::LinkMapChanged => {
-                self.install_hooks()?;
-                return self.step_and_resume(t);
-            }
-            BreakpointKind::Panic => {
-                if self.panic.is_none() {
-                    self.panic = Some(self.thread_report(t, "panicked".into()));
-                }
-                return self.step_and_resume(t);
-            }
-        };
-        self.point(t, op, site)
-    }
-
-    /// Whether a hooked function was called from inside glibc (libc.so or ld.so).
-    fn is_glibc_internal(&self, site: u64) -> bool {
-        self.worker.symbols.modules().find(site).is_some_and(|m| {
-            let name = m.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            name.starts_with("libc.so") || name.starts_with("ld-linux")
-        })
-    }
-
     /// Performs an operation glibc makes internally without a scheduling decision, and lets
     /// the thread run on; only an operation that cannot proceed becomes a scheduling point.
-    fn internal_call(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
+    pub(super) fn internal_call(
+        &mut self,
+        t: ThreadId,
+        op: Op,
+        site: u64,
+    ) -> Result<Option<RunResult>> {
         self.segment.extend(&op.footprint());
         if let Err(f) = self.model.set_pending(t, op.clone(), site) {
             return Ok(Some(RunResult::Found(Box::new(self.model_finding(f)))));
@@ -1248,7 +666,10 @@ impl Execution<'_> {
 
     /// Executes `t`'s pending operation in the model and feeds its happens-before edges to
     /// the race detector.
-    fn execute_op(&mut self, t: ThreadId) -> std::result::Result<Completion, ModelFinding> {
+    pub(super) fn execute_op(
+        &mut self,
+        t: ThreadId,
+    ) -> std::result::Result<Completion, ModelFinding> {
         let op = self.model.pending(t).cloned();
         if op == Some(Op::ExitGroup) {
             self.group_exiting = true;
@@ -1280,475 +701,12 @@ impl Execution<'_> {
             Err(f) => Ok(Some(RunResult::Found(Box::new(self.model_finding(f))))),
         }
     }
-
-    fn on_seccomp(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
-        let r = self.p.load_regs(t)?;
-        let tid = self.p.threads[t].tid;
-        let nr = r.orig_rax as i64;
-        let a = regs::syscall_args(&r);
-        if self.syscall_insn == 0 && self.p.mem.read_u16(r.rip.wrapping_sub(2)).ok() == Some(0x050f)
-        {
-            self.syscall_insn = r.rip - 2;
-        }
-        if let Some(key) = self.snapshot_key.take() {
-            let flags = match nr {
-                nr::CLONE => a[0],
-                nr::CLONE3 => self.p.mem.read_u64(a[0]).unwrap_or(0),
-                _ => 0,
-            };
-            if flags & CLONE_THREAD == 0 {
-                self.snapshot_key = Some(key);
-            } else if self.take_startup_snapshot(t, &r, key)? {
-                return Ok(None);
-            }
-        }
-        self.p.threads[t].place = StopPlace::Syscall;
-        match nr {
-            nr::CLONE => self.pending_clone = Some((a[0], a[3], a[4])),
-            nr::CLONE3 => {
-                let flags = self.p.mem.read_u64(a[0]).unwrap_or(0);
-                let ctid = self.p.mem.read_u64(a[0] + 16).unwrap_or(0);
-                let tls = self.p.mem.read_u64(a[0] + 56).unwrap_or(0);
-                self.pending_clone = Some((flags, ctid, tls));
-            }
-            nr::SET_TID_ADDRESS => self.p.threads[t].clear_tid = a[0],
-            nr::SIGALTSTACK if a[0] != 0 => {
-                let mut ss = [0u8; 24];
-                if self.p.mem.read(a[0], &mut ss).is_ok() {
-                    let flags = i32::from_le_bytes(ss[8..12].try_into().expect("4 bytes"));
-                    self.p.threads[t].altstack = (flags & libc::SS_DISABLE == 0).then_some(ss);
-                }
-            }
-            nr::EXIT_GROUP if self.others_live(t) => {
-                // Other threads could still run first: ending the process is a decision.
-                let site = self.p.mem.read_u64(r.rsp).unwrap_or(r.rip);
-                return self.point(t, Op::ExitGroup, site);
-            }
-            nr::EXIT_GROUP => self.group_exiting = true,
-            _ => {}
-        }
-        match syscalls::decode(nr, a, self) {
-            SyscallAction::Point(op) => {
-                let site = self.p.mem.read_u64(r.rsp).unwrap_or(r.rip);
-                self.point(t, op, site)
-            }
-            SyscallAction::Emulate(v) => {
-                self.p.finish_syscall(t, v)?;
-                events::resume(tid, None)?;
-                Ok(None)
-            }
-            SyscallAction::Native => {
-                self.p.threads[t].place = StopPlace::Event;
-                events::resume(tid, None)?;
-                Ok(None)
-            }
-            SyscallAction::Clock(call) => {
-                let v = self.answer_clock(call);
-                self.p.finish_syscall(t, v)?;
-                events::resume(tid, None)?;
-                Ok(None)
-            }
-            SyscallAction::Random { buf, len } => {
-                let len = len.min(1 << 20) as usize;
-                let bytes = self.det.random_bytes(len);
-                let v = match self.p.mem.write(buf, &bytes) {
-                    Ok(()) => len as i64,
-                    Err(_) => -(libc::EFAULT as i64),
-                };
-                self.p.finish_syscall(t, v)?;
-                events::resume(tid, None)?;
-                Ok(None)
-            }
-        }
-    }
-
-    /// Answers a time query from the virtual clock, writing the result where asked.
-    fn answer_clock(&mut self, call: ClockCall) -> i64 {
-        let now = self.model.now();
-        let write = |mem: &crate::tracee::memory::Memory, out: u64, a: u64, b: u64| {
-            if out == 0 {
-                return true;
-            }
-            let mut bytes = a.to_le_bytes().to_vec();
-            bytes.extend_from_slice(&b.to_le_bytes());
-            mem.write(out, &bytes).is_ok()
-        };
-        let ok = |fine: bool, v: i64| if fine { v } else { -(libc::EFAULT as i64) };
-        match call {
-            ClockCall::Gettime { clock, out } => {
-                let ns = self.det.clock_ns(clock, now);
-                ok(
-                    write(&self.p.mem, out, ns / 1_000_000_000, ns % 1_000_000_000),
-                    0,
-                )
-            }
-            ClockCall::Gettimeofday { out } => {
-                let ns = self.det.clock_ns(libc::CLOCK_REALTIME, now);
-                ok(
-                    write(
-                        &self.p.mem,
-                        out,
-                        ns / 1_000_000_000,
-                        ns % 1_000_000_000 / 1_000,
-                    ),
-                    0,
-                )
-            }
-            ClockCall::Time { out } => {
-                let secs = self.det.clock_ns(libc::CLOCK_REALTIME, now) / 1_000_000_000;
-                let fine = out == 0 || self.p.mem.write(out, &secs.to_le_bytes()).is_ok();
-                ok(fine, secs as i64)
-            }
-        }
-    }
-
-    /// Emulates rdtsc/rdtscp in thread `t`, which fault under PR_TSC_SIGSEGV; true when it
-    /// was one.
-    fn emulate_rdtsc(&mut self, t: ThreadId) -> Result<bool> {
-        let tid = self.p.threads[t].tid;
-        let done = self.emulate_rdtsc_in(tid)?;
-        if done {
-            self.p.load_regs(t)?;
-        }
-        Ok(done)
-    }
-
-    /// Emulates rdtsc/rdtscp for any stopped tracee (forked children inherit the trap).
-    fn emulate_rdtsc_in(&mut self, tid: Pid) -> Result<bool> {
-        let mut r = regs::get(tid)?;
-        let Ok(word) = nix::sys::ptrace::read(tid, r.rip as nix::sys::ptrace::AddressType) else {
-            return Ok(false);
-        };
-        let b = (word as u64).to_le_bytes();
-        let len = match [b[0], b[1], b[2]] {
-            [0x0f, 0x31, _] => 2,
-            [0x0f, 0x01, 0xf9] => 3,
-            _ => return Ok(false),
-        };
-        let tsc = self.det.tsc(self.model.now());
-        r.rax = tsc & 0xffff_ffff;
-        r.rdx = tsc >> 32;
-        if len == 3 {
-            r.rcx = 0;
-        }
-        r.rip += len;
-        regs::set(tid, r)?;
-        Ok(true)
-    }
-
-    fn on_clone(&mut self, t: ThreadId, child: Pid) -> Result<Option<RunResult>> {
-        let (flags, ctid, tls) = self.pending_clone.take().unwrap_or((CLONE_THREAD, 0, 0));
-        let parent_tid = self.p.threads[t].tid;
-        if flags & CLONE_THREAD == 0 {
-            self.adopt_foreign(child)?;
-            events::resume(parent_tid, None)?;
-            return Ok(None);
-        }
-        let id = self.model.add_thread();
-        let started = self.p.early_stops.remove(&child);
-        let clear_tid = if flags & CLONE_CHILD_CLEARTID != 0 {
-            ctid
-        } else {
-            0
-        };
-        let handle = if flags & CLONE_SETTLS != 0 { tls } else { 0 };
-        self.p
-            .threads
-            .push(TracedThread::new(child, started, clear_tid, handle));
-        self.p.by_tid.insert(child, id);
-        if let Some(d) = self.races.as_mut() {
-            d.thread_created(t, id);
-        }
-        debug_assert_eq!(self.p.threads.len(), id + 1);
-        if !self.eager_starts() {
-            // Without race detection nothing tells what the parent and the new thread do
-            // before their next operations: the parent's step after the clone and the new
-            // thread's start are decisions of their own. Out of the clone event, to the
-            // syscall's exit, so that the parent can be copied into a snapshot.
-            if let Some(sig) = events::finish_syscall_in_event(parent_tid)? {
-                self.p.threads[t].pending_signal = Some(sig);
-            }
-            self.p.threads[t].place = StopPlace::Event;
-            return self.point(t, Op::Continue, 0);
-        }
-        // Creating a thread is not a scheduling point: the parent runs on to its next
-        // operation, and the new thread starts right after (`start_new_threads`). Until
-        // then, what either does that another thread could order itself against without a
-        // data race (an access the binary says is atomic; exit_group, a point anyway while
-        // other threads live) becomes a scheduling point. What is left commutes with every
-        // other thread's steps up to data races, which the detector reports whatever the
-        // order; glibc-internal locking stays part of its libc call, as in every step.
-        self.creation_stretch.insert(t);
-        events::resume(parent_tid, None)?;
-        Ok(None)
-    }
-
-    /// Whether thread creation runs the parent on and starts the new thread within the
-    /// creating step: only with race detection, which traces the accesses that end such a
-    /// stretch.
-    fn eager_starts(&self) -> bool {
-        self.races.is_some()
-    }
-
-    /// Runs every thread that has not started yet up to its first operation, in creation
-    /// order, as part of the step that created it (no scheduling decision: see `on_clone`).
-    /// Threads those create in turn start by a decision of their own, so that a chain of
-    /// thread creations still counts against `--max-steps`. Some when the execution ended
-    /// on the way.
-    fn start_new_threads(&mut self) -> Result<Option<ExecutionOutcome>> {
-        if !self.eager_starts() {
-            return Ok(None);
-        }
-        let new: Vec<ThreadId> = (0..self.model.thread_count())
-            .filter(|&u| matches!(self.model.pending(u), Some(Op::Start)))
-            .collect();
-        for u in new {
-            let completion = match self.execute_op(u) {
-                Ok(c) => c,
-                Err(f) => {
-                    let f = self.model_finding(f);
-                    return Ok(Some(self.outcome(Some(f))));
-                }
-            };
-            if let Some(f) = self.complete(u, completion)? {
-                return Ok(Some(self.outcome(Some(f))));
-            }
-            self.creation_stretch.insert(u);
-            let r = self.resume_and_run(u)?;
-            if let Some(done) = self.settle(u, r)? {
-                return Ok(Some(done));
-            }
-            if self.model.is_finished(u) {
-                // Gone within the step: a join of it depends on this step.
-                self.segment.touch_exit(u);
-            }
-        }
-        Ok(None)
-    }
-
-    /// Whether a thread other than `t` has not finished.
-    fn others_live(&self, t: ThreadId) -> bool {
-        (0..self.model.thread_count()).any(|u| u != t && !self.model.is_finished(u))
-    }
-
-    /// Puts breakpoints on the threading API, atomic and memory-access instructions of the
-    /// code under test, allocators and modelled libc calls, once libraries are mapped (at the
-    /// entry point). The per-file plans are computed once per worker.
-    fn install_hooks(&mut self) -> Result<()> {
-        self.worker.symbols.refresh(self.p.pid.as_raw());
-        let modules = self.worker.symbols.modules().clone();
-        for m in modules.modules() {
-            if !self.instrumented.insert(m.start) {
-                continue;
-            }
-            if is_dynamic_loader(&m.path) {
-                // The r_debug rendezvous: ld.so calls _dl_debug_state after every change of
-                // the link map (dlopen, dlclose); new libraries get instrumented there.
-                if let Ok(elf) = ElfFile::load(&m.path) {
-                    let addrs: Vec<u64> = elf
-                        .function_addresses("_dl_debug_state")
-                        .into_iter()
-                        .map(|a| a + m.bias)
-                        .collect();
-                    self.p
-                        .add_breakpoints(&addrs, |_| Some(BreakpointKind::LinkMapChanged))?;
-                }
-                continue;
-            }
-            let role = role_of(
-                &m.path,
-                &self.cfg.program,
-                &self.cfg.trace_lib,
-                &self.cfg.no_trace_lib,
-            );
-            if role == Role::System {
-                continue;
-            }
-            let Some(plan) = self.worker.plans.get(&m.path, role, self.cfg.races) else {
-                continue;
-            };
-            let bias = m.bias;
-            let mut hooks: HashMap<u64, Hook> = HashMap::new();
-            for &(a, h) in &plan.hooks {
-                hooks
-                    .entry(a + bias)
-                    .and_modify(|old| *old = merge_aliases(*old, h))
-                    .or_insert(h);
-            }
-            let addrs: Vec<u64> = hooks.keys().copied().collect();
-            self.p
-                .add_breakpoints(&addrs, |a| hooks.get(&a).map(|&h| BreakpointKind::Hook(h)))?;
-            if role == Role::Program && self.snapshot_at_main && self.snapshot_key.is_some() {
-                // The startup snapshot of a program that created no thread goes at main.
-                if let Ok(elf) = ElfFile::load(&m.path) {
-                    let mains: Vec<u64> = elf
-                        .function_addresses("main")
-                        .into_iter()
-                        .map(|a| a + bias)
-                        .collect();
-                    self.p
-                        .add_breakpoints(&mains, |_| Some(BreakpointKind::Main))?;
-                }
-            }
-            if self.p.errno_tp_offset.is_none() {
-                self.p.errno_tp_offset = match plan.errno {
-                    Some(ErrnoTls::Constant(c)) => Some(c),
-                    Some(ErrnoTls::GotSlot(s)) => {
-                        self.p.mem.read_u64(s + bias).ok().map(|v| v as i64)
-                    }
-                    None => None,
-                };
-            }
-            let panics: Vec<u64> = plan.panics.iter().map(|a| a + bias).collect();
-            self.p
-                .add_breakpoints(&panics, |_| Some(BreakpointKind::Panic))?;
-            let atomics: HashMap<u64, usize> = plan
-                .atomics
-                .iter()
-                .enumerate()
-                .map(|(i, insn)| (insn.ip() + bias, i))
-                .collect();
-            let addrs: Vec<u64> = atomics.keys().copied().collect();
-            self.p.add_breakpoints(&addrs, |a| {
-                atomics.get(&a).map(|&index| BreakpointKind::Atomic {
-                    plan: plan.clone(),
-                    index,
-                    bias,
-                })
-            })?;
-            let pauses: Vec<u64> = plan.pauses.iter().map(|a| a + bias).collect();
-            self.p
-                .add_breakpoints(&pauses, |_| Some(BreakpointKind::Pause))?;
-            let allocs: HashMap<u64, Alloc> = plan
-                .allocators
-                .iter()
-                .map(|&(a, k)| (a + bias, k))
-                .collect();
-            let addrs: Vec<u64> = allocs.keys().copied().collect();
-            self.p.add_breakpoints(&addrs, |a| {
-                allocs.get(&a).map(|&k| BreakpointKind::Alloc(k))
-            })?;
-            let mem_fns: HashMap<u64, MemFn> =
-                plan.mem_fns.iter().map(|&(a, f)| (a + bias, f)).collect();
-            let addrs: Vec<u64> = mem_fns.keys().copied().collect();
-            self.p.add_breakpoints(&addrs, |a| {
-                mem_fns.get(&a).map(|&f| BreakpointKind::MemFn(f))
-            })?;
-            let accesses: HashMap<u64, usize> = plan
-                .accesses
-                .iter()
-                .enumerate()
-                .map(|(i, (insn, _, _))| (insn.ip() + bias, i))
-                .collect();
-            let addrs: Vec<u64> = accesses.keys().copied().collect();
-            self.p.add_breakpoints(&addrs, |a| {
-                accesses.get(&a).map(|&index| BreakpointKind::Access {
-                    plan: plan.clone(),
-                    index,
-                    bias,
-                })
-            })?;
-            self.atomic_ranges.extend(
-                plan.atomic_ranges
-                    .iter()
-                    .map(|r| r.start + bias..r.end + bias),
-            );
-        }
-        Ok(())
-    }
-
-    /// Kills the process tree and reaps it.
-    fn kill_all(&mut self) {
-        if self.killed {
-            return;
-        }
-        self.killed = true;
-        let _ = kill(self.p.pid, Signal::SIGKILL);
-        for &f in &self.p.foreign {
-            let _ = kill(f, Signal::SIGKILL);
-        }
-        reap_all(self.p.pid, &self.p.foreign);
-    }
-
-    fn wait_process_end(&mut self) -> Result<ProcessEnd> {
-        loop {
-            let (pid, ev) = match events::wait(None)? {
-                WaitOutcome::Interrupted => continue,
-                WaitOutcome::NoChildren => return Ok(ProcessEnd::Vanished),
-                WaitOutcome::Event(pid, ev) => (pid, ev),
-            };
-            if pid == self.p.pid {
-                match ev {
-                    Event::Exited(c) => return Ok(ProcessEnd::Exited(c)),
-                    Event::Killed(s) => return Ok(ProcessEnd::Killed(s)),
-                    _ => events::resume(pid, None)?,
-                }
-            } else if self.p.foreign.contains(&pid) {
-                self.pass_through(pid, ev)?;
-            } else {
-                events::resume(pid, None)?;
-            }
-        }
-    }
 }
 
 /// The state a thread yields in, for the fair filter's notion of progress: the model's
 /// synchronisation state and the yield's call site.
 fn yield_state(model: &Model, site: u64) -> u64 {
     model.sync_fingerprint() ^ site.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-/// Whether `p` is the dynamic loader (ld-linux).
-fn is_dynamic_loader(p: &std::path::Path) -> bool {
-    p.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with("ld-linux") || n.starts_with("ld64.so"))
-}
-
-/// AT_ENTRY of the freshly exec'd process.
-fn auxv_entry(pid: Pid) -> Result<u64> {
-    let bytes = std::fs::read(format!("/proc/{pid}/auxv")).context("reading auxv")?;
-    for pair in bytes.chunks_exact(16) {
-        let key = u64::from_le_bytes(pair[..8].try_into().expect("8 bytes"));
-        let val = u64::from_le_bytes(pair[8..].try_into().expect("8 bytes"));
-        if key == libc::AT_ENTRY {
-            return Ok(val);
-        }
-    }
-    Err(anyhow!("no AT_ENTRY in the auxiliary vector"))
-}
-
-/// Reaps every child of this tracer thread, continuing exit stops until none is left.
-fn reap_all(pid: Pid, foreign: &std::collections::HashSet<Pid>) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    // Only this execution's processes: the worker's snapshot templates stay stopped.
-    let mut left: std::collections::HashSet<Pid> = foreign.clone();
-    left.insert(pid);
-    loop {
-        // A process reaped before (its end was seen during the execution) is gone for good;
-        // a zombie still accepts signal 0 until it is reaped here.
-        left.retain(|&p| kill(p, None).is_ok());
-        if left.is_empty() {
-            return;
-        }
-        match events::wait(None) {
-            Ok(WaitOutcome::Event(pid, Event::Exited(_) | Event::Killed(_))) => {
-                left.remove(&pid);
-            }
-            Ok(WaitOutcome::Event(pid, _)) => {
-                let _ = kill(pid, Signal::SIGKILL);
-                let _ = events::resume(pid, None);
-            }
-            Ok(WaitOutcome::Interrupted) => {}
-            Ok(WaitOutcome::NoChildren) | Err(_) => return,
-        }
-        if Instant::now() > deadline {
-            for &f in foreign {
-                let _ = kill(f, Signal::SIGKILL);
-            }
-            return;
-        }
-    }
 }
 
 struct MemView<'a>(&'a Process);
@@ -1783,19 +741,5 @@ impl HookContext for Execution<'_> {
     }
     fn spin_held(&self, s: u64) -> bool {
         self.model.spin_held(s)
-    }
-}
-
-impl TimeSource for Execution<'_> {
-    fn timespec_ns(&self, addr: u64) -> Option<u64> {
-        if addr == 0 {
-            return None;
-        }
-        let sec = self.p.mem.read_u64(addr).ok()?;
-        let nsec = self.p.mem.read_u64(addr + 8).ok()?;
-        Some(sec.saturating_mul(1_000_000_000).saturating_add(nsec))
-    }
-    fn clock_now_ns(&self, clock: libc::clockid_t) -> u64 {
-        self.det.peek_ns(clock, self.model.now())
     }
 }

@@ -3,11 +3,14 @@
 //! into findings. [`search`] repeats executions within the budget.
 
 mod capture;
+mod creation;
 mod determinism;
 mod execution;
 mod findings;
 mod happens_before;
 mod hooks;
+mod instrument;
+mod launch;
 mod livelock;
 mod plan;
 mod process;
@@ -17,9 +20,13 @@ mod snapshot;
 mod snapshotting;
 mod stacks;
 mod state_hash;
+mod stops;
+mod syscall_stops;
 mod syscalls;
+mod traps;
 mod worker_state;
 
 pub use execution::{ExecutionConfig, ExecutionOutcome, TraceStep};
+pub use launch::run_execution;
 pub use search::{SearchConfig, SearchResult, Witness};
 pub use worker_state::WorkerState;

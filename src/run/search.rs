@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::execution::{run_execution, ExecutionConfig, ExecutionOutcome};
+use super::execution::{ExecutionConfig, ExecutionOutcome};
+use super::launch::run_execution;
 use super::worker_state::WorkerState;
 use crate::explore::{
     counter_of, default_mix, CacheStats, Coverage, Decision, EndTable, ExecutionSummary, Mix,

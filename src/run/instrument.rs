@@ -1,0 +1,148 @@
+//! Instrumentation of the mapped files: breakpoints on the threading API, atomic and PAUSE
+//! instructions, memory accesses of the code under test, allocators, modelled libc calls,
+//! Rust's panic entry and the dynamic loader's rendezvous.
+
+use std::collections::HashMap;
+
+use anyhow::Result;
+
+use super::execution::Execution;
+use super::hooks::{merge_aliases, Hook};
+use super::plan::{role_of, Alloc, MemFn, Role};
+use super::process::BreakpointKind;
+use crate::binary::{ElfFile, ErrnoTls};
+
+impl Execution<'_> {
+    /// Puts breakpoints on the threading API, atomic and memory-access instructions of the
+    /// code under test, allocators and modelled libc calls, once libraries are mapped (at the
+    /// entry point). The per-file plans are computed once per worker.
+    pub(super) fn install_hooks(&mut self) -> Result<()> {
+        self.worker.symbols.refresh(self.p.pid.as_raw());
+        let modules = self.worker.symbols.modules().clone();
+        for m in modules.modules() {
+            if !self.instrumented.insert(m.start) {
+                continue;
+            }
+            if is_dynamic_loader(&m.path) {
+                // The r_debug rendezvous: ld.so calls _dl_debug_state after every change of
+                // the link map (dlopen, dlclose); new libraries get instrumented there.
+                if let Ok(elf) = ElfFile::load(&m.path) {
+                    let addrs: Vec<u64> = elf
+                        .function_addresses("_dl_debug_state")
+                        .into_iter()
+                        .map(|a| a + m.bias)
+                        .collect();
+                    self.p
+                        .add_breakpoints(&addrs, |_| Some(BreakpointKind::LinkMapChanged))?;
+                }
+                continue;
+            }
+            let role = role_of(
+                &m.path,
+                &self.cfg.program,
+                &self.cfg.trace_lib,
+                &self.cfg.no_trace_lib,
+            );
+            if role == Role::System {
+                continue;
+            }
+            let Some(plan) = self.worker.plans.get(&m.path, role, self.cfg.races) else {
+                continue;
+            };
+            let bias = m.bias;
+            let mut hooks: HashMap<u64, Hook> = HashMap::new();
+            for &(a, h) in &plan.hooks {
+                hooks
+                    .entry(a + bias)
+                    .and_modify(|old| *old = merge_aliases(*old, h))
+                    .or_insert(h);
+            }
+            let addrs: Vec<u64> = hooks.keys().copied().collect();
+            self.p
+                .add_breakpoints(&addrs, |a| hooks.get(&a).map(|&h| BreakpointKind::Hook(h)))?;
+            if role == Role::Program && self.snapshot_at_main && self.snapshot_key.is_some() {
+                // The startup snapshot of a program that created no thread goes at main.
+                if let Ok(elf) = ElfFile::load(&m.path) {
+                    let mains: Vec<u64> = elf
+                        .function_addresses("main")
+                        .into_iter()
+                        .map(|a| a + bias)
+                        .collect();
+                    self.p
+                        .add_breakpoints(&mains, |_| Some(BreakpointKind::Main))?;
+                }
+            }
+            if self.p.errno_tp_offset.is_none() {
+                self.p.errno_tp_offset = match plan.errno {
+                    Some(ErrnoTls::Constant(c)) => Some(c),
+                    Some(ErrnoTls::GotSlot(s)) => {
+                        self.p.mem.read_u64(s + bias).ok().map(|v| v as i64)
+                    }
+                    None => None,
+                };
+            }
+            let panics: Vec<u64> = plan.panics.iter().map(|a| a + bias).collect();
+            self.p
+                .add_breakpoints(&panics, |_| Some(BreakpointKind::Panic))?;
+            let atomics: HashMap<u64, usize> = plan
+                .atomics
+                .iter()
+                .enumerate()
+                .map(|(i, insn)| (insn.ip() + bias, i))
+                .collect();
+            let addrs: Vec<u64> = atomics.keys().copied().collect();
+            self.p.add_breakpoints(&addrs, |a| {
+                atomics.get(&a).map(|&index| BreakpointKind::Atomic {
+                    plan: plan.clone(),
+                    index,
+                    bias,
+                })
+            })?;
+            let pauses: Vec<u64> = plan.pauses.iter().map(|a| a + bias).collect();
+            self.p
+                .add_breakpoints(&pauses, |_| Some(BreakpointKind::Pause))?;
+            let allocs: HashMap<u64, Alloc> = plan
+                .allocators
+                .iter()
+                .map(|&(a, k)| (a + bias, k))
+                .collect();
+            let addrs: Vec<u64> = allocs.keys().copied().collect();
+            self.p.add_breakpoints(&addrs, |a| {
+                allocs.get(&a).map(|&k| BreakpointKind::Alloc(k))
+            })?;
+            let mem_fns: HashMap<u64, MemFn> =
+                plan.mem_fns.iter().map(|&(a, f)| (a + bias, f)).collect();
+            let addrs: Vec<u64> = mem_fns.keys().copied().collect();
+            self.p.add_breakpoints(&addrs, |a| {
+                mem_fns.get(&a).map(|&f| BreakpointKind::MemFn(f))
+            })?;
+            let accesses: HashMap<u64, usize> = plan
+                .accesses
+                .iter()
+                .enumerate()
+                .map(|(i, (insn, _, _))| (insn.ip() + bias, i))
+                .collect();
+            let addrs: Vec<u64> = accesses.keys().copied().collect();
+            self.p.add_breakpoints(&addrs, |a| {
+                accesses.get(&a).map(|&index| BreakpointKind::Access {
+                    plan: plan.clone(),
+                    index,
+                    bias,
+                })
+            })?;
+            self.atomic_ranges.extend(
+                plan.atomic_ranges
+                    .iter()
+                    .map(|r| r.start + bias..r.end + bias),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Whether `p` is the dynamic loader (ld-linux).
+fn is_dynamic_loader(p: &std::path::Path) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("ld-linux") || n.starts_with("ld64.so"))
+}

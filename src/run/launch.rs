@@ -1,0 +1,299 @@
+//! Starting an execution: from a copy of a fork snapshot, or by launching the program under
+//! ptrace; the executor's state for either, and the program's environment.
+
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::time::Instant;
+
+use anyhow::{anyhow, Context, Result};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use super::capture::{failure_message, StderrCapture};
+use super::determinism::Determinism;
+use super::execution::{Execution, ExecutionConfig, ExecutionOutcome};
+use super::process::Process;
+use super::snapshot::{self, Restored};
+use super::state_hash;
+use super::stops::reap_all;
+use super::worker_state::WorkerState;
+use crate::detect::race::RaceDetector;
+use crate::explore::{FairFilter, Scheduler};
+use crate::model::{Footprint, Model, ThreadId};
+use crate::report::FindingKind;
+use crate::tracee::procfs;
+use crate::tracee::spawn::{spawn_traced, StdioSetup};
+
+/// Runs one execution of the program under `sched`: from a copy of the worker's fork
+/// snapshot when there is one for this configuration, else from exec.
+pub fn run_execution(
+    cfg: &ExecutionConfig,
+    sched: &mut dyn Scheduler,
+    worker: &mut WorkerState,
+) -> Result<ExecutionOutcome> {
+    if worker.capture.is_none() {
+        worker.capture = Some(StderrCapture::start(!cfg.quiet_program)?);
+    }
+    let key = snapshot::key(cfg);
+    // A tree search replays a known prefix: start from the deepest branch snapshot on it,
+    // else from the startup snapshot, else from exec.
+    let planned: Option<Vec<ThreadId>> = sched.planned_prefix().map(<[ThreadId]>::to_vec);
+    let mut restored = None;
+    if cfg.snapshots {
+        if let Some(planned) = &planned {
+            let atomics = worker.atomic_addresses.len();
+            worker.snapshots.prune_branches(&key, planned, atomics);
+            restored = worker
+                .snapshots
+                .fork_branch(&key, planned, cfg.state_cache)?;
+        }
+        if restored.is_none() {
+            restored = worker.snapshots.fork_startup(&key, cfg.state_cache)?;
+        }
+    }
+    let branch_key = (cfg.snapshots && planned.is_some()).then(|| key.clone());
+    // The deepest branch snapshot on this execution's path (the one it starts from, if any).
+    let branch_depth = planned
+        .as_ref()
+        .map_or(0, |p| worker.snapshots.deepest_branch_on(&key, p));
+    let result = match restored {
+        Some(r) => {
+            let mut exec = Execution::restored(cfg, worker, r);
+            exec.branch_key = branch_key;
+            exec.branch_depth = branch_depth;
+            exec.record_points = exec.branch_key.is_some();
+            let prefix = std::mem::take(&mut exec.restored_prefix);
+            let result = exec.run(sched, Some(prefix));
+            exec.kill_all();
+            result
+        }
+        None => {
+            let process = launch(cfg, worker)?;
+            let mut exec = Execution::fresh(cfg, worker, process);
+            exec.branch_key = branch_key;
+            exec.branch_depth = branch_depth;
+            if cfg.snapshots && exec.worker.snapshots.wanted(&key) {
+                exec.snapshot_key = Some(key.clone());
+                exec.inherited_fds = procfs::descriptors(exec.p.pid);
+                exec.snapshot_at_main = exec.worker.snapshots.threadless(&key);
+            }
+            // Points are kept only for a snapshot this execution may take.
+            exec.record_points = exec.branch_key.is_some() || exec.snapshot_key.is_some();
+            let result = exec.run(sched, None);
+            if exec.snapshot_key.is_some() && exec.model.thread_count() == 1 {
+                // No thread was created, so no snapshot taken: the next execution takes it
+                // at main.
+                exec.worker.snapshots.mark_threadless(&key);
+            }
+            exec.kill_all();
+            result
+        }
+    };
+    if cfg.snapshots {
+        worker.snapshots.check_after_execution(&key);
+    }
+    let stderr = worker
+        .capture
+        .as_ref()
+        .map(StderrCapture::finish_execution)
+        .unwrap_or_default();
+    let mut outcome = result?;
+    outcome.output_digest = {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        let mut h = DefaultHasher::new();
+        stderr.hash(&mut h);
+        h.finish()
+    };
+    if let Some(f) = &mut outcome.finding {
+        if f.kind == FindingKind::Assertion {
+            if let Some(msg) = failure_message(&stderr) {
+                if f.message.starts_with("the program") {
+                    let cause = std::mem::replace(&mut f.message, msg);
+                    f.details.insert(0, format!("({cause})"));
+                } else {
+                    f.details.insert(0, format!("the program printed: {msg}"));
+                }
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+/// Starts the program under ptrace, stopped at its exec.
+fn launch(cfg: &ExecutionConfig, worker: &WorkerState) -> Result<Process> {
+    let stderr_fd = match &worker.capture {
+        Some(c) => Some(c.writer()?),
+        None => None,
+    };
+    let stdout = if cfg.quiet_program {
+        Some(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/null")?
+                .into(),
+        )
+    } else {
+        None
+    };
+    let path = CString::new(cfg.program.as_os_str().as_bytes())?;
+    let mut argv = vec![path.clone()];
+    for a in &cfg.args {
+        argv.push(CString::new(a.as_bytes())?);
+    }
+    let envp = environment(&cfg.env)?;
+    let pid = spawn_traced(
+        &path,
+        &argv,
+        &envp,
+        StdioSetup {
+            trap_rdtsc: cfg.trap_rdtsc,
+            stdout,
+            stderr: stderr_fd,
+        },
+    )
+    .context("launching the program under ptrace")?;
+    match Process::new(pid) {
+        Ok(p) => Ok(p),
+        Err(e) => {
+            let _ = kill(pid, Signal::SIGKILL);
+            reap_all(pid, &Default::default());
+            Err(e).context("opening the program's memory")
+        }
+    }
+}
+
+impl<'a> Execution<'a> {
+    /// An execution of a freshly launched process.
+    pub(super) fn fresh(cfg: &'a ExecutionConfig, worker: &'a mut WorkerState, p: Process) -> Self {
+        Execution {
+            cfg,
+            p,
+            model: Model::new(),
+            worker,
+            races: cfg.races.then(RaceDetector::new),
+            returns: Default::default(),
+            atomic_ranges: Vec::new(),
+            race_findings: Vec::new(),
+            recent_pcs: Default::default(),
+            traced_accesses: 0,
+            instrumented: Default::default(),
+            stack_requests: cfg.stack_requests.clone(),
+            captured_stacks: Vec::new(),
+            race_origins: Vec::new(),
+            group_exiting: false,
+            pending_clone: None,
+            resumed_at: Instant::now(),
+            interrupt_sent: false,
+            steps: 0,
+            preemptions: 0,
+            killed: false,
+            panic: None,
+            decisions: Vec::new(),
+            choice_steps: Vec::new(),
+            creation_stretch: Default::default(),
+            memory_hasher: state_hash::MemoryHasher::new(None),
+            trace: Vec::new(),
+            window: Default::default(),
+            fair: cfg.fair.then(FairFilter::new),
+            det: Determinism::default(),
+            snapshot_key: None,
+            points: Vec::new(),
+            record_points: false,
+            points_overflowed: false,
+            restored_prefix: Vec::new(),
+            resume_main: false,
+            syscall_insn: 0,
+            branch_key: None,
+            branch_depth: 0,
+            inherited_fds: Vec::new(),
+            snapshot_at_main: false,
+            segment: Footprint::default(),
+        }
+    }
+
+    /// An execution continuing from a copy of a snapshot.
+    pub(super) fn restored(
+        cfg: &'a ExecutionConfig,
+        worker: &'a mut WorkerState,
+        mut r: Restored,
+    ) -> Self {
+        let s = r.state;
+        Execution {
+            cfg,
+            p: r.process,
+            model: s.model,
+            worker,
+            races: s.races,
+            returns: s.returns,
+            atomic_ranges: s.atomic_ranges,
+            race_findings: s.race_findings,
+            recent_pcs: s.recent_pcs,
+            traced_accesses: s.traced_accesses,
+            instrumented: s.instrumented,
+            stack_requests: cfg.stack_requests.clone(),
+            captured_stacks: Vec::new(),
+            race_origins: s.race_origins,
+            group_exiting: false,
+            pending_clone: None,
+            resumed_at: Instant::now(),
+            interrupt_sent: false,
+            steps: s.steps,
+            preemptions: s.preemptions,
+            killed: false,
+            panic: s.panic,
+            decisions: s.decisions,
+            choice_steps: s.choice_steps,
+            creation_stretch: Default::default(),
+            memory_hasher: state_hash::MemoryHasher::new(r.memory.take()),
+            trace: s.trace,
+            window: s.window,
+            fair: s.fair,
+            det: s.det,
+            snapshot_key: None,
+            points: r.prefix.clone(),
+            record_points: false,
+            points_overflowed: false,
+            restored_prefix: r.prefix,
+            resume_main: r.resume_main,
+            syscall_insn: s.syscall_insn,
+            branch_key: None,
+            branch_depth: 0,
+            inherited_fds: Vec::new(),
+            snapshot_at_main: false,
+            segment: s.segment,
+        }
+    }
+}
+
+/// The program's environment: the configured one, with rseq disabled for determinism.
+fn environment(vars: &[(OsString, OsString)]) -> Result<Vec<CString>> {
+    let mut env: Vec<CString> = Vec::new();
+    let mut tunables = String::from("glibc.pthread.rseq=0");
+    for (k, v) in vars {
+        if k == "GLIBC_TUNABLES" {
+            tunables = format!("{}:{tunables}", v.to_string_lossy());
+            continue;
+        }
+        let mut kv = k.as_bytes().to_vec();
+        kv.push(b'=');
+        kv.extend_from_slice(v.as_bytes());
+        if let Ok(c) = CString::new(kv) {
+            env.push(c);
+        }
+    }
+    env.push(CString::new(format!("GLIBC_TUNABLES={tunables}"))?);
+    Ok(env)
+}
+
+/// AT_ENTRY of the freshly exec'd process.
+pub(super) fn auxv_entry(pid: Pid) -> Result<u64> {
+    let bytes = std::fs::read(format!("/proc/{pid}/auxv")).context("reading auxv")?;
+    for pair in bytes.chunks_exact(16) {
+        let key = u64::from_le_bytes(pair[..8].try_into().expect("8 bytes"));
+        let val = u64::from_le_bytes(pair[8..].try_into().expect("8 bytes"));
+        if key == libc::AT_ENTRY {
+            return Ok(val);
+        }
+    }
+    Err(anyhow!("no AT_ENTRY in the auxiliary vector"))
+}

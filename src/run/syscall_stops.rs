@@ -1,0 +1,184 @@
+//! Seccomp stops: the system calls the model needs (futex, clone, exit_group, sleeps...),
+//! the clock and random-number calls answered for determinism, and rdtsc emulation.
+
+use anyhow::Result;
+use nix::unistd::Pid;
+
+use super::creation::CLONE_THREAD;
+use super::execution::{Execution, RunResult};
+use super::process::StopPlace;
+use super::syscalls::{self, ClockCall, SyscallAction, TimeSource};
+use crate::model::{Op, ThreadId};
+use crate::tracee::seccomp::nr;
+use crate::tracee::{events, regs};
+
+impl Execution<'_> {
+    pub(super) fn on_seccomp(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
+        let r = self.p.load_regs(t)?;
+        let tid = self.p.threads[t].tid;
+        let nr = r.orig_rax as i64;
+        let a = regs::syscall_args(&r);
+        if self.syscall_insn == 0 && self.p.mem.read_u16(r.rip.wrapping_sub(2)).ok() == Some(0x050f)
+        {
+            self.syscall_insn = r.rip - 2;
+        }
+        if let Some(key) = self.snapshot_key.take() {
+            let flags = match nr {
+                nr::CLONE => a[0],
+                nr::CLONE3 => self.p.mem.read_u64(a[0]).unwrap_or(0),
+                _ => 0,
+            };
+            if flags & CLONE_THREAD == 0 {
+                self.snapshot_key = Some(key);
+            } else if self.take_startup_snapshot(t, &r, key)? {
+                return Ok(None);
+            }
+        }
+        self.p.threads[t].place = StopPlace::Syscall;
+        match nr {
+            nr::CLONE => self.pending_clone = Some((a[0], a[3], a[4])),
+            nr::CLONE3 => {
+                let flags = self.p.mem.read_u64(a[0]).unwrap_or(0);
+                let ctid = self.p.mem.read_u64(a[0] + 16).unwrap_or(0);
+                let tls = self.p.mem.read_u64(a[0] + 56).unwrap_or(0);
+                self.pending_clone = Some((flags, ctid, tls));
+            }
+            nr::SET_TID_ADDRESS => self.p.threads[t].clear_tid = a[0],
+            nr::SIGALTSTACK if a[0] != 0 => {
+                let mut ss = [0u8; 24];
+                if self.p.mem.read(a[0], &mut ss).is_ok() {
+                    let flags = i32::from_le_bytes(ss[8..12].try_into().expect("4 bytes"));
+                    self.p.threads[t].altstack = (flags & libc::SS_DISABLE == 0).then_some(ss);
+                }
+            }
+            nr::EXIT_GROUP if self.others_live(t) => {
+                // Other threads could still run first: ending the process is a decision.
+                let site = self.p.mem.read_u64(r.rsp).unwrap_or(r.rip);
+                return self.point(t, Op::ExitGroup, site);
+            }
+            nr::EXIT_GROUP => self.group_exiting = true,
+            _ => {}
+        }
+        match syscalls::decode(nr, a, self) {
+            SyscallAction::Point(op) => {
+                let site = self.p.mem.read_u64(r.rsp).unwrap_or(r.rip);
+                self.point(t, op, site)
+            }
+            SyscallAction::Emulate(v) => {
+                self.p.finish_syscall(t, v)?;
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+            SyscallAction::Native => {
+                self.p.threads[t].place = StopPlace::Event;
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+            SyscallAction::Clock(call) => {
+                let v = self.answer_clock(call);
+                self.p.finish_syscall(t, v)?;
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+            SyscallAction::Random { buf, len } => {
+                let len = len.min(1 << 20) as usize;
+                let bytes = self.det.random_bytes(len);
+                let v = match self.p.mem.write(buf, &bytes) {
+                    Ok(()) => len as i64,
+                    Err(_) => -(libc::EFAULT as i64),
+                };
+                self.p.finish_syscall(t, v)?;
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Answers a time query from the virtual clock, writing the result where asked.
+    pub(super) fn answer_clock(&mut self, call: ClockCall) -> i64 {
+        let now = self.model.now();
+        let write = |mem: &crate::tracee::memory::Memory, out: u64, a: u64, b: u64| {
+            if out == 0 {
+                return true;
+            }
+            let mut bytes = a.to_le_bytes().to_vec();
+            bytes.extend_from_slice(&b.to_le_bytes());
+            mem.write(out, &bytes).is_ok()
+        };
+        let ok = |fine: bool, v: i64| if fine { v } else { -(libc::EFAULT as i64) };
+        match call {
+            ClockCall::Gettime { clock, out } => {
+                let ns = self.det.clock_ns(clock, now);
+                ok(
+                    write(&self.p.mem, out, ns / 1_000_000_000, ns % 1_000_000_000),
+                    0,
+                )
+            }
+            ClockCall::Gettimeofday { out } => {
+                let ns = self.det.clock_ns(libc::CLOCK_REALTIME, now);
+                ok(
+                    write(
+                        &self.p.mem,
+                        out,
+                        ns / 1_000_000_000,
+                        ns % 1_000_000_000 / 1_000,
+                    ),
+                    0,
+                )
+            }
+            ClockCall::Time { out } => {
+                let secs = self.det.clock_ns(libc::CLOCK_REALTIME, now) / 1_000_000_000;
+                let fine = out == 0 || self.p.mem.write(out, &secs.to_le_bytes()).is_ok();
+                ok(fine, secs as i64)
+            }
+        }
+    }
+
+    /// Emulates rdtsc/rdtscp in thread `t`, which fault under PR_TSC_SIGSEGV; true when it
+    /// was one.
+    pub(super) fn emulate_rdtsc(&mut self, t: ThreadId) -> Result<bool> {
+        let tid = self.p.threads[t].tid;
+        let done = self.emulate_rdtsc_in(tid)?;
+        if done {
+            self.p.load_regs(t)?;
+        }
+        Ok(done)
+    }
+
+    /// Emulates rdtsc/rdtscp for any stopped tracee (forked children inherit the trap).
+    pub(super) fn emulate_rdtsc_in(&mut self, tid: Pid) -> Result<bool> {
+        let mut r = regs::get(tid)?;
+        let Ok(word) = nix::sys::ptrace::read(tid, r.rip as nix::sys::ptrace::AddressType) else {
+            return Ok(false);
+        };
+        let b = (word as u64).to_le_bytes();
+        let len = match [b[0], b[1], b[2]] {
+            [0x0f, 0x31, _] => 2,
+            [0x0f, 0x01, 0xf9] => 3,
+            _ => return Ok(false),
+        };
+        let tsc = self.det.tsc(self.model.now());
+        r.rax = tsc & 0xffff_ffff;
+        r.rdx = tsc >> 32;
+        if len == 3 {
+            r.rcx = 0;
+        }
+        r.rip += len;
+        regs::set(tid, r)?;
+        Ok(true)
+    }
+}
+
+impl TimeSource for Execution<'_> {
+    fn timespec_ns(&self, addr: u64) -> Option<u64> {
+        if addr == 0 {
+            return None;
+        }
+        let sec = self.p.mem.read_u64(addr).ok()?;
+        let nsec = self.p.mem.read_u64(addr + 8).ok()?;
+        Some(sec.saturating_mul(1_000_000_000).saturating_add(nsec))
+    }
+    fn clock_now_ns(&self, clock: libc::clockid_t) -> u64 {
+        self.det.peek_ns(clock, self.model.now())
+    }
+}

@@ -1,0 +1,97 @@
+//! Breakpoint stops: what an `int3` of mcheck's means (a hooked function's entry, an atomic
+//! or memory-access instruction, an allocator, the entry point, a return address...) and
+//! the scheduling point or native continuation it turns into.
+
+use anyhow::Result;
+use nix::sys::signal::Signal;
+
+use super::execution::{Execution, RunResult};
+use super::process::{BreakpointKind, StopPlace};
+use crate::model::{Op, ThreadId};
+use crate::tracee::{events, regs};
+
+impl Execution<'_> {
+    pub(super) fn on_trap(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
+        let r = self.p.load_regs(t)?;
+        let addr = r.rip.wrapping_sub(1);
+        if self.returns.contains_key(&addr) {
+            if let Some(ran) = self.handle_return(t, addr, &r)? {
+                return Ok(ran);
+            }
+        }
+        let Some(kind) = self.p.bp_kinds.get(&addr).cloned() else {
+            // Not ours: a SIGTRAP of the program's own.
+            events::resume(self.p.threads[t].tid, Some(Signal::SIGTRAP))?;
+            return Ok(None);
+        };
+        self.p.threads[t].place = StopPlace::Breakpoint(addr);
+        let (op, site) = match kind {
+            BreakpointKind::Entry => {
+                self.p.bps.remove(&self.p.mem, addr)?;
+                self.p.bp_kinds.remove(&addr);
+                let mut r = r;
+                r.rip = addr;
+                regs::set(self.p.threads[t].tid, r)?;
+                self.p.threads[t].regs = r;
+                self.p.threads[t].place = StopPlace::Event;
+                self.p.threads[t].handle = r.fs_base;
+                self.install_hooks()?;
+                (Op::Continue, 0)
+            }
+            BreakpointKind::Main => {
+                self.p.bps.remove(&self.p.mem, addr)?;
+                self.p.bp_kinds.remove(&addr);
+                let mut r = r;
+                r.rip = addr;
+                let tid = self.p.threads[t].tid;
+                regs::set(tid, r)?;
+                self.p.threads[t].regs = r;
+                self.p.threads[t].place = StopPlace::Event;
+                if let Some(key) = self.snapshot_key.take() {
+                    self.take_main_snapshot(t, &r, key)?;
+                }
+                events::resume(tid, None)?;
+                return Ok(None);
+            }
+            BreakpointKind::Hook(h) => {
+                let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
+                let op = h.op(regs::call_args(&r), self);
+                if self.is_glibc_internal(site) {
+                    // glibc's own locking (ld.so's TLS lock at thread creation...) is part of
+                    // an atomic libc call: apply it at once unless it has to wait.
+                    return self.internal_call(t, op, site);
+                }
+                (op, site)
+            }
+            BreakpointKind::Atomic { plan, index, bias } => {
+                let ea = self.p.effective_address(t, &plan.atomics[index], bias);
+                (Op::Atomic { addr: ea }, addr)
+            }
+            BreakpointKind::Access { plan, index, bias } => {
+                return self.on_access(t, addr, &plan, index, bias);
+            }
+            BreakpointKind::Pause => (Op::Yield, addr),
+            BreakpointKind::Alloc(kind) => return self.on_allocator(t, kind),
+            BreakpointKind::MemFn(f) => return self.on_mem_fn(t, f),
+            BreakpointKind::LinkMapChanged => {
+                self.install_hooks()?;
+                return self.step_and_resume(t);
+            }
+            BreakpointKind::Panic => {
+                if self.panic.is_none() {
+                    self.panic = Some(self.thread_report(t, "panicked".into()));
+                }
+                return self.step_and_resume(t);
+            }
+        };
+        self.point(t, op, site)
+    }
+
+    /// Whether a hooked function was called from inside glibc (libc.so or ld.so).
+    pub(super) fn is_glibc_internal(&self, site: u64) -> bool {
+        self.worker.symbols.modules().find(site).is_some_and(|m| {
+            let name = m.path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.starts_with("libc.so") || name.starts_with("ld-linux")
+        })
+    }
+}

@@ -5,6 +5,7 @@
 //! - [`tracee`]: ptrace mechanics: spawning, threads, registers, memory, breakpoints.
 //! - [`model`]: the pure semantic model of threads and synchronisation objects.
 //! - [`detect`]: data race detection with vector clocks (no ptrace).
+//! - [`patch`]: binary patching of access sites: trampolines, jumps, placement (no ptrace).
 //! - [`explore`]: scheduling strategies behind one trait.
 //! - [`run`]: the executor that drives a traced program through the model.
 //! - [`report`]: findings, human text and JSON.
@@ -15,6 +16,7 @@ pub mod commands;
 pub mod detect;
 pub mod explore;
 pub mod model;
+pub mod patch;
 pub mod report;
 pub mod run;
 pub mod tracee;

@@ -15,10 +15,7 @@ use crate::explore::Coverage;
 use crate::report::schedule::{file_sha256, ExecutionOptions, ScheduleFile};
 use crate::report::{human, json, Finding};
 use crate::run::search::{search, Plan};
-use crate::run::{ExecutionConfig, SearchConfig, SearchResult};
-
-/// Traced accesses per execution above which the user is told about `--no-races`.
-const HEAVY_TRACING: u64 = 200_000;
+use crate::run::{patching_enabled, ExecutionConfig, SearchConfig, SearchResult};
 
 /// Runs a search as the options say; returns the exit status.
 pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
@@ -32,6 +29,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     let env = current_env();
     let cfg = SearchConfig {
         execution: ExecutionConfig {
+            patch: patching_enabled(),
             program: program.clone(),
             args: args.command[1..].to_vec(),
             env: env.clone(),
@@ -106,12 +104,6 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             result.cut_by_step_limit, args.max_steps
         );
     }
-    if result.executions > 0 && result.traced_accesses / result.executions > HEAVY_TRACING {
-        eprintln!(
-            "mcheck: note: {} memory accesses were traced per execution on average for race detection (the program has no debug info to tell its own code apart, or does much work); --no-races makes each execution much faster",
-            result.traced_accesses / result.executions
-        );
-    }
     if let Some(path) = &args.output.json {
         let report = json::JsonReport {
             version: json::REPORT_VERSION,
@@ -133,6 +125,19 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 executions_from_branch_snapshot: result.from_branch_snapshots,
                 branch_snapshots: result.branch_snapshots,
                 off_because: result.snapshots_off.clone(),
+            },
+            access_recording: json::JsonAccessRecording {
+                accesses: result.traced_accesses,
+                sites_patched: result.patch_stats.patched,
+                sites_on_breakpoints: result.patch_stats.on_breakpoints(),
+                breakpoint_reasons: {
+                    let mut r = result.patch_stats.fallback.clone();
+                    if result.patch_stats.unpatched > 0 {
+                        r.insert("unpatched later", result.patch_stats.unpatched);
+                    }
+                    r
+                },
+                moved_out_of_generated_code: result.patch_stats.moved_out,
             },
             findings: &findings,
         };
@@ -209,10 +214,14 @@ fn write_schedules(
                 max_steps: args.max_steps,
                 races: !args.no_races,
                 fair: !args.no_fair,
-                preempt_on_races: w.racy_addresses.is_some(),
+                preempt_on_races: w.racy.is_some(),
                 trace_lib: args.trace_lib.clone(),
                 no_trace_lib: args.no_trace_lib.clone(),
-                racy_addresses: w.racy_addresses.clone().unwrap_or_default(),
+                racy_addresses: w
+                    .racy
+                    .as_ref()
+                    .map_or_else(Vec::new, |r| r.addresses.clone()),
+                racy_sites: w.racy.as_ref().map(|r| r.sites.clone()),
                 atomic_addresses: w.atomic_addresses.clone(),
             },
             w.strategy.clone(),

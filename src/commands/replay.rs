@@ -15,7 +15,7 @@ use crate::explore::ReplayScheduler;
 use crate::report::schedule::ScheduleFile;
 use crate::report::{human, json};
 use crate::run::search::run_single;
-use crate::run::{ExecutionConfig, TraceStep};
+use crate::run::{patching_enabled, ExecutionConfig, RacyPoints, TraceStep};
 
 /// Replays a schedule file; returns the exit status.
 pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
@@ -49,18 +49,19 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         snapshots: false,
         snapshot_memory: 0,
         fair: schedule.options.fair,
+        // A schedule that made racy accesses points without saying at which instructions
+        // was recorded with every access site on a breakpoint.
+        patch: patching_enabled()
+            && (schedule.options.racy_sites.is_some()
+                || schedule.options.racy_addresses.is_empty()),
     };
+    let racy = racy_points(&schedule);
     if schedule.finding.kind == crate::report::FindingKind::Nondeterminism {
         return replay_both(args, &schedule, &cfg);
     }
     let mut sched = ReplayScheduler::new(schedule.decisions.clone());
-    let outcome = run_single(
-        &cfg,
-        &mut sched,
-        &schedule.options.racy_addresses,
-        &schedule.options.atomic_addresses,
-    )
-    .context("replaying the schedule")?;
+    let outcome = run_single(&cfg, &mut sched, &racy, &schedule.options.atomic_addresses)
+        .context("replaying the schedule")?;
 
     eprint!("{}", format_trace(&outcome.trace));
     if let Some(d) = outcome.divergence {
@@ -111,6 +112,14 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
     Ok(EXIT_FINDINGS)
 }
 
+/// What the recorded execution made scheduling points of (`--preempt-on-races`).
+fn racy_points(schedule: &ScheduleFile) -> RacyPoints {
+    RacyPoints {
+        addresses: schedule.options.racy_addresses.clone(),
+        sites: schedule.options.racy_sites.clone().unwrap_or_default(),
+    }
+}
+
 /// A nondeterminism finding compares two executions that took the same steps: both
 /// schedules are replayed, and the finding reproduces when they still end differently.
 fn replay_both(
@@ -131,7 +140,7 @@ fn replay_both(
         let outcome = run_single(
             cfg,
             &mut sched,
-            &schedule.options.racy_addresses,
+            &racy_points(schedule),
             &schedule.options.atomic_addresses,
         )
         .context("replaying the schedule")?;
@@ -213,6 +222,7 @@ fn write_json(
             branch_snapshots: 0,
             off_because: None,
         },
+        access_recording: Default::default(),
         findings,
     };
     json::write(path, &report)

@@ -69,8 +69,26 @@ pub struct JsonReport<'a> {
     pub elapsed_seconds: f64,
     /// How executions were started.
     pub snapshots: JsonSnapshots,
+    /// How memory accesses were recorded (race detection).
+    pub access_recording: JsonAccessRecording,
     /// The findings, in the order found.
     pub findings: &'a [Finding],
+}
+
+/// How memory accesses were recorded for race detection.
+#[derive(Serialize, Default)]
+pub struct JsonAccessRecording {
+    /// Accesses recorded over all executions.
+    pub accesses: u64,
+    /// Access sites patched to record without a stop (in the most instrumented execution).
+    pub sites_patched: u64,
+    /// Access sites left on breakpoints (two ptrace stops per access).
+    pub sites_on_breakpoints: u64,
+    /// Why sites were left on breakpoints, with how many each.
+    pub breakpoint_reasons: std::collections::BTreeMap<&'static str, u64>,
+    /// Times a thread was stopped inside generated code (a signal, an interrupt) and moved
+    /// back to its original instruction, over all executions.
+    pub moved_out_of_generated_code: u64,
 }
 
 /// Use of fork snapshots in the search.

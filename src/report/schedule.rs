@@ -56,6 +56,11 @@ pub struct ExecutionOptions {
     /// Addresses whose accesses were scheduling points (`--preempt-on-races`).
     #[serde(default)]
     pub racy_addresses: Vec<u64>,
+    /// The instructions those accesses could stop at (absent in files written before
+    /// accesses were recorded without stops: such a file is replayed with every access
+    /// site on a breakpoint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub racy_sites: Option<Vec<u64>>,
     /// Addresses known to hold atomics (plain loads and stores of them are atomic).
     #[serde(default)]
     pub atomic_addresses: Vec<u64>,

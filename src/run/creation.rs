@@ -10,6 +10,7 @@ use crate::model::{Op, ThreadId};
 use crate::tracee::events;
 
 pub(super) const CLONE_THREAD: u64 = 0x0001_0000;
+const CLONE_VM: u64 = 0x0000_0100;
 pub(super) const CLONE_CHILD_CLEARTID: u64 = 0x0020_0000;
 pub(super) const CLONE_SETTLS: u64 = 0x0008_0000;
 
@@ -18,7 +19,7 @@ impl Execution<'_> {
         let (flags, ctid, tls) = self.pending_clone.take().unwrap_or((CLONE_THREAD, 0, 0));
         let parent_tid = self.p.threads[t].tid;
         if flags & CLONE_THREAD == 0 {
-            self.adopt_foreign(child)?;
+            self.adopt_foreign(child, flags & CLONE_VM == 0)?;
             events::resume(parent_tid, None)?;
             return Ok(None);
         }
@@ -57,6 +58,7 @@ impl Execution<'_> {
         // other thread's steps up to data races, which the detector reports whatever the
         // order; glibc-internal locking stays part of its libc call, as in every step.
         self.creation_stretch.insert(t);
+        self.sync_log_mode(t);
         events::resume(parent_tid, None)?;
         Ok(None)
     }
@@ -92,6 +94,7 @@ impl Execution<'_> {
                 return Ok(Some(self.outcome(Some(f))));
             }
             self.creation_stretch.insert(u);
+            self.sync_log_mode(u);
             let r = self.resume_and_run(u)?;
             if let Some(done) = self.settle(u, r)? {
                 return Ok(Some(done));

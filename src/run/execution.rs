@@ -65,7 +65,7 @@ pub struct ExecutionConfig {
     /// Libraries not to trace (path substrings).
     pub no_trace_lib: Vec<String>,
     /// Accesses whose stacks to capture (a second run of a schedule that found races).
-    pub stack_requests: Vec<EarlierAccess>,
+    pub stack_requests: Vec<AccessKey>,
     /// Start executions from a fork snapshot taken at the first thread creation.
     pub snapshots: bool,
     /// Most resident memory a worker's snapshots may hold.
@@ -76,6 +76,9 @@ pub struct ExecutionConfig {
     /// States are hashed at points (`--state-cache`): fork copies of a program with much
     /// memory are write-tracked from their start (`state_hash`).
     pub state_cache: bool,
+    /// Record accesses through patched code where possible (else every access site keeps
+    /// a breakpoint; `MCHECK_PATCH=off` sets this off).
+    pub patch: bool,
 }
 
 impl ExecutionConfig {
@@ -113,9 +116,9 @@ pub struct ExecutionOutcome {
     /// Memory accesses traced (race detection).
     pub traced_accesses: u64,
     /// The earlier access of each race in `races`, by index.
-    pub race_origins: Vec<(usize, EarlierAccess)>,
+    pub race_origins: Vec<super::races::RaceOrigin>,
     /// Stacks captured for `ExecutionConfig::stack_requests`.
-    pub captured_stacks: Vec<(EarlierAccess, Vec<crate::report::Frame>)>,
+    pub captured_stacks: Vec<(AccessKey, Vec<crate::report::Frame>)>,
     /// Ended at a state visited before (`--state-cache`): its subtree was pruned.
     pub pruned: bool,
     /// How the process ended, when it did ("exit status 0", "killed by SIGSEGV").
@@ -124,11 +127,16 @@ pub struct ExecutionOutcome {
     pub output_digest: u64,
     /// Memory pages hashed anew and pages whose hash was kept, at hashed points.
     pub hashed_pages: (u64, u64),
+    /// Why mcheck cut the execution short without a finding (a thread blocked in the
+    /// kernel), if it did.
+    pub abandoned: Option<String>,
+    /// How the access sites of the program were instrumented.
+    pub patch_stats: super::patching::PatchStats,
 }
 
 /// An access identified across runs of one schedule: thread, instruction and the thread's
 /// epoch (its clock only moves at releases, so the same loop iteration's stack is found).
-pub type EarlierAccess = (ThreadId, u64, u32);
+pub type AccessKey = (ThreadId, u64, u32);
 
 /// One step of a readable trace.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -162,6 +170,9 @@ pub(super) enum ProcessEnd {
     Exited(i32),
     Killed(Signal),
     Vanished,
+    /// Cut short by mcheck: the running thread sat blocked in the kernel (`abandoned`
+    /// says where), which no other thread can change while mcheck holds them stopped.
+    Abandoned,
 }
 
 pub(super) struct Execution<'a> {
@@ -177,24 +188,33 @@ pub(super) struct Execution<'a> {
     pub(super) atomic_ranges: Vec<std::ops::Range<u64>>,
     /// Data races found so far.
     pub(super) race_findings: Vec<Finding>,
-    /// The last access pcs seen (tells progress from spinning).
-    pub(super) recent_pcs: std::collections::VecDeque<u64>,
     /// Memory accesses traced in this execution.
     pub(super) traced_accesses: u64,
+    /// Access recording: started or not, files waiting for the first thread.
+    pub(super) rec: super::patching::Recording,
     /// Start addresses of the mapped files already instrumented.
     pub(super) instrumented: std::collections::HashSet<u64>,
     /// Accesses whose stack to capture, as (thread, pc, epoch) (earlier sides of races
     /// found by a previous run of the same schedule).
-    pub(super) stack_requests: Vec<EarlierAccess>,
+    pub(super) stack_requests: Vec<AccessKey>,
     /// Stacks captured for `stack_requests`.
-    pub(super) captured_stacks: Vec<(EarlierAccess, Vec<crate::report::Frame>)>,
+    pub(super) captured_stacks: Vec<(AccessKey, Vec<crate::report::Frame>)>,
     /// The earlier access of each race finding, by index in `race_findings`.
-    pub(super) race_origins: Vec<(usize, EarlierAccess)>,
+    pub(super) race_origins: Vec<super::races::RaceOrigin>,
     pub(super) group_exiting: bool,
     /// (flags, child_tid, tls) of the clone the running thread is making.
     pub(super) pending_clone: Option<(u64, u64, u64)>,
+    /// When the running thread was last resumed (wall clock).
     pub(super) resumed_at: Instant,
+    /// The program's user-mode CPU time then.
+    pub(super) resumed_cpu: Duration,
+    /// Accesses the running thread logged since then (drained).
+    pub(super) logged_since_resume: u64,
     pub(super) interrupt_sent: bool,
+    /// Where the running thread was blocked when the execution was abandoned.
+    pub(super) abandoned: Option<String>,
+    /// Threads moved out of generated code in this execution (signals, interrupts).
+    pub(super) moved_out_of_trampolines: u64,
     pub(super) steps: u64,
     pub(super) preemptions: u64,
     pub(super) killed: bool,
@@ -469,6 +489,9 @@ impl Execution<'_> {
             self.worker
                 .racy_addresses
                 .extend(d.racy_addresses().iter().copied());
+            self.worker
+                .racy_sites
+                .extend(d.races().iter().flat_map(|r| [r.earlier.pc, r.later.pc]));
         }
         let mut finding = finding;
         if let Some(f) = &mut finding {
@@ -497,6 +520,11 @@ impl Execution<'_> {
                 self.memory_hasher.pages_hashed,
                 self.memory_hasher.pages_reused,
             ),
+            abandoned: None,
+            patch_stats: super::patching::PatchStats {
+                moved_out: self.moved_out_of_trampolines,
+                ..self.p.patching.stats.clone()
+            },
         }
     }
 
@@ -507,6 +535,10 @@ impl Execution<'_> {
             ProcessEnd::Exited(code) => Some(format!("exit status {code}")),
             ProcessEnd::Killed(sig) => Some(format!("killed by {sig:?}")),
             ProcessEnd::Vanished => None,
+            ProcessEnd::Abandoned => {
+                out.abandoned = self.abandoned.take();
+                None
+            }
         };
         out
     }
@@ -568,6 +600,7 @@ impl Execution<'_> {
     /// Thread `t` exited: the race detector keeps its clock, the model its holdings.
     fn thread_exited(&mut self, t: ThreadId) -> std::result::Result<(), ModelFinding> {
         self.creation_stretch.remove(&t);
+        self.sync_log_mode(t);
         if let Some(d) = self.races.as_mut() {
             d.thread_exited(t);
         }
@@ -592,9 +625,11 @@ impl Execution<'_> {
                         let size = insn.memory_size().size() as u64;
                         self.record_atomic(t, ea, size, addr);
                     }
-                    Some(BreakpointKind::Access { plan, index, bias }) => {
-                        let plan = plan.clone();
-                        self.record_access(t, addr, &plan, *index, *bias);
+                    Some(BreakpointKind::Access(id)) => {
+                        if let Some(site) = self.p.patching.sites.get(*id as usize).copied() {
+                            let ea = self.p.effective_address(t, &site.insn, 0);
+                            self.record_access(t, &site, ea, super::races::Seen::AtAccess);
+                        }
                     }
                     Some(BreakpointKind::Hook(Hook::Once)) => {
                         let control = self.p.threads[t].regs.rdi;
@@ -696,6 +731,7 @@ impl Execution<'_> {
     /// Records that `t` reached a scheduling point.
     pub(super) fn point(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
         self.creation_stretch.remove(&t);
+        self.sync_log_mode(t);
         match self.model.set_pending(t, op, site) {
             Ok(()) => Ok(Some(RunResult::Point)),
             Err(f) => Ok(Some(RunResult::Found(Box::new(self.model_finding(f))))),

@@ -233,7 +233,7 @@ impl Execution<'_> {
                 format!("the program was terminated by {sig:?}"),
                 vec![],
             )),
-            ProcessEnd::Vanished => None,
+            ProcessEnd::Vanished | ProcessEnd::Abandoned => None,
         }
     }
 }

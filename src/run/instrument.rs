@@ -8,15 +8,17 @@ use anyhow::Result;
 
 use super::execution::Execution;
 use super::hooks::{merge_aliases, Hook};
-use super::plan::{role_of, Alloc, MemFn, Role};
+use super::plan::{role_of, Alloc, Role};
 use super::process::BreakpointKind;
 use crate::binary::{ElfFile, ErrnoTls};
 
 impl Execution<'_> {
-    /// Puts breakpoints on the threading API, atomic and memory-access instructions of the
-    /// code under test, allocators and modelled libc calls, once libraries are mapped (at the
-    /// entry point). The per-file plans are computed once per worker.
-    pub(super) fn install_hooks(&mut self) -> Result<()> {
+    /// Puts breakpoints on the threading API, atomic and PAUSE instructions of the code
+    /// under test, once libraries are mapped (at the entry point, and after each change of
+    /// the link map, through thread `t`); memory-access sites, allocators and modelled libc
+    /// calls are instrumented from the first thread creation on (`patching.rs`). The
+    /// per-file plans are computed once per worker.
+    pub(super) fn install_hooks(&mut self, t: crate::model::ThreadId) -> Result<()> {
         self.worker.symbols.refresh(self.p.pid.as_raw());
         let modules = self.worker.symbols.modules().clone();
         for m in modules.modules() {
@@ -101,6 +103,11 @@ impl Execution<'_> {
             let pauses: Vec<u64> = plan.pauses.iter().map(|a| a + bias).collect();
             self.p
                 .add_breakpoints(&pauses, |_| Some(BreakpointKind::Pause))?;
+            self.atomic_ranges.extend(
+                plan.atomic_ranges
+                    .iter()
+                    .map(|r| r.start + bias..r.end + bias),
+            );
             let allocs: HashMap<u64, Alloc> = plan
                 .allocators
                 .iter()
@@ -110,31 +117,9 @@ impl Execution<'_> {
             self.p.add_breakpoints(&addrs, |a| {
                 allocs.get(&a).map(|&k| BreakpointKind::Alloc(k))
             })?;
-            let mem_fns: HashMap<u64, MemFn> =
-                plan.mem_fns.iter().map(|&(a, f)| (a + bias, f)).collect();
-            let addrs: Vec<u64> = mem_fns.keys().copied().collect();
-            self.p.add_breakpoints(&addrs, |a| {
-                mem_fns.get(&a).map(|&f| BreakpointKind::MemFn(f))
-            })?;
-            let accesses: HashMap<u64, usize> = plan
-                .accesses
-                .iter()
-                .enumerate()
-                .map(|(i, (insn, _, _))| (insn.ip() + bias, i))
-                .collect();
-            let addrs: Vec<u64> = accesses.keys().copied().collect();
-            self.p.add_breakpoints(&addrs, |a| {
-                accesses.get(&a).map(|&index| BreakpointKind::Access {
-                    plan: plan.clone(),
-                    index,
-                    bias,
-                })
-            })?;
-            self.atomic_ranges.extend(
-                plan.atomic_ranges
-                    .iter()
-                    .map(|r| r.start + bias..r.end + bias),
-            );
+            if self.cfg.races {
+                self.add_access_module(t, plan.clone(), bias)?;
+            }
         }
         Ok(())
     }

@@ -63,7 +63,10 @@ pub fn run_execution(
             exec.branch_depth = branch_depth;
             exec.record_points = exec.branch_key.is_some();
             let prefix = std::mem::take(&mut exec.restored_prefix);
-            let result = exec.run(sched, Some(prefix));
+            let result = match exec.prepare_copy_for_recording() {
+                Ok(()) => exec.run(sched, Some(prefix)),
+                Err(e) => Err(e),
+            };
             exec.kill_all();
             result
         }
@@ -174,8 +177,8 @@ impl<'a> Execution<'a> {
             returns: Default::default(),
             atomic_ranges: Vec::new(),
             race_findings: Vec::new(),
-            recent_pcs: Default::default(),
             traced_accesses: 0,
+            rec: Default::default(),
             instrumented: Default::default(),
             stack_requests: cfg.stack_requests.clone(),
             captured_stacks: Vec::new(),
@@ -183,7 +186,11 @@ impl<'a> Execution<'a> {
             group_exiting: false,
             pending_clone: None,
             resumed_at: Instant::now(),
+            resumed_cpu: Default::default(),
+            logged_since_resume: 0,
             interrupt_sent: false,
+            abandoned: None,
+            moved_out_of_trampolines: 0,
             steps: 0,
             preemptions: 0,
             killed: false,
@@ -227,8 +234,8 @@ impl<'a> Execution<'a> {
             returns: s.returns,
             atomic_ranges: s.atomic_ranges,
             race_findings: s.race_findings,
-            recent_pcs: s.recent_pcs,
             traced_accesses: s.traced_accesses,
+            rec: s.rec,
             instrumented: s.instrumented,
             stack_requests: cfg.stack_requests.clone(),
             captured_stacks: Vec::new(),
@@ -236,7 +243,11 @@ impl<'a> Execution<'a> {
             group_exiting: false,
             pending_clone: None,
             resumed_at: Instant::now(),
+            resumed_cpu: Default::default(),
+            logged_since_resume: 0,
             interrupt_sent: false,
+            abandoned: None,
+            moved_out_of_trampolines: 0,
             steps: s.steps,
             preemptions: s.preemptions,
             killed: false,

@@ -12,6 +12,7 @@ mod hooks;
 mod instrument;
 mod launch;
 mod livelock;
+mod patching;
 mod plan;
 mod process;
 mod races;
@@ -28,5 +29,6 @@ mod worker_state;
 
 pub use execution::{ExecutionConfig, ExecutionOutcome, TraceStep};
 pub use launch::run_execution;
+pub use patching::{patching_enabled, PatchStats};
 pub use search::{SearchConfig, SearchResult, Witness};
-pub use worker_state::WorkerState;
+pub use worker_state::{RacyPoints, WorkerState};

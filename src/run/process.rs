@@ -11,6 +11,7 @@ use nix::unistd::Pid;
 use std::sync::Arc;
 
 use super::hooks::Hook;
+use super::patching::Patching;
 use super::plan::{Alloc, MemFn, ModulePlan};
 use crate::model::ThreadId;
 use crate::tracee::breakpoints::Breakpoints;
@@ -36,15 +37,9 @@ pub enum BreakpointKind {
         /// Load bias of the file.
         bias: u64,
     },
-    /// A memory-access instruction of the code under test: `plan.accesses[index]`.
-    Access {
-        /// The file's plan.
-        plan: Arc<ModulePlan>,
-        /// Index in `plan.accesses`.
-        index: usize,
-        /// Load bias of the file.
-        bias: u64,
-    },
+    /// A memory-access instruction of the code under test left on the breakpoint path:
+    /// its id in the process's site table (`Patching::sites`).
+    Access(u32),
     /// A PAUSE instruction of the code under test: a yield, then stepped over.
     Pause,
     /// An allocator entry.
@@ -161,6 +156,8 @@ pub struct Process {
     pub foreign: HashSet<Pid>,
     /// TP offset of errno, once known.
     pub errno_tp_offset: Option<i64>,
+    /// Access sites, patches and the access log.
+    pub patching: Patching,
 }
 
 impl Process {
@@ -179,6 +176,7 @@ impl Process {
             early_stops: HashSet::new(),
             foreign: HashSet::new(),
             errno_tp_offset: None,
+            patching: Patching::default(),
         })
     }
 
@@ -202,6 +200,7 @@ impl Process {
             early_stops: HashSet::new(),
             foreign: HashSet::new(),
             errno_tp_offset: self.errno_tp_offset,
+            patching: self.patching.clone(),
         })
     }
 
@@ -221,7 +220,55 @@ impl Process {
             self.bp_kinds.insert(a, k);
             new.push(a);
         }
+        for &a in &new {
+            self.unpatch_covering(a..a + 1)?;
+        }
         self.bps.insert_many(&self.mem, &new)
+    }
+
+    /// Inserts one breakpoint at `addr` (no-op when present), taking out first the patches
+    /// whose jumps rely on that byte.
+    pub fn insert_breakpoint(&mut self, addr: u64) -> io::Result<()> {
+        if !self.bps.contains(addr) {
+            self.unpatch_covering(addr..addr + 1)?;
+        }
+        self.bps.insert(&self.mem, addr)
+    }
+
+    /// Removes the breakpoint at `addr` for good, taking out first the patches whose jumps
+    /// rely on that byte.
+    pub fn remove_breakpoint(&mut self, addr: u64) -> io::Result<()> {
+        if self.bps.contains(addr) {
+            self.unpatch_covering(addr..addr + 1)?;
+        }
+        self.bps.remove(&self.mem, addr)
+    }
+
+    /// Takes out every patch whose jump relies on bytes in `range` (and, in turn, those
+    /// relying on the bytes that restores): each site gets its original bytes back and a
+    /// breakpoint, so that its accesses are still recorded.
+    pub fn unpatch_covering(&mut self, range: std::ops::Range<u64>) -> io::Result<()> {
+        if self.patching.table.is_empty() {
+            return Ok(());
+        }
+        let sites = self.patching.table.dependents(range);
+        if sites.is_empty() {
+            return Ok(());
+        }
+        let table = Arc::make_mut(&mut self.patching.table);
+        let mut removed = Vec::with_capacity(sites.len());
+        for at in sites {
+            if let Some(site) = table.remove(at) {
+                self.mem.write(at, site.original_bytes())?;
+                removed.push((at, site.id));
+            }
+        }
+        for (at, id) in removed {
+            self.bp_kinds.insert(at, BreakpointKind::Access(id));
+            self.bps.insert(&self.mem, at)?;
+            self.patching.stats.unpatched += 1;
+        }
+        Ok(())
     }
 
     /// Reads the registers of thread `t` into its record.

@@ -3,16 +3,14 @@
 //! following allocator calls to their return (return breakpoints), and turning races into
 //! findings that name both accesses and the object raced on.
 
-use std::sync::Arc;
-
 use anyhow::Result;
 
-use super::execution::{Execution, RunResult};
+use super::execution::{AccessKey, Execution, RunResult};
 use super::happens_before::{ATOMIC, ONCE};
-use super::plan::{Alloc, MemFn, ModulePlan};
+use super::patching::AccessSite;
+use super::plan::{Alloc, MemFn};
 use super::process::StopPlace;
 use super::stacks::primary_location;
-use crate::binary::accesses::AccessKind;
 use crate::detect::race::{Access, HeapBlock, Race};
 use crate::model::{Op, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
@@ -52,6 +50,28 @@ pub enum ReturnAction {
     },
 }
 
+/// Where the tracer was when an access reached the detector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen {
+    /// Its thread is stopped at the access (a breakpoint).
+    AtAccess,
+    /// Its thread is stopped at a modelled libc call (memcpy, read...).
+    InModelledCall,
+    /// It was read from the access log: its thread has run on since.
+    Logged,
+}
+
+/// A race finding's accesses, to be found again by a second run of the same schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RaceOrigin {
+    /// Index of the finding in the execution's race findings.
+    pub index: usize,
+    /// The earlier access.
+    pub earlier: AccessKey,
+    /// The later access, when its stack was not at hand.
+    pub later: Option<AccessKey>,
+}
+
 /// A return breakpoint waiting for one thread.
 #[derive(Debug, Clone, Copy)]
 pub struct PendingReturn {
@@ -63,9 +83,6 @@ pub struct PendingReturn {
     pub action: ReturnAction,
 }
 
-/// How many recent access pcs tell progress from spinning.
-const RECENT_PCS: usize = 64;
-
 /// Longest string the modelled string functions read.
 const MAX_STRING: u64 = 1 << 16;
 
@@ -74,7 +91,7 @@ impl Execution<'_> {
     pub(super) fn on_return_of_call(&mut self, t: ThreadId, action: ReturnAction) -> Result<()> {
         let r = self.p.threads[t].regs;
         let ret = self.p.mem.read_u64(r.rsp)?;
-        self.p.bps.insert(&self.p.mem, ret)?;
+        self.p.insert_breakpoint(ret)?;
         self.returns.entry(ret).or_default().push(PendingReturn {
             thread: t,
             rsp: r.rsp + 8,
@@ -113,7 +130,7 @@ impl Execution<'_> {
             return Ok(None);
         }
         if empty {
-            self.p.bps.remove(&self.p.mem, addr)?;
+            self.p.remove_breakpoint(addr)?;
             let mut regs = *r;
             regs.rip = addr;
             regs::set(self.p.threads[t].tid, regs)?;
@@ -141,7 +158,7 @@ impl Execution<'_> {
                     atomic: false,
                     pc: site,
                 };
-                if let Some(f) = self.detect(access, true) {
+                if let Some(f) = self.detect(access, Seen::InModelledCall) {
                     self.race_findings.push(f);
                 }
             }
@@ -291,7 +308,7 @@ impl Execution<'_> {
                 atomic: false,
                 pc: site,
             };
-            if let Some(f) = self.detect(access, true) {
+            if let Some(f) = self.detect(access, Seen::InModelledCall) {
                 self.race_findings.push(f);
             }
         }
@@ -330,22 +347,20 @@ impl Execution<'_> {
         cap
     }
 
-    /// A memory-access instruction of the code under test. Returns a scheduling point when
-    /// `--preempt-on-races` makes this racy address one; else records it and runs on.
+    /// A memory-access site left on the breakpoint path (`id` in the site table). Returns
+    /// a scheduling point when it must be one; else records the access and runs on.
     pub(super) fn on_access(
         &mut self,
         t: ThreadId,
         addr: u64,
-        plan: &Arc<ModulePlan>,
-        index: usize,
-        bias: u64,
+        id: u32,
     ) -> Result<Option<RunResult>> {
-        self.note_progress(addr);
-        let (insn, info, atomic_source) = &plan.accesses[index];
-        let ea = self.p.effective_address(t, insn, bias);
-        let write = info.kind != AccessKind::Read;
+        let Some(site) = self.p.patching.sites.get(id as usize).copied() else {
+            return self.step_and_resume(t);
+        };
+        let ea = self.p.effective_address(t, &site.insn, 0);
         let statically_atomic =
-            *atomic_source || self.atomic_ranges.iter().any(|r| r.contains(&ea));
+            site.atomic_source || self.atomic_ranges.iter().any(|r| r.contains(&ea));
         if statically_atomic && self.creation_stretch.contains(&t) {
             // An atomic access can be ordered against another thread's without a data race:
             // the stretch around a thread creation ends here, as a scheduling point (see
@@ -353,7 +368,14 @@ impl Execution<'_> {
             // the detector reports whatever the order. Only what the binary says is atomic
             // counts, so that every execution of a tree search has the same points.
             self.p.threads[t].place = StopPlace::Breakpoint(addr);
-            return self.point(t, Op::MemoryAccess { addr: ea, write }, addr);
+            return self.point(
+                t,
+                Op::MemoryAccess {
+                    addr: ea,
+                    write: site.write,
+                },
+                addr,
+            );
         }
         // Racy addresses are points only once threads exist: the single-threaded start must
         // stay the same in every execution (it is what a fork snapshot skips).
@@ -362,49 +384,36 @@ impl Execution<'_> {
             && self.worker.racy_addresses.contains(&ea)
         {
             self.p.threads[t].place = StopPlace::Breakpoint(addr);
-            return self.point(t, Op::MemoryAccess { addr: ea, write }, addr);
+            return self.point(
+                t,
+                Op::MemoryAccess {
+                    addr: ea,
+                    write: site.write,
+                },
+                addr,
+            );
         }
-        self.record_access(t, addr, plan, index, bias);
+        self.record_access(t, &site, ea, Seen::AtAccess);
         self.step_and_resume(t)
     }
 
-    /// Traced code that is new (an access at a pc not among the recent ones) is progress:
-    /// the runaway-thread clock restarts. A thread spinning on a plain variable keeps
-    /// hitting the same few instructions, so it still times out.
-    fn note_progress(&mut self, pc: u64) {
-        self.traced_accesses += 1;
-        if !self.recent_pcs.contains(&pc) {
-            if self.recent_pcs.len() == RECENT_PCS {
-                self.recent_pcs.pop_front();
-            }
-            self.recent_pcs.push_back(pc);
-            self.resumed_at = std::time::Instant::now();
-        }
-    }
-
-    /// Records the access of the instruction at `pc` (planned as `plan.accesses[index]`).
-    pub(super) fn record_access(
-        &mut self,
-        t: ThreadId,
-        pc: u64,
-        plan: &Arc<ModulePlan>,
-        index: usize,
-        bias: u64,
-    ) {
-        let (insn, info, atomic_source) = &plan.accesses[index];
-        let ea = self.p.effective_address(t, insn, bias);
+    /// Records the access `site` made at `ea` in thread `t`: at its breakpoint
+    /// (`Seen::AtAccess`) or from the log (`Seen::Logged`).
+    pub(super) fn record_access(&mut self, t: ThreadId, site: &AccessSite, ea: u64, seen: Seen) {
         if ea == 0 {
             return;
         }
-        let atomic = *atomic_source || (info.plain_mov && self.is_atomic_location(ea));
-        if *atomic_source {
+        self.traced_accesses += 1;
+        let pc = site.insn.ip();
+        let atomic = site.atomic_source || (site.plain_mov && self.is_atomic_location(ea));
+        if site.atomic_source {
             self.worker.atomic_addresses.insert(ea);
         }
-        let write = info.kind != AccessKind::Read;
+        let write = site.write;
         let access = Access {
             thread: t,
             addr: ea,
-            size: info.size.max(1) as u64,
+            size: site.size as u64,
             write,
             atomic,
             pc,
@@ -419,7 +428,7 @@ impl Execution<'_> {
                 }
             }
         }
-        if let Some(f) = self.detect(access, false) {
+        if let Some(f) = self.detect(access, seen) {
             self.race_findings.push(f);
         }
         if atomic && write {
@@ -446,13 +455,8 @@ impl Execution<'_> {
         let race = d.access(access);
         d.release(t, (ATOMIC, ea));
         if let Some(race) = race {
-            let origin = (
-                race.earlier.epoch.thread,
-                race.earlier.pc,
-                race.earlier.epoch.clock,
-            );
-            self.race_origins.push((self.race_findings.len(), origin));
-            let f = self.race_finding(&race, false);
+            self.note_origin(&race, Seen::AtAccess);
+            let f = self.race_finding(&race, Seen::AtAccess);
             self.race_findings.push(f);
         }
     }
@@ -463,16 +467,23 @@ impl Execution<'_> {
     }
 
     /// Feeds an access to the detector; a new race becomes a finding.
-    fn detect(&mut self, access: Access, modelled_call: bool) -> Option<Finding> {
+    fn detect(&mut self, access: Access, seen: Seen) -> Option<Finding> {
         self.capture_if_requested(access.thread, access.pc);
         let race = self.races.as_mut()?.access(access)?;
-        let origin = (
-            race.earlier.epoch.thread,
-            race.earlier.pc,
-            race.earlier.epoch.clock,
-        );
-        self.race_origins.push((self.race_findings.len(), origin));
-        Some(self.race_finding(&race, modelled_call))
+        self.note_origin(&race, seen);
+        Some(self.race_finding(&race, seen))
+    }
+
+    /// Notes which accesses of `race` (the next race finding) a second run of the schedule
+    /// must take the stacks of: the earlier one always, the later one when it was read
+    /// from the log (its thread has moved on since).
+    fn note_origin(&mut self, race: &Race, seen: Seen) {
+        let key = |s: &crate::detect::race::Seen| (s.epoch.thread, s.pc, s.epoch.clock);
+        self.race_origins.push(RaceOrigin {
+            index: self.race_findings.len(),
+            earlier: key(&race.earlier),
+            later: (seen == Seen::Logged).then(|| key(&race.later)),
+        });
     }
 
     /// When a previous run of this schedule asked for the stack of this access (the earlier
@@ -493,8 +504,9 @@ impl Execution<'_> {
         }
     }
 
-    /// The finding for `race`, built while the later thread is stopped at its access.
-    fn race_finding(&mut self, race: &Race, modelled_call: bool) -> Finding {
+    /// The finding for `race`, made when its later access was `seen`.
+    fn race_finding(&mut self, race: &Race, seen: Seen) -> Finding {
+        let modelled_call = seen == Seen::InModelledCall;
         let what = |s: &crate::detect::race::Seen| {
             let rw = if s.write { "write" } else { "read" };
             let at = if s.atomic { "atomic " } else { "" };
@@ -504,6 +516,11 @@ impl Execution<'_> {
         let later_t = race.later.epoch.thread;
         let earlier_t = race.earlier.epoch.thread;
         let mut later = self.thread_report(later_t, format!("{} (this access)", what(&race.later)));
+        if seen == Seen::Logged {
+            // Its thread has moved on since: the access's own frame, until a second run
+            // of the schedule takes the whole stack.
+            later.stack = self.worker.symbols.frame_at(race.later.pc, false);
+        }
         if modelled_call {
             later.state.push_str(" inside a libc memory function");
         }

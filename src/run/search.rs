@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::execution::{ExecutionConfig, ExecutionOutcome};
+use super::execution::{AccessKey, ExecutionConfig, ExecutionOutcome};
 use super::launch::run_execution;
-use super::worker_state::WorkerState;
+use super::patching::PatchStats;
+use super::worker_state::{RacyPoints, WorkerState};
 use crate::explore::{
     counter_of, default_mix, CacheStats, Coverage, Decision, EndTable, ExecutionSummary, Mix,
     PctScheduler, RandomScheduler, ReplayScheduler, Scheduler, SharedStateTable, Slot, StateTable,
@@ -137,9 +138,9 @@ pub struct Witness {
     pub decisions: Vec<Decision>,
     /// The strategy (and member) that found it.
     pub strategy: String,
-    /// Addresses that were scheduling points in that execution (None: `--preempt-on-races`
-    /// was off for it).
-    pub racy_addresses: Option<Vec<u64>>,
+    /// What was made scheduling points in that execution (None: `--preempt-on-races` was
+    /// off for it).
+    pub racy: Option<RacyPoints>,
     /// Addresses known to hold atomics when it ran.
     pub atomic_addresses: Vec<u64>,
 }
@@ -149,10 +150,12 @@ pub struct Witness {
 pub fn attach_earlier_stacks(
     cfg: &ExecutionConfig,
     outcome: &mut ExecutionOutcome,
-    racy_before: &[u64],
+    racy_before: &RacyPoints,
     state: &mut WorkerState,
 ) -> Result<()> {
-    let requests: Vec<_> = outcome.race_origins.iter().map(|(_, o)| *o).collect();
+    let requests: Vec<_> = (outcome.race_origins.iter())
+        .flat_map(|o| std::iter::once(o.earlier).chain(o.later))
+        .collect();
     let cfg = ExecutionConfig {
         stack_requests: requests,
         ..cfg.clone()
@@ -160,13 +163,23 @@ pub fn attach_earlier_stacks(
     let Some(again) = rerun(&cfg, &outcome.decisions, racy_before, state)? else {
         return Ok(());
     };
-    for (index, origin) in &outcome.race_origins {
-        let captured = again.captured_stacks.iter().find(|(k, _)| k == origin);
-        if let (Some((_, stack)), Some(f)) = (captured, outcome.races.get_mut(*index)) {
-            if let Some(earlier) = f.threads.get_mut(1) {
-                if !stack.is_empty() {
-                    earlier.stack = stack.clone();
-                }
+    let captured = |key: &AccessKey| {
+        (again.captured_stacks.iter())
+            .find(|(k, s)| k == key && !s.is_empty())
+            .map(|(_, s)| s.clone())
+    };
+    for o in &outcome.race_origins {
+        let Some(f) = outcome.races.get_mut(o.index) else {
+            continue;
+        };
+        // The report lists the later access first, the earlier second.
+        let sides = [(0, o.later), (1, Some(o.earlier))];
+        for (slot, key) in sides {
+            let (Some(key), Some(report)) = (key, f.threads.get_mut(slot)) else {
+                continue;
+            };
+            if let Some(stack) = captured(&key) {
+                report.stack = stack;
             }
         }
     }
@@ -178,17 +191,14 @@ pub fn attach_earlier_stacks(
 fn rerun(
     cfg: &ExecutionConfig,
     decisions: &[Decision],
-    racy_before: &[u64],
+    racy_before: &RacyPoints,
     state: &mut WorkerState,
 ) -> Result<Option<ExecutionOutcome>> {
-    let learnt = std::mem::replace(
-        &mut state.racy_addresses,
-        racy_before.iter().copied().collect(),
-    );
+    let learnt = state.replace_racy_points(racy_before);
     let mut again = ReplayScheduler::new(decisions.to_vec());
     again.begin_execution(0);
     let outcome = run_execution(cfg, &mut again, state);
-    state.racy_addresses.extend(learnt);
+    state.add_racy_points(&learnt);
     let outcome = outcome?;
     Ok(outcome.divergence.is_none().then_some(outcome))
 }
@@ -214,6 +224,9 @@ pub struct SearchResult {
     pub cut_by_step_limit: u64,
     /// Memory accesses traced for race detection, over all executions.
     pub traced_accesses: u64,
+    /// How access sites were instrumented (the most instrumented execution), and how often
+    /// threads had to be moved out of generated code.
+    pub patch_stats: PatchStats,
     /// Executions started from a fork snapshot instead of exec.
     pub from_snapshots: u64,
     /// Of those, executions started from a snapshot at a branch point of a tree search.
@@ -261,18 +274,18 @@ pub fn location_key(locations: &[crate::report::Frame]) -> Vec<String> {
 }
 
 /// Runs exactly one execution under `sched` (replay), with the same setup as a search.
-/// `racy_addresses` are the addresses that were scheduling points (`--preempt-on-races`)
+/// `racy` is what was made scheduling points (`--preempt-on-races`)
 /// and `atomic_addresses` those known to hold atomics when the schedule was recorded.
 pub fn run_single(
     cfg: &ExecutionConfig,
     sched: &mut dyn Scheduler,
-    racy_addresses: &[u64],
+    racy: &RacyPoints,
     atomic_addresses: &[u64],
 ) -> Result<ExecutionOutcome> {
     cpu::pin_current_thread(None)?;
     let _tick = Watchdog::start(Duration::from_millis(100))?;
     let mut worker = WorkerState::default();
-    worker.racy_addresses.extend(racy_addresses.iter().copied());
+    worker.add_racy_points(racy);
     worker
         .atomic_addresses
         .extend(atomic_addresses.iter().copied());
@@ -283,7 +296,7 @@ pub fn run_single(
             trace: false,
             ..cfg.clone()
         };
-        attach_earlier_stacks(&no_trace, &mut outcome, racy_addresses, &mut worker)?;
+        attach_earlier_stacks(&no_trace, &mut outcome, racy, &mut worker)?;
     }
     Ok(outcome)
 }
@@ -304,7 +317,10 @@ struct Shared<'a> {
     done: AtomicU64,
     steps: AtomicU64,
     cut: AtomicU64,
+    /// The note about an abandoned execution was printed.
+    said_abandoned: std::sync::atomic::AtomicBool,
     traced: AtomicU64,
+    patch_stats: std::sync::Mutex<PatchStats>,
     from_snapshots: AtomicU64,
     from_branch: AtomicU64,
     branches: AtomicU64,
@@ -385,12 +401,23 @@ impl Shared<'_> {
         outcome: ExecutionOutcome,
         seed: u64,
         strategy: String,
-        racy_addresses: Option<Vec<u64>>,
+        racy: Option<RacyPoints>,
         atomic_addresses: Vec<u64>,
     ) {
         self.steps.fetch_add(outcome.steps, Ordering::Relaxed);
         self.traced
             .fetch_add(outcome.traced_accesses, Ordering::Relaxed);
+        self.patch_stats
+            .lock()
+            .expect("lock")
+            .merge(&outcome.patch_stats);
+        if let Some(why) = &outcome.abandoned {
+            if !self.said_abandoned.swap(true, Ordering::SeqCst) {
+                eprintln!(
+                    "mcheck: note: an execution was cut short without a finding: {why}; mcheck does not know what would have woken it"
+                );
+            }
+        }
         if outcome.step_limit_hit && outcome.finding.is_none() {
             self.cut.fetch_add(1, Ordering::Relaxed);
         }
@@ -421,7 +448,7 @@ impl Shared<'_> {
                 finding: f,
                 decisions: outcome.decisions.clone(),
                 strategy: strategy.clone(),
-                racy_addresses: racy_addresses.clone(),
+                racy: racy.clone(),
                 atomic_addresses: atomic_addresses.clone(),
             };
             match all.index_of.get(&key) {
@@ -454,7 +481,9 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         done: AtomicU64::new(0),
         steps: AtomicU64::new(0),
         cut: AtomicU64::new(0),
+        said_abandoned: Default::default(),
         traced: AtomicU64::new(0),
+        patch_stats: Default::default(),
         from_snapshots: AtomicU64::new(0),
         from_branch: AtomicU64::new(0),
         branches: AtomicU64::new(0),
@@ -511,6 +540,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     };
     let executions = shared.done.load(Ordering::SeqCst);
     let snapshots_off = shared.snapshots_off.lock().expect("lock").take();
+    let patch_stats = std::mem::take(&mut *shared.patch_stats.lock().expect("lock"));
     let complete = coverage.exhausted;
     let stopped_because = findings.stopped_because.unwrap_or_else(|| {
         if complete {
@@ -530,6 +560,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         steps: shared.steps.load(Ordering::SeqCst),
         cut_by_step_limit: shared.cut.load(Ordering::SeqCst),
         traced_accesses: shared.traced.load(Ordering::SeqCst),
+        patch_stats,
         from_snapshots: shared.from_snapshots.load(Ordering::SeqCst),
         from_branch_snapshots: shared.from_branch.load(Ordering::SeqCst),
         branch_snapshots: shared.branches.load(Ordering::SeqCst),
@@ -637,10 +668,10 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         } else {
             &cfg.execution
         };
-        let racy_before: Vec<u64> = if exec_cfg.preempt_on_races {
-            state.racy_addresses.iter().copied().collect()
+        let racy_before = if exec_cfg.preempt_on_races {
+            state.racy_points()
         } else {
-            Vec::new()
+            RacyPoints::default()
         };
         let atomics_before = state.atomic_addresses.len();
         // The last choice of a planned prefix is the new alternative, not a replayed step.

@@ -10,8 +10,17 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use super::execution::{Execution, ProcessEnd, RunResult};
+
+/// A thread stopped nowhere this many times `--execution-timeout` (wall clock) is taken
+/// out: it is blocked in the kernel.
+pub(super) const WALL_FACTOR: u32 = 10;
+
+/// An upper bound of what appending one record costs the thread in patched code: that much
+/// of its CPU time per access logged is tracing, not progress.
+const RECORD_COST: Duration = Duration::from_nanos(20);
 use crate::model::ThreadId;
 use crate::report::Finding;
+use crate::tracee::watchdog::user_cpu_time;
 use crate::tracee::{events, Event, WaitOutcome};
 
 impl Execution<'_> {
@@ -30,9 +39,11 @@ impl Execution<'_> {
         let th = &mut self.p.threads[t];
         let sig = th.pending_signal.take();
         let tid = th.tid;
-        events::resume(tid, sig)?;
         self.resumed_at = Instant::now();
+        self.resumed_cpu = user_cpu_time(self.p.pid).unwrap_or_default();
+        self.logged_since_resume = 0;
         self.interrupt_sent = false;
+        events::resume(tid, sig)?;
         loop {
             let (pid, ev) = match events::wait(None)? {
                 WaitOutcome::Interrupted => {
@@ -58,18 +69,67 @@ impl Execution<'_> {
                 }
                 continue;
             }
+            self.settle_running_stop(t, &ev)?;
             if let Some(r) = self.running_thread_event(t, ev)? {
                 return Ok(r);
             }
         }
     }
 
+    /// At a watchdog tick: interrupts the running thread when it has used more than
+    /// `--execution-timeout` of its own CPU time since it was resumed (a spin), or has been
+    /// stopped nowhere for ten times that long in wall time (blocked in the kernel).
     pub(super) fn check_timeout(&mut self, tid: Pid) -> Result<()> {
-        if !self.interrupt_sent && self.resumed_at.elapsed() > self.cfg.execution_timeout {
+        if self.interrupt_sent {
+            return Ok(());
+        }
+        let limit = self.cfg.execution_timeout;
+        let spins = self.progress_since_resume() > limit;
+        let blocked = self.resumed_at.elapsed() > limit * WALL_FACTOR && self.sleeps_in_kernel(tid);
+        if spins || blocked {
             events::interrupt(tid)?;
             self.interrupt_sent = true;
         }
         Ok(())
+    }
+
+    /// Whether thread `tid` sleeps in the kernel (state S or D), rather than runs.
+    fn sleeps_in_kernel(&self, tid: Pid) -> bool {
+        let stat = std::fs::read_to_string(format!("/proc/{}/task/{tid}/stat", self.p.pid));
+        stat.ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().starts_with(['S', 'D']))
+            })
+            .unwrap_or(false)
+    }
+
+    /// Where thread `t`, taken out of the kernel by an interrupt, was blocked.
+    fn blocked_description(&mut self, t: ThreadId) -> String {
+        let tid = self.p.threads[t].tid;
+        let call = std::fs::read_to_string(format!("/proc/{}/task/{tid}/syscall", self.p.pid))
+            .ok()
+            .and_then(|s| {
+                s.split_whitespace()
+                    .next()
+                    .and_then(|n| n.parse::<i64>().ok())
+            })
+            .filter(|&nr| nr >= 0)
+            .map_or_else(String::new, |nr| format!(" in system call {nr}"));
+        let secs = self.resumed_at.elapsed().as_secs_f64();
+        format!(
+            "thread T{t} waited{call} for {secs:.0} s while every other thread was held stopped"
+        )
+    }
+
+    /// The running thread's own progress since it was resumed: the user-mode CPU time the
+    /// program used, less what recording its accesses in patched code cost it.
+    pub(super) fn progress_since_resume(&self) -> Duration {
+        let used = user_cpu_time(self.p.pid)
+            .unwrap_or_default()
+            .saturating_sub(self.resumed_cpu);
+        let logged = self.logged_since_resume + self.p.patching.log.as_ref().map_or(0, |l| l.len());
+        used.saturating_sub(RECORD_COST * logged.min(u32::MAX as u64) as u32)
     }
 
     /// Consumes a new thread's first stop before it is resumed for the first time.
@@ -103,7 +163,8 @@ impl Execution<'_> {
                 self.p.foreign.remove(&pid);
             }
             Event::Fork(child) | Event::Vfork(child) | Event::Clone(child) => {
-                self.adopt_foreign(child)?;
+                // A child of a child: its code was cleaned already.
+                self.adopt_foreign(child, false)?;
                 events::resume(pid, None)?;
             }
             Event::Signal(Signal::SIGSEGV) if self.emulate_rdtsc_in(pid)? => {
@@ -115,8 +176,13 @@ impl Execution<'_> {
         Ok(())
     }
 
-    pub(super) fn adopt_foreign(&mut self, child: Pid) -> Result<()> {
+    /// Follows a process the program created, letting it run natively; `clean` when it has
+    /// a memory of its own (not a vfork child), whose code gets mcheck's changes undone.
+    pub(super) fn adopt_foreign(&mut self, child: Pid, clean: bool) -> Result<()> {
         self.p.foreign.insert(child);
+        if clean {
+            self.clean_forked_child(child)?;
+        }
         if self.p.early_stops.remove(&child) {
             events::resume(child, None)?;
         }
@@ -172,7 +238,7 @@ impl Execution<'_> {
             Event::Seccomp => self.on_seccomp(t),
             Event::Clone(child) => self.on_clone(t, child),
             Event::Fork(child) | Event::Vfork(child) => {
-                self.adopt_foreign(child)?;
+                self.adopt_foreign(child, matches!(ev, Event::Fork(_)))?;
                 events::resume(tid, None)?;
                 Ok(None)
             }
@@ -211,6 +277,13 @@ impl Execution<'_> {
             }
             Event::Stop(_) => {
                 if self.interrupt_sent {
+                    if self.progress_since_resume() < self.cfg.execution_timeout {
+                        // Not a spin: blocked in the kernel, waiting for something no
+                        // thread can do while mcheck holds them stopped. Not the program's
+                        // fault as far as mcheck can tell: no finding.
+                        self.abandoned = Some(self.blocked_description(t));
+                        return Ok(Some(RunResult::ProcessEnded(ProcessEnd::Abandoned)));
+                    }
                     return Ok(Some(RunResult::Found(Box::new(self.timeout_finding(t)?))));
                 }
                 events::resume(tid, None)?;

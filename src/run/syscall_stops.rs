@@ -22,13 +22,19 @@ impl Execution<'_> {
         {
             self.syscall_insn = r.rip - 2;
         }
+        let clone_flags = match nr {
+            nr::CLONE => a[0],
+            nr::CLONE3 => self.p.mem.read_u64(a[0]).unwrap_or(0),
+            _ => 0,
+        };
+        if clone_flags & CLONE_THREAD != 0 && self.races.is_some() && !self.rec.started {
+            // The first thread: from here on accesses can race and are recorded. The
+            // thread enters the clone again afterwards.
+            self.start_recording_accesses(t, &r)?;
+            return Ok(None);
+        }
         if let Some(key) = self.snapshot_key.take() {
-            let flags = match nr {
-                nr::CLONE => a[0],
-                nr::CLONE3 => self.p.mem.read_u64(a[0]).unwrap_or(0),
-                _ => 0,
-            };
-            if flags & CLONE_THREAD == 0 {
+            if clone_flags & CLONE_THREAD == 0 {
                 self.snapshot_key = Some(key);
             } else if self.take_startup_snapshot(t, &r, key)? {
                 return Ok(None);

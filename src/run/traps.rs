@@ -20,6 +20,9 @@ impl Execution<'_> {
             }
         }
         let Some(kind) = self.p.bp_kinds.get(&addr).cloned() else {
+            if let Some(done) = self.on_log_full(t, addr)? {
+                return Ok(done);
+            }
             // Not ours: a SIGTRAP of the program's own.
             events::resume(self.p.threads[t].tid, Some(Signal::SIGTRAP))?;
             return Ok(None);
@@ -27,7 +30,7 @@ impl Execution<'_> {
         self.p.threads[t].place = StopPlace::Breakpoint(addr);
         let (op, site) = match kind {
             BreakpointKind::Entry => {
-                self.p.bps.remove(&self.p.mem, addr)?;
+                self.p.remove_breakpoint(addr)?;
                 self.p.bp_kinds.remove(&addr);
                 let mut r = r;
                 r.rip = addr;
@@ -35,11 +38,11 @@ impl Execution<'_> {
                 self.p.threads[t].regs = r;
                 self.p.threads[t].place = StopPlace::Event;
                 self.p.threads[t].handle = r.fs_base;
-                self.install_hooks()?;
+                self.install_hooks(t)?;
                 (Op::Continue, 0)
             }
             BreakpointKind::Main => {
-                self.p.bps.remove(&self.p.mem, addr)?;
+                self.p.remove_breakpoint(addr)?;
                 self.p.bp_kinds.remove(&addr);
                 let mut r = r;
                 r.rip = addr;
@@ -67,14 +70,12 @@ impl Execution<'_> {
                 let ea = self.p.effective_address(t, &plan.atomics[index], bias);
                 (Op::Atomic { addr: ea }, addr)
             }
-            BreakpointKind::Access { plan, index, bias } => {
-                return self.on_access(t, addr, &plan, index, bias);
-            }
+            BreakpointKind::Access(id) => return self.on_access(t, addr, id),
             BreakpointKind::Pause => (Op::Yield, addr),
             BreakpointKind::Alloc(kind) => return self.on_allocator(t, kind),
             BreakpointKind::MemFn(f) => return self.on_mem_fn(t, f),
             BreakpointKind::LinkMapChanged => {
-                self.install_hooks()?;
+                self.install_hooks(t)?;
                 return self.step_and_resume(t);
             }
             BreakpointKind::Panic => {

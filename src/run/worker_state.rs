@@ -10,6 +10,17 @@ use super::plan::PlanCache;
 use super::snapshot::Snapshots;
 use super::stacks::Symbols;
 
+/// What `--preempt-on-races` makes scheduling points of in an execution: accesses to the
+/// addresses found racy, at the instructions found racing (whose sites therefore keep a
+/// breakpoint instead of recording without a stop).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RacyPoints {
+    /// Addresses found racy.
+    pub addresses: Vec<u64>,
+    /// Instructions found in a race.
+    pub sites: Vec<u64>,
+}
+
 /// A worker's memory across executions.
 #[derive(Default)]
 pub struct WorkerState {
@@ -21,8 +32,38 @@ pub struct WorkerState {
     pub atomic_addresses: HashSet<u64>,
     /// Addresses found racy in some execution.
     pub racy_addresses: HashSet<u64>,
+    /// Instructions found in a race in some execution (their sites stay breakpoints under
+    /// `--preempt-on-races`, so that an access can become a scheduling point).
+    pub racy_sites: HashSet<u64>,
     /// The fork snapshots of the program (templates kept stopped).
     pub snapshots: Snapshots,
     /// The executions' stderr (one pipe for all, since templates keep it open).
     pub capture: Option<StderrCapture>,
+}
+
+impl WorkerState {
+    /// The racy points known now.
+    pub fn racy_points(&self) -> RacyPoints {
+        let mut p = RacyPoints {
+            addresses: self.racy_addresses.iter().copied().collect(),
+            sites: self.racy_sites.iter().copied().collect(),
+        };
+        p.addresses.sort_unstable();
+        p.sites.sort_unstable();
+        p
+    }
+
+    /// Makes `points` the racy points, returning those known before.
+    pub fn replace_racy_points(&mut self, points: &RacyPoints) -> RacyPoints {
+        let before = self.racy_points();
+        self.racy_addresses = points.addresses.iter().copied().collect();
+        self.racy_sites = points.sites.iter().copied().collect();
+        before
+    }
+
+    /// Adds `points` to the racy points.
+    pub fn add_racy_points(&mut self, points: &RacyPoints) {
+        self.racy_addresses.extend(points.addresses.iter().copied());
+        self.racy_sites.extend(points.sites.iter().copied());
+    }
 }

@@ -56,6 +56,12 @@ impl Breakpoints {
         Ok(())
     }
 
+    /// Records a breakpoint at `addr` whose `int3` the caller writes itself (with a batch
+    /// of other code changes); `original` is the byte under it.
+    pub fn adopt(&mut self, addr: u64, original: u8) {
+        self.original.entry(addr).or_insert(original);
+    }
+
     /// Removes the breakpoint at `addr` for good, restoring the original byte.
     pub fn remove(&mut self, mem: &Memory, addr: u64) -> io::Result<()> {
         if let Some(byte) = self.original.remove(&addr) {
@@ -67,6 +73,11 @@ impl Breakpoints {
     /// The original byte under the breakpoint at `addr`.
     pub fn original_byte(&self, addr: u64) -> Option<u8> {
         self.original.get(&addr).copied()
+    }
+
+    /// Every breakpoint with the byte under it.
+    pub fn originals(&self) -> impl Iterator<Item = (u64, u8)> + '_ {
+        self.original.iter().map(|(&a, &b)| (a, b))
     }
 
     /// Whether `addr` holds one of our breakpoints.

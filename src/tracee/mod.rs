@@ -1,10 +1,12 @@
 //! The ptrace layer: everything that touches a traced process lives here, and only here may
 //! `unsafe` appear. Spawning under seccomp, waiting for and decoding stops, registers, memory,
-//! breakpoints, fork snapshots, /proc inspection, CPU pinning and the watchdog tick that
-//! lets the tracer notice a runaway thread.
+//! breakpoints, the access log shared with the tracee, fork snapshots, /proc inspection, CPU
+//! pinning and the watchdog tick that lets the tracer notice a runaway thread.
 
+pub mod access_log;
 pub mod breakpoints;
 pub mod cpu;
+pub mod descriptors;
 pub mod events;
 pub mod fork;
 pub mod memory;

@@ -93,7 +93,10 @@ fn mapping_hazard(pid: Pid) -> Option<String> {
         } else if is_mapping_header(line) {
             header = line;
             let perms = line.split_whitespace().nth(1).unwrap_or("");
-            if perms.as_bytes().get(1) == Some(&b'w') && perms.as_bytes().get(3) == Some(&b's') {
+            let writable_shared =
+                perms.as_bytes().get(1) == Some(&b'w') && perms.as_bytes().get(3) == Some(&b's');
+            // mcheck's own access log is shared on purpose: copies reset and reuse it.
+            if writable_shared && !line.contains(ACCESS_LOG_NAME) {
                 return Some(format!(
                     "the writable MAP_SHARED mapping {} would be shared by every fork copy",
                     describe_mapping(line)
@@ -125,6 +128,48 @@ fn describe_mapping(header: &str) -> String {
     } else {
         format!("{name} at {range}")
     }
+}
+
+/// The name mcheck's access log shows in the maps of a tracee (a memfd).
+pub const ACCESS_LOG_NAME: &str = "/memfd:mcheck-access-log";
+
+/// One line of `/proc/PID/maps`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mapping {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte.
+    pub end: u64,
+    /// `rwxp`-style permissions.
+    pub perms: String,
+    /// The file or pseudo-name (`[heap]`, `[stack]`...), empty for anonymous memory.
+    pub name: String,
+}
+
+impl Mapping {
+    /// Whether the mapping is executable.
+    pub fn executable(&self) -> bool {
+        self.perms.as_bytes().get(2) == Some(&b'x')
+    }
+}
+
+/// The mappings of `pid`, in address order.
+pub fn mappings(pid: Pid) -> std::io::Result<Vec<Mapping>> {
+    let text = fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    Ok(text.lines().filter_map(parse_mapping).collect())
+}
+
+fn parse_mapping(line: &str) -> Option<Mapping> {
+    let mut parts = line.splitn(6, char::is_whitespace);
+    let (a, b) = parts.next()?.split_once('-')?;
+    let perms = parts.next()?.to_string();
+    let name = parts.nth(3).unwrap_or("").trim().to_string();
+    Some(Mapping {
+        start: u64::from_str_radix(a, 16).ok()?,
+        end: u64::from_str_radix(b, 16).ok()?,
+        perms,
+        name,
+    })
 }
 
 /// Resident memory of `pid` in bytes (VmRSS), 0 when unknown.

@@ -232,6 +232,28 @@ fn run_injected(
     Ok((regs::get(tid)?.rax as i64, child))
 }
 
+/// Takes thread `tid` out of the seccomp stop it is in (registers `saved`) without running
+/// its syscall: the syscall is replaced by a harmless one, and the thread is left at a plain
+/// stop on its `syscall` instruction, with the registers to enter the same syscall again.
+/// Returns those registers. Injected syscalls can then be run in it.
+pub fn leave_seccomp_stop(tid: Pid, saved: &Regs) -> Result<Regs, ForkError> {
+    let mut r = *saved;
+    r.orig_rax = libc::SYS_getpid as u64;
+    regs::set(tid, r)?;
+    ptrace::syscall(tid, None)?;
+    expect(
+        tid,
+        |e| matches!(e, Event::Trap),
+        "the replaced syscall's exit stop",
+    )?;
+    let mut again = *saved;
+    again.rip = saved.rip - 2;
+    again.rax = saved.orig_rax;
+    again.orig_rax = u64::MAX;
+    regs::set(tid, again)?;
+    Ok(again)
+}
+
 /// Resumes thread `tid`, whose registers point at a trapped syscall, until its seccomp stop:
 /// the thread is then exactly as it was when it first stopped there.
 pub fn enter_seccomp_stop(tid: Pid) -> Result<(), ForkError> {

@@ -1,12 +1,29 @@
 //! The watchdog tick: a periodic SIGALRM aimed at the tracer thread alone, with a no-op
 //! handler installed without SA_RESTART, so that a blocking `waitpid` returns EINTR and the
-//! tracer can check whether the running tracee thread has overstayed `--execution-timeout`.
+//! tracer can check whether the running tracee thread has overstayed `--execution-timeout`,
+//! measured in the CPU time the program itself used ([`user_cpu_time`]).
 
 use std::time::Duration;
 
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 
 extern "C" fn on_tick(_: libc::c_int) {}
+
+/// User-mode CPU time process `pid` has used (all its threads), or None when it is gone.
+/// Only one tracee thread runs at a time, so between two stops this is the running
+/// thread's own progress: time the tracer spends, time the thread sits stopped, and the
+/// kernel's work for each ptrace stop (system time) do not count.
+pub fn user_cpu_time(pid: nix::unistd::Pid) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields follow the last ')'.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse().ok()?;
+    // SAFETY: sysconf only reads a configuration value.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some(Duration::from_nanos(
+        ticks.saturating_mul(1_000_000_000 / per_second),
+    ))
+}
 
 /// A periodic timer delivering SIGALRM to the thread that created it.
 pub struct Watchdog {

@@ -1,0 +1,23 @@
+//! Binary patching of memory-access sites, so that accesses are recorded inside the tracee
+//! without a ptrace stop (no ptrace here: this layer computes bytes and addresses; the
+//! executor writes them).
+//!
+//! - [`log_layout`]: the in-tracee access log and its records.
+//! - [`trampoline`]: the code a patched site jumps to (log, relocated instruction, back).
+//! - [`jump`]: the jump written over a site, plain or punned, and the windows it reaches.
+//! - [`space`]: address space for trampolines.
+//! - [`planner`]: plans a batch of sites over a copy of the current code.
+//! - [`table`]: what is patched in one process, and which patches a byte change breaks.
+
+pub mod jump;
+pub mod log_layout;
+pub mod planner;
+pub mod space;
+pub mod table;
+pub mod trampoline;
+
+pub use log_layout::{LogLayout, Record};
+pub use planner::{plan, Code, Plan, Planned, Refusal, SiteRequest};
+pub use space::{free_ranges, CodeSpace};
+pub use table::{PatchTable, PatchedSite};
+pub use trampoline::{Exit, TrampolineMeta};

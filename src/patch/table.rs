@@ -1,0 +1,186 @@
+//! What is patched in one process: each patched site with its original bytes and the bytes
+//! past it its jump relies on, and each trampoline, to find the one a stopped thread is in.
+//!
+//! A punned jump relies on bytes of the instructions after its site (see `jump.rs`). Before
+//! any of those bytes change (a breakpoint inserted or removed, another site restored), the
+//! jumps that read them must be taken out: [`PatchTable::dependents`] finds them, together
+//! with the jumps those removals break in turn.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use super::space::CodeSpace;
+use super::trampoline::TrampolineMeta;
+
+/// Longest an instruction is, plus the most bytes a jump reads past its site.
+const MAX_REACH: u64 = 15 + 8;
+
+/// One patched site.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PatchedSite {
+    /// Its id in the process's site table (what its records carry).
+    pub id: u32,
+    /// Its length.
+    pub len: u8,
+    /// Its bytes before it was patched.
+    pub original: [u8; 16],
+    /// Bytes past the site that its jump reads (a punned jump), 0 for a plain jump.
+    pub reads_past: u8,
+    /// Its trampoline's address.
+    pub trampoline: u64,
+}
+
+impl PatchedSite {
+    /// The original bytes.
+    pub fn original_bytes(&self) -> &[u8] {
+        &self.original[..self.len as usize]
+    }
+
+    /// The bytes whose change breaks this patch: its own and those its jump reads.
+    fn span(&self, at: u64) -> Range<u64> {
+        at..at + self.len as u64 + self.reads_past as u64
+    }
+}
+
+/// The patches of one process.
+#[derive(Debug, Clone, Default)]
+pub struct PatchTable {
+    sites: BTreeMap<u64, PatchedSite>,
+    trampolines: BTreeMap<u64, TrampolineMeta>,
+    /// Where trampolines go.
+    pub space: CodeSpace,
+}
+
+impl PatchTable {
+    /// An empty table over `space`.
+    pub fn new(space: CodeSpace) -> PatchTable {
+        PatchTable {
+            space,
+            ..Default::default()
+        }
+    }
+
+    /// Records the patch of the site at `at` and its trampoline.
+    pub fn insert(&mut self, at: u64, site: PatchedSite, meta: TrampolineMeta) {
+        self.sites.insert(at, site);
+        self.trampolines.insert(meta.at, meta);
+    }
+
+    /// Forgets the patch of the site at `at` (its trampoline too), returning it.
+    pub fn remove(&mut self, at: u64) -> Option<PatchedSite> {
+        let site = self.sites.remove(&at)?;
+        self.trampolines.remove(&site.trampoline);
+        Some(site)
+    }
+
+    /// The patch of the site at `at`.
+    pub fn get(&self, at: u64) -> Option<&PatchedSite> {
+        self.sites.get(&at)
+    }
+
+    /// The trampoline `rip` lies in.
+    pub fn trampoline_at(&self, rip: u64) -> Option<&TrampolineMeta> {
+        self.trampolines
+            .range(..=rip)
+            .next_back()
+            .map(|(_, m)| m)
+            .filter(|m| m.contains(rip))
+    }
+
+    /// Number of patched sites.
+    pub fn len(&self) -> usize {
+        self.sites.len()
+    }
+
+    /// True when nothing is patched.
+    pub fn is_empty(&self) -> bool {
+        self.sites.is_empty()
+    }
+
+    /// The patched sites (address, patch).
+    pub fn sites(&self) -> impl Iterator<Item = (u64, &PatchedSite)> {
+        self.sites.iter().map(|(&a, s)| (a, s))
+    }
+
+    /// The sites whose patches must be taken out before the bytes `range` change, in the
+    /// order to take them out: each one's jump covers bytes in `range` or bytes that an
+    /// earlier one's restoration changes.
+    pub fn dependents(&self, range: Range<u64>) -> Vec<u64> {
+        let mut out: Vec<u64> = Vec::new();
+        let mut work = vec![range];
+        while let Some(r) = work.pop() {
+            let from = r.start.saturating_sub(MAX_REACH);
+            for (&at, site) in self.sites.range(from..r.end) {
+                let span = site.span(at);
+                if span.start < r.end && r.start < span.end && !out.contains(&at) {
+                    out.push(at);
+                    work.push(at..at + site.len as u64);
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(id: u32, len: u8, reads_past: u8, trampoline: u64) -> PatchedSite {
+        PatchedSite {
+            id,
+            len,
+            original: [0x90; 16],
+            reads_past,
+            trampoline,
+        }
+    }
+
+    fn meta(at: u64, site: u64) -> TrampolineMeta {
+        TrampolineMeta {
+            site,
+            site_len: 2,
+            at,
+            len: 80,
+            resume: 20,
+            committed: 40,
+            insn: 56,
+            back: 60,
+            full: 65,
+        }
+    }
+
+    #[test]
+    fn a_stopped_thread_is_found_in_its_trampoline() {
+        let mut t = PatchTable::default();
+        t.insert(0x1000, site(0, 2, 3, 0x9000), meta(0x9000, 0x1000));
+        t.insert(0x1010, site(1, 7, 0, 0x9100), meta(0x9100, 0x1010));
+        assert_eq!(t.trampoline_at(0x9000).map(|m| m.site), Some(0x1000));
+        assert_eq!(t.trampoline_at(0x904f).map(|m| m.site), Some(0x1000));
+        assert_eq!(t.trampoline_at(0x9050), None);
+        assert_eq!(t.trampoline_at(0x9120).map(|m| m.site), Some(0x1010));
+        t.remove(0x1000);
+        assert_eq!(t.trampoline_at(0x9000), None);
+    }
+
+    #[test]
+    fn changing_a_byte_a_punned_jump_reads_takes_out_the_chain() {
+        let mut t = PatchTable::default();
+        // 0x1000: 2-byte site reading 3 bytes past it (0x1002..0x1005);
+        // 0x1002: 2-byte site reading 0x1004..0x1007; 0x1004: a 5-byte plain jump.
+        t.insert(0x1000, site(0, 2, 3, 0x9000), meta(0x9000, 0x1000));
+        t.insert(0x1002, site(1, 2, 3, 0x9100), meta(0x9100, 0x1002));
+        t.insert(0x1004, site(2, 5, 0, 0x9200), meta(0x9200, 0x1004));
+        // A breakpoint at 0x1006 (inside the plain jump's own bytes): it goes, and the two
+        // punned jumps reading its bytes with it.
+        let mut d = t.dependents(0x1006..0x1007);
+        d.sort();
+        assert_eq!(d, vec![0x1000, 0x1002, 0x1004]);
+        // A byte only the second reads: the second goes, and the first that reads it.
+        let mut d = t.dependents(0x1003..0x1004);
+        d.sort();
+        assert_eq!(d, vec![0x1000, 0x1002]);
+        // Past every span: nothing.
+        assert!(t.dependents(0x1009..0x100a).is_empty());
+    }
+}

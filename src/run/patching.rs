@@ -1,0 +1,622 @@
+//! Access recording inside the tracee, the executor's side of `patch/`: from the first
+//! thread creation on, every memory-access site of the code under test either jumps to a
+//! trampoline that appends (address, site) to the shared access log, or (where that is not
+//! possible, or a stop is needed there) keeps a breakpoint. The log holds only the running
+//! thread's accesses (one thread runs at a time), so it is drained into the race detector
+//! at every stop of that thread, in program order with everything else it did.
+//!
+//! Also here: moving a thread stopped inside a trampoline back to its site (signals,
+//! interrupts), the stop of a full log, the sites the search needs stops at, and cleaning
+//! the code of forked children, which run natively.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use iced_x86::{Decoder, DecoderOptions, Instruction};
+use nix::unistd::Pid;
+
+use super::execution::{Execution, RunResult};
+use super::plan::ModulePlan;
+use super::process::BreakpointKind;
+use super::races::Seen;
+use crate::binary::accesses::AccessKind;
+use crate::model::ThreadId;
+use crate::patch::{
+    self, free_ranges, Code, CodeSpace, Exit, LogLayout, PatchTable, Refusal, SiteRequest,
+};
+use crate::tracee::access_log::AccessLog;
+use crate::tracee::memory::Memory;
+use crate::tracee::threads::{inject, leave_seccomp_stop};
+use crate::tracee::{events, procfs, regs};
+
+/// Records the log holds before it must be drained (16 bytes each).
+const LOG_RECORDS: u64 = 1 << 19;
+
+/// Bytes of address space one chunk of trampolines takes (see `patch::space`).
+const CHUNK: u64 = patch::space::CHUNK;
+
+/// One memory-access site of the code under test, by id (what its records carry).
+#[derive(Debug, Clone, Copy)]
+pub struct AccessSite {
+    /// The instruction, decoded at its runtime address.
+    pub insn: Instruction,
+    /// Bytes accessed.
+    pub size: u8,
+    /// It writes (or reads and writes).
+    pub write: bool,
+    /// Its source says it is an atomic load or store (an inlined atomic accessor).
+    pub atomic_source: bool,
+    /// A plain MOV-family instruction (an atomic when its address holds one).
+    pub plain_mov: bool,
+}
+
+/// How many sites were patched and why the others were not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PatchStats {
+    /// Sites that record without a stop.
+    pub patched: u64,
+    /// Sites left on the breakpoint path, by reason.
+    pub fallback: BTreeMap<&'static str, u64>,
+    /// Patches taken out later (a breakpoint needed the bytes), now breakpoints.
+    pub unpatched: u64,
+    /// Times a thread stopped inside generated code (a signal, an interrupt) was moved to
+    /// where it would be without it.
+    pub moved_out: u64,
+}
+
+impl PatchStats {
+    /// Sites left on the breakpoint path.
+    pub fn on_breakpoints(&self) -> u64 {
+        self.fallback.values().sum::<u64>() + self.unpatched
+    }
+
+    /// Merges the figures of another execution: the site counts of the most instrumented
+    /// one, the events of both.
+    pub fn merge(&mut self, other: &PatchStats) {
+        if other.patched + other.on_breakpoints() > self.patched + self.on_breakpoints() {
+            self.patched = other.patched;
+            self.fallback = other.fallback.clone();
+            self.unpatched = other.unpatched;
+        }
+        self.moved_out += other.moved_out;
+    }
+}
+
+/// A process's access sites, their patches and the access log.
+#[derive(Clone, Default)]
+pub struct Patching {
+    /// Every access site by id.
+    pub sites: Arc<Vec<AccessSite>>,
+    /// What is patched.
+    pub table: Arc<PatchTable>,
+    /// The log patched sites append to (None until the first thread, or without patching).
+    pub log: Option<Arc<AccessLog>>,
+    /// Counts for the report.
+    pub stats: PatchStats,
+}
+
+/// The executor's state of access recording (kept with snapshots).
+#[derive(Clone, Default)]
+pub struct Recording {
+    /// Accesses are recorded (the program has created a thread).
+    pub started: bool,
+    /// Files whose sites wait for the first thread: (plan, load bias).
+    pub pending: Vec<(Arc<ModulePlan>, u64)>,
+}
+
+/// Whether sites are patched (`MCHECK_PATCH=off` keeps every site on the breakpoint path,
+/// to compare or to rule patching out).
+pub fn patching_enabled() -> bool {
+    std::env::var("MCHECK_PATCH").map_or(true, |v| v != "off")
+}
+
+impl Execution<'_> {
+    /// The access sites and libc memory calls of a file, traced from the first thread
+    /// creation on (before it, nothing can race: creating a thread orders everything before
+    /// it with everything the thread does). Allocators are followed from the start, so that
+    /// a block allocated before the first thread is named in reports.
+    pub(super) fn add_access_module(
+        &mut self,
+        t: ThreadId,
+        plan: Arc<ModulePlan>,
+        bias: u64,
+    ) -> Result<()> {
+        if self.rec.started {
+            self.instrument_accesses(t, &plan, bias)
+        } else {
+            self.rec.pending.push((plan, bias));
+            Ok(())
+        }
+    }
+
+    /// At the first thread creation (`t` at the clone's seccomp stop, registers `r`): maps
+    /// the access log and instruments every file seen so far, then lets `t` enter the
+    /// clone again (its seccomp stop comes back, and is handled as usual).
+    pub(super) fn start_recording_accesses(&mut self, t: ThreadId, r: &regs::Regs) -> Result<()> {
+        self.rec.started = true;
+        let tid = self.p.threads[t].tid;
+        let canonical = leave_seccomp_stop(tid, r).context("stepping out of the clone")?;
+        self.p.threads[t].regs = canonical;
+        if self.syscall_insn == 0 {
+            self.syscall_insn = canonical.rip;
+        }
+        if self.cfg.patch {
+            self.create_access_log(t, &canonical)?;
+        }
+        for (plan, bias) in std::mem::take(&mut self.rec.pending) {
+            self.instrument_accesses(t, &plan, bias)?;
+        }
+        regs::set(tid, canonical)?;
+        events::resume(tid, None)?;
+        Ok(())
+    }
+
+    /// Maps the access log below 2 GiB; without room there, sites stay breakpoints.
+    fn create_access_log(&mut self, t: ThreadId, r: &regs::Regs) -> Result<()> {
+        let maps = procfs::mappings(self.p.pid)?;
+        let size = LogLayout::new(0, LOG_RECORDS).map_or(0, |l| l.size());
+        let free = self.free_space(&maps);
+        let base = free.iter().rev().find_map(|f| {
+            let top = f.end.min(patch::log_layout::ADDRESS_LIMIT);
+            let base = top.checked_sub(size)? & !0xfff;
+            (base >= f.start).then_some(base)
+        });
+        let Some(layout) = base.and_then(|b| LogLayout::new(b, LOG_RECORDS)) else {
+            return Ok(());
+        };
+        let tid = self.p.threads[t].tid;
+        let log = AccessLog::create(
+            self.p.pid,
+            tid,
+            &self.p.mem,
+            r.rsp,
+            self.syscall_insn,
+            layout,
+        )
+        .context("mapping the access log")?;
+        self.p.patching.log = Some(Arc::new(log));
+        Ok(())
+    }
+
+    /// The address space free for trampolines now.
+    fn free_space(&self, maps: &[procfs::Mapping]) -> Vec<std::ops::Range<u64>> {
+        let mapped: Vec<_> = maps.iter().map(|m| m.start..m.end).collect();
+        let heap = maps
+            .iter()
+            .find(|m| m.name == "[heap]")
+            .map(|m| m.start)
+            .or_else(|| {
+                // No heap yet: it will start after the program's last mapping.
+                let program = self.cfg.program.to_string_lossy();
+                maps.iter()
+                    .filter(|m| m.name == program)
+                    .map(|m| m.end)
+                    .max()
+            });
+        let stack = maps.iter().find(|m| m.name == "[stack]").map(|m| m.start);
+        free_ranges(&mapped, heap, stack)
+    }
+
+    /// Instruments the access sites and libc memory calls of one file.
+    fn instrument_accesses(
+        &mut self,
+        t: ThreadId,
+        plan: &Arc<ModulePlan>,
+        bias: u64,
+    ) -> Result<()> {
+        let mem_fns: std::collections::HashMap<u64, _> =
+            plan.mem_fns.iter().map(|&(a, f)| (a + bias, f)).collect();
+        let addrs: Vec<u64> = mem_fns.keys().copied().collect();
+        self.p.add_breakpoints(&addrs, |a| {
+            mem_fns.get(&a).map(|&f| BreakpointKind::MemFn(f))
+        })?;
+        if plan.accesses.is_empty() {
+            return Ok(());
+        }
+        let maps = procfs::mappings(self.p.pid)?;
+        let mut regions: Vec<(Code, Vec<SiteRequest>)> = Vec::new();
+        for m in maps.iter().filter(|m| m.executable()) {
+            let first = plan
+                .accesses
+                .partition_point(|(i, _, _)| i.ip() + bias < m.start);
+            if plan
+                .accesses
+                .get(first)
+                .is_some_and(|(i, _, _)| i.ip() + bias < m.end)
+            {
+                let mut bytes = vec![0u8; (m.end - m.start) as usize];
+                self.p
+                    .mem
+                    .read(m.start, &mut bytes)
+                    .context("reading code to patch")?;
+                regions.push((Code::new(m.start, bytes), Vec::new()));
+            }
+        }
+        let patch_on = self.p.patching.log.is_some();
+        let stops = self.stop_sites();
+        let mut new_sites = Vec::new();
+        let first_id = self.p.patching.sites.len();
+        for (insn, info, atomic_source) in &plan.accesses {
+            let pc = insn.ip() + bias;
+            let Some((code, requests)) = regions.iter_mut().find(|(c, _)| c.get(pc, 1).is_some())
+            else {
+                continue;
+            };
+            let Some(bytes) = code.get(pc, insn.len()).map(<[u8]>::to_vec) else {
+                continue;
+            };
+            if self.p.bps.contains(pc) {
+                // Another breakpoint of mcheck's is there (an allocator's entry): its
+                // meaning wins, as it always has.
+                continue;
+            }
+            let rt = Decoder::with_ip(64, &bytes, pc, DecoderOptions::NONE).decode();
+            if rt.len() != insn.len() || rt.code() != insn.code() {
+                continue;
+            }
+            let id = (first_id + new_sites.len()) as u32;
+            new_sites.push(AccessSite {
+                insn: rt,
+                size: info.size.max(1),
+                write: info.kind != AccessKind::Read,
+                atomic_source: *atomic_source,
+                plain_mov: info.plain_mov,
+            });
+            let needs_stop =
+                !patch_on || *atomic_source || self.statically_atomic(&rt) || stops.contains(&pc);
+            requests.push(SiteRequest {
+                id,
+                insn: rt,
+                bytes,
+                needs_stop,
+            });
+        }
+        Arc::make_mut(&mut self.p.patching.sites).extend(new_sites);
+        let free = self.free_space(&maps);
+        for (mut code, mut requests) in regions {
+            if requests.is_empty() {
+                continue;
+            }
+            self.patch_region(t, &mut code, &mut requests, &free, patch_on)?;
+        }
+        Ok(())
+    }
+
+    /// Plans and writes the patches of one region of code.
+    fn patch_region(
+        &mut self,
+        t: ThreadId,
+        code: &mut Code,
+        requests: &mut [SiteRequest],
+        free: &[std::ops::Range<u64>],
+        patch_on: bool,
+    ) -> Result<()> {
+        let layout = self.p.patching.log.as_ref().map_or(
+            LogLayout {
+                base: 0,
+                capacity: 1,
+            },
+            |l| *l.layout(),
+        );
+        let pristine = code.clone();
+        let table = Arc::make_mut(&mut self.p.patching.table);
+        if table.space.chunk_count() == 0 {
+            table.space = CodeSpace::new(free.to_vec());
+        } else {
+            table.space.set_free(free.to_vec());
+        }
+        let mut planned = patch::plan(code, requests, &mut table.space, &layout);
+        let chunks = table.space.take_new_chunks();
+        if !self.map_chunks(t, &chunks)? {
+            // A chunk could not be mapped after all: this region stays on breakpoints.
+            *code = pristine;
+            for r in requests.iter_mut() {
+                r.needs_stop = true;
+            }
+            let table = Arc::make_mut(&mut self.p.patching.table);
+            planned = patch::plan(code, requests, &mut table.space, &layout);
+        }
+        // Trampolines first, then breakpoints of the sites left out, then the jumps.
+        let mut pieces: Vec<(u64, &[u8])> = planned
+            .patched
+            .iter()
+            .map(|p| (p.trampoline.meta.at, p.trampoline.bytes.as_slice()))
+            .collect();
+        pieces.sort_by_key(|p| p.0);
+        write_coalesced(&self.p.mem, &pieces).context("writing trampolines")?;
+        let stats = &mut self.p.patching.stats;
+        for (at, original, why) in &planned.refused {
+            let reason = if !patch_on {
+                "patching off"
+            } else {
+                why.name()
+            };
+            *stats.fallback.entry(reason).or_default() += 1;
+            if *why == Refusal::NotOriginal {
+                continue;
+            }
+            let id = requests
+                .iter()
+                .find(|r| r.insn.ip() == *at)
+                .map_or(0, |r| r.id);
+            self.p.bps.adopt(*at, *original);
+            self.p.bp_kinds.insert(*at, BreakpointKind::Access(id));
+        }
+        for (at, bytes) in code.changed_pages() {
+            self.p
+                .mem
+                .write(at, bytes)
+                .context("writing patched code")?;
+        }
+        stats.patched += planned.patched.len() as u64;
+        let table = Arc::make_mut(&mut self.p.patching.table);
+        for p in planned.patched {
+            table.insert(p.at, p.site, p.trampoline.meta);
+        }
+        Ok(())
+    }
+
+    /// Maps trampoline chunks in the tracee (through `t`); false when one could not be.
+    fn map_chunks(&mut self, t: ThreadId, chunks: &[u64]) -> Result<bool> {
+        let tid = self.p.threads[t].tid;
+        const PROT: u64 = (libc::PROT_READ | libc::PROT_EXEC) as u64;
+        const FLAGS: u64 =
+            (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE) as u64 | 0x10_0000; // MAP_FIXED_NOREPLACE
+        let mut ok = true;
+        for &chunk in chunks {
+            let args = [chunk, CHUNK, PROT, FLAGS, u64::MAX, 0];
+            let (got, _) = inject(tid, self.syscall_insn, libc::SYS_mmap as u64, args)
+                .context("mapping trampolines")?;
+            if got as u64 != chunk {
+                if got >= 0 {
+                    let args = [got as u64, CHUNK, 0, 0, 0, 0];
+                    inject(tid, self.syscall_insn, libc::SYS_munmap as u64, args)?;
+                }
+                Arc::make_mut(&mut self.p.patching.table)
+                    .space
+                    .chunk_failed(chunk);
+                ok = false;
+            }
+        }
+        Ok(ok)
+    }
+
+    /// Whether the operand of `insn` is a fixed address known to hold an atomic (DWARF).
+    fn statically_atomic(&self, insn: &Instruction) -> bool {
+        let fixed = if insn.is_ip_rel_memory_operand() {
+            insn.ip_rel_memory_address()
+        } else if insn.memory_base() == iced_x86::Register::None
+            && insn.memory_index() == iced_x86::Register::None
+        {
+            insn.memory_displacement64()
+        } else {
+            return false;
+        };
+        self.atomic_ranges.iter().any(|r| r.contains(&fixed))
+    }
+
+    /// Sites this execution needs a real stop at: racy sites under `--preempt-on-races`,
+    /// and the earlier accesses whose stacks it is asked to capture.
+    fn stop_sites(&self) -> HashSet<u64> {
+        let mut s: HashSet<u64> = self.stack_requests.iter().map(|r| r.1).collect();
+        if self.cfg.preempt_on_races {
+            s.extend(self.worker.racy_sites.iter().copied());
+        }
+        s
+    }
+
+    /// At the start of an execution from a snapshot copy: the log is emptied, and sites
+    /// this execution needs stops at get their breakpoints back.
+    pub(super) fn prepare_copy_for_recording(&mut self) -> Result<()> {
+        if let Some(log) = &self.p.patching.log {
+            log.reset();
+        }
+        for pc in self.stop_sites() {
+            if self.p.patching.table.get(pc).is_some() {
+                self.p.unpatch_covering(pc..pc + 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Before an event of the running thread `t` is handled: a thread stopped inside a
+    /// trampoline (a signal, an interrupt) is put back where it would be without it, and
+    /// what it logged is recorded.
+    pub(super) fn settle_running_stop(&mut self, t: ThreadId, ev: &events::Event) -> Result<()> {
+        if matches!(ev, events::Event::Signal(_) | events::Event::Stop(_)) {
+            self.leave_trampoline(t)?;
+        }
+        self.drain_log(t);
+        Ok(())
+    }
+
+    /// Moves `t`, stopped inside a trampoline, to its site (or past it).
+    fn leave_trampoline(&mut self, t: ThreadId) -> Result<()> {
+        if self.p.patching.table.is_empty() {
+            return Ok(());
+        }
+        let tid = self.p.threads[t].tid;
+        let mut r = regs::get(tid)?;
+        let Some(meta) = self.p.patching.table.trampoline_at(r.rip).copied() else {
+            return Ok(());
+        };
+        let Some(log) = self.p.patching.log.clone() else {
+            return Ok(());
+        };
+        match meta.exit_at(r.rip) {
+            Exit::AfterInsn => r.rip = meta.site + meta.site_len as u64,
+            Exit::BeforeInsn {
+                restore_rax,
+                restore_rcx,
+                uncommit,
+            } => {
+                let (rax, rcx) = log.scratch();
+                if restore_rax {
+                    r.rax = rax;
+                }
+                if restore_rcx {
+                    r.rcx = rcx;
+                }
+                if uncommit {
+                    log.drop_last();
+                }
+                r.rip = meta.site;
+            }
+        }
+        regs::set(tid, r)?;
+        self.p.threads[t].regs = r;
+        self.moved_out_of_trampolines += 1;
+        Ok(())
+    }
+
+    /// Feeds what the running thread `t` logged to the race detector.
+    pub(super) fn drain_log(&mut self, t: ThreadId) {
+        let Some(log) = self.p.patching.log.clone() else {
+            return;
+        };
+        if log.is_empty() {
+            return;
+        }
+        let sites = self.p.patching.sites.clone();
+        self.logged_since_resume += log.len();
+        log.drain(|rec| {
+            if let Some(site) = sites.get(rec.site as usize) {
+                self.record_access(t, site, rec.addr, Seen::Logged);
+            }
+        });
+        self.sync_log_mode(t);
+    }
+
+    /// Sets the empty log up for the running thread `t`: a thread in a creation stretch
+    /// (see `creation.rs`) stops at every logged access, so that an atomic one becomes a
+    /// scheduling point before it happens; any other thread logs freely.
+    pub(super) fn sync_log_mode(&self, t: ThreadId) {
+        let Some(log) = &self.p.patching.log else {
+            return;
+        };
+        let stretch = self.creation_stretch.contains(&t);
+        if stretch && !log.is_armed() && log.is_empty() {
+            log.arm_trap();
+        } else if !stretch && log.is_armed() {
+            log.reset();
+        }
+    }
+
+    /// The `int3` at `addr` ends a full log's trampoline: the log was drained with the
+    /// stop, so `t` resumes where the record is written, with an empty log. A thread in a
+    /// creation stretch stops here at every access (`sync_log_mode`): the access is
+    /// recorded by the tracer, or, when the binary says it is atomic, becomes a scheduling
+    /// point before it happens. None when `addr` is not such a place.
+    pub(super) fn on_log_full(
+        &mut self,
+        t: ThreadId,
+        addr: u64,
+    ) -> Result<Option<Option<RunResult>>> {
+        let Some(meta) = self.p.patching.table.trampoline_at(addr).copied() else {
+            return Ok(None);
+        };
+        let Some(log) = self.p.patching.log.clone() else {
+            return Ok(None);
+        };
+        if addr != meta.full_address() {
+            return Ok(None);
+        }
+        let tid = self.p.threads[t].tid;
+        let mut r = self.p.threads[t].regs;
+        if log.is_armed() {
+            let id = self.p.patching.table.get(meta.site).map(|s| s.id);
+            let site = id.and_then(|id| self.p.patching.sites.get(id as usize).copied());
+            if let Some(site) = site {
+                let ea = r.rax;
+                let atomic =
+                    site.atomic_source || self.atomic_ranges.iter().any(|x| x.contains(&ea));
+                if atomic && self.creation_stretch.contains(&t) {
+                    // Back to the site, which runs again (logging) once the thread is chosen.
+                    let (rax, rcx) = log.scratch();
+                    (r.rax, r.rcx, r.rip) = (rax, rcx, meta.site);
+                    regs::set(tid, r)?;
+                    self.p.threads[t].regs = r;
+                    self.p.threads[t].place = super::process::StopPlace::Event;
+                    let op = crate::model::Op::MemoryAccess {
+                        addr: ea,
+                        write: site.write,
+                    };
+                    let point = self.point(t, op, meta.site)?;
+                    self.sync_log_mode(t);
+                    return Ok(Some(point));
+                }
+                self.record_access(t, &site, ea, Seen::Logged);
+            }
+            // Past the record: the log stays armed.
+            r.rip = meta.at + meta.committed as u64;
+        } else {
+            self.drain_log(t);
+            r.rcx = log.layout().empty_cursor() as u64;
+            r.rip = meta.resume_address();
+        }
+        regs::set(tid, r)?;
+        self.p.threads[t].regs = r;
+        events::resume(tid, None)?;
+        Ok(Some(None))
+    }
+
+    /// A child process the program forked runs natively: its copy of the code gets back
+    /// every byte mcheck changed (patched sites and breakpoints) before it runs.
+    pub(super) fn clean_forked_child(&mut self, child: Pid) -> Result<()> {
+        let mut edits: Vec<(u64, Vec<u8>)> = self
+            .p
+            .patching
+            .table
+            .sites()
+            .map(|(at, s)| (at, s.original_bytes().to_vec()))
+            .collect();
+        edits.extend(self.p.bps.originals().map(|(at, byte)| (at, vec![byte])));
+        if edits.is_empty() {
+            return Ok(());
+        }
+        let mem = Memory::open(child).context("opening a forked child's memory")?;
+        write_edits_by_page(&mem, &mut edits).context("cleaning a forked child's code")
+    }
+}
+
+/// Writes `pieces` (sorted by address), merging pieces that touch into one write.
+fn write_coalesced(mem: &Memory, pieces: &[(u64, &[u8])]) -> std::io::Result<()> {
+    let mut i = 0;
+    while i < pieces.len() {
+        let start = pieces[i].0;
+        let mut buf = pieces[i].1.to_vec();
+        let mut j = i + 1;
+        while j < pieces.len() && pieces[j].0 == start + buf.len() as u64 {
+            buf.extend_from_slice(pieces[j].1);
+            j += 1;
+        }
+        mem.write(start, &buf)?;
+        i = j;
+    }
+    Ok(())
+}
+
+/// Applies small edits page by page: each page is read once, edited, written once.
+fn write_edits_by_page(mem: &Memory, edits: &mut [(u64, Vec<u8>)]) -> std::io::Result<()> {
+    edits.sort_by_key(|e| e.0);
+    let mut i = 0;
+    while i < edits.len() {
+        let page = edits[i].0 & !0xfff;
+        let mut j = i;
+        let mut end = page + 4096;
+        while j < edits.len() && edits[j].0 < page + 4096 {
+            end = end.max(edits[j].0 + edits[j].1.len() as u64);
+            j += 1;
+        }
+        let mut buf = vec![0u8; (end - page) as usize];
+        mem.read(page, &mut buf)?;
+        for (at, bytes) in &edits[i..j] {
+            let off = (at - page) as usize;
+            buf[off..off + bytes.len()].copy_from_slice(bytes);
+        }
+        mem.write(page, &buf)?;
+        i = j;
+    }
+    Ok(())
+}

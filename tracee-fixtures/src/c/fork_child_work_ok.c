@@ -1,0 +1,64 @@
+/* fork_child_work_ok — verdict: none.  A forked child runs the program's code natively.
+ *
+ * After creating a thread (so that mcheck has instrumented the program: breakpoints on
+ * the threading API and patched memory accesses), main forks. The child writes globals,
+ * locks and unlocks a mutex, runs a pthread_once and a loop of memory accesses, and exits
+ * with a status that says whether everything it computed was right; the parent waits for
+ * it and fails unless the child succeeded. A child that inherited mcheck's breakpoints or
+ * patched code would die (SIGTRAP, SIGSEGV) or compute garbage.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static long table[1024];
+static long counter;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int initialised;
+
+static void init(void)
+{
+    initialised++;
+}
+
+static void *worker(void *arg)
+{
+    pthread_mutex_lock(&lock);
+    counter++;
+    pthread_mutex_unlock(&lock);
+    return arg;
+}
+
+static int child(void)
+{
+    for (int i = 0; i < 1024; i++)
+        table[i] = i * 2;
+    long sum = 0;
+    for (int round = 0; round < 100; round++)
+        for (int i = 0; i < 1024; i++)
+            sum += table[i];
+    pthread_mutex_lock(&lock);
+    counter += 10;
+    pthread_mutex_unlock(&lock);
+    pthread_once(&once, init);
+    pthread_once(&once, init);
+    return sum == 100L * 1023 * 1024 && counter == 11 && initialised == 1 ? 0 : 1;
+}
+
+int main(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker, NULL) != 0 || pthread_join(t, NULL) != 0)
+        return 2;
+    pid_t pid = fork();
+    if (pid < 0)
+        return 2;
+    if (pid == 0)
+        _exit(child());
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid)
+        return 2;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 && counter == 1 ? 0 : 1;
+}

@@ -128,8 +128,10 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             },
             access_recording: json::JsonAccessRecording {
                 accesses: result.traced_accesses,
+                accesses_at_breakpoints: result.patch_stats.breakpoint_accesses,
                 sites_patched: result.patch_stats.patched,
                 sites_on_breakpoints: result.patch_stats.on_breakpoints(),
+                neighbours_moved: result.patch_stats.moved_neighbours,
                 breakpoint_reasons: {
                     let mut r = result.patch_stats.fallback.clone();
                     if result.patch_stats.unpatched > 0 {

@@ -86,6 +86,22 @@ pub fn windows(site: u64, len: usize, next: &[u8]) -> Vec<Window> {
     out
 }
 
+/// The window of the encoding with `prefixes` prefixes (see [`windows`]).
+pub fn window_with(site: u64, len: usize, prefixes: u8, next: &[u8]) -> Option<Window> {
+    windows(site, len, next)
+        .into_iter()
+        .find(|w| w.prefixes == prefixes)
+}
+
+/// Redundant prefixes a jump may start with in any position but the last before the
+/// opcode: the segment overrides, all ignored by a near jump in 64-bit mode.
+pub const SEGMENT_PREFIXES: [u8; 6] = [0x26, 0x2e, 0x36, 0x3e, 0x64, 0x65];
+
+/// Whether `b` may be the prefix right before the opcode (a segment override or a REX).
+pub fn is_last_prefix(b: u8) -> bool {
+    SEGMENT_PREFIXES.contains(&b) || (0x40..=0x4f).contains(&b)
+}
+
 /// The bytes to write over the `len`-byte site at `site` for a jump with `prefixes`
 /// prefixes to `target`: the whole site (a long site is padded with `int3`), of which a
 /// punned jump owns only the first `len` bytes. None when `target` is out of reach or is
@@ -98,6 +114,22 @@ pub fn jump_bytes(
     next: &[u8],
 ) -> Option<Vec<u8>> {
     let k = prefixes as usize;
+    let chosen: Vec<u8> = (0..k)
+        .map(|i| if i + 1 == k { PREFIX } else { SEGMENT_PREFIX })
+        .collect();
+    jump_bytes_with(site, len, &chosen, target, next)
+}
+
+/// [`jump_bytes`] with the given prefix bytes (each a segment override, the last one may be
+/// a REX; see [`is_last_prefix`]).
+pub fn jump_bytes_with(
+    site: u64,
+    len: usize,
+    prefix_bytes: &[u8],
+    target: u64,
+    next: &[u8],
+) -> Option<Vec<u8>> {
+    let k = prefix_bytes.len();
     if k + 1 > len {
         return None;
     }
@@ -105,14 +137,12 @@ pub fn jump_bytes(
     let rel = i32::try_from(target.wrapping_sub(from) as i64).ok()?;
     let rel = rel.to_le_bytes();
     let mut out = Vec::with_capacity(len);
-    for i in 0..k {
-        out.push(if i + 1 == k { PREFIX } else { SEGMENT_PREFIX });
-    }
+    out.extend_from_slice(prefix_bytes);
     out.push(JMP);
     let chosen = (len - k - 1).min(4);
     out.extend_from_slice(&rel[..chosen]);
     // The displacement bytes not chosen must be the following bytes as they are.
-    if chosen < 4 && rel[chosen..] != next[..4 - chosen] {
+    if chosen < 4 && next.get(..4 - chosen) != Some(&rel[chosen..]) {
         return None;
     }
     out.resize(len, 0xcc);

@@ -7,13 +7,16 @@
 //! jump or a breakpoint (a site left on the breakpoint path gets its `int3` in the copy at
 //! once, before the sites below it are planned).
 
-use iced_x86::Instruction;
+use iced_x86::{Decoder, DecoderOptions, Instruction};
 
-use super::jump::{bytes_read_past, jump_bytes, windows};
+use super::jump::{
+    bytes_read_past, is_last_prefix, jump_bytes, jump_bytes_with, window_with, windows,
+    SEGMENT_PREFIXES,
+};
 use super::log_layout::LogLayout;
 use super::space::CodeSpace;
 use super::table::PatchedSite;
-use super::trampoline::{generate, Trampoline, Unpatchable};
+use super::trampoline::{generate, generate_plain, Trampoline, Unpatchable};
 
 /// The current bytes of one region of code, changed as sites are planned.
 #[derive(Debug, Clone)]
@@ -24,16 +27,20 @@ pub struct Code {
     pub bytes: Vec<u8>,
     /// Whether each 4 KiB page (from `start` rounded down) was changed.
     changed: Vec<bool>,
+    /// Whether each byte was written by a plan.
+    written: Vec<bool>,
 }
 
 impl Code {
     /// The region at `start` holding `bytes`.
     pub fn new(start: u64, bytes: Vec<u8>) -> Code {
         let pages = ((start % 4096 + bytes.len() as u64).div_ceil(4096)) as usize;
+        let n = bytes.len();
         Code {
             start,
             bytes,
             changed: vec![false; pages],
+            written: vec![false; n],
         }
     }
 
@@ -47,11 +54,22 @@ impl Code {
     pub fn set(&mut self, at: u64, data: &[u8]) {
         let off = (at - self.start) as usize;
         self.bytes[off..off + data.len()].copy_from_slice(data);
+        self.written[off..off + data.len()].fill(true);
         let first = ((self.start % 4096 + off as u64) / 4096) as usize;
         let last = ((self.start % 4096 + (off + data.len()) as u64 - 1) / 4096) as usize;
         for p in first..=last {
             self.changed[p] = true;
         }
+    }
+
+    /// Whether any byte of `at..at+len` was written by a plan (or lies outside the region).
+    pub fn written(&self, at: u64, len: usize) -> bool {
+        let Some(off) = at.checked_sub(self.start).map(|o| o as usize) else {
+            return true;
+        };
+        self.written
+            .get(off..off + len)
+            .is_none_or(|w| w.iter().any(|&b| b))
     }
 
     /// The changed parts, as (address, bytes) page by page (clipped to the region).
@@ -132,6 +150,10 @@ pub struct Planned {
 pub struct Plan {
     /// Sites patched (their jumps are written in the `Code`).
     pub patched: Vec<Planned>,
+    /// Instructions after short sites, moved to trampolines of their own so that the jump
+    /// at their place gives the site's jump a reachable window (E9Patch's successor
+    /// eviction).
+    pub evicted: Vec<Planned>,
     /// Sites left as breakpoints, with their original first byte (an `int3` is written in
     /// the `Code` in its place) and why.
     pub refused: Vec<(u64, u8, Refusal)>,
@@ -161,6 +183,24 @@ pub fn plan(
             Ok(p) => {
                 code.set(at, &p.jump);
                 out.patched.push(p);
+            }
+            Err(Refusal::NoRoom) if len < 5 => {
+                match plan_evicting(code, s, &out.patched, space, log) {
+                    Some((site, neighbour)) => {
+                        code.set(neighbour.at, &neighbour.jump);
+                        code.set(at, &site.jump);
+                        out.patched.push(site);
+                        // A neighbour that is a site of this batch is planned anew.
+                        match out.patched.iter().position(|p| p.at == neighbour.at) {
+                            Some(i) => out.patched[i] = neighbour,
+                            None => out.evicted.push(neighbour),
+                        }
+                    }
+                    None => {
+                        code.set(at, &[0xcc]);
+                        out.refused.push((at, s.bytes[0], Refusal::NoRoom));
+                    }
+                }
             }
             Err(why) => {
                 code.set(at, &[0xcc]);
@@ -215,6 +255,7 @@ fn plan_one(
                         original,
                         reads_past: read as u8,
                         trampoline: t_at,
+                        access: true,
                     },
                     trampoline,
                     jump,
@@ -225,6 +266,199 @@ fn plan_one(
         }
     }
     Err(Refusal::NoRoom)
+}
+
+/// Patches the short site `s`, none of whose windows has room, by giving the instruction
+/// after it a jump of its own that starts with redundant prefixes: the site's jump reads
+/// them as the high bytes of its displacement, so their values place the site's window
+/// where there is room (E9Patch's successor eviction). The neighbour is either an
+/// instruction left alone so far, which is moved to a trampoline that just runs it, or a
+/// site of this batch (in `patched`), whose jump is planned anew. Anything that jumps to
+/// the neighbour lands on its jump, which still starts where the instruction did. Returns
+/// the site's plan and the neighbour's.
+fn plan_evicting(
+    code: &Code,
+    s: &SiteRequest,
+    patched: &[Planned],
+    space: &mut CodeSpace,
+    log: &LogLayout,
+) -> Option<(Planned, Planned)> {
+    let at = s.insn.ip();
+    let len = s.insn.len();
+    let n_at = at + len as u64;
+    let earlier = patched.iter().find(|p| p.at == n_at);
+    let n_orig: Vec<u8> = match earlier {
+        Some(p) => p.site.original_bytes().to_vec(),
+        None => {
+            let left = (code.start + code.bytes.len() as u64).checked_sub(n_at)? as usize;
+            code.get(n_at, left.min(15))?.to_vec()
+        }
+    };
+    let n = Decoder::with_ip(64, &n_orig, n_at, DecoderOptions::NONE).decode();
+    let n_len = n.len();
+    if n.is_invalid() || (earlier.is_none() && (n_orig[0] == 0xcc || code.written(n_at, n_len))) {
+        return None;
+    }
+    let n_orig = n_orig[..n_len].to_vec();
+    let n_code = |t_at: u64| match earlier {
+        Some(p) => generate(&n, &n_orig, p.site.id, t_at, log),
+        None => generate_plain(&n, &n_orig, t_at),
+    };
+    let n_size = n_code(n_at).ok()?.bytes.len() as u64;
+    let size = generate(&s.insn, &s.bytes, s.id, at, log).ok()?.bytes.len() as u64;
+    let after_n = code
+        .get(n_at + n_len as u64, 4)
+        .or_else(|| code.get(n_at + n_len as u64, 0))?;
+    // The neighbour's present trampoline is given back while other places are tried.
+    if let Some(p) = earlier {
+        space.release(p.trampoline.meta.at);
+    }
+    let found = evict_with(
+        (at, len, size, s, n_at, n_len, n_size, after_n),
+        &n_code,
+        space,
+        log,
+        earlier.map(|p| p.site.id),
+        &n_orig,
+    );
+    if found.is_none() {
+        if let Some(p) = earlier {
+            space.take(p.trampoline.meta.at, p.trampoline.bytes.len() as u64);
+        }
+    }
+    found
+}
+
+/// The search of [`plan_evicting`]: prefix counts of both jumps and the value of the last
+/// prefix the site's jump reads.
+#[allow(clippy::type_complexity)]
+fn evict_with(
+    (at, len, size, s, n_at, n_len, n_size, after_n): (
+        u64,
+        usize,
+        u64,
+        &SiteRequest,
+        u64,
+        usize,
+        u64,
+        &[u8],
+    ),
+    n_code: &dyn Fn(u64) -> Result<Trampoline, Unpatchable>,
+    space: &mut CodeSpace,
+    log: &LogLayout,
+    n_id: Option<u32>,
+    n_orig: &[u8],
+) -> Option<(Planned, Planned)> {
+    for k in 0..len {
+        // The site's jump reads m bytes of the neighbour's: all of them its prefixes.
+        let m = 5 + k - len;
+        for j in m..=4.min(n_len.saturating_sub(1)) {
+            let last_choices: Vec<u8> = if m == j {
+                (0x40..=0x4f).chain(SEGMENT_PREFIXES).collect()
+            } else {
+                SEGMENT_PREFIXES.to_vec()
+            };
+            for h in last_choices {
+                let mut prefixes = vec![SEGMENT_PREFIXES[0]; j];
+                prefixes[m - 1] = h;
+                if !is_last_prefix(prefixes[j - 1]) {
+                    continue;
+                }
+                let Some(w) = window_with(at, len, k as u8, &prefixes[..m]) else {
+                    continue;
+                };
+                let Some((ts, _)) = space.allocate(&[w], size) else {
+                    continue;
+                };
+                let n_window = window_with(n_at, n_len, j as u8, after_n);
+                let Some((tn, _)) = n_window.and_then(|nw| space.allocate(&[nw], n_size)) else {
+                    space.release(ts);
+                    continue;
+                };
+                let planned = (|| {
+                    let t_site = generate(&s.insn, &s.bytes, s.id, ts, log).ok()?;
+                    let t_n = n_code(tn).ok()?;
+                    if t_site.bytes.len() as u64 != size || t_n.bytes.len() as u64 != n_size {
+                        return None;
+                    }
+                    let n_jump = jump_bytes_with(n_at, n_len, &prefixes, tn, after_n)?;
+                    let site_jump = jump_bytes(at, len, k as u8, ts, &n_jump[..m])?;
+                    let site = Planned {
+                        at,
+                        site: patched_site(s.id, &s.bytes[..len], m, ts, true),
+                        trampoline: t_site,
+                        jump: site_jump,
+                    };
+                    let read = (j + 5).saturating_sub(n_len);
+                    let neighbour = Planned {
+                        at: n_at,
+                        site: patched_site(
+                            n_id.unwrap_or(u32::MAX),
+                            n_orig,
+                            read,
+                            tn,
+                            n_id.is_some(),
+                        ),
+                        trampoline: t_n,
+                        jump: n_jump,
+                    };
+                    Some((site, neighbour))
+                })();
+                if planned.is_some() {
+                    return planned;
+                }
+                space.release(ts);
+                space.release(tn);
+            }
+        }
+    }
+    None
+}
+
+/// Out-of-line copies of sites left on breakpoints: a trampoline that runs the relocated
+/// instruction and jumps back, so that the tracer, stopped at a site's breakpoint, sends
+/// the thread there instead of single-stepping the instruction in place (one stop per
+/// access instead of two). Sites that cannot be relocated or placed get none.
+pub fn plan_out_of_line<'a>(
+    sites: impl IntoIterator<Item = &'a SiteRequest>,
+    space: &mut CodeSpace,
+) -> Vec<Trampoline> {
+    let mut out = Vec::new();
+    for s in sites {
+        let at = s.insn.ip();
+        let Ok(probe) = generate_plain(&s.insn, &s.bytes, at) else {
+            continue;
+        };
+        let size = probe.bytes.len() as u64;
+        let Some((t_at, _)) = space.allocate(&windows(at, 5, &[]), size) else {
+            continue;
+        };
+        match generate_plain(&s.insn, &s.bytes, t_at) {
+            Ok(t) if t.bytes.len() as u64 == size => out.push(t),
+            _ => space.release(t_at),
+        }
+    }
+    out
+}
+
+/// The table's record of a patch.
+fn patched_site(
+    id: u32,
+    original: &[u8],
+    reads_past: usize,
+    trampoline: u64,
+    access: bool,
+) -> PatchedSite {
+    let mut bytes = [0u8; 16];
+    bytes[..original.len()].copy_from_slice(original);
+    PatchedSite {
+        id,
+        len: original.len() as u8,
+        original: bytes,
+        reads_past: reads_past as u8,
+        trampoline,
+        access,
+    }
 }
 
 #[cfg(test)]

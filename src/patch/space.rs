@@ -15,8 +15,10 @@ use super::jump::Window;
 /// Bytes of address space per chunk (and their alignment).
 pub const CHUNK: u64 = 16 << 20;
 
-/// Address space left to the program's heap above where `brk` starts.
-const HEAP_ROOM: u64 = 1 << 30;
+/// Address space left to the program's heap above where `brk` starts. Beyond it `brk`
+/// fails and glibc's malloc takes memory with mmap instead; the space is worth more to
+/// the windows of punned jumps in a program loaded low (not position-independent).
+const HEAP_ROOM: u64 = 64 << 20;
 
 /// Address space left below the main thread's stack (its growth, 8 MiB by default, and the
 /// kernel's guard gap).
@@ -154,7 +156,8 @@ impl CodeSpace {
         self.used.remove(&a);
     }
 
-    fn take(&mut self, a: u64, size: u64) -> u64 {
+    /// Hands out `size` bytes at `a` again (after [`CodeSpace::release`]).
+    pub fn take(&mut self, a: u64, size: u64) -> u64 {
         self.used.insert(a, a + size);
         a
     }
@@ -168,12 +171,10 @@ impl CodeSpace {
                 candidates[0] = end;
             }
         }
-        candidates.extend(
-            self.used
-                .range(targets.start..targets.end)
-                .map(|(_, &e)| e)
-                .take(TRIES),
-        );
+        let mut inside = self.used.range(targets.start..targets.end);
+        candidates.extend(inside.clone().map(|(_, &e)| e).take(TRIES));
+        // Trampolines are packed one after the other: the end of the last one is free.
+        candidates.extend(inside.next_back().map(|(_, &e)| e));
         // Prefer the ends of earlier trampolines (written pages), then the window start.
         candidates.rotate_left(1);
         candidates
@@ -200,16 +201,30 @@ impl CodeSpace {
     }
 
     /// A position for a jump that reaches ±2 GiB: the current chunk of that neighbourhood
-    /// while it has room and is in reach, else the free chunk nearest the window's middle.
+    /// while it has room and is in reach, else the end of another mapped chunk in reach,
+    /// else the free chunk nearest the jump.
     fn full_reach(&mut self, w: &Window, size: u64) -> Option<u64> {
         let targets = w.range();
         let middle = w.from;
         let key = middle >> 32;
+        let fits = |a: u64| targets.contains(&a) && targets.contains(&(a + size));
         if let Some(&chunk) = self.bump.get(&key) {
-            if let Some(a) = self.next_in_chunk(chunk, size) {
-                if targets.contains(&a) && targets.contains(&(a + size)) {
-                    return Some(a);
-                }
+            if let Some(a) = self.next_in_chunk(chunk, size).filter(|&a| fits(a)) {
+                return Some(a);
+            }
+        }
+        let first = targets.start.div_ceil(CHUNK) * CHUNK;
+        let mapped: Vec<u64> = self
+            .chunks
+            .range(first..targets.end.saturating_sub(CHUNK))
+            .map(|(&c, _)| c)
+            .collect();
+        let mut by_distance = mapped;
+        by_distance.sort_by_key(|c| c.abs_diff(middle));
+        for chunk in by_distance {
+            if let Some(a) = self.next_in_chunk(chunk, size).filter(|&a| fits(a)) {
+                self.bump.insert(key, chunk);
+                return Some(a);
             }
         }
         let chunk = self.nearest_free_chunk(middle, &targets)?;
@@ -237,16 +252,28 @@ impl CodeSpace {
             if lo.checked_add(CHUNK)? > hi {
                 continue;
             }
-            // The chunk of [lo, hi - CHUNK] nearest to middle.
             let last = (hi - CHUNK) / CHUNK * CHUNK;
             let pick = (middle / CHUNK * CHUNK).clamp(lo, last);
-            for c in [pick, pick.saturating_add(CHUNK)] {
-                if c < lo || c > last || self.chunks.contains_key(&c) {
-                    continue;
+            // Outwards from the chunk nearest the middle, past those already taken.
+            let mut down = Some(pick);
+            let mut up = pick.checked_add(CHUNK);
+            for _ in 0..4096 {
+                let found = [down, up]
+                    .into_iter()
+                    .flatten()
+                    .filter(|&c| c >= lo && c <= last)
+                    .find(|c| !self.chunks.contains_key(c));
+                if let Some(c) = found {
+                    let d = c.abs_diff(middle);
+                    if best.is_none_or(|(bd, _)| d < bd) {
+                        best = Some((d, c));
+                    }
+                    break;
                 }
-                let d = c.abs_diff(middle);
-                if best.is_none_or(|(bd, _)| d < bd) {
-                    best = Some((d, c));
+                down = down.and_then(|c| c.checked_sub(CHUNK)).filter(|&c| c >= lo);
+                up = up.and_then(|c| c.checked_add(CHUNK)).filter(|&c| c <= last);
+                if down.is_none() && up.is_none() {
+                    break;
                 }
             }
         }

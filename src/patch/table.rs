@@ -28,6 +28,9 @@ pub struct PatchedSite {
     pub reads_past: u8,
     /// Its trampoline's address.
     pub trampoline: u64,
+    /// An access site (else an instruction moved out of the way of a neighbour's jump,
+    /// which needs no breakpoint once restored).
+    pub access: bool,
 }
 
 impl PatchedSite {
@@ -47,6 +50,8 @@ impl PatchedSite {
 pub struct PatchTable {
     sites: BTreeMap<u64, PatchedSite>,
     trampolines: BTreeMap<u64, TrampolineMeta>,
+    /// Out-of-line copies of sites left on breakpoints: site → trampoline.
+    out_of_line: BTreeMap<u64, u64>,
     /// Where trampolines go.
     pub space: CodeSpace,
 }
@@ -64,6 +69,17 @@ impl PatchTable {
     pub fn insert(&mut self, at: u64, site: PatchedSite, meta: TrampolineMeta) {
         self.sites.insert(at, site);
         self.trampolines.insert(meta.at, meta);
+    }
+
+    /// Records the out-of-line copy of the site on a breakpoint at `meta.site`.
+    pub fn insert_out_of_line(&mut self, meta: TrampolineMeta) {
+        self.out_of_line.insert(meta.site, meta.at);
+        self.trampolines.insert(meta.at, meta);
+    }
+
+    /// Where the out-of-line copy of the site at `at` is.
+    pub fn out_of_line(&self, at: u64) -> Option<u64> {
+        self.out_of_line.get(&at).copied()
     }
 
     /// Forgets the patch of the site at `at` (its trampoline too), returning it.
@@ -133,6 +149,7 @@ mod tests {
             original: [0x90; 16],
             reads_past,
             trampoline,
+            access: true,
         }
     }
 
@@ -147,6 +164,7 @@ mod tests {
             insn: 56,
             back: 60,
             full: 65,
+            logs: true,
         }
     }
 

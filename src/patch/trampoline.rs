@@ -78,6 +78,9 @@ pub struct TrampolineMeta {
     pub back: u16,
     /// Offset of the `int3` taken when the log is full.
     pub full: u16,
+    /// It records an access (else it only runs a relocated instruction: see
+    /// [`generate_plain`]).
+    pub logs: bool,
 }
 
 /// What to do with a thread stopped at some address inside a trampoline so that it is
@@ -176,6 +179,47 @@ pub fn generate(
         insn: insn_at as u16,
         back: back as u16,
         full: full as u16,
+        logs: true,
+    };
+    Ok(Trampoline { bytes: c, meta })
+}
+
+/// Whether `insn` can run from a trampoline that only relocates it (an instruction moved
+/// out of the way of a neighbour's jump): anything that goes on to the next instruction,
+/// but system calls and interrupts (their address matters to the tracer).
+pub fn check_relocatable(insn: &Instruction) -> Result<(), Unpatchable> {
+    if insn.flow_control() != FlowControl::Next || insn.is_invalid() {
+        return Err(Unpatchable::Branch);
+    }
+    Ok(())
+}
+
+/// A trampoline that runs `insn` (decoded at its runtime address, original `bytes`),
+/// relocated to `at`, and jumps back after it.
+pub fn generate_plain(
+    insn: &Instruction,
+    bytes: &[u8],
+    at: u64,
+) -> Result<Trampoline, Unpatchable> {
+    check_relocatable(insn)?;
+    let mut c = Vec::with_capacity(24);
+    relocate(&mut c, insn, bytes, at)?;
+    let back = c.len();
+    let rel = insn.next_ip().wrapping_sub(at + back as u64 + 5) as i64;
+    let rel = i32::try_from(rel).map_err(|_| Unpatchable::OutOfReach)?;
+    c.push(0xe9);
+    c.extend_from_slice(&rel.to_le_bytes());
+    let meta = TrampolineMeta {
+        site: insn.ip(),
+        site_len: insn.len() as u8,
+        at,
+        len: c.len() as u16,
+        resume: 0,
+        committed: 0,
+        insn: 0,
+        back: back as u16,
+        full: c.len() as u16,
+        logs: false,
     };
     Ok(Trampoline { bytes: c, meta })
 }
@@ -272,6 +316,13 @@ impl TrampolineMeta {
         let o = rip.wrapping_sub(self.at) as u16;
         if o == self.back {
             return Exit::AfterInsn;
+        }
+        if !self.logs {
+            return Exit::BeforeInsn {
+                restore_rax: false,
+                restore_rcx: false,
+                uncommit: false,
+            };
         }
         // Offsets 0 and 8 are the two saves: rax is saved by the first, rcx by the second.
         Exit::BeforeInsn {

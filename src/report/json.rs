@@ -80,10 +80,14 @@ pub struct JsonReport<'a> {
 pub struct JsonAccessRecording {
     /// Accesses recorded over all executions.
     pub accesses: u64,
+    /// Of those, accesses recorded at a breakpoint (two ptrace stops each).
+    pub accesses_at_breakpoints: u64,
     /// Access sites patched to record without a stop (in the most instrumented execution).
     pub sites_patched: u64,
     /// Access sites left on breakpoints (two ptrace stops per access).
     pub sites_on_breakpoints: u64,
+    /// Instructions next to short sites that were moved to make room for their jumps.
+    pub neighbours_moved: u64,
     /// Why sites were left on breakpoints, with how many each.
     pub breakpoint_reasons: std::collections::BTreeMap<&'static str, u64>,
     /// Times a thread was stopped inside generated code (a signal, an interrupt) and moved

@@ -215,6 +215,8 @@ pub(super) struct Execution<'a> {
     pub(super) abandoned: Option<String>,
     /// Threads moved out of generated code in this execution (signals, interrupts).
     pub(super) moved_out_of_trampolines: u64,
+    /// Accesses recorded at breakpoints in this execution.
+    pub(super) breakpoint_accesses: u64,
     pub(super) steps: u64,
     pub(super) preemptions: u64,
     pub(super) killed: bool,
@@ -523,6 +525,7 @@ impl Execution<'_> {
             abandoned: None,
             patch_stats: super::patching::PatchStats {
                 moved_out: self.moved_out_of_trampolines,
+                breakpoint_accesses: self.breakpoint_accesses,
                 ..self.p.patching.stats.clone()
             },
         }

@@ -9,7 +9,7 @@
 //! interrupts), the stop of a full log, the sites the search needs stops at, and cleaning
 //! the code of forked children, which run natively.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -60,9 +60,14 @@ pub struct PatchStats {
     pub fallback: BTreeMap<&'static str, u64>,
     /// Patches taken out later (a breakpoint needed the bytes), now breakpoints.
     pub unpatched: u64,
+    /// Instructions next to short sites moved to trampolines of their own to make room
+    /// for the sites' jumps.
+    pub moved_neighbours: u64,
     /// Times a thread stopped inside generated code (a signal, an interrupt) was moved to
     /// where it would be without it.
     pub moved_out: u64,
+    /// Accesses recorded at a breakpoint (two ptrace stops each) rather than from the log.
+    pub breakpoint_accesses: u64,
 }
 
 impl PatchStats {
@@ -78,8 +83,10 @@ impl PatchStats {
             self.patched = other.patched;
             self.fallback = other.fallback.clone();
             self.unpatched = other.unpatched;
+            self.moved_neighbours = other.moved_neighbours;
         }
         self.moved_out += other.moved_out;
+        self.breakpoint_accesses += other.breakpoint_accesses;
     }
 }
 
@@ -307,6 +314,17 @@ impl Execution<'_> {
             table.space.set_free(free.to_vec());
         }
         let mut planned = patch::plan(code, requests, &mut table.space, &layout);
+        let by_address: HashMap<u64, &SiteRequest> =
+            requests.iter().map(|r| (r.insn.ip(), r)).collect();
+        let mut out_of_line = if patch_on {
+            let left: Vec<&SiteRequest> = (planned.refused.iter())
+                .filter(|(_, _, why)| *why != Refusal::NotOriginal)
+                .filter_map(|(at, _, _)| by_address.get(at).copied())
+                .collect();
+            patch::plan_out_of_line(left, &mut table.space)
+        } else {
+            Vec::new()
+        };
         let chunks = table.space.take_new_chunks();
         if !self.map_chunks(t, &chunks)? {
             // A chunk could not be mapped after all: this region stays on breakpoints.
@@ -316,12 +334,15 @@ impl Execution<'_> {
             }
             let table = Arc::make_mut(&mut self.p.patching.table);
             planned = patch::plan(code, requests, &mut table.space, &layout);
+            out_of_line.clear();
         }
+        let ids: HashMap<u64, u32> = requests.iter().map(|r| (r.insn.ip(), r.id)).collect();
         // Trampolines first, then breakpoints of the sites left out, then the jumps.
-        let mut pieces: Vec<(u64, &[u8])> = planned
-            .patched
-            .iter()
-            .map(|p| (p.trampoline.meta.at, p.trampoline.bytes.as_slice()))
+        let mut pieces: Vec<(u64, &[u8])> = (planned.patched.iter())
+            .chain(&planned.evicted)
+            .map(|p| &p.trampoline)
+            .chain(&out_of_line)
+            .map(|t| (t.meta.at, t.bytes.as_slice()))
             .collect();
         pieces.sort_by_key(|p| p.0);
         write_coalesced(&self.p.mem, &pieces).context("writing trampolines")?;
@@ -336,10 +357,7 @@ impl Execution<'_> {
             if *why == Refusal::NotOriginal {
                 continue;
             }
-            let id = requests
-                .iter()
-                .find(|r| r.insn.ip() == *at)
-                .map_or(0, |r| r.id);
+            let id = ids.get(at).copied().unwrap_or(0);
             self.p.bps.adopt(*at, *original);
             self.p.bp_kinds.insert(*at, BreakpointKind::Access(id));
         }
@@ -350,9 +368,13 @@ impl Execution<'_> {
                 .context("writing patched code")?;
         }
         stats.patched += planned.patched.len() as u64;
+        stats.moved_neighbours += planned.evicted.len() as u64;
         let table = Arc::make_mut(&mut self.p.patching.table);
-        for p in planned.patched {
+        for p in planned.patched.into_iter().chain(planned.evicted) {
             table.insert(p.at, p.site, p.trampoline.meta);
+        }
+        for t in out_of_line {
+            table.insert_out_of_line(t.meta);
         }
         Ok(())
     }

@@ -260,7 +260,9 @@ impl Process {
         for at in sites {
             if let Some(site) = table.remove(at) {
                 self.mem.write(at, site.original_bytes())?;
-                removed.push((at, site.id));
+                if site.access {
+                    removed.push((at, site.id));
+                }
             }
         }
         for (at, id) in removed {

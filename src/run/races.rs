@@ -222,6 +222,19 @@ impl Execution<'_> {
         Ok(None)
     }
 
+    /// Resumes `t`, stopped at a breakpoint, at `rip` (the out-of-line copy of its
+    /// instruction) instead of stepping over the breakpoint.
+    fn resume_at(&mut self, t: ThreadId, rip: u64) -> Result<Option<RunResult>> {
+        let mut r = self.p.threads[t].regs;
+        r.rip = rip;
+        regs::set(self.p.threads[t].tid, r)?;
+        self.p.threads[t].regs = r;
+        self.p.threads[t].place = StopPlace::Event;
+        let sig = self.p.threads[t].pending_signal.take();
+        events::resume(self.p.threads[t].tid, sig)?;
+        Ok(None)
+    }
+
     /// An allocator entry: frees forget their block, allocations arm a return breakpoint.
     pub(super) fn on_allocator(&mut self, t: ThreadId, kind: Alloc) -> Result<Option<RunResult>> {
         let r = self.p.threads[t].regs;
@@ -393,8 +406,12 @@ impl Execution<'_> {
                 addr,
             );
         }
+        self.breakpoint_accesses += 1;
         self.record_access(t, &site, ea, Seen::AtAccess);
-        self.step_and_resume(t)
+        match self.p.patching.table.out_of_line(addr) {
+            Some(copy) => self.resume_at(t, copy),
+            None => self.step_and_resume(t),
+        }
     }
 
     /// Records the access `site` made at `ea` in thread `t`: at its breakpoint

@@ -53,44 +53,45 @@ impl Window {
 /// Sorted from the widest window to the narrowest.
 pub fn windows(site: u64, len: usize, next: &[u8]) -> Vec<Window> {
     if len >= 5 {
-        let from = site + 5;
+        return window_with(site, len, 0, next).into_iter().collect();
+    }
+    (0..len)
+        .filter_map(|k| window_with(site, len, k as u8, next))
+        .collect()
+}
+
+/// The window of the encoding with `prefixes` prefixes: ±2 GiB when the whole jump fits in
+/// the site, else the window its chosen displacement bytes reach (None when `next` is too
+/// short, or the prefixes and opcode do not fit).
+pub fn window_with(site: u64, len: usize, prefixes: u8, next: &[u8]) -> Option<Window> {
+    let k = prefixes as usize;
+    if k + 1 > len {
+        return None;
+    }
+    let from = site + k as u64 + 5;
+    // k prefixes and the opcode take k+1 of the site's bytes; c displacement bytes are
+    // chosen, the other 4-c are the following bytes.
+    let c = len - 1 - k;
+    if c >= 4 {
         let lo = from.saturating_sub(1 << 31);
-        return vec![Window {
+        return Some(Window {
             lo,
             span: from + (1 << 31) - lo,
-            prefixes: 0,
-            from,
-        }];
-    }
-    let mut out = Vec::new();
-    for k in 0..len {
-        // k prefixes and the opcode take k+1 of the site's bytes; c displacement bytes are
-        // chosen, the other 4-c are the following bytes.
-        let c = len - 1 - k;
-        let fixed = 4 - c;
-        if next.len() < fixed {
-            continue;
-        }
-        let mut high: u32 = 0;
-        for (j, &b) in next[..fixed].iter().enumerate() {
-            high |= (b as u32) << (8 * (c + j));
-        }
-        let from = site + k as u64 + 5;
-        out.push(Window {
-            lo: from.wrapping_add(high as i32 as i64 as u64),
-            span: 1 << (8 * c),
-            prefixes: k as u8,
+            prefixes,
             from,
         });
     }
-    out
-}
-
-/// The window of the encoding with `prefixes` prefixes (see [`windows`]).
-pub fn window_with(site: u64, len: usize, prefixes: u8, next: &[u8]) -> Option<Window> {
-    windows(site, len, next)
-        .into_iter()
-        .find(|w| w.prefixes == prefixes)
+    let fixed = 4 - c;
+    let mut high: u32 = 0;
+    for (j, &b) in next.get(..fixed)?.iter().enumerate() {
+        high |= (b as u32) << (8 * (c + j));
+    }
+    Some(Window {
+        lo: from.wrapping_add(high as i32 as i64 as u64),
+        span: 1 << (8 * c),
+        prefixes,
+        from,
+    })
 }
 
 /// Redundant prefixes a jump may start with in any position but the last before the

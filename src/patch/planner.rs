@@ -547,6 +547,61 @@ mod tests {
     }
 
     #[test]
+    fn a_short_site_without_room_moves_its_neighbour_out_of_the_way() {
+        // mov eax,[rdi] ; mov rax,[rdi+0x100] ; then a byte 0x30 and padding. The site's own
+        // windows fall below the code or 9 MiB above it, where nothing is free.
+        let mut body = vec![0x8b, 0x07, 0x48, 0x8b, 0x87, 0x00, 0x01, 0x00, 0x00, 0x30];
+        body.extend([0x90; 8]);
+        let (mut code, mut sites) = region(&body, &[0]);
+        let mut sp = CodeSpace::new(vec![BASE + (512 << 20)..BASE + (1800 << 20)]);
+        let p = plan(&mut code, &mut sites, &mut sp, &log());
+        assert!(p.refused.is_empty(), "{:?}", p.refused);
+        assert_eq!(p.patched.len(), 1);
+        assert_eq!(p.evicted.len(), 1);
+        let (site, moved) = (&p.patched[0], &p.evicted[0]);
+        assert_eq!(jump_target(&code, BASE), site.trampoline.meta.at);
+        assert_eq!(moved.at, BASE + 2);
+        assert!(!moved.site.access);
+        // The neighbour's jump, decoded where it was, reaches its trampoline, which runs it
+        // and comes back after it.
+        assert_eq!(jump_target(&code, BASE + 2), moved.trampoline.meta.at);
+        let t = &moved.trampoline;
+        let back = Decoder::with_ip(64, &t.bytes, t.meta.at, DecoderOptions::NONE)
+            .iter()
+            .collect::<Vec<_>>();
+        assert_eq!(back[0].mnemonic(), Mnemonic::Mov);
+        assert_eq!(back[0].memory_displacement64(), 0x100);
+        assert_eq!(back[1].near_branch_target(), BASE + 9);
+        // Restoring the neighbour breaks the site's jump, which reads its bytes.
+        let mut table = crate::patch::PatchTable::default();
+        table.insert(site.at, site.site, site.trampoline.meta);
+        table.insert(moved.at, moved.site, moved.trampoline.meta);
+        let mut d = table.dependents(BASE + 2..BASE + 3);
+        d.sort();
+        assert_eq!(d, vec![BASE, BASE + 2]);
+    }
+
+    #[test]
+    fn sites_left_on_breakpoints_get_out_of_line_copies() {
+        let body = [0x8b, 0x07, 0x89, 0x06, 0xc3, 0x90, 0x90, 0x90, 0x90, 0x90];
+        let (_, sites) = region(&body, &[0, 2]);
+        let copies = plan_out_of_line(&sites, &mut space());
+        assert_eq!(copies.len(), 2);
+        for (c, s) in copies.iter().zip(&sites) {
+            assert!(!c.meta.logs);
+            assert_eq!(&c.bytes[..s.insn.len()], &s.bytes[..]);
+            let jmp = Decoder::with_ip(
+                64,
+                &c.bytes[s.insn.len()..],
+                c.meta.at + s.insn.len() as u64,
+                DecoderOptions::NONE,
+            )
+            .decode();
+            assert_eq!(jmp.near_branch_target(), s.insn.next_ip());
+        }
+    }
+
+    #[test]
     fn changed_pages_cover_every_written_byte() {
         let mut c = Code::new(0x1ff0, vec![0; 0x30]);
         c.set(0x1ff8, &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);

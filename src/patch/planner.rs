@@ -553,7 +553,8 @@ mod tests {
         let mut body = vec![0x8b, 0x07, 0x48, 0x8b, 0x87, 0x00, 0x01, 0x00, 0x00, 0x30];
         body.extend([0x90; 8]);
         let (mut code, mut sites) = region(&body, &[0]);
-        let mut sp = CodeSpace::new(vec![BASE + (512 << 20)..BASE + (1800 << 20)]);
+        let room = BASE + (512 << 20)..BASE + (1800 << 20);
+        let mut sp = CodeSpace::new(std::iter::once(room).collect());
         let p = plan(&mut code, &mut sites, &mut sp, &log());
         assert!(p.refused.is_empty(), "{:?}", p.refused);
         assert_eq!(p.patched.len(), 1);

@@ -32,7 +32,7 @@ use super::elf_dwarf::merge;
 use super::sweep::for_each_instruction;
 
 /// How an instruction uses its memory operand(s).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum AccessKind {
     /// Only reads (also conditional reads such as `cmovcc reg, [mem]`).
     Read,
@@ -74,7 +74,7 @@ impl AccessKind {
 }
 
 /// One instruction that reads and/or writes memory through a non-stack operand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct MemoryAccessInsn {
     /// The instruction's address in the file.
     pub svma: u64,

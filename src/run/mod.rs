@@ -16,6 +16,7 @@ mod patching;
 mod plan;
 mod process;
 mod races;
+mod scan_cache;
 pub mod search;
 mod snapshot;
 mod snapshotting;

@@ -13,6 +13,7 @@ use iced_x86::Instruction;
 
 use super::hooks::{Hook, HOOKED_FUNCTIONS};
 use super::process::decode_at;
+use super::scan_cache::{self, CodeScan};
 use crate::binary::accesses::{memory_access_instructions, MemoryAccessInsn};
 use crate::binary::atomic_vars::atomic_global_ranges;
 use crate::binary::code_under_test::code_under_test_ranges;
@@ -266,52 +267,27 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
             .collect();
     }
     if role == Role::Program || role == Role::UnderTest {
-        // The program's own code: DWARF compile units of the user's sources when there is
-        // DWARF; else the whole text of a dynamic object (a static one would include libc).
-        let own = code_under_test_ranges(elf);
-        let dwarf = elf.dwarf_code_ranges();
-        let atomic_scope = if elf.is_static() {
-            Some(dwarf.as_slice())
-        } else {
-            None
-        };
-        if !(elf.is_static() && dwarf.is_empty()) {
-            let mut found = spin_instructions(elf);
-            keep_within(&mut found.atomics, atomic_scope);
-            // PAUSE only in the user's own code: toolchain spin loops (Rust std's mutex
-            // spins a hundred pauses before it waits) stay native, like libc's.
-            let pause_scope = own.as_deref().or(atomic_scope);
-            keep_within(&mut found.pauses, pause_scope);
-            plan.pauses = found.pauses;
-            for s in found.atomics {
-                if let Some(bytes) = elf.read_svma(s, 16) {
-                    let insn = decode_at(bytes, s);
-                    if insn.is_ip_rel_memory_operand() {
-                        let ea = insn.ip_rel_memory_address();
-                        plan.atomic_ranges.push(ea..ea + 8);
-                    }
-                    plan.atomics.push(insn);
+        let scan = scan_cache::load_or_scan(elf, races, || scan_code_under_test(elf, races));
+        plan.pauses = scan.pauses;
+        for s in scan.atomics {
+            if let Some(bytes) = elf.read_svma(s, 16) {
+                let insn = decode_at(bytes, s);
+                if insn.is_ip_rel_memory_operand() {
+                    let ea = insn.ip_rel_memory_address();
+                    plan.atomic_ranges.push(ea..ea + 8);
                 }
+                plan.atomics.push(insn);
             }
         }
-        if races && !(elf.is_static() && own.is_none()) {
-            let mut symbolizer = Symbolizer::new();
-            for m in memory_access_instructions(elf, own.as_deref()) {
-                if m.atomic {
-                    continue;
-                }
-                if let Some(bytes) = elf.read_svma(m.svma, 16) {
-                    let atomic_source = m.plain_mov
-                        && symbolizer
-                            .frames(elf.path(), m.svma)
-                            .iter()
-                            .filter_map(|f| f.function.as_deref())
-                            .any(is_atomic_accessor);
-                    plan.accesses
-                        .push((decode_at(bytes, m.svma), m, atomic_source));
-                }
+        for (m, atomic_source) in scan.accesses {
+            if let Some(bytes) = elf.read_svma(m.svma, 16) {
+                plan.accesses
+                    .push((decode_at(bytes, m.svma), m, atomic_source));
             }
-            plan.atomic_ranges.extend(atomic_global_ranges(elf));
+        }
+        plan.atomic_ranges
+            .extend(scan.atomic_globals.into_iter().map(|(a, b)| a..b));
+        if races && !(elf.is_static() && code_under_test_ranges(elf).is_none()) {
             // The program's own calls to libc memory functions and allocators, through its
             // PLT: glibc's internal calls never stop the program.
             for (name, addr) in plt_entries(elf) {
@@ -325,4 +301,50 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
         }
     }
     plan
+}
+
+/// Scans the code under test of `elf` (the costly part of its plan: decoding every
+/// instruction, reading DWARF): atomic and PAUSE instructions, and with race detection the
+/// memory-access sites and the atomic globals.
+fn scan_code_under_test(elf: &ElfFile, races: bool) -> CodeScan {
+    let mut scan = CodeScan::default();
+    // The program's own code: DWARF compile units of the user's sources when there is
+    // DWARF; else the whole text of a dynamic object (a static one would include libc).
+    let own = code_under_test_ranges(elf);
+    let dwarf = elf.dwarf_code_ranges();
+    let atomic_scope = if elf.is_static() {
+        Some(dwarf.as_slice())
+    } else {
+        None
+    };
+    if !(elf.is_static() && dwarf.is_empty()) {
+        let mut found = spin_instructions(elf);
+        keep_within(&mut found.atomics, atomic_scope);
+        // PAUSE only in the user's own code: toolchain spin loops (Rust std's mutex
+        // spins a hundred pauses before it waits) stay native, like libc's.
+        let pause_scope = own.as_deref().or(atomic_scope);
+        keep_within(&mut found.pauses, pause_scope);
+        scan.pauses = found.pauses;
+        scan.atomics = found.atomics;
+    }
+    if races && !(elf.is_static() && own.is_none()) {
+        let mut symbolizer = Symbolizer::new();
+        for m in memory_access_instructions(elf, own.as_deref()) {
+            if m.atomic {
+                continue;
+            }
+            let atomic_source = m.plain_mov
+                && symbolizer
+                    .frames(elf.path(), m.svma)
+                    .iter()
+                    .filter_map(|f| f.function.as_deref())
+                    .any(is_atomic_accessor);
+            scan.accesses.push((m, atomic_source));
+        }
+        scan.atomic_globals = atomic_global_ranges(elf)
+            .into_iter()
+            .map(|r| (r.start, r.end))
+            .collect();
+    }
+    scan
 }

@@ -1,0 +1,208 @@
+//! The scan of a file's code under test (every instruction decoded, DWARF read for
+//! atomic accessors and atomic globals), kept on disk under the user's cache directory and
+//! keyed by the file's SHA-256, so that only the first run of mcheck on a large binary
+//! pays for it. Best effort: a cache that cannot be read or written is a scan, not an error.
+//!
+//! Where: `$MCHECK_CACHE_DIR` (`off` turns the cache off), else `$XDG_CACHE_HOME/mcheck`,
+//! else `~/.cache/mcheck`. At most [`KEEP`] scans are kept, the least recently used go.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::binary::{ElfFile, MemoryAccessInsn};
+
+/// Scans kept in the cache directory.
+const KEEP: usize = 64;
+
+/// Bumped whenever what a scan holds or how it is made changes.
+const FORMAT: u32 = 1;
+
+/// What the scan of one file's code under test found (file addresses).
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct CodeScan {
+    /// Atomic instructions.
+    pub atomics: Vec<u64>,
+    /// PAUSE instructions.
+    pub pauses: Vec<u64>,
+    /// Memory-access sites, with whether their source says they are atomic.
+    #[serde(with = "compact_accesses")]
+    pub accesses: Vec<(MemoryAccessInsn, bool)>,
+    /// Address ranges of atomic globals (DWARF).
+    pub atomic_globals: Vec<(u64, u64)>,
+}
+
+/// Access sites on disk as `[svma, kind, size, flags]` rows (a large binary has a hundred
+/// thousand of them).
+mod compact_accesses {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::binary::{AccessKind, MemoryAccessInsn};
+
+    type Row = (u64, u8, u8, u8);
+
+    pub fn serialize<S: Serializer>(
+        v: &[(MemoryAccessInsn, bool)],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let rows: Vec<Row> = v
+            .iter()
+            .map(|(m, source)| {
+                let kind = match m.kind {
+                    AccessKind::Read => 0,
+                    AccessKind::Write => 1,
+                    AccessKind::ReadWrite => 2,
+                };
+                let flags = m.atomic as u8 | (m.plain_mov as u8) << 1 | (*source as u8) << 2;
+                (m.svma, kind, m.size, flags)
+            })
+            .collect();
+        rows.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<(MemoryAccessInsn, bool)>, D::Error> {
+        let rows = Vec::<Row>::deserialize(d)?;
+        Ok(rows
+            .into_iter()
+            .map(|(svma, kind, size, flags)| {
+                let kind = match kind {
+                    0 => AccessKind::Read,
+                    1 => AccessKind::Write,
+                    _ => AccessKind::ReadWrite,
+                };
+                let m = MemoryAccessInsn {
+                    svma,
+                    kind,
+                    size,
+                    atomic: flags & 1 != 0,
+                    plain_mov: flags & 2 != 0,
+                };
+                (m, flags & 4 != 0)
+            })
+            .collect())
+    }
+}
+
+/// The scan of `elf` for race detection `races`: from the cache, else made by `scan` and
+/// stored.
+pub fn load_or_scan(elf: &ElfFile, races: bool, scan: impl FnOnce() -> CodeScan) -> CodeScan {
+    load_or_scan_in(directory(), elf, races, scan)
+}
+
+/// [`load_or_scan`] with the cache in `dir` (None: no cache).
+fn load_or_scan_in(
+    dir: Option<PathBuf>,
+    elf: &ElfFile,
+    races: bool,
+    scan: impl FnOnce() -> CodeScan,
+) -> CodeScan {
+    let Some(path) = dir.and_then(|d| entry(&d, elf, races)) else {
+        return scan();
+    };
+    if let Some(found) = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<CodeScan>(&b).ok())
+    {
+        // Touch it: the least recently used entries go first.
+        let _ = std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+        return found;
+    }
+    let made = scan();
+    store(&path, &made);
+    made
+}
+
+/// The cache file of `elf`'s scan, when there is a cache.
+fn entry(dir: &std::path::Path, elf: &ElfFile, races: bool) -> Option<PathBuf> {
+    let sha = crate::report::schedule::file_sha256(elf.path()).ok()?;
+    let name = format!(
+        "scan-v{FORMAT}-{}-{sha}.json",
+        if races { "races" } else { "sync" }
+    );
+    Some(dir.join(name))
+}
+
+fn directory() -> Option<PathBuf> {
+    let dir = match std::env::var_os("MCHECK_CACHE_DIR") {
+        Some(d) if d == "off" => return None,
+        Some(d) => PathBuf::from(d),
+        None => match std::env::var_os("XDG_CACHE_HOME") {
+            Some(x) if !x.is_empty() => PathBuf::from(x).join("mcheck"),
+            _ => PathBuf::from(std::env::var_os("HOME")?).join(".cache/mcheck"),
+        },
+    };
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir)
+}
+
+/// Writes `scan` to `path` (through a temporary file, so that a reader never sees half of
+/// it), then keeps the directory to [`KEEP`] entries.
+fn store(path: &std::path::Path, scan: &CodeScan) {
+    let Ok(text) = serde_json::to_vec(scan) else {
+        return;
+    };
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, text).is_err() || std::fs::rename(&tmp, path).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+        return;
+    }
+    let Some(dir) = path.parent() else { return };
+    let Ok(list) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut scans: Vec<(std::time::SystemTime, PathBuf)> = list
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("scan-"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    if scans.len() > KEEP {
+        scans.sort();
+        for (_, p) in &scans[..scans.len() - KEEP] {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binary::AccessKind;
+
+    #[test]
+    fn a_scan_is_made_once_then_read_back() {
+        let dir = std::env::temp_dir().join(format!("mcheck-scan-cache-{}", std::process::id()));
+        let elf = ElfFile::load(std::path::Path::new("/bin/true")).unwrap();
+        let made = || CodeScan {
+            atomics: vec![1, 2],
+            pauses: vec![3],
+            accesses: vec![(
+                MemoryAccessInsn {
+                    svma: 0x1000,
+                    kind: AccessKind::ReadWrite,
+                    size: 8,
+                    atomic: false,
+                    plain_mov: true,
+                },
+                true,
+            )],
+            atomic_globals: vec![(0x2000, 0x2008)],
+        };
+        let first = load_or_scan_in(Some(dir.clone()), &elf, true, made);
+        let again = load_or_scan_in(Some(dir.clone()), &elf, true, || panic!("scanned twice"));
+        assert_eq!(again.accesses, first.accesses);
+        assert_eq!(again.atomics, vec![1, 2]);
+        assert_eq!(again.atomic_globals, vec![(0x2000, 0x2008)]);
+        // Another configuration is another entry.
+        let other = load_or_scan_in(Some(dir.clone()), &elf, false, CodeScan::default);
+        assert!(other.accesses.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

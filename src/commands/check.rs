@@ -264,6 +264,12 @@ pub fn coverage_statement(result: &SearchResult, strategy: &str, clean: bool) ->
     if exhausted && result.complete {
         return format!("search space exhausted: {n} execution(s) explored, {verdict}");
     }
+    if let (count @ 1.., library) = &result.library_sync {
+        let lib = library.as_deref().unwrap_or("a system library");
+        return format!(
+            "{n} execution(s) explored, search space not exhausted: {count} atomic operation(s) inside system libraries (first in {lib}) were taken in the order they came, not explored; {verdict}"
+        );
+    }
     match (strategy, preemption_bound_completed) {
         ("icb", Some(c)) => format!(
             "all executions with ≤ {c} preemption(s) explored ({n} execution(s)), {verdict}"

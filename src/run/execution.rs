@@ -132,6 +132,9 @@ pub struct ExecutionOutcome {
     pub abandoned: Option<String>,
     /// How the access sites of the program were instrumented.
     pub patch_stats: super::patching::PatchStats,
+    /// Atomic operations inside system libraries while threads existed, and the library
+    /// of the first (see `Execution::library_sync`).
+    pub library_sync: (u64, Option<String>),
 }
 
 /// An access identified across runs of one schedule: thread, instruction and the thread's
@@ -217,6 +220,11 @@ pub(super) struct Execution<'a> {
     pub(super) moved_out_of_trampolines: u64,
     /// Accesses recorded at breakpoints in this execution.
     pub(super) breakpoint_accesses: u64,
+    /// Atomic operations inside system libraries while threads existed: synchronisation
+    /// the search orders as it comes instead of exploring.
+    pub(super) library_sync: u64,
+    /// The first of them.
+    pub(super) library_sync_site: Option<u64>,
     pub(super) steps: u64,
     pub(super) preemptions: u64,
     pub(super) killed: bool,
@@ -523,6 +531,13 @@ impl Execution<'_> {
                 self.memory_hasher.pages_reused,
             ),
             abandoned: None,
+            library_sync: (
+                self.library_sync,
+                self.library_sync_site.and_then(|pc| {
+                    let m = self.worker.symbols.modules().find(pc)?;
+                    Some(m.path.file_name()?.to_string_lossy().into_owned())
+                }),
+            ),
             patch_stats: super::patching::PatchStats {
                 moved_out: self.moved_out_of_trampolines,
                 breakpoint_accesses: self.breakpoint_accesses,

@@ -46,6 +46,12 @@ impl Execution<'_> {
                 &self.cfg.no_trace_lib,
             );
             if role == Role::System {
+                if self.cfg.races {
+                    let plan = self.worker.plans.get(&m.path, role, true);
+                    if let Some(plan) = plan.filter(|p| !p.library_atomics.is_empty()) {
+                        self.add_access_module(t, plan, m.bias)?;
+                    }
+                }
                 continue;
             }
             let Some(plan) = self.worker.plans.get(&m.path, role, self.cfg.races) else {

@@ -49,6 +49,9 @@ pub struct AccessSite {
     pub atomic_source: bool,
     /// A plain MOV-family instruction (an atomic when its address holds one).
     pub plain_mov: bool,
+    /// An atomic read-modify-write inside a system library: synchronisation mcheck does not
+    /// model, recorded as an acquire and a release of its address.
+    pub rmw: bool,
 }
 
 /// How many sites were patched and why the others were not.
@@ -218,19 +221,44 @@ impl Execution<'_> {
         self.p.add_breakpoints(&addrs, |a| {
             mem_fns.get(&a).map(|&f| BreakpointKind::MemFn(f))
         })?;
-        if plan.accesses.is_empty() {
+        // Every site: access instructions of the code under test, and the atomic
+        // instructions of a system library (recorded as acquire and release).
+        let mut candidates: Vec<(&Instruction, AccessSite)> = (plan.accesses.iter())
+            .map(|(insn, info, atomic_source)| {
+                let site = AccessSite {
+                    insn: *insn,
+                    size: info.size.max(1),
+                    write: info.kind != AccessKind::Read,
+                    atomic_source: *atomic_source,
+                    plain_mov: info.plain_mov,
+                    rmw: false,
+                };
+                (insn, site)
+            })
+            .collect();
+        candidates.extend(plan.library_atomics.iter().map(|insn| {
+            let size = insn.memory_size().size().clamp(1, 64) as u8;
+            let site = AccessSite {
+                insn: *insn,
+                size,
+                write: true,
+                atomic_source: false,
+                plain_mov: false,
+                rmw: true,
+            };
+            (insn, site)
+        }));
+        if candidates.is_empty() {
             return Ok(());
         }
+        candidates.sort_by_key(|(i, _)| i.ip());
         let maps = procfs::mappings(self.p.pid)?;
         let mut regions: Vec<(Code, Vec<SiteRequest>)> = Vec::new();
         for m in maps.iter().filter(|m| m.executable()) {
-            let first = plan
-                .accesses
-                .partition_point(|(i, _, _)| i.ip() + bias < m.start);
-            if plan
-                .accesses
+            let first = candidates.partition_point(|(i, _)| i.ip() + bias < m.start);
+            if candidates
                 .get(first)
-                .is_some_and(|(i, _, _)| i.ip() + bias < m.end)
+                .is_some_and(|(i, _)| i.ip() + bias < m.end)
             {
                 let mut bytes = vec![0u8; (m.end - m.start) as usize];
                 self.p
@@ -244,7 +272,7 @@ impl Execution<'_> {
         let stops = self.stop_sites();
         let mut new_sites = Vec::new();
         let first_id = self.p.patching.sites.len();
-        for (insn, info, atomic_source) in &plan.accesses {
+        for (insn, template) in &candidates {
             let pc = insn.ip() + bias;
             let Some((code, requests)) = regions.iter_mut().find(|(c, _)| c.get(pc, 1).is_some())
             else {
@@ -265,13 +293,12 @@ impl Execution<'_> {
             let id = (first_id + new_sites.len()) as u32;
             new_sites.push(AccessSite {
                 insn: rt,
-                size: info.size.max(1),
-                write: info.kind != AccessKind::Read,
-                atomic_source: *atomic_source,
-                plain_mov: info.plain_mov,
+                ..*template
             });
-            let needs_stop =
-                !patch_on || *atomic_source || self.statically_atomic(&rt) || stops.contains(&pc);
+            let needs_stop = !patch_on
+                || template.atomic_source
+                || (!template.rmw && self.statically_atomic(&rt))
+                || stops.contains(&pc);
             requests.push(SiteRequest {
                 id,
                 insn: rt,

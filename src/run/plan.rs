@@ -164,6 +164,9 @@ pub struct ModulePlan {
     pub panics: Vec<u64>,
     /// Where errno lives (libc).
     pub errno: Option<ErrnoTls>,
+    /// Atomic instructions of a system library (race detection): not scheduling points,
+    /// but recorded as acquire and release of their address.
+    pub library_atomics: Vec<Instruction>,
     /// Address ranges known to hold atomics: DWARF atomic globals and the rip-relative
     /// operands of atomic instructions.
     pub atomic_ranges: Vec<Range<u64>>,
@@ -266,8 +269,22 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
             .map(|(_, r)| r.start)
             .collect();
     }
+    if role == Role::System && races {
+        // Synchronisation built on atomic instructions inside a system library (GLib,
+        // libuv, libstdc++...): each one is recorded as an acquire and a release.
+        let scan = scan_cache::load_or_scan(elf, "library-atomics", || CodeScan {
+            atomics: spin_instructions(elf).atomics,
+            ..Default::default()
+        });
+        for s in scan.atomics {
+            if let Some(bytes) = elf.read_svma(s, 16) {
+                plan.library_atomics.push(decode_at(bytes, s));
+            }
+        }
+    }
     if role == Role::Program || role == Role::UnderTest {
-        let scan = scan_cache::load_or_scan(elf, races, || scan_code_under_test(elf, races));
+        let what = if races { "races" } else { "sync" };
+        let scan = scan_cache::load_or_scan(elf, what, || scan_code_under_test(elf, races));
         plan.pauses = scan.pauses;
         for s in scan.atomics {
             if let Some(bytes) = elf.read_svma(s, 16) {

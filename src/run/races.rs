@@ -422,6 +422,17 @@ impl Execution<'_> {
         }
         self.traced_accesses += 1;
         let pc = site.insn.ip();
+        if site.rmw {
+            // A library's own lock or reference count: it orders what comes before and
+            // after it, and the step depends on whatever else touches the word.
+            self.segment.touch_word(ea, true);
+            if self.model.thread_count() > 1 {
+                self.library_sync += 1;
+                self.library_sync_site.get_or_insert(pc);
+            }
+            self.record_atomic(t, ea, site.size as u64, pc);
+            return;
+        }
         let atomic = site.atomic_source || (site.plain_mov && self.is_atomic_location(ea));
         if site.atomic_source {
             self.worker.atomic_addresses.insert(ea);

@@ -85,20 +85,20 @@ mod compact_accesses {
     }
 }
 
-/// The scan of `elf` for race detection `races`: from the cache, else made by `scan` and
-/// stored.
-pub fn load_or_scan(elf: &ElfFile, races: bool, scan: impl FnOnce() -> CodeScan) -> CodeScan {
-    load_or_scan_in(directory(), elf, races, scan)
+/// The scan of `elf` named `what` (what was looked for): from the cache, else made by
+/// `scan` and stored.
+pub fn load_or_scan(elf: &ElfFile, what: &str, scan: impl FnOnce() -> CodeScan) -> CodeScan {
+    load_or_scan_in(directory(), elf, what, scan)
 }
 
 /// [`load_or_scan`] with the cache in `dir` (None: no cache).
 fn load_or_scan_in(
     dir: Option<PathBuf>,
     elf: &ElfFile,
-    races: bool,
+    what: &str,
     scan: impl FnOnce() -> CodeScan,
 ) -> CodeScan {
-    let Some(path) = dir.and_then(|d| entry(&d, elf, races)) else {
+    let Some(path) = dir.and_then(|d| entry(&d, elf, what)) else {
         return scan();
     };
     if let Some(found) = std::fs::read(&path)
@@ -118,12 +118,9 @@ fn load_or_scan_in(
 }
 
 /// The cache file of `elf`'s scan, when there is a cache.
-fn entry(dir: &std::path::Path, elf: &ElfFile, races: bool) -> Option<PathBuf> {
+fn entry(dir: &std::path::Path, elf: &ElfFile, what: &str) -> Option<PathBuf> {
     let sha = crate::report::schedule::file_sha256(elf.path()).ok()?;
-    let name = format!(
-        "scan-v{FORMAT}-{}-{sha}.json",
-        if races { "races" } else { "sync" }
-    );
+    let name = format!("scan-v{FORMAT}-{what}-{sha}.json");
     Some(dir.join(name))
 }
 
@@ -195,13 +192,13 @@ mod tests {
             )],
             atomic_globals: vec![(0x2000, 0x2008)],
         };
-        let first = load_or_scan_in(Some(dir.clone()), &elf, true, made);
-        let again = load_or_scan_in(Some(dir.clone()), &elf, true, || panic!("scanned twice"));
+        let first = load_or_scan_in(Some(dir.clone()), &elf, "races", made);
+        let again = load_or_scan_in(Some(dir.clone()), &elf, "races", || panic!("scanned twice"));
         assert_eq!(again.accesses, first.accesses);
         assert_eq!(again.atomics, vec![1, 2]);
         assert_eq!(again.atomic_globals, vec![(0x2000, 0x2008)]);
         // Another configuration is another entry.
-        let other = load_or_scan_in(Some(dir.clone()), &elf, false, CodeScan::default);
+        let other = load_or_scan_in(Some(dir.clone()), &elf, "sync", CodeScan::default);
         assert!(other.accesses.is_empty());
         let _ = std::fs::remove_dir_all(&dir);
     }

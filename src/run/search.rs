@@ -227,6 +227,10 @@ pub struct SearchResult {
     /// How access sites were instrumented (the most instrumented execution), and how often
     /// threads had to be moved out of generated code.
     pub patch_stats: PatchStats,
+    /// Atomic operations inside system libraries met while threads existed, over all
+    /// executions, and one library they were in: synchronisation taken in the order it
+    /// came, not explored, so the search cannot call the space exhausted.
+    pub library_sync: (u64, Option<String>),
     /// Executions started from a fork snapshot instead of exec.
     pub from_snapshots: u64,
     /// Of those, executions started from a snapshot at a branch point of a tree search.
@@ -321,6 +325,7 @@ struct Shared<'a> {
     said_abandoned: std::sync::atomic::AtomicBool,
     traced: AtomicU64,
     patch_stats: std::sync::Mutex<PatchStats>,
+    library_sync: std::sync::Mutex<(u64, Option<String>)>,
     from_snapshots: AtomicU64,
     from_branch: AtomicU64,
     branches: AtomicU64,
@@ -411,6 +416,13 @@ impl Shared<'_> {
             .lock()
             .expect("lock")
             .merge(&outcome.patch_stats);
+        if outcome.library_sync.0 > 0 {
+            let mut l = self.library_sync.lock().expect("lock");
+            l.0 += outcome.library_sync.0;
+            if l.1.is_none() {
+                l.1.clone_from(&outcome.library_sync.1);
+            }
+        }
         if let Some(why) = &outcome.abandoned {
             if !self.said_abandoned.swap(true, Ordering::SeqCst) {
                 eprintln!(
@@ -484,6 +496,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         said_abandoned: Default::default(),
         traced: AtomicU64::new(0),
         patch_stats: Default::default(),
+        library_sync: Default::default(),
         from_snapshots: AtomicU64::new(0),
         from_branch: AtomicU64::new(0),
         branches: AtomicU64::new(0),
@@ -541,14 +554,29 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     let executions = shared.done.load(Ordering::SeqCst);
     let snapshots_off = shared.snapshots_off.lock().expect("lock").take();
     let patch_stats = std::mem::take(&mut *shared.patch_stats.lock().expect("lock"));
+    let library_sync = std::mem::take(&mut *shared.library_sync.lock().expect("lock"));
+    // Synchronisation inside system libraries was not explored: no claim of exhaustion.
+    let mut coverage = coverage;
+    if library_sync.0 > 0 {
+        coverage.exhausted = false;
+    }
     let complete = coverage.exhausted;
-    let stopped_because = findings.stopped_because.unwrap_or_else(|| {
-        if complete {
-            "search space exhausted".into()
-        } else {
-            "execution budget spent".into()
-        }
-    });
+    let stopped_because = (findings.stopped_because)
+        .map(|why| {
+            // The tree ran out, but it did not hold the orders of library atomics.
+            if library_sync.0 > 0 && why == "search space exhausted" {
+                "no schedule left to explore".to_string()
+            } else {
+                why
+            }
+        })
+        .unwrap_or_else(|| {
+            if complete {
+                "search space exhausted".into()
+            } else {
+                "execution budget spent".into()
+            }
+        });
     progress(executions, findings.witnesses.len());
     Ok(SearchResult {
         witnesses: findings.witnesses,
@@ -561,6 +589,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         cut_by_step_limit: shared.cut.load(Ordering::SeqCst),
         traced_accesses: shared.traced.load(Ordering::SeqCst),
         patch_stats,
+        library_sync,
         from_snapshots: shared.from_snapshots.load(Ordering::SeqCst),
         from_branch_snapshots: shared.from_branch.load(Ordering::SeqCst),
         branch_snapshots: shared.branches.load(Ordering::SeqCst),

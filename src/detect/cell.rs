@@ -1,4 +1,4 @@
-//! The FastTrack state of one granule (8 bytes) or one byte of shadow memory, and what an
+//! The FastTrack state of one granule (4 bytes) or one byte of shadow memory, and what an
 //! access does to it: the race check and the update. A [`Cell`] is two [`Slot`]s, the last
 //! write and the reads since it: no read, one read (an epoch, the common case), or a list
 //! of reads by several threads that are not ordered with each other ([`ReadLists`], the

@@ -2,7 +2,7 @@
 //! (Flanagan & Freund, PLDI'09): every thread carries a vector clock; synchronisation objects
 //! carry the clock of their last releases; every byte of memory remembers its last write as
 //! an epoch and its reads as one epoch or, when they are concurrent, one epoch per thread
-//! ([`super::shadow`] keeps that history per 8-byte granule, per byte only where the bytes
+//! (`shadow` keeps that history per 4-byte granule, per byte only where the bytes
 //! of a granule differ, per page where a range access covered it whole). Two accesses race
 //! when at least one writes, at least one is not atomic, and neither happens before the
 //! other. The common cases (same epoch, ordered reads) cost O(1) and allocate nothing.
@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::cell::Ctx;
 use super::hash::FastHash;
 use super::shadow::ShadowMemory;
-use super::sites::{slot, Site, Sites};
+use super::sites::{slot, Site, SiteCache, Sites};
 use super::vclock::{Epoch, VectorClock};
 use crate::model::{Addr, ThreadId};
 
@@ -87,8 +87,8 @@ pub struct RaceDetector {
     sync: HashMap<SyncKey, VectorClock, FastHash>,
     shadow: ShadowMemory,
     sites: Arc<Sites>,
-    /// The site of the last access and its id (loops repeat one site).
-    last_site: Option<(Site, u32)>,
+    /// Ids of recent sites (loops repeat a few).
+    site_cache: SiteCache,
     heap: BTreeMap<Addr, HeapBlock>,
     races: Vec<Race>,
     reported: HashSet<(u64, u64)>,
@@ -122,7 +122,7 @@ impl RaceDetector {
             sync: self.sync.clone(),
             shadow: ShadowMemory::default(),
             sites: Arc::clone(&self.sites),
-            last_site: self.last_site,
+            site_cache: self.site_cache.clone(),
             heap: self.heap.clone(),
             races: self.races.clone(),
             reported: self.reported.clone(),
@@ -184,20 +184,29 @@ impl RaceDetector {
 
     /// Records a memory access; returns the race it makes with an earlier access when that
     /// pair of instructions has not been reported yet.
+    #[inline]
     pub fn access(&mut self, a: Access) -> Option<Race> {
-        self.clock_mut(a.thread);
-        let clock = self.threads[a.thread].get(a.thread);
+        // Passed on as scalars: a caller that wrote `a` to memory a byte per flag would
+        // otherwise stall the wider load the compiler makes of the flags.
+        let kind = u8::from(a.write) | u8::from(a.atomic) << 1;
+        self.record(a.thread, a.addr, a.size, a.pc, kind)
+    }
+
+    #[inline(never)]
+    fn record(&mut self, t: ThreadId, addr: Addr, size: u64, pc: u64, kind: u8) -> Option<Race> {
+        self.clock_mut(t);
+        let clock = self.threads[t].get(t);
         let site = Site {
-            thread: a.thread,
-            pc: a.pc,
-            size: a.size,
-            write: a.write,
-            atomic: a.atomic,
+            thread: t,
+            pc,
+            size,
+            write: kind & 1 != 0,
+            atomic: kind & 2 != 0,
         };
-        let id = self.site_id(site);
+        let id = self.site_cache.id(site, &mut self.sites);
         let me = slot(id, clock);
-        let mut ctx = Ctx::new(me, &site, &self.threads[a.thread], &self.sites);
-        self.shadow.access(a.addr, a.size, &mut ctx);
+        let mut ctx = Ctx::new(me, &site, &self.threads[t], &self.sites);
+        self.shadow.access(addr, size, &mut ctx);
         let (addr, earlier) = ctx.found?;
         let race = Race {
             addr,
@@ -215,21 +224,6 @@ impl RaceDetector {
         } else {
             None
         }
-    }
-
-    /// The interned id of `site`.
-    fn site_id(&mut self, site: Site) -> u32 {
-        if let Some((last, id)) = self.last_site {
-            if last == site {
-                return id;
-            }
-        }
-        let id = match self.sites.id(&site) {
-            Some(id) => id,
-            None => Arc::make_mut(&mut self.sites).intern(site),
-        };
-        self.last_site = Some((site, id));
-        id
     }
 
     /// A heap block was allocated.

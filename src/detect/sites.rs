@@ -60,6 +60,56 @@ pub struct Site {
     pub atomic: bool,
 }
 
+/// Entries of a [`SiteCache`] (a power of two).
+const CACHED: usize = 64;
+
+/// A direct-mapped cache of recently used sites and their ids: a loop body's few access
+/// sites each keep their entry, so looking one up is a compare instead of a hash lookup.
+#[derive(Debug, Clone)]
+pub struct SiteCache(Box<[(Site, u32); CACHED]>);
+
+impl Default for SiteCache {
+    fn default() -> Self {
+        let empty = Site {
+            thread: usize::MAX,
+            pc: 0,
+            size: 0,
+            write: false,
+            atomic: false,
+        };
+        SiteCache(Box::new([(empty, 0); CACHED]))
+    }
+}
+
+impl SiteCache {
+    #[inline]
+    fn entry(site: &Site) -> usize {
+        let key = site.pc ^ (site.thread as u64) << 40 ^ u64::from(site.write) << 63;
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize % CACHED
+    }
+
+    /// The id of `site`, interning it in `sites` when new.
+    #[inline]
+    pub fn id(&mut self, site: Site, sites: &mut std::sync::Arc<Sites>) -> u32 {
+        let e = &self.0[Self::entry(&site)];
+        if e.1 != 0 && e.0 == site {
+            return e.1;
+        }
+        self.miss(site, sites)
+    }
+
+    #[inline(never)]
+    fn miss(&mut self, site: Site, sites: &mut std::sync::Arc<Sites>) -> u32 {
+        let e = &mut self.0[Self::entry(&site)];
+        let id = match sites.id(&site) {
+            Some(id) => id,
+            None => std::sync::Arc::make_mut(sites).intern(site),
+        };
+        *e = (site, id);
+        id
+    }
+}
+
 /// The interned sites of one execution (and of every clone of it: ids only grow, so a
 /// clone shares its template's table until it interns a site of its own).
 #[derive(Debug, Clone)]

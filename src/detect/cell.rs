@@ -215,8 +215,19 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The state after this access of a whole granule in state `c` when nothing needs
+    /// doing to know it: the last update had `c` as input, `c` is checked (or a race
+    /// already found), and no read list is involved. The inner loop of range accesses.
+    #[inline]
+    pub fn repeat(&self, c: Cell) -> Option<Cell> {
+        let (from, to) = self.memo?;
+        let checked = self.found.is_some() || self.checked == Some(c);
+        (from == c && checked && !is_tagged(c.r) && !is_tagged(to.r)).then_some(to)
+    }
+
     /// Checks the bytes in state `c`, the first of which is at `at`, unless a race was
     /// already found in this access.
+    #[inline]
     pub fn check(&mut self, c: Cell, lists: &ReadLists, at: Addr) {
         if self.found.is_some() || c == EMPTY || self.checked == Some(c) {
             return;
@@ -229,6 +240,7 @@ impl<'a> Ctx<'a> {
 
     /// The state after this access of a byte (or of all the bytes of a granule) in state
     /// `c`; the cell's reference to a read list passes to the result.
+    #[inline]
     pub fn apply(&mut self, c: Cell, lists: &mut ReadLists) -> Cell {
         if let Some((from, to)) = self.memo {
             if from == c {

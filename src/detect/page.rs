@@ -125,6 +125,12 @@ impl Page {
             return;
         }
         for (g, bytes) in granules(lo, hi) {
+            if bytes == FULL && self.masks[g] == FULL {
+                if let Some(to) = ctx.repeat(self.cells[g]) {
+                    self.cells[g] = to;
+                    continue;
+                }
+            }
             self.access_granule(g, bytes, ctx, base + (g * GRANULE) as Addr);
         }
     }

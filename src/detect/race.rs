@@ -840,6 +840,37 @@ mod tests {
     }
 
     #[test]
+    fn agrees_with_the_per_byte_model_at_the_ends_of_the_address_space() {
+        let mut d = RaceDetector::new();
+        let mut n = naive::NaiveDetector::new();
+        for t in 1..3 {
+            d.thread_created(0, t);
+            n.thread_created(0, t);
+        }
+        for (i, (addr, size)) in [
+            (u64::MAX, 1),
+            (u64::MAX - 1, 4),
+            (u64::MAX - 4096, 5000),
+            (0, 0),
+            (0, 4097),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for t in 1..3 {
+                let a = range(t, addr, size, true, 10 * t as u64 + i as u64);
+                assert_eq!(d.access(a), n.access(a), "{a:?}");
+            }
+        }
+        assert_eq!(d.racy_addresses(), n.racy_addresses());
+        d.freed(u64::MAX - 4096, 4096);
+        n.freed(u64::MAX - 4096, 4096);
+        let a = range(1, u64::MAX - 4096, 4096, true, 99);
+        assert_eq!(d.access(a), n.access(a));
+        d.assert_consistent();
+    }
+
+    #[test]
     fn agrees_with_the_per_byte_model_on_random_histories() {
         let runs = if cfg!(debug_assertions) { 300 } else { 3000 };
         for seed in 0..runs {

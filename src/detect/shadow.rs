@@ -55,17 +55,18 @@ impl ShadowMemory {
         Some(i)
     }
 
-    /// Applies the access `ctx` of `size` bytes at `addr` (at least one byte, none past
-    /// the end of the address space); the first race, if any, is left in `ctx.found`.
+    /// Applies the access `ctx` of `size` bytes at `addr` (at least one byte, and none
+    /// from `u64::MAX` on); the first race, if any, is left in `ctx.found`.
     #[inline]
     pub fn access(&mut self, addr: Addr, size: u64, ctx: &mut Ctx) {
+        let size = size.max(1);
         let offset = addr as usize & (PAGE_BYTES - 1);
-        if size.max(1) <= (PAGE_BYTES - offset) as u64 {
+        if size <= (PAGE_BYTES - offset) as u64 && addr.checked_add(size).is_some() {
             // Within one page: the common case, without the walk.
-            let hi = offset + size.max(1) as usize;
-            self.access_page(addr >> PAGE_SHIFT, offset, hi, ctx);
+            self.access_page(addr >> PAGE_SHIFT, offset, offset + size as usize, ctx);
             return;
         }
+        // The last byte of the address space is never covered (the end is exclusive).
         let end = addr.saturating_add(size);
         if end <= addr {
             return;

@@ -86,16 +86,16 @@ fn two_threads<D: Detector>() -> D {
     d
 }
 
-/// (a) One thread, `n` 4-byte accesses walking a 1 MiB array over and over: stores only
-/// (`a[i] = x`), or a load and a store per element (`a[i] += 1`).
-fn one_thread<D: Detector>(d: &mut D, n: u64, load_too: bool) -> u64 {
+/// (a) One thread, `n` accesses of `elem` bytes walking a 1 MiB array over and over:
+/// stores only (`a[i] = x`), or a load and a store per element (`a[i] += 1`).
+fn one_thread<D: Detector>(d: &mut D, n: u64, load_too: bool, elem: u64) -> u64 {
     let per = if load_too { 2 } else { 1 };
     for i in 0..n / per {
-        let addr = BASE + (i * ELEM) % MIB;
+        let addr = BASE + (i * elem) % MIB;
         if load_too {
-            black_box(d.access(access(1, addr, 4, false, 0x10)));
+            black_box(d.access(access(1, addr, elem, false, 0x10)));
         }
-        black_box(d.access(access(1, addr, 4, true, 0x14)));
+        black_box(d.access(access(1, addr, elem, true, 0x14)));
     }
     n / per * per
 }
@@ -148,17 +148,19 @@ struct Row {
 }
 
 fn main() {
-    // `detector_bench one a|a2|b N`: only that workload, N accesses, new detector (for
+    // `detector_bench one a|a2|a8|a28|b N`: only that workload, N accesses, new detector (for
     // profilers).
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let [one, what, n] = &args[..] {
-        assert_eq!(one, "one", "usage: detector_bench [one a|a2|b N]");
+        assert_eq!(one, "one", "usage: detector_bench [one a|a2|a8|a28|b N]");
         let n: u64 = n.parse().expect("N: a number of accesses");
         let mut d = two_threads::<RaceDetector>();
         let t0 = Instant::now();
         match what.as_str() {
-            "a" => one_thread(&mut d, n, false),
-            "a2" => one_thread(&mut d, n, true),
+            "a" => one_thread(&mut d, n, false, ELEM),
+            "a2" => one_thread(&mut d, n, true, ELEM),
+            "a8" => one_thread(&mut d, n, false, 8),
+            "a28" => one_thread(&mut d, n, true, 8),
             _ => mutex_turns(&mut d, n),
         };
         println!("{:.2} ns", t0.elapsed().as_secs_f64() * 1e9 / n as f64);
@@ -166,20 +168,27 @@ fn main() {
     }
     let mut rows = Vec::new();
 
-    // (a) one thread, stores only, then load + store.
-    for (load_too, what) in [
-        (false, "(a) 1 thread, 4-byte stores over a 1 MiB array"),
+    // (a) one thread, stores only, then load + store; 4-byte and 8-byte elements.
+    for (load_too, elem, what) in [
+        (false, 4, "(a) 1 thread, 4-byte stores over a 1 MiB array"),
         (
             true,
+            4,
             "(a') 1 thread, 4-byte load + store (`a[i] += 1`) over a 1 MiB array",
+        ),
+        (false, 8, "(a8) 1 thread, 8-byte stores over a 1 MiB array"),
+        (
+            true,
+            8,
+            "(a8') 1 thread, 8-byte load + store over a 1 MiB array",
         ),
     ] {
         let (n_new, n_old) = (10_000_000, 1_000_000);
         let new = time(3, two_threads::<RaceDetector>, |d| {
-            one_thread(d, n_new, load_too)
+            one_thread(d, n_new, load_too, elem)
         });
         let old = time(1, two_threads::<NaiveDetector>, |d| {
-            one_thread(d, n_old, load_too)
+            one_thread(d, n_old, load_too, elem)
         });
         rows.push(Row {
             what,
@@ -305,15 +314,19 @@ fn main() {
         new_work: "64 MiB".into(),
         new_ns: new * 1e3,
         old_work: "(as c)".into(),
-        old_ns: rows[3].old_ns,
+        old_ns: rows
+            .iter()
+            .find(|r| r.what.starts_with("(c)"))
+            .unwrap()
+            .old_ns,
         unit: "ms per 64 MiB",
     });
 
     // (d) A snapshot: cloning the detector after (a') made a 1 MiB history.
     let mut new_d = two_threads::<RaceDetector>();
-    one_thread(&mut new_d, 2 * MIB / 4, true);
+    one_thread(&mut new_d, 2 * MIB / 4, true, 4);
     let mut old_d = two_threads::<NaiveDetector>();
-    one_thread(&mut old_d, 2 * MIB / 4, true);
+    one_thread(&mut old_d, 2 * MIB / 4, true, 4);
     let new = time(20, || (), |_| new_d.clone());
     let old = time(3, || (), |_| old_d.clone());
     rows.push(Row {

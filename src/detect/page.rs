@@ -77,28 +77,37 @@ impl Page {
     }
 
     /// The access of bytes `lo..hi` (of this page, at `base`) when it changes nothing:
-    /// checks it and returns true; false when it needs [`Page::access`].
+    /// checks it and returns true; false when it needs [`Page::access`]. Only for
+    /// accesses of up to three granules (any 1–8 byte access) or pages in one state.
     #[inline]
     pub fn unchanged_access(&self, lo: usize, hi: usize, ctx: &mut Ctx, base: Addr) -> bool {
-        let c = if self.cells.is_empty() {
-            self.fill
-        } else {
-            let g = lo / GRANULE;
-            if g != (hi - 1) / GRANULE {
+        if self.cells.is_empty() {
+            let c = self.fill;
+            if c == EMPTY || !ctx.unchanged(c) {
                 return false;
             }
-            let bytes = byte_mask(lo - g * GRANULE, hi - g * GRANULE);
-            if self.masks[g] & bytes != bytes {
-                return false;
+            if !ctx.write() {
+                ctx.check(c, &self.lists, base + lo as Addr);
             }
-            self.cells[g]
-        };
-        if c == EMPTY || is_tagged(c.w) || !ctx.unchanged(c) {
+            return true;
+        }
+        if (hi - 1) / GRANULE - lo / GRANULE > 2 {
             return false;
         }
-        // A write that leaves the cell as it is wrote it last itself; a read checks the write.
+        let unchanged = |(g, bytes): (usize, u8)| {
+            let c = self.cells[g];
+            self.masks[g] & bytes == bytes && !is_tagged(c.w) && ctx.unchanged(c)
+        };
+        if !granules(lo, hi).all(unchanged) {
+            return false;
+        }
+        // A write that leaves its cells as they are wrote them last itself; a read checks
+        // the writes.
         if !ctx.write() {
-            ctx.check(c, &self.lists, base + lo as Addr);
+            for (g, _) in granules(lo, hi) {
+                let at = base + lo.max(g * GRANULE) as Addr;
+                ctx.check(self.cells[g], &self.lists, at);
+            }
         }
         true
     }

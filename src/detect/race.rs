@@ -110,13 +110,6 @@ impl RaceDetector {
     /// megabytes before its first thread) would otherwise dominate every restored execution.
     pub fn without_access_history(&self) -> RaceDetector {
         RaceDetector {
-            shadow: ShadowMemory::default(),
-            ..self.clone_without_shadow()
-        }
-    }
-
-    fn clone_without_shadow(&self) -> RaceDetector {
-        RaceDetector {
             threads: self.threads.clone(),
             finished: self.finished.clone(),
             sync: self.sync.clone(),
@@ -129,6 +122,7 @@ impl RaceDetector {
             racy_addresses: self.racy_addresses.clone(),
         }
     }
+
     fn clock_mut(&mut self, t: ThreadId) -> &mut VectorClock {
         if self.threads.len() <= t {
             self.threads.resize_with(t + 1, VectorClock::new);

@@ -637,6 +637,25 @@ mod tests {
         assert_eq!((race.addr, race.earlier.pc), (X, 10));
     }
 
+    #[test]
+    fn a_repeated_read_rechecks_every_word_it_covers() {
+        // Thread 2 writes two words, releasing a lock between them. Thread 1 reads both
+        // (one 8-byte read): the race with the first write is reported. It then acquires
+        // the lock, which orders the first write but not the second, without starting a
+        // new epoch, and reads the same way again: now the second write races.
+        let mut d = RaceDetector::new();
+        d.thread_created(0, 1);
+        d.thread_created(0, 2);
+        assert!(d.access(range(2, X, 4, true, 20)).is_none());
+        d.release(2, M);
+        assert!(d.access(range(2, X + 4, 4, true, 21)).is_none());
+        let race = d.access(range(1, X, 8, false, 10)).unwrap();
+        assert_eq!((race.addr, race.earlier.pc), (X, 20));
+        d.acquire(1, M);
+        let race = d.access(range(1, X, 8, false, 10)).unwrap();
+        assert_eq!((race.addr, race.earlier.pc), (X + 4, 21));
+    }
+
     mod naive {
         use crate::detect::race::{Access, HeapBlock, Race, Seen, SyncKey};
         use crate::detect::vclock::VectorClock;

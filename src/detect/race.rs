@@ -1,14 +1,21 @@
 //! Happens-before data race detection over one execution, in the style of FastTrack
 //! (Flanagan & Freund, PLDI'09): every thread carries a vector clock; synchronisation objects
 //! carry the clock of their last releases; every byte of memory remembers its last write as
-//! an epoch and its reads as one epoch or, when they are concurrent, one epoch per thread.
-//! Two accesses race when at least one writes, at least one is not atomic, and neither
-//! happens before the other. The common cases (same epoch, ordered reads) cost O(1).
+//! an epoch and its reads as one epoch or, when they are concurrent, one epoch per thread
+//! (`shadow` keeps that history per 4-byte granule, per byte only where the bytes
+//! of a granule differ, per page where a range access covered it whole). Two accesses race
+//! when at least one writes, at least one is not atomic, and neither happens before the
+//! other. The common cases (same epoch, ordered reads) cost O(1) and allocate nothing.
 //!
 //! The detector is fed by the executor (`run/`) and never touches a process.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
+use super::cell::Ctx;
+use super::hash::FastHash;
+use super::shadow::ShadowMemory;
+use super::sites::{slot, Site, SiteCache, Sites};
 use super::vclock::{Epoch, VectorClock};
 use crate::model::{Addr, ThreadId};
 
@@ -55,12 +62,6 @@ pub struct Race {
     pub later: Seen,
 }
 
-#[derive(Debug, Clone, Default)]
-struct Shadow {
-    write: Option<Seen>,
-    reads: Vec<Seen>,
-}
-
 /// A heap block as the allocator interception saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeapBlock {
@@ -77,13 +78,17 @@ pub struct HeapBlock {
 /// Keys of synchronisation clocks: a kind tag and an address (or a thread id).
 pub type SyncKey = (u8, Addr);
 
-/// The detector of one execution.
+/// The detector of one execution. Cloning it (a snapshot) costs O(pages of shadow memory):
+/// the shadow pages and the interned sites are shared until a clone changes them.
 #[derive(Clone, Debug, Default)]
 pub struct RaceDetector {
     threads: Vec<VectorClock>,
     finished: HashMap<ThreadId, VectorClock>,
-    sync: HashMap<SyncKey, VectorClock>,
-    shadow: HashMap<Addr, Shadow>,
+    sync: HashMap<SyncKey, VectorClock, FastHash>,
+    shadow: ShadowMemory,
+    sites: Arc<Sites>,
+    /// Ids of recent sites (loops repeat a few).
+    site_cache: SiteCache,
     heap: BTreeMap<Addr, HeapBlock>,
     races: Vec<Race>,
     reported: HashSet<(u64, u64)>,
@@ -108,7 +113,9 @@ impl RaceDetector {
             threads: self.threads.clone(),
             finished: self.finished.clone(),
             sync: self.sync.clone(),
-            shadow: HashMap::new(),
+            shadow: ShadowMemory::default(),
+            sites: Arc::clone(&self.sites),
+            site_cache: self.site_cache.clone(),
             heap: self.heap.clone(),
             races: self.races.clone(),
             reported: self.reported.clone(),
@@ -171,50 +178,35 @@ impl RaceDetector {
 
     /// Records a memory access; returns the race it makes with an earlier access when that
     /// pair of instructions has not been reported yet.
+    #[inline]
     pub fn access(&mut self, a: Access) -> Option<Race> {
-        self.clock_mut(a.thread);
-        let now = &self.threads[a.thread];
-        let me = Seen {
-            epoch: now.epoch(a.thread),
-            pc: a.pc,
-            write: a.write,
-            atomic: a.atomic,
-            size: a.size,
+        // Passed on as scalars: a caller that wrote `a` to memory a byte per flag would
+        // otherwise stall the wider load the compiler makes of the flags.
+        let kind = u8::from(a.write) | u8::from(a.atomic) << 1;
+        self.record(a.thread, a.addr, a.size, a.pc, kind)
+    }
+
+    #[inline(never)]
+    fn record(&mut self, t: ThreadId, addr: Addr, size: u64, pc: u64, kind: u8) -> Option<Race> {
+        self.clock_mut(t);
+        let clock = self.threads[t].get(t);
+        let site = Site {
+            thread: t,
+            pc,
+            size,
+            write: kind & 1 != 0,
+            atomic: kind & 2 != 0,
         };
-        let mut found: Option<Race> = None;
-        for addr in a.addr..a.addr.saturating_add(a.size.max(1)) {
-            let sh = self.shadow.entry(addr).or_default();
-            let conflicts = |other: &Seen| {
-                other.epoch.thread != a.thread
-                    && !(other.atomic && a.atomic)
-                    && (other.write || a.write)
-                    && !other.epoch.le(now)
-            };
-            if found.is_none() {
-                let earlier = sh.write.filter(|w| conflicts(w)).or_else(|| {
-                    a.write
-                        .then(|| sh.reads.iter().find(|r| conflicts(r)).copied())
-                        .flatten()
-                });
-                if let Some(earlier) = earlier {
-                    found = Some(Race {
-                        addr,
-                        earlier,
-                        later: me,
-                    });
-                }
-            }
-            if a.write {
-                sh.write = Some(me);
-                sh.reads.clear();
-            } else {
-                // Keep one read per thread; reads ordered before this one are subsumed.
-                sh.reads
-                    .retain(|r| r.epoch.thread != a.thread && !r.epoch.le(now));
-                sh.reads.push(me);
-            }
-        }
-        let race = found?;
+        let id = self.site_cache.id(site, &mut self.sites);
+        let me = slot(id, clock);
+        let mut ctx = Ctx::new(me, &site, &self.threads[t], &self.sites);
+        self.shadow.access(addr, size, &mut ctx);
+        let (addr, earlier) = ctx.found?;
+        let race = Race {
+            addr,
+            earlier: self.sites.seen(earlier),
+            later: self.sites.seen(me),
+        };
         self.racy_addresses.insert(race.addr);
         let key = (
             race.earlier.pc.min(race.later.pc),
@@ -250,13 +242,7 @@ impl RaceDetector {
     }
 
     fn forget(&mut self, start: Addr, size: u64) {
-        if size as usize > self.shadow.len() {
-            self.shadow.retain(|&a, _| a < start || a >= start + size);
-        } else {
-            for a in start..start + size {
-                self.shadow.remove(&a);
-            }
-        }
+        self.shadow.forget(start, size);
     }
 
     /// The live heap block containing `addr`.
@@ -277,6 +263,18 @@ impl RaceDetector {
     pub fn racy_addresses(&self) -> &HashSet<Addr> {
         &self.racy_addresses
     }
+
+    /// Panics unless the shadow memory is consistent.
+    #[cfg(test)]
+    fn assert_consistent(&self) {
+        self.shadow.assert_consistent();
+    }
+
+    /// Shadow pages allocated and the bytes of heap they hold (pages shared with clones
+    /// counted in full), for benchmarks and memory bounds.
+    pub fn shadow_footprint(&self) -> (usize, usize) {
+        (self.shadow.pages(), self.shadow.heap_bytes())
+    }
 }
 
 #[cfg(test)]
@@ -285,6 +283,12 @@ mod tests {
 
     const X: Addr = 0x1000;
     const M: SyncKey = (1, 0x2000);
+
+    impl Access {
+        fn with_addr(self, addr: Addr) -> Access {
+            Access { addr, ..self }
+        }
+    }
 
     fn acc(thread: ThreadId, write: bool, pc: u64) -> Access {
         Access {
@@ -428,5 +432,462 @@ mod tests {
             d.access(acc(2, true, 20));
         }
         assert_eq!(d.races().len(), 1);
+    }
+
+    fn range(thread: ThreadId, addr: Addr, size: u64, write: bool, pc: u64) -> Access {
+        Access {
+            thread,
+            addr,
+            size,
+            write,
+            atomic: false,
+            pc,
+        }
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn a_range_access_races_with_a_later_small_access_in_its_middle() {
+        let mut d = RaceDetector::new();
+        d.thread_created(0, 1);
+        d.thread_created(0, 2);
+        let base = 0x7f00_0000_0000;
+        assert!(d.access(range(1, base, MIB, true, 100)).is_none());
+        let middle = base + MIB / 2 + 3;
+        let race = d.access(acc(2, false, 200).with_addr(middle)).unwrap();
+        assert_eq!(race.addr, middle);
+        assert_eq!(race.earlier.pc, 100);
+        assert_eq!(race.earlier.size, MIB);
+        assert!(race.earlier.write && !race.later.write);
+        assert_eq!(
+            race.earlier.epoch,
+            Epoch {
+                thread: 1,
+                clock: 1
+            }
+        );
+        assert_eq!(race.later.size, 4);
+        // The thread's own later small accesses inside its range never race with it.
+        assert!(d.access(acc(1, false, 101).with_addr(base + 8)).is_none());
+        assert!(d.access(acc(1, true, 102).with_addr(base + 12)).is_none());
+    }
+
+    #[test]
+    fn a_second_thread_writing_64_mib_unsynchronised_races() {
+        let mut d = RaceDetector::new();
+        d.thread_created(0, 1);
+        d.thread_created(0, 2);
+        let base = 0x10_0000_0000;
+        for i in 0..4 {
+            assert!(d
+                .access(range(1, base + i * 16 * MIB, 16 * MIB, true, 1))
+                .is_none());
+        }
+        let race = d.access(range(2, base, 16 * MIB, true, 2)).unwrap();
+        assert_eq!((race.addr, race.earlier.pc, race.later.pc), (base, 1, 2));
+        // A covering range costs its pages, not their granules: 64 MiB is 16384 page headers.
+        let (pages, bytes) = d.shadow_footprint();
+        assert_eq!(pages, 16384);
+        assert!(bytes < 16384 * 512, "{bytes} bytes of shadow for 64 MiB");
+    }
+
+    #[test]
+    fn freeing_a_range_then_reusing_it_does_not_race() {
+        let mut d = RaceDetector::new();
+        d.thread_created(0, 1);
+        d.thread_created(0, 2);
+        // Unaligned at both ends: pages covered whole, pages in part, granules in part.
+        let block = HeapBlock {
+            start: 0x50_0003,
+            size: 3 * 4096 + 10,
+            thread: 1,
+            site: 5,
+        };
+        d.allocated(block);
+        assert!(d
+            .access(range(1, block.start, block.size, true, 10))
+            .is_none());
+        // Its neighbours, written by thread 1 too, keep their history.
+        assert!(d.access(range(1, block.start - 3, 3, true, 11)).is_none());
+        assert!(d
+            .access(range(1, block.start + block.size, 6, true, 12))
+            .is_none());
+        assert_eq!(d.freed(block.start, 0), Some(block));
+        d.allocated(HeapBlock { thread: 2, ..block });
+        assert!(d
+            .access(range(2, block.start, block.size, true, 20))
+            .is_none());
+        assert!(d
+            .access(range(2, block.start + 4096, 1, false, 21))
+            .is_none());
+        assert!(d.access(range(2, block.start - 1, 1, true, 22)).is_some());
+        assert!(d
+            .access(range(2, block.start + block.size + 5, 1, true, 23))
+            .is_some());
+    }
+
+    #[test]
+    fn concurrent_reads_are_both_kept_and_a_write_races_with_each() {
+        let mut d = RaceDetector::new();
+        d.access(acc(0, true, 1));
+        d.thread_created(0, 1);
+        d.thread_created(0, 2);
+        d.thread_created(0, 3);
+        assert!(d.access(acc(1, false, 10)).is_none());
+        assert!(d.access(acc(2, false, 20)).is_none());
+        // Thread 1's read is ordered before thread 3's write in one copy, not in the other.
+        let mut ordered = d.clone();
+        let race = d.access(acc(3, true, 30)).unwrap();
+        assert_eq!(
+            race.earlier.pc, 10,
+            "the oldest concurrent read is reported"
+        );
+        ordered.release(1, M);
+        ordered.acquire(3, M);
+        let race = ordered.access(acc(3, true, 30)).unwrap();
+        assert_eq!(race.earlier.pc, 20, "the other read was kept too");
+        assert_eq!(race.earlier.epoch.thread, 2);
+    }
+
+    #[test]
+    fn a_clone_changes_independently_of_its_original() {
+        let mut d = RaceDetector::new();
+        d.thread_created(0, 1);
+        d.thread_created(0, 2);
+        d.access(acc(1, true, 10));
+        d.access(range(1, 0x9000, 8192, false, 11));
+        let mut c = d.clone();
+        // The clone: a race, a forgotten range, a new site, a whole-page write.
+        assert!(c.access(acc(2, true, 20)).is_some());
+        c.allocated(HeapBlock {
+            start: 0x9000,
+            size: 8192,
+            thread: 2,
+            site: 1,
+        });
+        assert!(c.access(range(2, 0x9000, 4096, true, 21)).is_none());
+        c.release(2, M);
+        // The original saw none of it.
+        assert!(d.races().is_empty() && d.racy_addresses().is_empty());
+        assert_eq!(d.block_containing(0x9000), None);
+        let race = d.access(range(2, 0x9000, 4, true, 30)).unwrap();
+        assert_eq!(
+            race.earlier.pc, 11,
+            "the original still remembers the range read"
+        );
+        d.acquire(2, M);
+        assert!(
+            d.access(acc(2, true, 31)).is_some(),
+            "the clone's release is not the original's"
+        );
+        // And the clone keeps its own history.
+        assert!(c.access(range(1, 0x9000 + 8, 4, false, 12)).is_some());
+        assert_eq!(c.races().len(), 2);
+        assert_eq!(d.races().len(), 2);
+    }
+
+    #[test]
+    fn atomic_and_plain_accesses_race_unless_ordered() {
+        let atomic = |t, write, pc| Access {
+            atomic: true,
+            ..acc(t, write, pc)
+        };
+        let mut d = RaceDetector::new();
+        d.thread_created(0, 1);
+        d.thread_created(0, 2);
+        // Atomic write, plain read: a race, either way round.
+        assert!(d.access(atomic(1, true, 10)).is_none());
+        let race = d.access(acc(2, false, 20)).unwrap();
+        assert!(race.earlier.atomic && !race.later.atomic);
+        let mut d = RaceDetector::new();
+        d.thread_created(0, 1);
+        d.thread_created(0, 2);
+        assert!(d.access(acc(1, true, 10)).is_none());
+        let race = d.access(atomic(2, false, 20)).unwrap();
+        assert!(!race.earlier.atomic && race.later.atomic && !race.later.write);
+        // Atomic reads and writes of the same location never race with each other.
+        let mut d = RaceDetector::new();
+        d.thread_created(0, 1);
+        d.thread_created(0, 2);
+        assert!(d.access(atomic(1, true, 10)).is_none());
+        assert!(d.access(atomic(2, false, 20)).is_none());
+        assert!(d.access(atomic(2, true, 21)).is_none());
+        assert!(d.access(atomic(1, false, 11)).is_none());
+        // A plain write racing with an atomic read, and an atomic write ordered by a lock.
+        assert!(d.access(acc(1, true, 12)).is_some());
+        d.release(1, M);
+        d.acquire(2, M);
+        assert!(d.access(atomic(2, true, 22)).is_none());
+    }
+
+    #[test]
+    fn a_read_of_new_bytes_does_not_inherit_the_write_of_its_neighbours() {
+        // Thread 1 writes and reads bytes 0..4 of a granule, then reads 2..6 with the same
+        // instruction: bytes 4 and 5 have its read but no write.
+        let mut d = RaceDetector::new();
+        d.thread_created(0, 1);
+        d.thread_created(0, 2);
+        assert!(d.access(range(1, X, 4, true, 10)).is_none());
+        assert!(d.access(range(1, X, 4, false, 11)).is_none());
+        assert!(d.access(range(1, X + 2, 4, false, 11)).is_none());
+        let race = d.access(range(2, X + 4, 1, true, 20)).unwrap();
+        assert_eq!((race.addr, race.earlier.pc), (X + 4, 11));
+        let race = d.access(range(2, X, 1, true, 21)).unwrap();
+        assert_eq!((race.addr, race.earlier.pc), (X, 10));
+    }
+
+    #[test]
+    fn a_repeated_read_rechecks_every_word_it_covers() {
+        // Thread 2 writes two words, releasing a lock between them. Thread 1 reads both
+        // (one 8-byte read): the race with the first write is reported. It then acquires
+        // the lock, which orders the first write but not the second, without starting a
+        // new epoch, and reads the same way again: now the second write races.
+        let mut d = RaceDetector::new();
+        d.thread_created(0, 1);
+        d.thread_created(0, 2);
+        assert!(d.access(range(2, X, 4, true, 20)).is_none());
+        d.release(2, M);
+        assert!(d.access(range(2, X + 4, 4, true, 21)).is_none());
+        let race = d.access(range(1, X, 8, false, 10)).unwrap();
+        assert_eq!((race.addr, race.earlier.pc), (X, 20));
+        d.acquire(1, M);
+        let race = d.access(range(1, X, 8, false, 10)).unwrap();
+        assert_eq!((race.addr, race.earlier.pc), (X + 4, 21));
+    }
+
+    mod naive {
+        use crate::detect::race::{Access, HeapBlock, Race, Seen, SyncKey};
+        use crate::detect::vclock::VectorClock;
+        use crate::model::{Addr, ThreadId};
+        use std::collections::{BTreeMap, HashMap, HashSet};
+
+        include!("naive_model.rs");
+    }
+
+    /// Where random accesses go: a 64-byte hot spot across a page boundary inside a
+    /// 4-page area that range accesses cover in part or whole.
+    const HOT: Addr = 0x4_0000 - 24;
+    const AREA: Addr = 0x4_0000 - 5000;
+    const AREA_BYTES: u64 = 4 * 4096 + 300;
+
+    /// How one random history draws its operations (varied per seed, so that rare
+    /// combinations, such as one site reading overlapping bytes in one epoch, come up).
+    struct Profile {
+        /// Bytes of the hot spot used.
+        hot: u64,
+        /// Sizes of small accesses.
+        sizes: &'static [u64],
+        /// Distinct pcs per thread.
+        pcs: u64,
+        /// Percent of operations that are releases (each one starts a new epoch).
+        releases: u32,
+        /// Percent of accesses that are ranges over the area.
+        ranges: u32,
+        /// Probability that an access repeats the thread's last one, nearby.
+        repeat: f64,
+        /// Probability of changing threads before an operation.
+        switch: f64,
+    }
+
+    impl Profile {
+        fn random(rng: &mut impl rand::Rng) -> Profile {
+            const SIZES: [&[u64]; 4] = [&[1, 2, 4, 8], &[4], &[1, 8], &[2, 4, 8, 16]];
+            Profile {
+                hot: [16, 24, 64][rng.random_range(0..3)],
+                sizes: SIZES[rng.random_range(0..SIZES.len())],
+                pcs: rng.random_range(1..=6),
+                releases: rng.random_range(1..=10),
+                ranges: rng.random_range(0..=12),
+                repeat: [0.0, 0.3, 0.7][rng.random_range(0..3)],
+                switch: [1.0, 0.5, 0.2][rng.random_range(0..3)],
+            }
+        }
+    }
+
+    fn random_span(rng: &mut impl rand::Rng, p: &Profile) -> (Addr, u64) {
+        let at = HOT + 32 - p.hot / 2 + rng.random_range(0..p.hot);
+        match rng.random_range(0..100) {
+            x if x >= p.ranges => {
+                if rng.random_bool(0.8) {
+                    (at, p.sizes[rng.random_range(0..p.sizes.len())])
+                } else {
+                    (at, rng.random_range(0..=40))
+                }
+            }
+            x if x >= p.ranges / 2 => {
+                let addr = AREA + rng.random_range(0..AREA_BYTES);
+                (addr, rng.random_range(1..=600))
+            }
+            x if x >= p.ranges / 4 => {
+                let addr = AREA + rng.random_range(0..AREA_BYTES);
+                (addr, rng.random_range(1..=AREA + AREA_BYTES - addr))
+            }
+            _ => {
+                // Whole pages, and sometimes one of the area's bytes around them.
+                let first = (AREA >> 12) + 1 + rng.random_range(0..3);
+                let pages = rng.random_range(1..=(AREA + AREA_BYTES) / 4096 - first);
+                let slack = rng.random_range(0..2);
+                ((first << 12) - slack, (pages << 12) + slack)
+            }
+        }
+    }
+
+    /// One random history applied to the detector and the per-byte model side by side,
+    /// with snapshots (clones) taken and restored on the way.
+    fn differential_run(seed: u64, steps: usize) {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+        let p = Profile::random(&mut rng);
+        let mut d = RaceDetector::new();
+        let mut n = naive::NaiveDetector::new();
+        let threads = rng.random_range(2..=4);
+        let mut alive: Vec<ThreadId> = vec![0];
+        for t in 1..threads {
+            d.thread_created(0, t);
+            n.thread_created(0, t);
+            alive.push(t);
+        }
+        let mut saved = Vec::new();
+        let mut blocks: Vec<Addr> = Vec::new();
+        let mut last: Option<Access> = None;
+        let mut t = 0;
+        for step in 0..steps {
+            if !alive.contains(&t) || rng.random_bool(p.switch) {
+                t = alive[rng.random_range(0..alive.len())];
+            }
+            let key = (1, rng.random_range(0..2));
+            let at = || format!("seed {seed}, step {step}");
+            // 0..30: the rarer operations; 30 + releases..100: accesses.
+            let op = rng.random_range(0..100);
+            match op {
+                _ if op >= 30 + p.releases => {
+                    let a = match last {
+                        // Loops: the thread's last access again, nearby or flipped in kind.
+                        Some(l) if l.thread == t && rng.random_bool(p.repeat) => {
+                            let shift = rng.random_range(-4i64..=4);
+                            let write = l.write ^ rng.random_bool(0.2);
+                            Access {
+                                addr: l.addr.wrapping_add_signed(shift),
+                                write,
+                                pc: l.pc % 100 + 100 * u64::from(write),
+                                ..l
+                            }
+                        }
+                        _ => {
+                            let (addr, size) = random_span(&mut rng, &p);
+                            let write = rng.random_bool(0.5);
+                            Access {
+                                thread: t,
+                                addr,
+                                size,
+                                write,
+                                atomic: rng.random_bool(0.2),
+                                pc: rng.random_range(1..=p.pcs)
+                                    + 10 * t as u64
+                                    + 100 * u64::from(write),
+                            }
+                        }
+                    };
+                    last = Some(a);
+                    assert_eq!(d.access(a), n.access(a), "{}: {a:?}", at());
+                }
+                30.. => {
+                    d.release(t, key);
+                    n.release(t, key);
+                }
+                20..30 => {
+                    d.acquire(t, key);
+                    n.acquire(t, key);
+                }
+                16..20 => {
+                    let (start, size) = random_span(&mut rng, &p);
+                    let block = HeapBlock {
+                        start,
+                        size,
+                        thread: t,
+                        site: 7,
+                    };
+                    d.allocated(block);
+                    n.allocated(block);
+                    blocks.push(start);
+                }
+                13..16 => {
+                    let start = match blocks.pop() {
+                        Some(b) if rng.random_bool(0.7) => b,
+                        _ => random_span(&mut rng, &p).0,
+                    };
+                    let hint = rng.random_range(0..100);
+                    assert_eq!(d.freed(start, hint), n.freed(start, hint), "{}", at());
+                }
+                10..13 => saved.push((d.clone(), n.clone())),
+                8..10 => {
+                    if let Some((sd, sn)) = saved.pop() {
+                        (d, n) = (sd, sn);
+                    }
+                }
+                7 if alive.len() > 1 && t != 0 => {
+                    d.thread_exited(t);
+                    n.thread_exited(t);
+                    d.thread_joined(0, t);
+                    n.thread_joined(0, t);
+                    alive.retain(|&x| x != t);
+                }
+                _ => {
+                    if rng.random_bool(0.1) {
+                        d = d.without_access_history();
+                        n = n.without_access_history();
+                    }
+                }
+            }
+            d.assert_consistent();
+        }
+        assert_eq!(d.races(), n.races(), "seed {seed}");
+        assert_eq!(d.racy_addresses(), n.racy_addresses(), "seed {seed}");
+        for a in (HOT..HOT + 64).step_by(7) {
+            assert_eq!(d.block_containing(a), n.block_containing(a), "seed {seed}");
+        }
+        for (sd, sn) in saved {
+            assert_eq!(sd.races(), sn.races(), "seed {seed}: a snapshot");
+        }
+    }
+
+    #[test]
+    fn agrees_with_the_per_byte_model_at_the_ends_of_the_address_space() {
+        let mut d = RaceDetector::new();
+        let mut n = naive::NaiveDetector::new();
+        for t in 1..3 {
+            d.thread_created(0, t);
+            n.thread_created(0, t);
+        }
+        for (i, (addr, size)) in [
+            (u64::MAX, 1),
+            (u64::MAX - 1, 4),
+            (u64::MAX - 4096, 5000),
+            (0, 0),
+            (0, 4097),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for t in 1..3 {
+                let a = range(t, addr, size, true, 10 * t as u64 + i as u64);
+                assert_eq!(d.access(a), n.access(a), "{a:?}");
+            }
+        }
+        assert_eq!(d.racy_addresses(), n.racy_addresses());
+        d.freed(u64::MAX - 4096, 4096);
+        n.freed(u64::MAX - 4096, 4096);
+        let a = range(1, u64::MAX - 4096, 4096, true, 99);
+        assert_eq!(d.access(a), n.access(a));
+        d.assert_consistent();
+    }
+
+    #[test]
+    fn agrees_with_the_per_byte_model_on_random_histories() {
+        let runs = if cfg!(debug_assertions) { 300 } else { 3000 };
+        for seed in 0..runs {
+            differential_run(seed, 120);
+        }
     }
 }

@@ -89,9 +89,6 @@ pub fn run_execution(
             result
         }
     };
-    if cfg.snapshots {
-        worker.snapshots.check_after_execution(&key);
-    }
     let stderr = worker
         .capture
         .as_ref()

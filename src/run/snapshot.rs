@@ -15,9 +15,10 @@
 //!   template live in one namespace, so they cannot all get the template's pid).
 //!
 //! A copy shares with its template what fork shares: open file descriptions and MAP_SHARED
-//! memory. When the program has something of that kind at the snapshot point (see
-//! [`crate::tracee::procfs::fork_hazard`]), or moves the offset of a file opened before it,
-//! snapshots are turned off for the search and the reason is said once.
+//! memory. The offsets (and ends) of the files open at the snapshot are put back before
+//! every copy runs ([`FileStates`]); when the program has something that cannot be put back
+//! (a pipe, a socket, shared memory: see [`crate::tracee::procfs::fork_hazard`]), snapshots
+//! are turned off for the search and the reason is said once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +36,7 @@ use crate::detect::race::RaceDetector;
 use crate::explore::{Decision, FairFilter, Point};
 use crate::model::{Footprint, Model, ThreadId};
 use crate::report::ThreadReport;
+use crate::tracee::files::FileStates;
 use crate::tracee::fork::{discard, fork_stopped, ForkFrom};
 use crate::tracee::memory::Memory;
 use crate::tracee::procfs;
@@ -152,13 +154,14 @@ pub(super) struct StartupSnapshot {
     /// The main thread's robust futex list (fork does not copy it).
     pub robust: Option<(u64, u64)>,
     pub prefix: Vec<SavedPoint>,
-    /// Offsets of files opened before the snapshot (shared with every copy); filled in by
-    /// [`Snapshots::store`].
-    pub positions: Vec<(i32, u64)>,
+    /// The files open at the snapshot (shared with every copy), put back before each copy.
+    pub files: FileStates,
     /// The template's page terms for incremental hashing, from its first tracked copy.
     pub terms: state_hash::TemplateTerms,
     /// Signals pending in the kernel when it was taken (fork drops them).
     pub pending: PendingSignals,
+    /// The descriptors the program was started with (the user's, not hazards).
+    pub inherited: Vec<(i32, String)>,
 }
 
 /// Signals pending in the kernel, which a fork copy does not inherit: per thread, and for
@@ -267,6 +270,10 @@ impl Snapshots {
         let Some(s) = self.startup.get(key) else {
             return Ok(None);
         };
+        if let Err(why) = s.files.restore() {
+            self.refuse(key, why);
+            return Ok(None);
+        }
         let copy = fork_stopped(
             s.template,
             ForkFrom::Stop {
@@ -314,39 +321,8 @@ impl Snapshots {
         }
     }
 
-    /// After an execution under `key`: a file opened before the snapshot whose offset moved
-    /// would start the next copy elsewhere, so snapshots end there.
-    pub(super) fn check_after_execution(&mut self, key: &str) {
-        let Some(s) = self.startup.get(key) else {
-            return;
-        };
-        if s.positions.is_empty() {
-            return;
-        }
-        let now = procfs::file_positions(s.template);
-        if let Some((fd, _)) = s.positions.iter().find(|p| !now.contains(p)) {
-            let target = procfs::descriptor_target(s.template, *fd);
-            let why = format!(
-                "the program moves the offset of file descriptor {fd} ({target}), opened before its first thread and shared by fork copies"
-            );
-            self.refuse(key, why);
-        }
-    }
-
-    /// Stores a new startup snapshot of a program started with the descriptors
-    /// `inherited`.
-    pub(super) fn store(
-        &mut self,
-        key: &str,
-        mut snapshot: StartupSnapshot,
-        inherited: &[(i32, String)],
-    ) {
-        // Descriptors inherited from mcheck share their offset between executions started
-        // from exec just the same: only the program's own files are watched.
-        snapshot.positions = procfs::file_positions(snapshot.template)
-            .into_iter()
-            .filter(|(fd, _)| !inherited.iter().any(|(i, _)| i == fd))
-            .collect();
+    /// Stores a new startup snapshot.
+    pub(super) fn store(&mut self, key: &str, snapshot: StartupSnapshot) {
         self.startup.insert(key.to_string(), snapshot);
     }
 
@@ -363,6 +339,11 @@ impl Snapshots {
             .chain(self.branches.iter().map(|b| b.template))
             .map(procfs::resident_bytes)
             .sum()
+    }
+
+    /// The descriptors the program of `key`'s startup snapshot was started with.
+    pub(super) fn inherited(&self, key: &str) -> &[(i32, String)] {
+        self.startup.get(key).map_or(&[], |s| &s.inherited)
     }
 
     /// The cached-tid offset from the thread pointer, known from the startup snapshot.
@@ -519,6 +500,8 @@ pub(super) struct BranchSnapshot {
     pub terms: state_hash::TemplateTerms,
     /// Signals pending in the kernel when it was taken (fork drops them).
     pub pending: PendingSignals,
+    /// The files open when it was taken, put back before each copy.
+    pub files: FileStates,
 }
 
 impl Drop for BranchSnapshot {
@@ -531,6 +514,7 @@ impl BranchSnapshot {
     /// Forks a copy and rebuilds every thread in it; with `track`, its writes are tracked
     /// from its start.
     fn fork(&self, track: bool) -> Result<Restored> {
+        self.files.restore().map_err(anyhow::Error::msg)?;
         let insn = self.syscall_insn;
         let copy = fork_stopped(
             self.template,

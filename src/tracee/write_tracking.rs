@@ -19,8 +19,9 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
+use super::files::take_descriptor;
 use super::pagemap::{Region, PAGE};
 use super::threads::inject;
 use super::Pid;
@@ -227,25 +228,6 @@ fn covers(registered: &[Region], region: Region) -> bool {
         }
     }
     at >= region.end
-}
-
-/// A copy of descriptor `fd` of process `pid` (`pidfd_getfd`).
-fn take_descriptor(pid: Pid, fd: i32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
-    if pidfd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: pidfd is a descriptor we own from here on.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as i32) };
-    // SAFETY: pidfd_getfd takes a pidfd, a descriptor number and flags and returns a new
-    // descriptor or -1.
-    let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
-    if got < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `got` is a new descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(got as i32) })
 }
 
 /// `ioctl(fd, request, arg)`, its non-negative result or the error.

@@ -1,7 +1,7 @@
 /* Opens its own executable before the first thread; the thread reads the ELF magic through
  * that descriptor. A fork copy shares the descriptor's offset with its template, so a second
- * copy would read at offset 4: mcheck must notice the moved offset and fall back to
- * re-execution. Correct: every execution reads "\x7fELF" and exits 0. */
+ * copy would read at offset 4: mcheck must put the offset back before every copy.
+ * Correct: every execution reads "\x7fELF" and exits 0. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <unistd.h>

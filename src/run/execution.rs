@@ -17,6 +17,7 @@ use super::hooks::Hook;
 use super::hooks::{Convention, HookContext};
 use super::launch::auxv_entry;
 use super::livelock::{Window, WindowStep};
+use super::point_log::PointLog;
 use super::process::{BreakpointKind, Process, StopPlace};
 use super::races::{PendingReturn, ReturnAction};
 use super::snapshot::{self, SavedPoint};
@@ -220,12 +221,12 @@ pub(super) struct Execution<'a> {
     pub(super) snapshot_key: Option<String>,
     /// Every point so far with its decision, saved with a snapshot (kept only while
     /// `record_points`: this execution may take one).
-    pub(super) points: Vec<SavedPoint>,
+    pub(super) points: PointLog,
     pub(super) record_points: bool,
     /// More points than a snapshot keeps were made.
     pub(super) points_overflowed: bool,
     /// The decisions a restored execution skipped, to show the strategy.
-    pub(super) restored_prefix: Vec<SavedPoint>,
+    pub(super) restored_prefix: PointLog,
     /// A restored startup copy resumes its main thread first.
     pub(super) resume_main: bool,
     /// Address of a `syscall` instruction in the program (for injected syscalls).
@@ -250,7 +251,7 @@ impl Execution<'_> {
     pub(super) fn run(
         &mut self,
         sched: &mut dyn Scheduler,
-        restored: Option<Vec<SavedPoint>>,
+        restored: Option<PointLog>,
     ) -> Result<ExecutionOutcome> {
         let mut current: Option<ThreadId> = None;
         match &restored {
@@ -264,7 +265,7 @@ impl Execution<'_> {
                     .add_breakpoints(&[entry], |_| Some(BreakpointKind::Entry))?;
             }
             Some(prefix) => {
-                for saved in prefix {
+                for saved in prefix.iter() {
                     match sched.choose(&saved.point()) {
                         Ok(t) if t == saved.chosen => {
                             current = Some(t);

@@ -13,6 +13,7 @@ mod instrument;
 mod launch;
 mod livelock;
 mod plan;
+mod point_log;
 mod process;
 mod races;
 pub mod search;

@@ -29,6 +29,7 @@ use nix::unistd::Pid;
 use super::determinism::Determinism;
 use super::execution::{ExecutionConfig, TraceStep};
 use super::livelock::Window;
+use super::point_log::PointLog;
 use super::process::{Process, StopPlace};
 use super::races::PendingReturn;
 use super::state_hash;
@@ -134,7 +135,7 @@ pub(super) struct Restored {
     /// The tracer-side state.
     pub state: SavedExecution,
     /// The points of the start, to show the strategy.
-    pub prefix: Vec<SavedPoint>,
+    pub prefix: PointLog,
     /// Write tracking set up in the copy (`--state-cache`), with its template's page terms.
     pub memory: Option<state_hash::CopyTracking>,
 }
@@ -153,7 +154,7 @@ pub(super) struct StartupSnapshot {
     pub state: SavedExecution,
     /// The main thread's robust futex list (fork does not copy it).
     pub robust: Option<(u64, u64)>,
-    pub prefix: Vec<SavedPoint>,
+    pub prefix: PointLog,
     /// The files open at the snapshot (shared with every copy), put back before each copy.
     pub files: FileStates,
     /// The template's page terms for incremental hashing, from its first tracked copy.
@@ -493,7 +494,7 @@ pub(super) struct BranchSnapshot {
     /// The tracer's record of the threads as they were stopped (tids to be replaced).
     pub process: Process,
     pub state: SavedExecution,
-    pub prefix: Vec<SavedPoint>,
+    pub prefix: PointLog,
     /// Atomic addresses known when it was taken (more make the race state stale).
     pub atomics_known: usize,
     /// The template's page terms for incremental hashing, from its first tracked copy.

@@ -67,6 +67,11 @@ pub struct JsonReport<'a> {
     pub stopped_because: &'a str,
     /// Wall time in seconds.
     pub elapsed_seconds: f64,
+    /// Executions ended early when the search stopped (time limit, interrupt, memory
+    /// limit); counted in `executions`, they report nothing.
+    pub cut_short: u64,
+    /// The most memory mcheck held at once (tracer and snapshots), in bytes.
+    pub memory_peak_bytes: u64,
     /// How executions were started.
     pub snapshots: JsonSnapshots,
     /// The findings, in the order found.

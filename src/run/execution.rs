@@ -125,6 +125,9 @@ pub struct ExecutionOutcome {
     pub output_digest: u64,
     /// Memory pages hashed anew and pages whose hash was kept, at hashed points.
     pub hashed_pages: (u64, u64),
+    /// Ended before its end because the search had to stop (time limit, interrupt, memory
+    /// limit): the program was killed where it was.
+    pub cut_short: bool,
 }
 
 /// An access identified across runs of one schedule: thread, instruction and the thread's
@@ -156,6 +159,8 @@ pub(super) enum RunResult {
     ProcessEnded(ProcessEnd),
     /// A finding (boxed: findings are large).
     Found(Box<Finding>),
+    /// The search asked for the execution to end now.
+    CutShort,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -313,6 +318,9 @@ impl Execution<'_> {
             }
         }
         loop {
+            if self.worker.cut.raised() {
+                return Ok(self.cut_short());
+            }
             let enabled = self.model.enabled_threads();
             if enabled.is_empty() {
                 if self.model.all_finished() {
@@ -498,6 +506,7 @@ impl Execution<'_> {
                 self.memory_hasher.pages_hashed,
                 self.memory_hasher.pages_reused,
             ),
+            cut_short: false,
         }
     }
 
@@ -563,7 +572,15 @@ impl Execution<'_> {
             },
             RunResult::ProcessEnded(end) => Ok(Some(self.ended(end))),
             RunResult::Found(f) => Ok(Some(self.outcome(Some(*f)))),
+            RunResult::CutShort => Ok(Some(self.cut_short())),
         }
+    }
+
+    /// The outcome of an execution the search ended early (its program is killed after).
+    pub(super) fn cut_short(&mut self) -> ExecutionOutcome {
+        let mut out = self.outcome(None);
+        out.cut_short = true;
+        out
     }
 
     /// Thread `t` exited: the race detector keeps its clock, the model its holdings.

@@ -4,6 +4,7 @@
 
 mod capture;
 mod creation;
+mod cut;
 mod determinism;
 mod execution;
 mod findings;
@@ -12,6 +13,7 @@ mod hooks;
 mod instrument;
 mod launch;
 mod livelock;
+pub mod memory_guard;
 mod plan;
 mod point_log;
 mod process;
@@ -27,6 +29,7 @@ mod syscalls;
 mod traps;
 mod worker_state;
 
+pub use cut::CutSignal;
 pub use execution::{ExecutionConfig, ExecutionOutcome, TraceStep};
 pub use launch::run_execution;
 pub use search::{SearchConfig, SearchResult, Witness};

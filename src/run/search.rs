@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+use super::cut::CutSignal;
 use super::execution::{ExecutionConfig, ExecutionOutcome};
 use super::launch::run_execution;
+use super::memory_guard::{MemoryGuard, Pressure};
 use super::worker_state::WorkerState;
 use crate::explore::{
     counter_of, default_mix, CacheStats, Coverage, Decision, EndTable, ExecutionSummary, Mix,
@@ -22,7 +24,7 @@ use crate::explore::{
     TreePool, TreeSearch,
 };
 use crate::report::{Finding, FindingKind};
-use crate::tracee::{cpu, watchdog::Watchdog};
+use crate::tracee::{cpu, interrupt, watchdog::Watchdog};
 
 /// Which strategy to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,6 +124,8 @@ pub struct SearchConfig {
     pub max_executions: u64,
     /// Wall-clock budget.
     pub time_limit: Option<Duration>,
+    /// Most memory mcheck may hold (its own and its snapshots'), in bytes.
+    pub max_memory: u64,
     /// Collect every distinct finding instead of stopping at the first.
     pub keep_going: bool,
     /// Prune dfs with a table of visited states (`--state-cache`).
@@ -232,10 +236,29 @@ pub struct SearchResult {
     pub state_cache: Option<CacheStats>,
     /// Executions ended at a state visited before.
     pub pruned: u64,
+    /// Executions the search had to end before their end (time limit, interrupt, memory
+    /// limit); their partial schedules report nothing.
+    pub cut_short: u64,
+    /// The most memory mcheck held at once (tracer and snapshots, measured about once a
+    /// second), in bytes.
+    pub memory_peak: u64,
 }
 
-/// Progress callback: executions done, findings so far.
-pub type Progress<'a> = &'a mut dyn FnMut(u64, usize);
+/// How far a search has come, for a progress display.
+#[derive(Debug, Clone, Copy)]
+pub struct ProgressReport {
+    /// Executions done.
+    pub executions: u64,
+    /// Distinct findings so far.
+    pub findings: usize,
+    /// Time since the search began.
+    pub elapsed: Duration,
+    /// Memory mcheck holds (tracer and snapshots), in bytes, as last measured.
+    pub memory: u64,
+}
+
+/// Progress callback, called about ten times a second and once at the end.
+pub type Progress<'a> = &'a mut dyn FnMut(&ProgressReport);
 
 /// The identity of a finding for deduplication: kind and source locations, not addresses.
 fn finding_key(f: &Finding) -> (FindingKind, Vec<String>) {
@@ -323,9 +346,74 @@ struct Shared<'a> {
     cache: Option<SharedStateTable>,
     /// The first result at each final counter (`--state-cache`).
     ends: Mutex<EndTable<Vec<Decision>>>,
+    /// Raised to end the running executions at once.
+    cut_signal: CutSignal,
+    /// Executions cut short.
+    cut_short: AtomicU64,
+    /// Workers should drop their branch snapshots (memory pressure).
+    shed: AtomicBool,
 }
 
 impl Shared<'_> {
+    /// How far the search has come.
+    fn report(&self, guard: &MemoryGuard) -> ProgressReport {
+        ProgressReport {
+            executions: self.done.load(Ordering::Relaxed),
+            findings: self.findings.lock().expect("lock").witnesses.len(),
+            elapsed: self.started_at.elapsed(),
+            memory: guard.last,
+        }
+    }
+
+    /// Stops the search now: the running executions are cut short too.
+    fn stop_now(&self, why: String) {
+        self.stop_because(why);
+        self.cut_signal.raise();
+    }
+
+    /// Counts an execution that was cut short (it reports nothing: its schedule is partial).
+    fn record_cut(&self, outcome: &ExecutionOutcome) {
+        self.steps.fetch_add(outcome.steps, Ordering::Relaxed);
+        self.traced
+            .fetch_add(outcome.traced_accesses, Ordering::Relaxed);
+        self.cut_short.fetch_add(1, Ordering::Relaxed);
+        self.done.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Looks at the clock, the signals and the memory (from the main thread, ten times a
+    /// second): stops the search, or sheds caches, when it must.
+    fn watch(&self, guard: &mut MemoryGuard) {
+        if let Some(sig) = interrupt::received() {
+            self.stop_now(format!("interrupted by {sig}"));
+        }
+        if (self.cfg.time_limit).is_some_and(|l| self.started_at.elapsed() >= l) {
+            self.stop_now("time limit reached".into());
+        }
+        match guard.check() {
+            Pressure::None => {}
+            Pressure::Shed(usage) => {
+                eprintln!(
+                    "mcheck: note: memory use {} is past three quarters of --max-memory {} MiB: branch snapshots and the state cache are dropped",
+                    usage.describe(),
+                    self.cfg.max_memory >> 20
+                );
+                self.shed.store(true, Ordering::SeqCst);
+                if let Some(c) = &self.cache {
+                    c.lock().expect("state table").forget();
+                }
+                self.ends.lock().expect("lock").forget();
+            }
+            Pressure::Stop(usage) => {
+                eprintln!(
+                    "mcheck: note: memory use {} reached --max-memory {} MiB: the search stops here",
+                    usage.describe(),
+                    self.cfg.max_memory >> 20
+                );
+                self.stop_now("memory limit reached".into());
+            }
+        }
+    }
+
     fn stop_because(&self, why: String) {
         let mut f = self.findings.lock().expect("lock");
         f.stopped_because.get_or_insert(why);
@@ -472,7 +560,11 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         cache: (cfg.state_cache && matches!(cfg.plan, Plan::Dfs { .. }))
             .then(|| Arc::new(Mutex::new(StateTable::default()))),
         ends: Mutex::new(EndTable::default()),
+        cut_signal: CutSignal::default(),
+        cut_short: AtomicU64::new(0),
+        shed: AtomicBool::new(false),
     };
+    let mut guard = MemoryGuard::new(cfg.max_memory);
     let ncpu = cpu::available_cpus();
     let (alive, finished) = crossbeam_channel::bounded::<()>(0);
     std::thread::scope(|s| {
@@ -492,12 +584,13 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
                 .expect("spawn worker thread");
         }
         drop(alive);
-        // Wake up for progress every 100 ms, and at once when the last worker ends.
+        // Wake up every 100 ms (limits, signals, memory, progress), and at once when the
+        // last worker ends.
         while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
             finished.recv_timeout(Duration::from_millis(100))
         {
-            let found = shared.findings.lock().expect("lock").witnesses.len();
-            progress(shared.done.load(Ordering::Relaxed), found);
+            shared.watch(&mut guard);
+            progress(&shared.report(&guard));
         }
     });
     if let Some(e) = shared.error.lock().expect("lock").take() {
@@ -519,7 +612,12 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
             "execution budget spent".into()
         }
     });
-    progress(executions, findings.witnesses.len());
+    progress(&ProgressReport {
+        executions,
+        findings: findings.witnesses.len(),
+        elapsed: shared.started_at.elapsed(),
+        memory: guard.peak,
+    });
     Ok(SearchResult {
         witnesses: findings.witnesses,
         executions,
@@ -542,6 +640,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
             ..c.lock().expect("state table").stats()
         }),
         pruned: shared.pruned.load(Ordering::SeqCst),
+        cut_short: shared.cut_short.load(Ordering::SeqCst),
+        memory_peak: guard.peak,
     })
 }
 
@@ -549,7 +649,10 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
 fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
     cpu::pin_current_thread(Some(cpu))?;
     let _tick = Watchdog::start(Duration::from_millis(100))?;
-    let mut state = WorkerState::default();
+    let mut state = WorkerState {
+        cut: shared.cut_signal.clone(),
+        ..WorkerState::default()
+    };
     // Tree searches need the same scheduling points in every execution: racy accesses become
     // points only in randomised executions.
     let tree_cfg = ExecutionConfig {
@@ -572,8 +675,11 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             .time_limit
             .is_some_and(|l| shared.started_at.elapsed() >= l)
         {
-            shared.stop_because("time limit reached".into());
+            shared.stop_now("time limit reached".into());
             break Ok(());
+        }
+        if shared.shed.load(Ordering::Relaxed) && state.snapshots.branches_allowed() {
+            state.snapshots.shed_branches();
         }
         if shared.reserved.fetch_add(1, Ordering::SeqCst) >= cfg.max_executions {
             break Ok(());
@@ -651,6 +757,10 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             Ok(o) => o,
             Err(e) => break Err(e),
         };
+        if outcome.cut_short {
+            shared.record_cut(&outcome);
+            continue;
+        }
         if !outcome.races.is_empty() && state.atomic_addresses.len() > atomics_before {
             // The execution learnt that some addresses hold atomics only after plain-looking
             // loads of them had run: run the same schedule again knowing it, so that those

@@ -29,6 +29,7 @@ use nix::unistd::Pid;
 use super::determinism::Determinism;
 use super::execution::{ExecutionConfig, TraceStep};
 use super::livelock::Window;
+use super::memory_guard;
 use super::point_log::PointLog;
 use super::process::{Process, StopPlace};
 use super::races::PendingReturn;
@@ -202,6 +203,7 @@ impl PendingSignals {
 
 impl Drop for StartupSnapshot {
     fn drop(&mut self) {
+        memory_guard::forget_template(self.template);
         discard(self.template);
     }
 }
@@ -224,6 +226,8 @@ pub struct Snapshots {
     /// Why copies of branch snapshots could not be rebuilt (each execution then started
     /// from the startup snapshot).
     pub branch_failures: Vec<String>,
+    /// No more branch snapshots (dropped under memory pressure).
+    branches_off: bool,
 }
 
 /// Said once per mcheck run.
@@ -324,7 +328,20 @@ impl Snapshots {
 
     /// Stores a new startup snapshot.
     pub(super) fn store(&mut self, key: &str, snapshot: StartupSnapshot) {
+        memory_guard::register_template(snapshot.template);
         self.startup.insert(key.to_string(), snapshot);
+    }
+
+    /// Whether branch snapshots may be taken (not after [`Snapshots::shed_branches`]).
+    pub(super) fn branches_allowed(&self) -> bool {
+        !self.branches_off
+    }
+
+    /// Drops every branch snapshot and takes no more (under memory pressure; executions
+    /// then replay their prefix from the startup snapshot).
+    pub fn shed_branches(&mut self) {
+        self.branches_off = true;
+        self.branches.clear();
     }
 
     /// Why snapshots were turned off for some configuration, if they were.
@@ -406,6 +423,10 @@ impl Snapshots {
     /// [`MAX_BRANCHES`], keeping the deepest and spacing the rest out (the one whose
     /// neighbours are closest goes first).
     pub(super) fn add_branch(&mut self, b: BranchSnapshot, budget: u64) {
+        if self.branches_off {
+            return;
+        }
+        memory_guard::register_template(b.template);
         self.branches.push(b);
         self.branches_taken += 1;
         self.branches.sort_by_key(|b| b.choices.len());
@@ -507,6 +528,7 @@ pub(super) struct BranchSnapshot {
 
 impl Drop for BranchSnapshot {
     fn drop(&mut self) {
+        memory_guard::forget_template(self.template);
         discard(self.template);
     }
 }

@@ -172,7 +172,10 @@ impl Execution<'_> {
         let Some(key) = self.branch_key.clone() else {
             return Ok(());
         };
-        if self.decisions.len() < self.branch_depth + BRANCH_GAP || self.points_overflowed {
+        if self.decisions.len() < self.branch_depth + BRANCH_GAP
+            || self.points_overflowed
+            || !self.worker.snapshots.branches_allowed()
+        {
             return Ok(());
         }
         let Some(tid_offset) = self.worker.snapshots.tid_offset(&key) else {

@@ -12,9 +12,17 @@ use nix::unistd::Pid;
 use super::execution::{Execution, ProcessEnd, RunResult};
 use crate::model::ThreadId;
 use crate::report::Finding;
-use crate::tracee::{events, Event, WaitOutcome};
+use crate::tracee::{events, interrupt, Event, WaitOutcome};
 
 impl Execution<'_> {
+    /// Whether the signal `tid` stopped with is a request to stop meant for mcheck (the
+    /// user's Ctrl-C, a kill of the process group), not the program's own business.
+    fn meant_for_mcheck(&self, tid: Pid, sig: Signal) -> bool {
+        interrupt::meant_for_mcheck(tid, sig, |p| {
+            self.p.by_tid.contains_key(&p) || self.p.foreign.contains(&p)
+        })
+    }
+
     pub(super) fn fault_during_step(&mut self, t: ThreadId, ev: Event) -> Result<Option<Finding>> {
         match ev {
             Event::Signal(sig) => Ok(self.signal_finding(t, sig)),
@@ -36,6 +44,9 @@ impl Execution<'_> {
         loop {
             let (pid, ev) = match events::wait(None)? {
                 WaitOutcome::Interrupted => {
+                    if self.worker.cut.raised() {
+                        return Ok(RunResult::CutShort);
+                    }
                     self.check_timeout(tid)?;
                     continue;
                 }
@@ -109,6 +120,10 @@ impl Execution<'_> {
             Event::Signal(Signal::SIGSEGV) if self.emulate_rdtsc_in(pid)? => {
                 events::resume(pid, None)?
             }
+            Event::Signal(sig) if self.meant_for_mcheck(pid, sig) => {
+                interrupt::note(sig);
+                events::resume(pid, None)?
+            }
             Event::Signal(sig) => events::resume(pid, Some(sig))?,
             _ => events::resume(pid, None)?,
         }
@@ -150,6 +165,8 @@ impl Execution<'_> {
                     let _ = self.model.thread_exited(u);
                 }
             }
+            // The user's Ctrl-C, meant for mcheck: dropped (the thread resumes without it).
+            Event::Signal(sig) if self.meant_for_mcheck(tid, sig) => interrupt::note(sig),
             Event::Signal(sig) => self.p.threads[u].pending_signal = Some(sig),
             _ => {
                 if self.group_exiting {
@@ -217,6 +234,12 @@ impl Execution<'_> {
                 Ok(None)
             }
             Event::Signal(Signal::SIGSEGV) if self.emulate_rdtsc(t)? => {
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+            Event::Signal(sig) if self.meant_for_mcheck(tid, sig) => {
+                // The user's Ctrl-C, meant for mcheck: the search stops, the program goes on.
+                interrupt::note(sig);
                 events::resume(tid, None)?;
                 Ok(None)
             }

@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod events;
 pub mod files;
 pub mod fork;
+pub mod interrupt;
 pub mod memory;
 pub mod pagemap;
 pub mod procfs;

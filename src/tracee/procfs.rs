@@ -111,6 +111,19 @@ pub fn resident_bytes(pid: Pid) -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Proportional resident memory of `pid` in bytes (Pss of smaps_rollup: shared pages count
+/// divided among the processes sharing them), 0 when unknown.
+pub fn proportional_bytes(pid: Pid) -> u64 {
+    let Ok(rollup) = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) else {
+        return 0;
+    };
+    rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
 /// Signals pending in the kernel for thread `tid` of `pid` (not yet delivered: blocked, or
 /// the thread is stopped): (directed at the thread, directed at the process), as masks with
 /// bit n-1 for signal n. A fork copy does not inherit them.

@@ -292,7 +292,7 @@ pub fn run_single(
     racy_addresses: &[u64],
     atomic_addresses: &[u64],
 ) -> Result<ExecutionOutcome> {
-    cpu::pin_current_thread(None)?;
+    cpu::pin_current_thread(cpu::idlest_cpus(1)[0])?;
     let _tick = Watchdog::start(Duration::from_millis(100))?;
     let mut worker = WorkerState::default();
     worker.racy_addresses.extend(racy_addresses.iter().copied());
@@ -565,16 +565,18 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         shed: AtomicBool::new(false),
     };
     let mut guard = MemoryGuard::new(cfg.max_memory);
-    let ncpu = cpu::available_cpus();
+    // The least loaded CPUs mcheck may use, one per worker (reused when fewer).
+    let cpus = cpu::idlest_cpus(cfg.jobs.max(1));
     let (alive, finished) = crossbeam_channel::bounded::<()>(0);
     std::thread::scope(|s| {
         for w in 0..cfg.jobs.max(1) {
             let shared = &shared;
             let alive = alive.clone();
+            let cpu = cpus[w];
             std::thread::Builder::new()
                 .name(format!("mcheck-worker-{w}"))
                 .spawn_scoped(s, move || {
-                    if let Err(e) = worker(shared, w, w % ncpu) {
+                    if let Err(e) = worker(shared, w, cpu) {
                         shared.error.lock().expect("lock").get_or_insert(e);
                         shared.stop_because("internal error".into());
                     }
@@ -647,7 +649,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
 
 /// One worker: a tracer thread pinned to `cpu` running executions until the search stops.
 fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
-    cpu::pin_current_thread(Some(cpu))?;
+    cpu::pin_current_thread(cpu)?;
     let _tick = Watchdog::start(Duration::from_millis(100))?;
     let mut state = WorkerState {
         cut: shared.cut_signal.clone(),

@@ -569,10 +569,9 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     let cpus = cpu::idlest_cpus(cfg.jobs.max(1));
     let (alive, finished) = crossbeam_channel::bounded::<()>(0);
     std::thread::scope(|s| {
-        for w in 0..cfg.jobs.max(1) {
+        for (w, &cpu) in cpus.iter().enumerate() {
             let shared = &shared;
             let alive = alive.clone();
-            let cpu = cpus[w];
             std::thread::Builder::new()
                 .name(format!("mcheck-worker-{w}"))
                 .spawn_scoped(s, move || {

@@ -128,7 +128,10 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             states: result.states,
             state_cache: result.state_cache,
             complete: result.complete,
-            coverage: json::JsonCoverage::new(&result.coverage, statement.clone()),
+            coverage: json::JsonCoverage {
+                nothing_to_explore: result.nothing_to_explore.map(|n| n.key()),
+                ..json::JsonCoverage::new(&result.coverage, statement.clone())
+            },
             stopped_because: &result.stopped_because,
             elapsed_seconds: result.elapsed.as_secs_f64(),
             cut_short: result.cut_short,
@@ -255,6 +258,12 @@ pub fn coverage_statement(result: &SearchResult, strategy: &str, clean: bool) ->
         preemption_bound_completed,
         systematic_executions,
     } = result.coverage;
+    if let Some(why) = result.nothing_to_explore {
+        return format!(
+            "search space exhausted: {}, so one execution covers it ({n} execution(s) run), {verdict}",
+            why.describe()
+        );
+    }
     if exhausted && result.complete {
         return format!("search space exhausted: {n} execution(s) explored, {verdict}");
     }

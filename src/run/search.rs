@@ -242,6 +242,38 @@ pub struct SearchResult {
     /// The most memory mcheck held at once (tracer and snapshots, measured about once a
     /// second), in bytes.
     pub memory_peak: u64,
+    /// Set when an execution met no scheduling choice: executions are deterministic, so
+    /// that one execution is the whole search space, whatever the strategy.
+    pub nothing_to_explore: Option<NothingToExplore>,
+}
+
+/// Why one execution covered the whole search space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NothingToExplore {
+    /// The program created no thread.
+    NoThread,
+    /// Threads were created, but never two of them could be scheduled at one point.
+    NoChoice,
+}
+
+impl NothingToExplore {
+    /// The JSON value: `no_thread`, `no_choice`.
+    pub fn key(self) -> &'static str {
+        match self {
+            NothingToExplore::NoThread => "no_thread",
+            NothingToExplore::NoChoice => "no_choice",
+        }
+    }
+
+    /// The reason in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            NothingToExplore::NoThread => "the program created no thread",
+            NothingToExplore::NoChoice => {
+                "no scheduling choice arose (never two threads could run at one point)"
+            }
+        }
+    }
 }
 
 /// How far a search has come, for a progress display.
@@ -352,6 +384,8 @@ struct Shared<'a> {
     cut_short: AtomicU64,
     /// Workers should drop their branch snapshots (memory pressure).
     shed: AtomicBool,
+    /// An execution met no scheduling choice.
+    nothing_to_explore: Mutex<Option<NothingToExplore>>,
 }
 
 impl Shared<'_> {
@@ -563,6 +597,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         cut_signal: CutSignal::default(),
         cut_short: AtomicU64::new(0),
         shed: AtomicBool::new(false),
+        nothing_to_explore: Mutex::new(None),
     };
     let mut guard = MemoryGuard::new(cfg.max_memory);
     // The least loaded CPUs mcheck may use, one per worker (reused when fewer).
@@ -605,6 +640,11 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     };
     let executions = shared.done.load(Ordering::SeqCst);
     let snapshots_off = shared.snapshots_off.lock().expect("lock").take();
+    let nothing_to_explore = *shared.nothing_to_explore.lock().expect("lock");
+    let mut coverage = coverage;
+    if nothing_to_explore.is_some() {
+        coverage.exhausted = true;
+    }
     let complete = coverage.exhausted;
     let stopped_because = findings.stopped_because.unwrap_or_else(|| {
         if complete {
@@ -643,6 +683,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         pruned: shared.pruned.load(Ordering::SeqCst),
         cut_short: shared.cut_short.load(Ordering::SeqCst),
         memory_peak: guard.peak,
+        nothing_to_explore,
     })
 }
 
@@ -829,7 +870,26 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             state.atomic_addresses.iter().copied().collect()
         };
         let racy = exec_cfg.preempt_on_races.then_some(racy_before);
+        // A whole execution without a single choice: every execution is this one.
+        let single_path = outcome.choice_steps.is_empty()
+            && outcome.divergence.is_none()
+            && !outcome.step_limit_hit
+            && !outcome.pruned;
+        let threads = outcome.threads;
         shared.record(outcome, seed, name, racy, atomics);
+        if single_path {
+            let why = if threads <= 1 {
+                NothingToExplore::NoThread
+            } else {
+                NothingToExplore::NoChoice
+            };
+            shared
+                .nothing_to_explore
+                .lock()
+                .expect("lock")
+                .get_or_insert(why);
+            shared.stop_because("search space exhausted".into());
+        }
     };
     if let (Some((mut t, n)), Some(pool)) = (tree.take(), shared.pool.as_ref()) {
         pool.release(t.take_deferred(), n);

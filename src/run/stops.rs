@@ -42,11 +42,13 @@ impl Execution<'_> {
         self.resumed_at = Instant::now();
         self.interrupt_sent = false;
         loop {
+            // Looked at after every stop too: a thread whose traced accesses stop it all the
+            // time may leave the watchdog's tick no waitpid to interrupt for seconds.
+            if self.worker.cut.raised() {
+                return Ok(RunResult::CutShort);
+            }
             let (pid, ev) = match events::wait(None)? {
                 WaitOutcome::Interrupted => {
-                    if self.worker.cut.raised() {
-                        return Ok(RunResult::CutShort);
-                    }
                     self.check_timeout(tid)?;
                     continue;
                 }

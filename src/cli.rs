@@ -29,6 +29,17 @@ pub enum StrategyName {
     Random,
 }
 
+/// When to show a search's progress on stderr (`--progress`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ProgressMode {
+    /// Never.
+    Never,
+    /// A bar on a terminal; elsewhere a plain line every 5 seconds.
+    Auto,
+    /// A plain line every 5 seconds, even on a terminal.
+    Always,
+}
+
 /// mcheck: systematic concurrency checking of unmodified Linux x86-64 binaries.
 ///
 /// Runs PROG under ptrace one thread at a time, explores thread interleavings at
@@ -106,9 +117,19 @@ pub struct CheckArgs {
     /// Worker threads, each a tracer on its own CPU (default: the number of CPUs).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: Option<u32>,
-    /// Wall-clock budget for the whole search, in seconds.
+    /// Wall-clock budget for the whole search, in seconds; the execution running when it
+    /// runs out is cut short.
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     pub time_limit: Option<f64>,
+    /// Most memory mcheck itself may hold, its fork snapshots included (suffixes K, M, G;
+    /// default: half of the machine's memory). From three quarters of it branch snapshots
+    /// and the state cache are dropped; at it the search stops and reports what it covered.
+    #[arg(long, value_name = "BYTES", value_parser = parse_memory)]
+    pub max_memory: Option<u64>,
+    /// Progress on stderr: a bar on a terminal and a line every 5 s elsewhere (auto), a line
+    /// every 5 s everywhere (always), or nothing (never).
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
+    pub progress: ProgressMode,
     /// Most scheduling decisions in one execution; an execution that reaches it under a fair
     /// schedule, with threads yielding, is reported as a livelock.
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
@@ -216,6 +237,17 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("`{s}` is not a byte count (use e.g. 512M or 2G)"))
 }
 
+/// Parses a memory bound: a byte count of at least 16 MiB.
+fn parse_memory(s: &str) -> Result<u64, String> {
+    let n = parse_bytes(s)?;
+    if n < 16 << 20 {
+        return Err(format!(
+            "`{s}` is too little memory for mcheck (at least 16M)"
+        ));
+    }
+    Ok(n)
+}
+
 /// Quotes `s` for a POSIX shell when it needs it.
 pub fn shell_quote(s: &str) -> String {
     if !s.is_empty()
@@ -281,6 +313,18 @@ mod tests {
         assert!(Cli::try_parse_from(["mcheck", "--execution-timeout", "nan", "--", "x"]).is_err());
         let cli = Cli::try_parse_from(["mcheck", "--time-limit", "1.5", "--", "x"]).unwrap();
         assert_eq!(cli.check.time_limit, Some(1.5));
+    }
+
+    #[test]
+    fn memory_and_progress_options() {
+        let cli = Cli::try_parse_from(["mcheck", "--max-memory", "2G", "--", "x"]).unwrap();
+        assert_eq!(cli.check.max_memory, Some(2 << 30));
+        assert_eq!(cli.check.progress, ProgressMode::Auto);
+        assert!(Cli::try_parse_from(["mcheck", "--max-memory", "1M", "--", "x"]).is_err());
+        assert!(Cli::try_parse_from(["mcheck", "--max-memory", "lots", "--", "x"]).is_err());
+        let cli = Cli::try_parse_from(["mcheck", "--progress", "never", "--", "x"]).unwrap();
+        assert_eq!(cli.check.progress, ProgressMode::Never);
+        assert!(Cli::try_parse_from(["mcheck", "--progress", "sometimes", "--", "x"]).is_err());
     }
 
     #[test]

@@ -380,3 +380,112 @@ fn killing_mcheck_while_it_launches_leaves_no_stopped_child() {
         "stopped children of a killed mcheck were left behind: {left:?}"
     );
 }
+
+/// Spawns mcheck on a long search of a private copy of `hundred_threads_ok` with a JSON
+/// report, in a process group of its own when `own_group`, and waits until the program runs.
+fn interruptible_search(copy: &PrivateCopy, own_group: bool) -> Child {
+    use std::os::unix::process::CommandExt;
+    let log = File::create(copy.dir.join("mcheck.log")).expect("create log");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcheck"));
+    cmd.args([
+        "--quiet-program",
+        "--progress",
+        "never",
+        "--max-executions",
+        "100000",
+    ])
+    .arg("--json")
+    .arg(copy.dir.join("report.json"))
+    .arg("--out")
+    .arg(copy.dir.join("schedules"))
+    .arg("--")
+    .arg(&copy.exe)
+    .stdin(Stdio::null())
+    .stdout(log.try_clone().unwrap())
+    .stderr(log);
+    if own_group {
+        cmd.process_group(0);
+    }
+    let child = cmd.spawn().expect("spawn mcheck");
+    let start = Instant::now();
+    while processes_of(copy).is_empty() && start.elapsed() < Duration::from_secs(10) {
+        thread::sleep(Duration::from_millis(20));
+    }
+    thread::sleep(Duration::from_millis(300));
+    child
+}
+
+fn signal(pid: i32, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).expect("send a signal");
+}
+
+/// SIGINT (or SIGTERM) ends the search cleanly: the summary and the JSON report are
+/// written, the exit status is the usual one, and no process of the program is left.
+#[test]
+fn sigint_and_sigterm_end_the_search_with_a_report() {
+    use nix::sys::signal::Signal;
+    for (sig, group) in [
+        (Signal::SIGINT, false),
+        (Signal::SIGTERM, false),
+        // Ctrl-C reaches the whole process group, the traced program included: that copy
+        // is not the program's business (no exit_status finding).
+        (Signal::SIGINT, true),
+    ] {
+        let copy = PrivateCopy::new(&fixture("hundred_threads_ok").binary);
+        let mut child = interruptible_search(&copy, group);
+        let target = child.id() as i32;
+        signal(if group { -target } else { target }, sig);
+        let status = wait_limited(&mut child, Duration::from_secs(20));
+        let log = fs::read_to_string(copy.dir.join("mcheck.log")).unwrap_or_default();
+        let left = leftovers_after(&copy, GRACE_NORMAL);
+        assert!(
+            left.is_empty(),
+            "{sig:?}: left behind:\n  {}",
+            left.join("\n  ")
+        );
+        assert_eq!(
+            status.and_then(|s| s.code()),
+            Some(0),
+            "{sig:?} (group {group}): {log}"
+        );
+        let report: Value = serde_json::from_str(
+            &fs::read_to_string(copy.dir.join("report.json")).expect("the JSON report"),
+        )
+        .expect("valid JSON");
+        assert_eq!(
+            report["stopped_because"],
+            format!("interrupted by {sig:?}"),
+            "{log}"
+        );
+        assert!(report["findings"].as_array().unwrap().is_empty(), "{log}");
+        assert!(log.contains("execution(s)"), "no summary: {log}");
+    }
+}
+
+/// A second SIGINT exits at once, without a report, yet leaves no traced process.
+#[test]
+fn a_second_sigint_exits_at_once_and_leaves_nothing() {
+    use nix::sys::signal::Signal;
+    let copy = PrivateCopy::new(&fixture("hundred_threads_ok").binary);
+    let mut child = interruptible_search(&copy, false);
+    signal(child.id() as i32, Signal::SIGINT);
+    thread::sleep(Duration::from_millis(5));
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        Signal::SIGINT,
+    );
+    let status = wait_limited(&mut child, Duration::from_secs(20));
+    let log = fs::read_to_string(copy.dir.join("mcheck.log")).unwrap_or_default();
+    let left = leftovers_after(&copy, GRACE_AFTER_KILL);
+    assert!(
+        left.is_empty(),
+        "left behind:\n  {}\n{log}",
+        left.join("\n  ")
+    );
+    match status.and_then(|s| s.code()) {
+        Some(130) => assert!(log.contains("interrupted again"), "{log}"),
+        // The first one had already ended the search.
+        Some(0) => eprintln!("note: the search ended before the second SIGINT"),
+        other => panic!("exit {other:?}: {log}"),
+    }
+}

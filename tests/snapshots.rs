@@ -206,30 +206,77 @@ fn branch_snapshots_give_the_same_deep_searches() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
-/// A program that never creates a thread is snapshotted at `main` (from its second
-/// execution on: the first one shows that no thread comes).
+/// A program that never creates a thread has one execution, whatever the strategy: its
+/// first execution meets no scheduling choice, and executions are deterministic. The
+/// search says so instead of running the same execution again (a randomised strategy ran
+/// it `--max-executions` times, from a snapshot taken at `main`).
 #[test]
-fn a_program_without_threads_is_snapshotted_at_main() {
-    let out = common::temp_path("out");
-    let mut a = args(&[
-        "--strategy",
-        "random",
-        "--jobs",
-        "1",
-        "--max-executions",
-        "20",
-    ]);
-    a.extend(args(&["--quiet-program", "--out"]));
-    a.push(out.display().to_string());
-    a.push("--".into());
-    a.push(fixture("bench_yield").display().to_string());
-    a.push("50".into());
-    let run = mcheck(&a, true, LIMIT);
-    let _ = std::fs::remove_dir_all(&out);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
-    let json = run.json.expect("report");
-    assert_eq!(json["executions"], 20);
-    assert_eq!(json["snapshots"]["executions_from_snapshot"], 18);
+fn a_program_without_threads_is_explored_once() {
+    for strategy in ["random", "pct", "portfolio", "icb", "dfs"] {
+        let out = common::temp_path("out");
+        let mut a = args(&[
+            "--strategy",
+            strategy,
+            "--jobs",
+            "1",
+            "--max-executions",
+            "20",
+        ]);
+        a.extend(args(&["--quiet-program", "--out"]));
+        a.push(out.display().to_string());
+        a.push("--".into());
+        a.push(fixture("bench_yield").display().to_string());
+        a.push("50".into());
+        let run = mcheck(&a, true, LIMIT);
+        let _ = std::fs::remove_dir_all(&out);
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        let json = run.json.expect("report");
+        assert_eq!(json["executions"], 1, "{strategy}: {json}");
+        assert_eq!(json["complete"], true, "{strategy}: {json}");
+        assert_eq!(
+            json["coverage"]["nothing_to_explore"], "no_thread",
+            "{strategy}"
+        );
+        assert!(
+            run.stderr
+                .contains("the program created no thread, so one execution covers it"),
+            "{strategy}: {}",
+            run.stderr
+        );
+    }
+}
+
+/// Threads that never run side by side leave nothing to choose either; threads that do
+/// are searched as before.
+#[test]
+fn threads_that_never_meet_are_explored_once() {
+    for (name, executions, nothing) in [
+        ("sequential_threads_ok", 1, "no_choice"),
+        ("snapshot_output_file_ok", 20, ""),
+    ] {
+        let out = common::temp_path("out");
+        let mut a = args(&[
+            "--strategy",
+            "random",
+            "--jobs",
+            "1",
+            "--max-executions",
+            "20",
+        ]);
+        a.extend(args(&["--quiet-program", "--out"]));
+        a.push(out.display().to_string());
+        a.push("--".into());
+        a.push(fixture(name).display().to_string());
+        let run = mcheck(&a, true, LIMIT);
+        let _ = std::fs::remove_dir_all(&out);
+        assert_eq!(run.code, Some(0), "{name}: {}", run.stderr);
+        let json = run.json.expect("report");
+        assert_eq!(json["executions"], executions, "{name}: {json}");
+        let why = json["coverage"]["nothing_to_explore"]
+            .as_str()
+            .unwrap_or("");
+        assert_eq!(why, nothing, "{name}: {json}");
+    }
 }
 
 fn default_search(name: &str) -> Run {
@@ -247,10 +294,6 @@ fn default_search(name: &str) -> Run {
 fn state_a_fork_copy_would_share_turns_snapshots_off_and_says_why_once() {
     for (name, why) in [
         ("snapshot_shared_map_ok", "MAP_SHARED"),
-        (
-            "snapshot_file_offset_ok",
-            "moves the offset of file descriptor 3",
-        ),
         ("race_io_buffer", "pipe"),
     ] {
         let run = default_search(name);
@@ -267,6 +310,19 @@ fn state_a_fork_copy_would_share_turns_snapshots_off_and_says_why_once() {
             assert_eq!(run.code, Some(0), "{name}: {}", run.stderr);
         }
     }
+}
+
+#[test]
+fn a_file_read_across_the_snapshot_keeps_snapshots_on() {
+    // Its offset is put back before every copy instead of turning snapshots off.
+    let run = default_search("snapshot_file_offset_ok");
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let j = run.json.expect("report");
+    assert!(j["snapshots"]["off_because"].is_null(), "{j}");
+    assert!(
+        j["snapshots"]["executions_from_snapshot"].as_u64().unwrap() >= 2,
+        "{j}"
+    );
 }
 
 #[test]

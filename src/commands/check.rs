@@ -2,12 +2,12 @@
 //! strategy, write a schedule file per finding, print the reports and the coverage
 //! statement, and write the JSON report.
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context;
 
+use super::progress::ProgressDisplay;
 use super::{current_env, lossy, Failure};
 use crate::binary::{check_program, resolve_program};
 use crate::cli::{shell_quote, CheckArgs, StrategyName, EXIT_CLEAN, EXIT_FINDINGS};
@@ -58,21 +58,18 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             .map_or_else(crate::tracee::cpu::available_cpus, |j| j as usize),
         max_executions: args.max_executions,
         time_limit: args.time_limit.map(Duration::from_secs_f64),
+        max_memory: args
+            .max_memory
+            .unwrap_or_else(crate::run::memory_guard::default_limit),
         keep_going: args.keep_going,
         state_cache: args.state_cache,
     };
     let strategy = cfg.plan.name();
-    let bar = progress_bar(args.max_executions);
-    let mut on_progress = |done: u64, found: usize| {
-        if let Some(b) = &bar {
-            b.set_position(done);
-            b.set_message(format!("{found} finding(s)"));
-        }
-    };
-    let mut result = search(&cfg, &mut on_progress).context("running the search")?;
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
+    // SIGINT and SIGTERM end the search cleanly, with its report.
+    crate::tracee::interrupt::install().context("installing the SIGINT/SIGTERM handlers")?;
+    let mut display = ProgressDisplay::new(args.progress, args.max_executions, cfg.time_limit);
+    let mut result = search(&cfg, &mut |r| display.update(r)).context("running the search")?;
+    display.finish();
     let findings = write_schedules(args, &program, &env, &mut result)?;
     for f in &findings {
         let replay = match &f.schedule {
@@ -98,6 +95,12 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         result.elapsed.as_secs_f64(),
         result.stopped_because
     );
+    if result.cut_short > 0 {
+        eprintln!(
+            "mcheck: note: {} execution(s) were cut short when the search stopped ({}); they report nothing",
+            result.cut_short, result.stopped_because
+        );
+    }
     if result.cut_by_step_limit > 0 {
         eprintln!(
             "mcheck: note: {} execution(s) reached --max-steps {} under an unfair schedule and were cut short",
@@ -117,9 +120,14 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             states: result.states,
             state_cache: result.state_cache,
             complete: result.complete,
-            coverage: json::JsonCoverage::new(&result.coverage, statement.clone()),
+            coverage: json::JsonCoverage {
+                nothing_to_explore: result.nothing_to_explore.map(|n| n.key()),
+                ..json::JsonCoverage::new(&result.coverage, statement.clone())
+            },
             stopped_because: &result.stopped_because,
             elapsed_seconds: result.elapsed.as_secs_f64(),
+            cut_short: result.cut_short,
+            memory_peak_bytes: result.memory_peak,
             snapshots: json::JsonSnapshots {
                 executions_from_snapshot: result.from_snapshots,
                 executions_from_branch_snapshot: result.from_branch_snapshots,
@@ -261,6 +269,12 @@ pub fn coverage_statement(result: &SearchResult, strategy: &str, clean: bool) ->
         preemption_bound_completed,
         systematic_executions,
     } = result.coverage;
+    if let Some(why) = result.nothing_to_explore {
+        return format!(
+            "search space exhausted: {}, so one execution covers it ({n} execution(s) run), {verdict}",
+            why.describe()
+        );
+    }
     if exhausted && result.complete {
         return format!("search space exhausted: {n} execution(s) explored, {verdict}");
     }
@@ -282,17 +296,4 @@ pub fn coverage_statement(result: &SearchResult, strategy: &str, clean: bool) ->
         ),
         _ => format!("{n} randomised execution(s) ({strategy}), no coverage guarantee; {verdict}"),
     }
-}
-
-fn progress_bar(total: u64) -> Option<indicatif::ProgressBar> {
-    if !std::io::stderr().is_terminal() {
-        return None;
-    }
-    let bar = indicatif::ProgressBar::new(total);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "mcheck {bar:30} {pos}/{len} executions, {msg} [{elapsed}]",
-    ) {
-        bar.set_style(style);
-    }
-    Some(bar)
 }

@@ -2,6 +2,7 @@
 //! schedule file ([`replay`]). Each returns the process exit status or a [`Failure`].
 
 pub mod check;
+pub mod progress;
 pub mod replay;
 
 use std::ffi::OsString;

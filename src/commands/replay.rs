@@ -216,6 +216,8 @@ fn write_json(
         coverage: json::JsonCoverage::new(&Default::default(), "replay of one schedule".into()),
         stopped_because: "replayed the schedule",
         elapsed_seconds: 0.0,
+        cut_short: 0,
+        memory_peak_bytes: crate::run::memory_guard::Usage::now().total(),
         snapshots: json::JsonSnapshots {
             executions_from_snapshot: 0,
             executions_from_branch_snapshot: 0,

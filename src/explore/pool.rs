@@ -11,6 +11,7 @@ use std::hash::Hasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+use super::prefix::Prefix;
 use super::Coverage;
 use crate::model::ThreadId;
 
@@ -55,8 +56,8 @@ impl Claims {
 
 #[derive(Debug)]
 struct PoolState {
-    queue: VecDeque<Vec<ThreadId>>,
-    deferred: Vec<Vec<ThreadId>>,
+    queue: VecDeque<Prefix>,
+    deferred: Vec<Prefix>,
     bound: u32,
     busy: usize,
     finished: bool,
@@ -81,7 +82,7 @@ impl TreePool {
         TreePool {
             max_bound,
             state: Mutex::new(PoolState {
-                queue: VecDeque::from([Vec::new()]),
+                queue: VecDeque::from([Prefix::from_vec(&[])]),
                 deferred: Vec::new(),
                 bound: 0,
                 busy: 0,
@@ -111,7 +112,7 @@ impl TreePool {
             if let Some(prefix) = s.queue.pop_front() {
                 s.busy += 1;
                 return Some(WorkItem {
-                    prefix,
+                    prefix: prefix.to_vec(),
                     bound: s.bound,
                 });
             }
@@ -152,7 +153,7 @@ impl TreePool {
     /// Hands a prefix split off a subtree to the pool.
     pub fn donate(&self, prefix: Vec<ThreadId>) {
         let mut s = self.state.lock().expect("pool lock");
-        s.queue.push_back(prefix);
+        s.queue.push_back(Prefix::from_vec(&prefix));
         self.changed.notify_one();
     }
 
@@ -166,12 +167,12 @@ impl TreePool {
         if s.finished {
             return;
         }
-        s.queue.push_back(prefix);
+        s.queue.push_back(Prefix::from_vec(&prefix));
         self.changed.notify_one();
     }
 
     /// A worker finished its item; `deferred` are its prefixes beyond the bound.
-    pub fn release(&self, deferred: Vec<Vec<ThreadId>>, executions: u64) {
+    pub fn release(&self, deferred: Vec<Prefix>, executions: u64) {
         let mut s = self.state.lock().expect("pool lock");
         s.busy -= 1;
         s.executions += executions;

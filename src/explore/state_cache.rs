@@ -99,6 +99,12 @@ impl StateTable {
     pub fn stats(&self) -> CacheStats {
         self.stats
     }
+
+    /// Forgets every state (under memory pressure): a state seen before is then explored
+    /// again instead of pruned, which costs time, never soundness.
+    pub fn forget(&mut self) {
+        self.seen = HashMap::new();
+    }
 }
 
 /// Trailing zeros do not change a counter (a thread not created yet has taken no step).
@@ -130,6 +136,11 @@ impl<S: Clone> EndTable<S> {
                 None
             }
         }
+    }
+
+    /// Forgets every result (under memory pressure): differences with them go unseen.
+    pub fn forget(&mut self) {
+        self.first = HashMap::new();
     }
 }
 

@@ -21,6 +21,7 @@ use std::collections::{HashSet, VecDeque};
 
 use super::dpor::{self, PorNode, Step};
 use super::pool::Claims;
+use super::prefix::{PendingBranches, Prefix};
 use super::state_cache::{counter_of, SharedStateTable, Visit};
 use super::{Coverage, Divergence, ExecutionSummary, Point, Scheduler};
 use crate::model::{Footprint, ThreadId};
@@ -38,8 +39,24 @@ struct Node {
     chosen_preempts: bool,
     /// The enabled set seen here (checked on replay).
     enabled: Vec<ThreadId>,
-    /// Partial-order reduction's view of the node (empty without reduction).
-    por: PorNode,
+    /// Partial-order reduction's view of the node (None without reduction: a node is then
+    /// a few words, which matters on paths of a million steps).
+    por: Option<Box<PorNode>>,
+}
+
+/// What a node without reduction data reads as.
+static NO_POR: std::sync::LazyLock<PorNode> = std::sync::LazyLock::new(PorNode::default);
+
+impl Node {
+    /// Partial-order reduction's view of the node.
+    fn por(&self) -> &PorNode {
+        self.por.as_deref().unwrap_or(&NO_POR)
+    }
+
+    /// The same, to change it.
+    fn por_mut(&mut self) -> &mut PorNode {
+        self.por.get_or_insert_with(Default::default)
+    }
 }
 
 /// DFS (`bound: None`) or iterative preemption bounding (`bound: Some(max)`).
@@ -57,9 +74,12 @@ pub struct TreeSearch {
     /// Choices to replay at the start of the next execution.
     replay: Vec<ThreadId>,
     /// Prefixes waiting for the current bound.
-    queue: VecDeque<Vec<ThreadId>>,
+    queue: VecDeque<Prefix>,
     /// Prefixes needing one more preemption than the current bound allows.
-    deferred: VecDeque<Vec<ThreadId>>,
+    deferred: VecDeque<Prefix>,
+    /// Alternatives beyond the bound left on the current path, made into `deferred`
+    /// prefixes (sharing one copy of the path) when the execution ends.
+    pending: PendingBranches,
     started: bool,
     exhausted: bool,
     executions: u64,
@@ -172,6 +192,7 @@ impl TreeSearch {
             replay: Vec::new(),
             queue: VecDeque::new(),
             deferred: VecDeque::new(),
+            pending: PendingBranches::default(),
             started: false,
             exhausted: false,
             executions: 0,
@@ -198,7 +219,7 @@ impl TreeSearch {
         t.bound = bound;
         t.managed = true;
         t.started = true;
-        t.queue.push_back(prefix);
+        t.queue.push_back(Prefix::from_vec(&prefix));
         t
     }
 
@@ -223,8 +244,23 @@ impl TreeSearch {
     }
 
     /// Prefixes that need one more preemption than this subtree's bound.
-    pub fn take_deferred(&mut self) -> Vec<Vec<ThreadId>> {
+    pub fn take_deferred(&mut self) -> Vec<Prefix> {
+        self.flush_pending();
         self.deferred.drain(..).collect()
+    }
+
+    /// Makes the alternatives left beyond the bound on the current path into deferred
+    /// prefixes (before the path changes).
+    fn flush_pending(&mut self) {
+        if !self.pending.is_empty() {
+            let more = self.pending.take(self.stack.iter().map(|n| n.chosen));
+            self.deferred.extend(more);
+        }
+    }
+
+    /// Schedule prefixes held for later (queued and deferred), and nodes on the current path.
+    pub fn held(&self) -> (usize, usize) {
+        (self.queue.len() + self.deferred.len(), self.stack.len())
     }
 
     /// Whether every schedule (within the maximum bound) has been explored.
@@ -246,6 +282,7 @@ impl TreeSearch {
 
     /// Moves to the next execution's path; false when nothing is left.
     fn advance(&mut self) -> bool {
+        self.flush_pending();
         // Backtrack within the current work item.
         while self.stack.len() > self.fixed {
             let last = self.stack.len() - 1;
@@ -259,9 +296,11 @@ impl TreeSearch {
                 // Keep the node (with its remaining alternatives); the path below it is new.
                 let node = &mut self.stack[last];
                 if self.por {
-                    let step = std::mem::take(&mut node.por.step);
-                    node.por.done.push((node.chosen, step));
-                    node.por.created.clear();
+                    let chosen = node.chosen;
+                    let por = node.por_mut();
+                    let step = std::mem::take(&mut por.step);
+                    por.done.push((chosen, step));
+                    por.created.clear();
                 }
                 node.chosen = alt;
                 self.replay = self.stack.iter().map(|n| n.chosen).collect();
@@ -274,7 +313,7 @@ impl TreeSearch {
             if let Some(prefix) = self.queue.pop_front() {
                 self.stack.clear();
                 self.fixed = prefix.len();
-                self.replay = prefix;
+                self.replay = prefix.to_vec();
                 return true;
             }
             if self.managed {
@@ -305,7 +344,7 @@ impl TreeSearch {
             vec![Footprint::everything(); point.enabled.len()]
         };
         let sleep = match self.stack.get(point.step.wrapping_sub(1)) {
-            Some(parent) if self.sleep_blocked.is_none() => parent.por.child_sleep(parent.chosen),
+            Some(parent) if self.sleep_blocked.is_none() => parent.por().child_sleep(parent.chosen),
             _ => Vec::new(),
         };
         PorNode {
@@ -336,7 +375,7 @@ impl TreeSearch {
             preemptions_before,
             chosen_preempts: point.is_preemption(chosen),
             enabled: point.enabled.to_vec(),
-            por: node,
+            por: Some(Box::new(node)),
         });
         chosen
     }
@@ -346,7 +385,7 @@ impl TreeSearch {
     /// when the execution ended there, which is global when other threads were left).
     fn finish_step(&mut self, i: usize, next: Option<&Point<'_>>) {
         let node = &mut self.stack[i];
-        let mut step = node.por.pending_of(&node.enabled, node.chosen);
+        let mut step = node.por().pending_of(&node.enabled, node.chosen);
         step.extend_plain(&std::mem::take(&mut self.segment));
         match next {
             Some(p) => {
@@ -356,26 +395,27 @@ impl TreeSearch {
                     step.touch_exit(node.chosen);
                 }
                 let known = |t: ThreadId| {
-                    node.enabled.contains(&t) || node.por.blocked.iter().any(|(u, _)| *u == t)
+                    node.enabled.contains(&t) || node.por().blocked.iter().any(|(u, _)| *u == t)
                 };
-                node.por.created = p
+                let created = p
                     .enabled
                     .iter()
                     .copied()
                     .chain(p.blocked.iter().map(|(u, _)| *u))
                     .filter(|&t| !known(t))
                     .collect();
+                node.por_mut().created = created;
             }
             None => {
-                let others =
-                    node.enabled.iter().any(|&t| t != node.chosen) || !node.por.blocked.is_empty();
+                let others = node.enabled.iter().any(|&t| t != node.chosen)
+                    || !node.por().blocked.is_empty();
                 if others {
                     step.global = true;
                 }
-                node.por.created.clear();
+                node.por_mut().created.clear();
             }
         }
-        node.por.step = step;
+        node.por_mut().step = step;
     }
 
     /// Finds the races of the execution just ended and schedules their reversals.
@@ -391,18 +431,18 @@ impl TreeSearch {
         let pending: Vec<(ThreadId, Footprint)> = at_end
             .enabled
             .iter()
-            .zip(&at_end.por.pending)
+            .zip(&at_end.por().pending)
             .filter(|(&t, _)| Some(t) != ran_last)
             .map(|(&t, f)| (t, f.clone()))
-            .chain(at_end.por.blocked.iter().cloned())
+            .chain(at_end.por().blocked.iter().cloned())
             .collect();
         let steps: Vec<Step<'_>> = self.stack[..limit]
             .iter()
             .map(|n| Step {
                 thread: n.chosen,
                 enabled: &n.enabled,
-                footprint: &n.por.step,
-                created: &n.por.created,
+                footprint: &n.por().step,
+                created: &n.por().created,
             })
             .collect();
         let races = dpor::races(&steps, &pending);
@@ -416,8 +456,8 @@ impl TreeSearch {
         let node = &self.stack[i];
         let mut scheduled = vec![node.chosen];
         scheduled.extend(&node.todo);
-        scheduled.extend(node.por.done.iter().map(|(t, _)| *t));
-        let add = dpor::additions(initials, &node.enabled, &scheduled, &node.por);
+        scheduled.extend(node.por().done.iter().map(|(t, _)| *t));
+        let add = dpor::additions(initials, &node.enabled, &scheduled, node.por());
         if i >= self.fixed {
             self.stack[i].todo.extend(add);
             return;
@@ -517,13 +557,13 @@ impl Scheduler for TreeSearch {
                 }
                 if self.por {
                     let fresh = self.por_node(point);
-                    let node = &mut self.stack[k].por;
+                    let node = self.stack[k].por_mut();
                     node.pending = fresh.pending;
                     node.blocked = fresh.blocked;
                 }
             } else {
                 // A node of the work item's prefix: its alternatives belong to others.
-                let por = self.por_node(point);
+                let por = self.por.then(|| Box::new(self.por_node(point)));
                 self.stack.push(Node {
                     chosen,
                     todo: Vec::new(),
@@ -548,9 +588,7 @@ impl Scheduler for TreeSearch {
             if self.within_bound(cost) {
                 todo.push(u);
             } else if self.max_bound.is_some_and(|m| cost <= m) {
-                let mut prefix: Vec<ThreadId> = self.stack.iter().map(|n| n.chosen).collect();
-                prefix.push(u);
-                self.deferred.push_back(prefix);
+                self.pending.push(self.stack.len(), u);
             }
         }
         self.stack.push(Node {
@@ -559,7 +597,7 @@ impl Scheduler for TreeSearch {
             preemptions_before,
             chosen_preempts: point.is_preemption(chosen),
             enabled: point.enabled.to_vec(),
-            por: PorNode::default(),
+            por: None,
         });
         Ok(chosen)
     }
@@ -572,6 +610,7 @@ impl Scheduler for TreeSearch {
 
     fn end_execution(&mut self, _summary: &ExecutionSummary) {
         self.executions += 1;
+        self.flush_pending();
         if self.por && !self.stack.is_empty() {
             self.finish_step(self.stack.len() - 1, None);
             self.analyse();

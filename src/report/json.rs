@@ -14,6 +14,9 @@ pub struct JsonCoverage {
     pub preemption_bound_completed: Option<u32>,
     /// Executions run by the systematic strategy (dfs/icb, or the portfolio's icb member).
     pub systematic_executions: u64,
+    /// Why one execution covered everything, when it did: `no_thread` (the program created
+    /// no thread), `no_choice` (never two threads could run at one point).
+    pub nothing_to_explore: Option<&'static str>,
     /// The same facts in one sentence.
     pub statement: String,
 }
@@ -25,6 +28,7 @@ impl JsonCoverage {
             exhausted: c.exhausted,
             preemption_bound_completed: c.preemption_bound_completed,
             systematic_executions: c.systematic_executions,
+            nothing_to_explore: None,
             statement,
         }
     }
@@ -67,6 +71,11 @@ pub struct JsonReport<'a> {
     pub stopped_because: &'a str,
     /// Wall time in seconds.
     pub elapsed_seconds: f64,
+    /// Executions ended early when the search stopped (time limit, interrupt, memory
+    /// limit); counted in `executions`, they report nothing.
+    pub cut_short: u64,
+    /// The most memory mcheck held at once (tracer and snapshots), in bytes.
+    pub memory_peak_bytes: u64,
     /// How executions were started.
     pub snapshots: JsonSnapshots,
     /// How memory accesses were recorded (race detection).

@@ -17,6 +17,7 @@ use super::hooks::Hook;
 use super::hooks::{Convention, HookContext};
 use super::launch::auxv_entry;
 use super::livelock::{Window, WindowStep};
+use super::point_log::PointLog;
 use super::process::{BreakpointKind, Process, StopPlace};
 use super::races::{PendingReturn, ReturnAction};
 use super::snapshot::{self, SavedPoint};
@@ -135,6 +136,9 @@ pub struct ExecutionOutcome {
     /// Atomic operations inside system libraries while threads existed, and the library
     /// of the first (see `Execution::library_sync`).
     pub library_sync: (u64, Option<String>),
+    /// Ended before its end because the search had to stop (time limit, interrupt, memory
+    /// limit): the program was killed where it was.
+    pub cut_short: bool,
 }
 
 /// An access identified across runs of one schedule: thread, instruction and the thread's
@@ -166,6 +170,8 @@ pub(super) enum RunResult {
     ProcessEnded(ProcessEnd),
     /// A finding (boxed: findings are large).
     Found(Box<Finding>),
+    /// The search asked for the execution to end now.
+    CutShort,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -250,12 +256,12 @@ pub(super) struct Execution<'a> {
     pub(super) snapshot_key: Option<String>,
     /// Every point so far with its decision, saved with a snapshot (kept only while
     /// `record_points`: this execution may take one).
-    pub(super) points: Vec<SavedPoint>,
+    pub(super) points: PointLog,
     pub(super) record_points: bool,
     /// More points than a snapshot keeps were made.
     pub(super) points_overflowed: bool,
     /// The decisions a restored execution skipped, to show the strategy.
-    pub(super) restored_prefix: Vec<SavedPoint>,
+    pub(super) restored_prefix: PointLog,
     /// A restored startup copy resumes its main thread first.
     pub(super) resume_main: bool,
     /// Address of a `syscall` instruction in the program (for injected syscalls).
@@ -280,7 +286,7 @@ impl Execution<'_> {
     pub(super) fn run(
         &mut self,
         sched: &mut dyn Scheduler,
-        restored: Option<Vec<SavedPoint>>,
+        restored: Option<PointLog>,
     ) -> Result<ExecutionOutcome> {
         let mut current: Option<ThreadId> = None;
         match &restored {
@@ -294,7 +300,7 @@ impl Execution<'_> {
                     .add_breakpoints(&[entry], |_| Some(BreakpointKind::Entry))?;
             }
             Some(prefix) => {
-                for saved in prefix {
+                for saved in prefix.iter() {
                     match sched.choose(&saved.point()) {
                         Ok(t) if t == saved.chosen => {
                             current = Some(t);
@@ -342,6 +348,9 @@ impl Execution<'_> {
             }
         }
         loop {
+            if self.worker.cut.raised() {
+                return Ok(self.cut_short());
+            }
             let enabled = self.model.enabled_threads();
             if enabled.is_empty() {
                 if self.model.all_finished() {
@@ -543,6 +552,7 @@ impl Execution<'_> {
                 breakpoint_accesses: self.breakpoint_accesses,
                 ..self.p.patching.stats.clone()
             },
+            cut_short: false,
         }
     }
 
@@ -612,7 +622,15 @@ impl Execution<'_> {
             },
             RunResult::ProcessEnded(end) => Ok(Some(self.ended(end))),
             RunResult::Found(f) => Ok(Some(self.outcome(Some(*f)))),
+            RunResult::CutShort => Ok(Some(self.cut_short())),
         }
+    }
+
+    /// The outcome of an execution the search ended early (its program is killed after).
+    pub(super) fn cut_short(&mut self) -> ExecutionOutcome {
+        let mut out = self.outcome(None);
+        out.cut_short = true;
+        out
     }
 
     /// Thread `t` exited: the race detector keeps its clock, the model its holdings.

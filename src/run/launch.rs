@@ -92,9 +92,6 @@ pub fn run_execution(
             result
         }
     };
-    if cfg.snapshots {
-        worker.snapshots.check_after_execution(&key);
-    }
     let stderr = worker
         .capture
         .as_ref()
@@ -207,10 +204,10 @@ impl<'a> Execution<'a> {
             fair: cfg.fair.then(FairFilter::new),
             det: Determinism::default(),
             snapshot_key: None,
-            points: Vec::new(),
+            points: Default::default(),
             record_points: false,
             points_overflowed: false,
-            restored_prefix: Vec::new(),
+            restored_prefix: Default::default(),
             resume_main: false,
             syscall_insn: 0,
             branch_key: None,

@@ -4,6 +4,7 @@
 
 mod capture;
 mod creation;
+mod cut;
 mod determinism;
 mod execution;
 mod findings;
@@ -12,8 +13,10 @@ mod hooks;
 mod instrument;
 mod launch;
 mod livelock;
+pub mod memory_guard;
 mod patching;
 mod plan;
+mod point_log;
 mod process;
 mod races;
 mod scan_cache;
@@ -28,6 +31,7 @@ mod syscalls;
 mod traps;
 mod worker_state;
 
+pub use cut::CutSignal;
 pub use execution::{ExecutionConfig, ExecutionOutcome, TraceStep};
 pub use launch::run_execution;
 pub use patching::{patching_enabled, PatchStats};

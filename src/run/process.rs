@@ -17,7 +17,7 @@ use crate::model::ThreadId;
 use crate::tracee::breakpoints::Breakpoints;
 use crate::tracee::memory::Memory;
 use crate::tracee::regs::{self, Regs};
-use crate::tracee::{events, Event, WaitOutcome};
+use crate::tracee::{events, interrupt, Event, WaitOutcome};
 
 /// What a breakpoint address means.
 #[derive(Clone, Debug)]
@@ -335,7 +335,7 @@ impl Process {
                     // A signal another thread sent while this one was stopped arrives before
                     // the instruction runs: keep it for the next resume (so its handler
                     // returns past the breakpoint, not onto it) and step again.
-                    self.threads[t].pending_signal = Some(sig);
+                    self.keep_signal(t, sig);
                     events::step(tid).map_err(io::Error::from)?;
                 }
                 WaitOutcome::Event(_, ev) => break Some(ev),
@@ -344,6 +344,19 @@ impl Process {
         self.bps.restore(&self.mem, addr)?;
         self.threads[t].place = StopPlace::Event;
         Ok(result)
+    }
+
+    /// Keeps `sig`, which thread `t` is in the signal-delivery stop of, for its next resume;
+    /// unless it is a request to stop meant for mcheck (the user's Ctrl-C reaching the whole
+    /// process group), which is noted and dropped.
+    pub fn keep_signal(&mut self, t: ThreadId, sig: nix::sys::signal::Signal) {
+        let tid = self.threads[t].tid;
+        let ours = |p: Pid| self.by_tid.contains_key(&p) || self.foreign.contains(&p);
+        if interrupt::meant_for_mcheck(tid, sig, ours) {
+            interrupt::note(sig);
+        } else {
+            self.threads[t].pending_signal = Some(sig);
+        }
     }
 
     /// Where an unconditional jump at `addr` (under a breakpoint) goes: the target of a

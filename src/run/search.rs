@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
+use super::cut::CutSignal;
 use super::execution::{AccessKey, ExecutionConfig, ExecutionOutcome};
 use super::launch::run_execution;
+use super::memory_guard::{MemoryGuard, Pressure};
 use super::patching::PatchStats;
 use super::worker_state::{RacyPoints, WorkerState};
 use crate::explore::{
@@ -23,7 +25,7 @@ use crate::explore::{
     TreePool, TreeSearch,
 };
 use crate::report::{Finding, FindingKind};
-use crate::tracee::{cpu, watchdog::Watchdog};
+use crate::tracee::{cpu, interrupt, watchdog::Watchdog};
 
 /// Which strategy to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,6 +125,8 @@ pub struct SearchConfig {
     pub max_executions: u64,
     /// Wall-clock budget.
     pub time_limit: Option<Duration>,
+    /// Most memory mcheck may hold (its own and its snapshots'), in bytes.
+    pub max_memory: u64,
     /// Collect every distinct finding instead of stopping at the first.
     pub keep_going: bool,
     /// Prune dfs with a table of visited states (`--state-cache`).
@@ -249,10 +253,61 @@ pub struct SearchResult {
     pub state_cache: Option<CacheStats>,
     /// Executions ended at a state visited before.
     pub pruned: u64,
+    /// Executions the search had to end before their end (time limit, interrupt, memory
+    /// limit); their partial schedules report nothing.
+    pub cut_short: u64,
+    /// The most memory mcheck held at once (tracer and snapshots, measured about once a
+    /// second), in bytes.
+    pub memory_peak: u64,
+    /// Set when an execution met no scheduling choice: executions are deterministic, so
+    /// that one execution is the whole search space, whatever the strategy.
+    pub nothing_to_explore: Option<NothingToExplore>,
 }
 
-/// Progress callback: executions done, findings so far.
-pub type Progress<'a> = &'a mut dyn FnMut(u64, usize);
+/// Why one execution covered the whole search space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NothingToExplore {
+    /// The program created no thread.
+    NoThread,
+    /// Threads were created, but never two of them could be scheduled at one point.
+    NoChoice,
+}
+
+impl NothingToExplore {
+    /// The JSON value: `no_thread`, `no_choice`.
+    pub fn key(self) -> &'static str {
+        match self {
+            NothingToExplore::NoThread => "no_thread",
+            NothingToExplore::NoChoice => "no_choice",
+        }
+    }
+
+    /// The reason in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            NothingToExplore::NoThread => "the program created no thread",
+            NothingToExplore::NoChoice => {
+                "no scheduling choice arose (never two threads could run at one point)"
+            }
+        }
+    }
+}
+
+/// How far a search has come, for a progress display.
+#[derive(Debug, Clone, Copy)]
+pub struct ProgressReport {
+    /// Executions done.
+    pub executions: u64,
+    /// Distinct findings so far.
+    pub findings: usize,
+    /// Time since the search began.
+    pub elapsed: Duration,
+    /// Memory mcheck holds (tracer and snapshots), in bytes, as last measured.
+    pub memory: u64,
+}
+
+/// Progress callback, called about ten times a second and once at the end.
+pub type Progress<'a> = &'a mut dyn FnMut(&ProgressReport);
 
 /// The identity of a finding for deduplication: kind and source locations, not addresses.
 fn finding_key(f: &Finding) -> (FindingKind, Vec<String>) {
@@ -286,7 +341,7 @@ pub fn run_single(
     racy: &RacyPoints,
     atomic_addresses: &[u64],
 ) -> Result<ExecutionOutcome> {
-    cpu::pin_current_thread(None)?;
+    cpu::pin_current_thread(cpu::idlest_cpus(1)[0])?;
     let _tick = Watchdog::start(Duration::from_millis(100))?;
     let mut worker = WorkerState::default();
     worker.add_racy_points(racy);
@@ -344,9 +399,76 @@ struct Shared<'a> {
     cache: Option<SharedStateTable>,
     /// The first result at each final counter (`--state-cache`).
     ends: Mutex<EndTable<Vec<Decision>>>,
+    /// Raised to end the running executions at once.
+    cut_signal: CutSignal,
+    /// Executions cut short.
+    cut_short: AtomicU64,
+    /// Workers should drop their branch snapshots (memory pressure).
+    shed: AtomicBool,
+    /// An execution met no scheduling choice.
+    nothing_to_explore: Mutex<Option<NothingToExplore>>,
 }
 
 impl Shared<'_> {
+    /// How far the search has come.
+    fn report(&self, guard: &MemoryGuard) -> ProgressReport {
+        ProgressReport {
+            executions: self.done.load(Ordering::Relaxed),
+            findings: self.findings.lock().expect("lock").witnesses.len(),
+            elapsed: self.started_at.elapsed(),
+            memory: guard.last,
+        }
+    }
+
+    /// Stops the search now: the running executions are cut short too.
+    fn stop_now(&self, why: String) {
+        self.stop_because(why);
+        self.cut_signal.raise();
+    }
+
+    /// Counts an execution that was cut short (it reports nothing: its schedule is partial).
+    fn record_cut(&self, outcome: &ExecutionOutcome) {
+        self.steps.fetch_add(outcome.steps, Ordering::Relaxed);
+        self.traced
+            .fetch_add(outcome.traced_accesses, Ordering::Relaxed);
+        self.cut_short.fetch_add(1, Ordering::Relaxed);
+        self.done.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Looks at the clock, the signals and the memory (from the main thread, ten times a
+    /// second): stops the search, or sheds caches, when it must.
+    fn watch(&self, guard: &mut MemoryGuard) {
+        if let Some(sig) = interrupt::received() {
+            self.stop_now(format!("interrupted by {sig}"));
+        }
+        if (self.cfg.time_limit).is_some_and(|l| self.started_at.elapsed() >= l) {
+            self.stop_now("time limit reached".into());
+        }
+        match guard.check() {
+            Pressure::None => {}
+            Pressure::Shed(usage) => {
+                eprintln!(
+                    "mcheck: note: memory use {} is past three quarters of --max-memory {} MiB: branch snapshots and the state cache are dropped",
+                    usage.describe(),
+                    self.cfg.max_memory >> 20
+                );
+                self.shed.store(true, Ordering::SeqCst);
+                if let Some(c) = &self.cache {
+                    c.lock().expect("state table").forget();
+                }
+                self.ends.lock().expect("lock").forget();
+            }
+            Pressure::Stop(usage) => {
+                eprintln!(
+                    "mcheck: note: memory use {} reached --max-memory {} MiB: the search stops here",
+                    usage.describe(),
+                    self.cfg.max_memory >> 20
+                );
+                self.stop_now("memory limit reached".into());
+            }
+        }
+    }
+
     fn stop_because(&self, why: String) {
         let mut f = self.findings.lock().expect("lock");
         f.stopped_because.get_or_insert(why);
@@ -514,17 +636,23 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         cache: (cfg.state_cache && matches!(cfg.plan, Plan::Dfs { .. }))
             .then(|| Arc::new(Mutex::new(StateTable::default()))),
         ends: Mutex::new(EndTable::default()),
+        cut_signal: CutSignal::default(),
+        cut_short: AtomicU64::new(0),
+        shed: AtomicBool::new(false),
+        nothing_to_explore: Mutex::new(None),
     };
-    let ncpu = cpu::available_cpus();
+    let mut guard = MemoryGuard::new(cfg.max_memory);
+    // The least loaded CPUs mcheck may use, one per worker (reused when fewer).
+    let cpus = cpu::idlest_cpus(cfg.jobs.max(1));
     let (alive, finished) = crossbeam_channel::bounded::<()>(0);
     std::thread::scope(|s| {
-        for w in 0..cfg.jobs.max(1) {
+        for (w, &cpu) in cpus.iter().enumerate() {
             let shared = &shared;
             let alive = alive.clone();
             std::thread::Builder::new()
                 .name(format!("mcheck-worker-{w}"))
                 .spawn_scoped(s, move || {
-                    if let Err(e) = worker(shared, w, w % ncpu) {
+                    if let Err(e) = worker(shared, w, cpu) {
                         shared.error.lock().expect("lock").get_or_insert(e);
                         shared.stop_because("internal error".into());
                     }
@@ -534,12 +662,13 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
                 .expect("spawn worker thread");
         }
         drop(alive);
-        // Wake up for progress every 100 ms, and at once when the last worker ends.
+        // Wake up every 100 ms (limits, signals, memory, progress), and at once when the
+        // last worker ends.
         while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
             finished.recv_timeout(Duration::from_millis(100))
         {
-            let found = shared.findings.lock().expect("lock").witnesses.len();
-            progress(shared.done.load(Ordering::Relaxed), found);
+            shared.watch(&mut guard);
+            progress(&shared.report(&guard));
         }
     });
     if let Some(e) = shared.error.lock().expect("lock").take() {
@@ -555,8 +684,12 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     let snapshots_off = shared.snapshots_off.lock().expect("lock").take();
     let patch_stats = std::mem::take(&mut *shared.patch_stats.lock().expect("lock"));
     let library_sync = std::mem::take(&mut *shared.library_sync.lock().expect("lock"));
-    // Synchronisation inside system libraries was not explored: no claim of exhaustion.
+    let nothing_to_explore = *shared.nothing_to_explore.lock().expect("lock");
     let mut coverage = coverage;
+    if nothing_to_explore.is_some() {
+        coverage.exhausted = true;
+    }
+    // Synchronisation inside system libraries was not explored: no claim of exhaustion.
     if library_sync.0 > 0 {
         coverage.exhausted = false;
     }
@@ -577,7 +710,12 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
                 "execution budget spent".into()
             }
         });
-    progress(executions, findings.witnesses.len());
+    progress(&ProgressReport {
+        executions,
+        findings: findings.witnesses.len(),
+        elapsed: shared.started_at.elapsed(),
+        memory: guard.peak,
+    });
     Ok(SearchResult {
         witnesses: findings.witnesses,
         executions,
@@ -602,14 +740,20 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
             ..c.lock().expect("state table").stats()
         }),
         pruned: shared.pruned.load(Ordering::SeqCst),
+        cut_short: shared.cut_short.load(Ordering::SeqCst),
+        memory_peak: guard.peak,
+        nothing_to_explore,
     })
 }
 
 /// One worker: a tracer thread pinned to `cpu` running executions until the search stops.
 fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
-    cpu::pin_current_thread(Some(cpu))?;
+    cpu::pin_current_thread(cpu)?;
     let _tick = Watchdog::start(Duration::from_millis(100))?;
-    let mut state = WorkerState::default();
+    let mut state = WorkerState {
+        cut: shared.cut_signal.clone(),
+        ..WorkerState::default()
+    };
     // Tree searches need the same scheduling points in every execution: racy accesses become
     // points only in randomised executions.
     let tree_cfg = ExecutionConfig {
@@ -632,8 +776,11 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             .time_limit
             .is_some_and(|l| shared.started_at.elapsed() >= l)
         {
-            shared.stop_because("time limit reached".into());
+            shared.stop_now("time limit reached".into());
             break Ok(());
+        }
+        if shared.shed.load(Ordering::Relaxed) && state.snapshots.branches_allowed() {
+            state.snapshots.shed_branches();
         }
         if shared.reserved.fetch_add(1, Ordering::SeqCst) >= cfg.max_executions {
             break Ok(());
@@ -711,6 +858,10 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             Ok(o) => o,
             Err(e) => break Err(e),
         };
+        if outcome.cut_short {
+            shared.record_cut(&outcome);
+            continue;
+        }
         if !outcome.races.is_empty() && state.atomic_addresses.len() > atomics_before {
             // The execution learnt that some addresses hold atomics only after plain-looking
             // loads of them had run: run the same schedule again knowing it, so that those
@@ -778,7 +929,30 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             state.atomic_addresses.iter().copied().collect()
         };
         let racy = exec_cfg.preempt_on_races.then_some(racy_before);
+        // A whole execution without a single choice: every execution is this one.
+        // Not when races found make racy accesses scheduling points of later executions
+        // (`--preempt-on-races`): those have choices this one did not.
+        let racy_points_ahead = cfg.execution.preempt_on_races && !state.racy_addresses.is_empty();
+        let single_path = outcome.choice_steps.is_empty()
+            && outcome.divergence.is_none()
+            && !outcome.step_limit_hit
+            && !outcome.pruned
+            && (outcome.threads <= 1 || !racy_points_ahead);
+        let threads = outcome.threads;
         shared.record(outcome, seed, name, racy, atomics);
+        if single_path {
+            let why = if threads <= 1 {
+                NothingToExplore::NoThread
+            } else {
+                NothingToExplore::NoChoice
+            };
+            shared
+                .nothing_to_explore
+                .lock()
+                .expect("lock")
+                .get_or_insert(why);
+            shared.stop_because("search space exhausted".into());
+        }
     };
     if let (Some((mut t, n)), Some(pool)) = (tree.take(), shared.pool.as_ref()) {
         pool.release(t.take_deferred(), n);

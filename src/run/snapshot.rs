@@ -15,9 +15,10 @@
 //!   template live in one namespace, so they cannot all get the template's pid).
 //!
 //! A copy shares with its template what fork shares: open file descriptions and MAP_SHARED
-//! memory. When the program has something of that kind at the snapshot point (see
-//! [`crate::tracee::procfs::fork_hazard`]), or moves the offset of a file opened before it,
-//! snapshots are turned off for the search and the reason is said once.
+//! memory. The offsets (and ends) of the files open at the snapshot are put back before
+//! every copy runs ([`FileStates`]); when the program has something that cannot be put back
+//! (a pipe, a socket, shared memory: see [`crate::tracee::procfs::fork_hazard`]), snapshots
+//! are turned off for the search and the reason is said once.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +29,8 @@ use nix::unistd::Pid;
 use super::determinism::Determinism;
 use super::execution::{ExecutionConfig, TraceStep};
 use super::livelock::Window;
+use super::memory_guard;
+use super::point_log::PointLog;
 use super::process::{Process, StopPlace};
 use super::races::PendingReturn;
 use super::state_hash;
@@ -35,6 +38,7 @@ use crate::detect::race::RaceDetector;
 use crate::explore::{Decision, FairFilter, Point};
 use crate::model::{Footprint, Model, ThreadId};
 use crate::report::ThreadReport;
+use crate::tracee::files::FileStates;
 use crate::tracee::fork::{discard, fork_stopped, ForkFrom};
 use crate::tracee::memory::Memory;
 use crate::tracee::procfs;
@@ -132,7 +136,7 @@ pub(super) struct Restored {
     /// The tracer-side state.
     pub state: SavedExecution,
     /// The points of the start, to show the strategy.
-    pub prefix: Vec<SavedPoint>,
+    pub prefix: PointLog,
     /// Write tracking set up in the copy (`--state-cache`), with its template's page terms.
     pub memory: Option<state_hash::CopyTracking>,
 }
@@ -151,14 +155,15 @@ pub(super) struct StartupSnapshot {
     pub state: SavedExecution,
     /// The main thread's robust futex list (fork does not copy it).
     pub robust: Option<(u64, u64)>,
-    pub prefix: Vec<SavedPoint>,
-    /// Offsets of files opened before the snapshot (shared with every copy); filled in by
-    /// [`Snapshots::store`].
-    pub positions: Vec<(i32, u64)>,
+    pub prefix: PointLog,
+    /// The files open at the snapshot (shared with every copy), put back before each copy.
+    pub files: FileStates,
     /// The template's page terms for incremental hashing, from its first tracked copy.
     pub terms: state_hash::TemplateTerms,
     /// Signals pending in the kernel when it was taken (fork drops them).
     pub pending: PendingSignals,
+    /// The descriptors the program was started with (the user's, not hazards).
+    pub inherited: Vec<(i32, String)>,
 }
 
 /// Signals pending in the kernel, which a fork copy does not inherit: per thread, and for
@@ -198,6 +203,7 @@ impl PendingSignals {
 
 impl Drop for StartupSnapshot {
     fn drop(&mut self) {
+        memory_guard::forget_template(self.template);
         discard(self.template);
     }
 }
@@ -220,6 +226,8 @@ pub struct Snapshots {
     /// Why copies of branch snapshots could not be rebuilt (each execution then started
     /// from the startup snapshot).
     pub branch_failures: Vec<String>,
+    /// No more branch snapshots (dropped under memory pressure).
+    branches_off: bool,
 }
 
 /// Said once per mcheck run.
@@ -267,6 +275,10 @@ impl Snapshots {
         let Some(s) = self.startup.get(key) else {
             return Ok(None);
         };
+        if let Err(why) = s.files.restore() {
+            self.refuse(key, why);
+            return Ok(None);
+        }
         let copy = fork_stopped(
             s.template,
             ForkFrom::Stop {
@@ -314,40 +326,22 @@ impl Snapshots {
         }
     }
 
-    /// After an execution under `key`: a file opened before the snapshot whose offset moved
-    /// would start the next copy elsewhere, so snapshots end there.
-    pub(super) fn check_after_execution(&mut self, key: &str) {
-        let Some(s) = self.startup.get(key) else {
-            return;
-        };
-        if s.positions.is_empty() {
-            return;
-        }
-        let now = procfs::file_positions(s.template);
-        if let Some((fd, _)) = s.positions.iter().find(|p| !now.contains(p)) {
-            let target = procfs::descriptor_target(s.template, *fd);
-            let why = format!(
-                "the program moves the offset of file descriptor {fd} ({target}), opened before its first thread and shared by fork copies"
-            );
-            self.refuse(key, why);
-        }
+    /// Stores a new startup snapshot.
+    pub(super) fn store(&mut self, key: &str, snapshot: StartupSnapshot) {
+        memory_guard::register_template(snapshot.template);
+        self.startup.insert(key.to_string(), snapshot);
     }
 
-    /// Stores a new startup snapshot of a program started with the descriptors
-    /// `inherited`.
-    pub(super) fn store(
-        &mut self,
-        key: &str,
-        mut snapshot: StartupSnapshot,
-        inherited: &[(i32, String)],
-    ) {
-        // Descriptors inherited from mcheck share their offset between executions started
-        // from exec just the same: only the program's own files are watched.
-        snapshot.positions = procfs::file_positions(snapshot.template)
-            .into_iter()
-            .filter(|(fd, _)| !inherited.iter().any(|(i, _)| i == fd))
-            .collect();
-        self.startup.insert(key.to_string(), snapshot);
+    /// Whether branch snapshots may be taken (not after [`Snapshots::shed_branches`]).
+    pub(super) fn branches_allowed(&self) -> bool {
+        !self.branches_off
+    }
+
+    /// Drops every branch snapshot and takes no more (under memory pressure; executions
+    /// then replay their prefix from the startup snapshot).
+    pub fn shed_branches(&mut self) {
+        self.branches_off = true;
+        self.branches.clear();
     }
 
     /// Why snapshots were turned off for some configuration, if they were.
@@ -363,6 +357,11 @@ impl Snapshots {
             .chain(self.branches.iter().map(|b| b.template))
             .map(procfs::resident_bytes)
             .sum()
+    }
+
+    /// The descriptors the program of `key`'s startup snapshot was started with.
+    pub(super) fn inherited(&self, key: &str) -> &[(i32, String)] {
+        self.startup.get(key).map_or(&[], |s| &s.inherited)
     }
 
     /// The cached-tid offset from the thread pointer, known from the startup snapshot.
@@ -424,6 +423,10 @@ impl Snapshots {
     /// [`MAX_BRANCHES`], keeping the deepest and spacing the rest out (the one whose
     /// neighbours are closest goes first).
     pub(super) fn add_branch(&mut self, b: BranchSnapshot, budget: u64) {
+        if self.branches_off {
+            return;
+        }
+        memory_guard::register_template(b.template);
         self.branches.push(b);
         self.branches_taken += 1;
         self.branches.sort_by_key(|b| b.choices.len());
@@ -512,17 +515,20 @@ pub(super) struct BranchSnapshot {
     /// The tracer's record of the threads as they were stopped (tids to be replaced).
     pub process: Process,
     pub state: SavedExecution,
-    pub prefix: Vec<SavedPoint>,
+    pub prefix: PointLog,
     /// Atomic addresses known when it was taken (more make the race state stale).
     pub atomics_known: usize,
     /// The template's page terms for incremental hashing, from its first tracked copy.
     pub terms: state_hash::TemplateTerms,
     /// Signals pending in the kernel when it was taken (fork drops them).
     pub pending: PendingSignals,
+    /// The files open when it was taken, put back before each copy.
+    pub files: FileStates,
 }
 
 impl Drop for BranchSnapshot {
     fn drop(&mut self) {
+        memory_guard::forget_template(self.template);
         discard(self.template);
     }
 }
@@ -531,6 +537,7 @@ impl BranchSnapshot {
     /// Forks a copy and rebuilds every thread in it; with `track`, its writes are tracked
     /// from its start.
     fn fork(&self, track: bool) -> Result<Restored> {
+        self.files.restore().map_err(anyhow::Error::msg)?;
         let insn = self.syscall_insn;
         let copy = fork_stopped(
             self.template,

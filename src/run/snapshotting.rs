@@ -10,6 +10,7 @@ use super::snapshot::{
     self, BranchSnapshot, CopiedThread, PendingSignals, SavedExecution, StartupSnapshot,
 };
 use crate::model::ThreadId;
+use crate::tracee::files::FileStates;
 use crate::tracee::fork::{fork_stopped, ForkFrom};
 use crate::tracee::threads;
 use crate::tracee::{events, procfs, regs};
@@ -122,10 +123,17 @@ impl Execution<'_> {
                 .is_none()
                 .then(|| "the C library's cached thread id could not be found".to_string())
         });
-        if let Some(why) = refusal {
-            self.worker.snapshots.refuse(&key, why);
-            return Ok(false);
-        }
+        let files = match refusal {
+            Some(why) => Err(why),
+            None => FileStates::capture(pid),
+        };
+        let files = match files {
+            Ok(files) => files,
+            Err(why) => {
+                self.worker.snapshots.refuse(&key, why);
+                return Ok(false);
+            }
+        };
         let mut state = self.save_state();
         state.races = self.races.as_ref().map(|d| d.without_access_history());
         let pending = PendingSignals::capture(pid, &[(0, self.p.threads[0].tid)]);
@@ -145,11 +153,11 @@ impl Execution<'_> {
                 state,
                 robust: threads::robust_list(pid),
                 prefix: self.points.clone(),
-                positions: Vec::new(),
+                files,
                 terms: Default::default(),
                 pending,
+                inherited: self.inherited_fds.clone(),
             },
-            &self.inherited_fds,
         );
         let th = &mut self.p.threads[t];
         th.regs = canonical;
@@ -164,7 +172,10 @@ impl Execution<'_> {
         let Some(key) = self.branch_key.clone() else {
             return Ok(());
         };
-        if self.decisions.len() < self.branch_depth + BRANCH_GAP || self.points_overflowed {
+        if self.decisions.len() < self.branch_depth + BRANCH_GAP
+            || self.points_overflowed
+            || !self.worker.snapshots.branches_allowed()
+        {
             return Ok(());
         }
         let Some(tid_offset) = self.worker.snapshots.tid_offset(&key) else {
@@ -189,6 +200,14 @@ impl Execution<'_> {
             }
         }
         let pid = self.p.pid;
+        // What the program opened since the startup snapshot: a pipe or shared memory
+        // would be shared by every copy; files are put back per copy.
+        if procfs::fork_hazard(pid, self.worker.snapshots.inherited(&key)).is_some() {
+            return Ok(());
+        }
+        let Ok(files) = FileStates::capture(pid) else {
+            return Ok(());
+        };
         let canonical = |r: &regs::Regs, at_syscall: bool| {
             let mut c = *r;
             if at_syscall {
@@ -260,6 +279,7 @@ impl Execution<'_> {
                 atomics_known,
                 terms: Default::default(),
                 pending,
+                files,
             },
             budget,
         );

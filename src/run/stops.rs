@@ -21,9 +21,17 @@ const RECORD_COST: Duration = Duration::from_nanos(20);
 use crate::model::ThreadId;
 use crate::report::Finding;
 use crate::tracee::watchdog::user_cpu_time;
-use crate::tracee::{events, Event, WaitOutcome};
+use crate::tracee::{events, interrupt, Event, WaitOutcome};
 
 impl Execution<'_> {
+    /// Whether the signal `tid` stopped with is a request to stop meant for mcheck (the
+    /// user's Ctrl-C, a kill of the process group), not the program's own business.
+    fn meant_for_mcheck(&self, tid: Pid, sig: Signal) -> bool {
+        interrupt::meant_for_mcheck(tid, sig, |p| {
+            self.p.by_tid.contains_key(&p) || self.p.foreign.contains(&p)
+        })
+    }
+
     pub(super) fn fault_during_step(&mut self, t: ThreadId, ev: Event) -> Result<Option<Finding>> {
         match ev {
             Event::Signal(sig) => Ok(self.signal_finding(t, sig)),
@@ -45,6 +53,11 @@ impl Execution<'_> {
         self.interrupt_sent = false;
         events::resume(tid, sig)?;
         loop {
+            // Looked at after every stop too: a thread whose traced accesses stop it all the
+            // time may leave the watchdog's tick no waitpid to interrupt for seconds.
+            if self.worker.cut.raised() {
+                return Ok(RunResult::CutShort);
+            }
             let (pid, ev) = match events::wait(None)? {
                 WaitOutcome::Interrupted => {
                     self.check_timeout(tid)?;
@@ -170,6 +183,10 @@ impl Execution<'_> {
             Event::Signal(Signal::SIGSEGV) if self.emulate_rdtsc_in(pid)? => {
                 events::resume(pid, None)?
             }
+            Event::Signal(sig) if self.meant_for_mcheck(pid, sig) => {
+                interrupt::note(sig);
+                events::resume(pid, None)?
+            }
             Event::Signal(sig) => events::resume(pid, Some(sig))?,
             _ => events::resume(pid, None)?,
         }
@@ -216,6 +233,8 @@ impl Execution<'_> {
                     let _ = self.model.thread_exited(u);
                 }
             }
+            // The user's Ctrl-C, meant for mcheck: dropped (the thread resumes without it).
+            Event::Signal(sig) if self.meant_for_mcheck(tid, sig) => interrupt::note(sig),
             Event::Signal(sig) => self.p.threads[u].pending_signal = Some(sig),
             _ => {
                 if self.group_exiting {
@@ -290,6 +309,12 @@ impl Execution<'_> {
                 Ok(None)
             }
             Event::Signal(Signal::SIGSEGV) if self.emulate_rdtsc(t)? => {
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+            Event::Signal(sig) if self.meant_for_mcheck(tid, sig) => {
+                // The user's Ctrl-C, meant for mcheck: the search stops, the program goes on.
+                interrupt::note(sig);
                 events::resume(tid, None)?;
                 Ok(None)
             }

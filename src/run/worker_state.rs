@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 
 use super::capture::StderrCapture;
+use super::cut::CutSignal;
 use super::plan::PlanCache;
 use super::snapshot::Snapshots;
 use super::stacks::Symbols;
@@ -39,6 +40,8 @@ pub struct WorkerState {
     pub snapshots: Snapshots,
     /// The executions' stderr (one pipe for all, since templates keep it open).
     pub capture: Option<StderrCapture>,
+    /// Raised when the search must stop now: the running execution is cut short.
+    pub cut: CutSignal,
 }
 
 impl WorkerState {

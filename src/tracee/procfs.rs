@@ -1,6 +1,6 @@
 //! What `/proc` tells about a tracee that a fork copy would share with it or lose: shared
-//! writable mappings, memory that is wiped or not copied on fork, pipes and sockets, and the
-//! offsets of open files (shared between a process and its fork copies).
+//! writable mappings, memory that is wiped or not copied on fork, pipes and sockets (open
+//! files are put back per copy by [`super::files`]).
 
 use std::fs;
 
@@ -15,35 +15,6 @@ pub fn fork_hazard(pid: Pid, inherited: &[(i32, String)]) -> Option<String> {
         return Some(h);
     }
     mapping_hazard(pid)
-}
-
-/// Offsets of the open regular files and directories beyond the standard streams: a fork
-/// copy moving one moves it for the template too.
-pub fn file_positions(pid: Pid) -> Vec<(i32, u64)> {
-    let mut out = Vec::new();
-    for (fd, target) in descriptors(pid) {
-        if fd <= 2 || !target.starts_with('/') || target.starts_with("/dev/") {
-            continue;
-        }
-        let Ok(info) = fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")) else {
-            continue;
-        };
-        let pos = info
-            .lines()
-            .find_map(|l| l.strip_prefix("pos:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0);
-        out.push((fd, pos));
-    }
-    out.sort_unstable();
-    out
-}
-
-/// The file a descriptor of `pid` refers to (for messages).
-pub fn descriptor_target(pid: Pid, fd: i32) -> String {
-    fs::read_link(format!("/proc/{pid}/fd/{fd}"))
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "?".into())
 }
 
 /// The open descriptors of `pid` with what they refer to.
@@ -63,8 +34,9 @@ pub fn descriptors(pid: Pid) -> Vec<(i32, String)> {
 fn descriptor_hazard(pid: Pid, inherited: &[(i32, String)]) -> Option<String> {
     let mut fds = descriptors(pid);
     fds.sort();
+    // The standard streams as the program was started are the user's; one it replaced with
+    // a pipe of its own is shared like any other.
     fds.into_iter()
-        .filter(|(fd, _)| *fd > 2)
         .filter(|d| !inherited.contains(d))
         .find(|(_, target)| !target.starts_with('/'))
         .map(|(fd, target)| {
@@ -180,6 +152,19 @@ pub fn resident_bytes(pid: Pid) -> u64 {
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// Proportional resident memory of `pid` in bytes (Pss of smaps_rollup: shared pages count
+/// divided among the processes sharing them), 0 when unknown.
+pub fn proportional_bytes(pid: Pid) -> u64 {
+    let Ok(rollup) = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) else {
+        return 0;
+    };
+    rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
         .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
 }

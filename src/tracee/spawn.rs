@@ -79,10 +79,12 @@ pub fn spawn_traced(
     // SAFETY: getpid has no preconditions.
     let tracer_pid = unsafe { libc::getpid() };
     let err_fd = stdio.stderr.as_ref().map(|f| f.as_raw_fd());
+    // Input files mcheck was given (stdin from a file) get a description of their own.
+    let inputs = super::files::user_input_files();
 
     // SAFETY: fork in a possibly multi-threaded process: the child only calls
-    // async-signal-safe functions (dup2, personality, kill, prctl, execve, _exit) on data
-    // prepared before the fork, then execs or exits.
+    // async-signal-safe functions (open, lseek, dup2, close, personality, kill, prctl,
+    // execve, _exit) on data prepared before the fork, then execs or exits.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(SpawnError::Sys {
@@ -93,6 +95,17 @@ pub fn spawn_traced(
     if pid == 0 {
         // SAFETY: child side of fork, async-signal-safe calls only (see above).
         unsafe {
+            for input in inputs {
+                // Each execution reads its input from where mcheck found it, whatever
+                // other executions read; on failure the shared description stays.
+                let own = libc::open(input.path.as_ptr(), libc::O_RDONLY);
+                if own >= 0 {
+                    if libc::lseek(own, input.offset, libc::SEEK_SET) >= 0 {
+                        libc::dup2(own, input.fd);
+                    }
+                    libc::close(own);
+                }
+            }
             if let Some(fd) = out_fd {
                 libc::dup2(fd, 1);
             }

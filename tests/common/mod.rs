@@ -75,6 +75,10 @@ pub fn mcheck_with_env(args: &[String], env: &[(&str, &str)], json: bool, limit:
         ordered.extend(head[1..].iter().cloned());
     } else {
         ordered.extend(all.iter().cloned());
+        if !head.iter().any(|a| a == "--progress") {
+            // Test logs stay free of progress lines.
+            ordered.extend(["--progress".to_string(), "never".to_string()]);
+        }
         ordered.extend(head.iter().cloned());
     }
     ordered.extend(tail.iter().cloned());

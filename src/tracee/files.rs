@@ -1,0 +1,258 @@
+//! Open files and fork copies. A fork copy shares its template's open file descriptions:
+//! the offset of every file the program had open at the snapshot, and the file itself,
+//! carry what earlier copies did. [`FileStates`] records, at a snapshot, the offset and
+//! size of every regular file and directory the program has open (standard streams
+//! included) and puts them back before each copy runs: the offset exactly, and a writable
+//! file is cut back to its size at the snapshot, so that what an abandoned execution
+//! appended is not there twice (bytes it overwrote below that size stay overwritten).
+//!
+//! Descriptions shared with mcheck itself (a stream mcheck was started with and passes on,
+//! such as stdout redirected to a file, perhaps also mcheck's own stderr) are the user's:
+//! they are written like a terminal, by every execution, and never rewound. A regular file
+//! mcheck was given open read-only (stdin from a file) gets a description of its own in every
+//! launched program instead ([`user_input_files`]), so that each execution reads the same
+//! input from the same place and copies can be rewound without touching mcheck's.
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::OnceLock;
+
+use nix::unistd::Pid;
+
+use super::descriptors::take_descriptor;
+
+/// One file open in a snapshot, with where it stood.
+#[derive(Debug)]
+struct FileState {
+    fd: i32,
+    target: String,
+    /// The tracer's duplicate of the program's open file description (pidfd_getfd).
+    handle: OwnedFd,
+    offset: u64,
+    size: u64,
+    writable: bool,
+}
+
+/// The open regular files and directories of a snapshot, as they stood when it was taken.
+#[derive(Debug, Default)]
+pub struct FileStates {
+    files: Vec<FileState>,
+}
+
+impl FileStates {
+    /// Records the regular files and directories open in `pid` whose descriptions mcheck
+    /// does not share. Err says, for the user, which one cannot be put back in copies.
+    pub fn capture(pid: Pid) -> Result<FileStates, String> {
+        let mine = user_streams();
+        let mut files = Vec::new();
+        for (fd, target) in super::procfs::descriptors(pid) {
+            if !target.starts_with('/') {
+                continue; // pipes, sockets, anonymous inodes: fork_hazard's business
+            }
+            let cannot = |e: io::Error| {
+                format!("the offset of file descriptor {fd} ({target}) cannot be put back in fork copies ({e})")
+            };
+            let handle = match take_descriptor(pid, fd) {
+                Ok(h) => h,
+                // Closed since it was listed (only a running process can do that).
+                Err(e) if e.raw_os_error() == Some(libc::EBADF) => continue,
+                Err(e) => return Err(cannot(e)),
+            };
+            let stat = fstat(handle.as_raw_fd()).map_err(cannot)?;
+            let kind = stat.st_mode & libc::S_IFMT;
+            if kind != libc::S_IFREG && kind != libc::S_IFDIR {
+                continue; // devices: no offset a copy could move that matters
+            }
+            if mine.iter().any(|&m| same_description(pid, fd, m)) {
+                continue; // the user's stream, written like a terminal
+            }
+            let offset = seek(handle.as_raw_fd(), 0, libc::SEEK_CUR).map_err(cannot)?;
+            // SAFETY: fcntl(F_GETFL) on a descriptor we own reads its flags only.
+            let flags = unsafe { libc::fcntl(handle.as_raw_fd(), libc::F_GETFL) };
+            if flags < 0 {
+                return Err(cannot(io::Error::last_os_error()));
+            }
+            let writable = kind == libc::S_IFREG && flags & libc::O_ACCMODE != libc::O_RDONLY;
+            files.push(FileState {
+                fd,
+                target,
+                handle,
+                offset,
+                size: stat.st_size as u64,
+                writable,
+            });
+        }
+        files.sort_by_key(|f| f.fd);
+        Ok(FileStates { files })
+    }
+
+    /// Puts every recorded file back where it stood (call before a copy runs): offsets
+    /// exactly, writable files cut back to their recorded size (never extended). Err says
+    /// which file could not be.
+    pub fn restore(&self) -> Result<(), String> {
+        for f in &self.files {
+            let fd = f.handle.as_raw_fd();
+            let failed = |e: io::Error| {
+                format!(
+                    "the file descriptor {} ({}) of a fork copy could not be put back ({e})",
+                    f.fd, f.target
+                )
+            };
+            if f.writable {
+                let now = fstat(fd).map_err(failed)?.st_size as u64;
+                if now > f.size {
+                    // SAFETY: ftruncate on a descriptor we own; it touches no memory of ours.
+                    if unsafe { libc::ftruncate(fd, f.size as libc::off_t) } != 0 {
+                        return Err(failed(io::Error::last_os_error()));
+                    }
+                }
+            }
+            seek(fd, f.offset as i64, libc::SEEK_SET).map_err(failed)?;
+        }
+        Ok(())
+    }
+
+    /// The recorded files (fd, target), for messages and tests.
+    pub fn described(&self) -> Vec<(i32, String)> {
+        self.files
+            .iter()
+            .map(|f| (f.fd, f.target.clone()))
+            .collect()
+    }
+}
+
+/// A regular file mcheck was given open read-only, to be opened anew in each launched
+/// program at the same offset (see the module comment).
+#[derive(Debug)]
+pub struct InputFile {
+    /// The descriptor number.
+    pub fd: RawFd,
+    /// `/proc/self/fd/N`, which the launched child opens (it inherited the descriptor).
+    pub path: CString,
+    /// Where mcheck found the offset.
+    pub offset: i64,
+}
+
+/// mcheck's read-only regular files passed on to programs (stdin from a file), found once.
+pub fn user_input_files() -> &'static [InputFile] {
+    static FILES: OnceLock<Vec<InputFile>> = OnceLock::new();
+    FILES.get_or_init(|| {
+        user_streams()
+            .iter()
+            .filter_map(|&fd| {
+                let stat = fstat(fd).ok()?;
+                // SAFETY: fcntl(F_GETFL) reads the flags of one of our descriptors.
+                let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+                let regular = stat.st_mode & libc::S_IFMT == libc::S_IFREG;
+                if !regular || flags < 0 || flags & libc::O_ACCMODE != libc::O_RDONLY {
+                    return None;
+                }
+                Some(InputFile {
+                    fd,
+                    path: CString::new(format!("/proc/self/fd/{fd}")).ok()?,
+                    offset: seek(fd, 0, libc::SEEK_CUR).ok()? as i64,
+                })
+            })
+            .collect()
+    })
+}
+
+/// mcheck's descriptors without close-on-exec: what it was started with and every
+/// launched program inherits (its own descriptors are all close-on-exec).
+fn user_streams() -> &'static [RawFd] {
+    static FDS: OnceLock<Vec<RawFd>> = OnceLock::new();
+    FDS.get_or_init(|| {
+        let Ok(dir) = fs::read_dir("/proc/self/fd") else {
+            return vec![0, 1, 2];
+        };
+        let mut fds: Vec<RawFd> = dir
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|&fd| {
+                // SAFETY: F_GETFD reads a descriptor flag; a closed number returns -1.
+                let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+                flags >= 0 && flags & libc::FD_CLOEXEC == 0
+            })
+            .collect();
+        fds.sort_unstable();
+        fds
+    })
+}
+
+/// Whether descriptor `fd` of `pid` is the same open file description as mcheck's `mine`
+/// (kcmp); without kcmp, whether it is the same file.
+fn same_description(pid: Pid, fd: i32, mine: RawFd) -> bool {
+    const KCMP_FILE: libc::c_long = 0;
+    // SAFETY: kcmp takes two pids, a type and two descriptor numbers; it reads no memory.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_kcmp,
+            pid.as_raw(),
+            libc::getpid(),
+            KCMP_FILE,
+            fd as libc::c_long,
+            mine as libc::c_long,
+        )
+    };
+    match r {
+        0 => true,
+        r if r > 0 => false,
+        _ => {
+            let theirs = fs::metadata(format!("/proc/{pid}/fd/{fd}"));
+            let ours = fs::metadata(format!("/proc/self/fd/{mine}"));
+            match (theirs, ours) {
+                (Ok(a), Ok(b)) => {
+                    use std::os::unix::fs::MetadataExt;
+                    a.dev() == b.dev() && a.ino() == b.ino()
+                }
+                _ => false,
+            }
+        }
+    }
+}
+
+fn fstat(fd: RawFd) -> io::Result<libc::stat> {
+    // SAFETY: stat is plain data; fstat fills it for a descriptor.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is a valid, exclusively borrowed stat buffer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+fn seek(fd: RawFd, offset: i64, whence: libc::c_int) -> io::Result<u64> {
+    // SAFETY: lseek takes integers only.
+    let r = unsafe { libc::lseek(fd, offset as libc::off_t, whence) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_file_is_put_back_where_it_stood() {
+        let dir = std::env::temp_dir().join(format!("mcheck-files-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("out.txt");
+        let mut f = fs::File::create(&path).unwrap();
+        f.write_all(b"header\n").unwrap();
+        let states = FileStates::capture(Pid::this()).unwrap();
+        assert!(states
+            .described()
+            .iter()
+            .any(|(_, t)| t.ends_with("out.txt")));
+        f.write_all(b"body of an abandoned execution\n").unwrap();
+        states.restore().unwrap();
+        f.write_all(b"body\n").unwrap();
+        drop(f);
+        assert_eq!(fs::read(&path).unwrap(), b"header\nbody\n");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}

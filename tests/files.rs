@@ -1,0 +1,159 @@
+//! Files stay right: a program's output file after a search is byte-identical to the one a
+//! native run leaves, however many executions ran from fork copies that share the
+//! program's open file descriptions (`sort -o` moves its output file onto stdout with dup2
+//! before its threads start), and every execution reads all of a stdin given as a file.
+
+mod common;
+
+use std::fs::{self, File};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{fixture, temp_path};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// Bytes of input given on stdin.
+const INPUT: &[u8] = b"some input that every execution must read whole\n";
+
+/// Runs `program ARGS` with stdin from `input`: natively when `mcheck` is empty, else under
+/// `mcheck MCHECK -- program ARGS`. Returns the exit status and stderr.
+fn run(mcheck: &[&str], program: &Path, args: &[&str], input: &Path) -> (Option<i32>, String) {
+    let err = temp_path("stderr");
+    let mut cmd = if mcheck.is_empty() {
+        Command::new(program)
+    } else {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_mcheck"));
+        c.args(mcheck).arg("--").arg(program);
+        c
+    };
+    let mut child = cmd
+        .args(args)
+        .stdin(File::open(input).expect("input"))
+        .stdout(Stdio::null())
+        .stderr(File::create(&err).expect("stderr file"))
+        .spawn()
+        .expect("spawn");
+    let start = Instant::now();
+    let code = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status.code();
+        }
+        if start.elapsed() > LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stderr = fs::read_to_string(&err).unwrap_or_default();
+    let _ = fs::remove_file(&err);
+    (code, stderr)
+}
+
+/// The output file of `snapshot_output_file_ok MODE`, natively and under mcheck with
+/// `options` (starting from `initial` contents each time).
+fn outputs(mode: &str, options: &[&str], initial: &[u8]) -> (Vec<u8>, Vec<u8>, String) {
+    let program = fixture("snapshot_output_file_ok");
+    let input = temp_path("input");
+    fs::write(&input, INPUT).unwrap();
+    let out = temp_path("out.txt");
+    let schedules = temp_path("schedules");
+    let out_arg = out.display().to_string();
+    fs::write(&out, initial).unwrap();
+    let (code, stderr) = run(&[], &program, &[&out_arg, mode], &input);
+    assert_eq!(code, Some(0), "native run: {stderr}");
+    let native = fs::read(&out).unwrap();
+    fs::write(&out, initial).unwrap();
+    let mut m: Vec<&str> = vec!["--out", schedules.to_str().unwrap()];
+    m.extend(options);
+    let (code, stderr) = run(&m, &program, &[&out_arg, mode], &input);
+    let checked = fs::read(&out).unwrap();
+    let _ = fs::remove_file(&out);
+    let _ = fs::remove_file(&input);
+    let _ = fs::remove_dir_all(&schedules);
+    assert_eq!(code, Some(0), "mcheck {options:?} on mode {mode}: {stderr}");
+    (native, checked, stderr)
+}
+
+fn assert_same(mode: &str, options: &[&str], initial: &[u8]) {
+    let (native, checked, stderr) = outputs(mode, options, initial);
+    assert!(
+        String::from_utf8_lossy(&native).contains(&format!("{} byte(s) of input", INPUT.len())),
+        "the native run read its input"
+    );
+    assert!(
+        native == checked,
+        "mode {mode}, mcheck {options:?}: the output file has {} byte(s) instead of the native run's {}\n{stderr}",
+        checked.len(),
+        native.len()
+    );
+}
+
+#[test]
+fn an_output_file_moved_onto_stdout_ends_as_a_native_run_leaves_it() {
+    // The default command (one worker per CPU, the portfolio), as a user runs it.
+    for mode in ["keep", "trunc"] {
+        assert_same(mode, &["--max-executions", "12"], b"");
+    }
+    // An existing longer file that the program rewrites in place without truncating it.
+    assert_same("keep", &["--max-executions", "12"], &[b'x'; 20_000]);
+}
+
+#[test]
+fn branch_snapshot_copies_put_files_back_too() {
+    for mode in ["keep", "trunc", "append"] {
+        assert_same(
+            mode,
+            &["--jobs", "1", "--strategy", "dfs", "--max-executions", "12"],
+            b"earlier contents\n",
+        );
+    }
+}
+
+#[test]
+fn every_copy_finds_the_file_as_its_template_left_it() {
+    // With one worker nothing else writes the file, so the program can check that the file
+    // holds exactly what it wrote in this execution (it aborts otherwise).
+    for strategy in ["portfolio", "dfs"] {
+        for mode in ["keep", "trunc", "append"] {
+            let program = fixture("snapshot_output_file_ok");
+            let out = temp_path("out.txt");
+            let input = temp_path("input");
+            let schedules = temp_path("schedules");
+            fs::write(&input, INPUT).unwrap();
+            let json = temp_path("report.json");
+            let (code, stderr) = run(
+                &[
+                    "--jobs",
+                    "1",
+                    "--strategy",
+                    strategy,
+                    "--max-executions",
+                    "10",
+                    "--json",
+                    json.to_str().unwrap(),
+                    "--out",
+                    schedules.to_str().unwrap(),
+                ],
+                &program,
+                &[out.to_str().unwrap(), mode, "check"],
+                &input,
+            );
+            let report: serde_json::Value =
+                serde_json::from_str(&fs::read_to_string(&json).unwrap_or_default())
+                    .unwrap_or_default();
+            for p in [&out, &input, &json] {
+                let _ = fs::remove_file(p);
+            }
+            let _ = fs::remove_dir_all(&schedules);
+            assert_eq!(code, Some(0), "{strategy} {mode}: {stderr}");
+            let copies = report["snapshots"]["executions_from_snapshot"]
+                .as_u64()
+                .unwrap_or(0);
+            assert!(copies >= 5, "{strategy} {mode}: {copies} copies: {report}");
+            assert!(report["snapshots"]["off_because"].is_null(), "{report}");
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The user's limits hold: `--time-limit` to the second even inside a long execution,
+//! `--max-memory` stops the search with a full report, and the progress display follows
+//! `--progress`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{args, fixture, mcheck, temp_path};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// `mcheck OPTIONS -- FIXTURE` with a JSON report and schedules in a temporary directory.
+fn search(options: &[&str], name: &str) -> (common::Run, Duration) {
+    let out = temp_path("out");
+    let mut a = args(&["--quiet-program", "--out", out.to_str().unwrap()]);
+    a.extend(args(options));
+    a.push("--".into());
+    a.push(fixture(name).display().to_string());
+    let start = Instant::now();
+    let run = mcheck(&a, true, LIMIT);
+    let took = start.elapsed();
+    let _ = std::fs::remove_dir_all(&out);
+    (run, took)
+}
+
+#[test]
+fn the_time_limit_holds_inside_an_execution() {
+    // A thread spins for a minute without a scheduling point: the limit runs out during
+    // the first execution, which is cut short instead of waiting for the timeout.
+    let (run, took) = search(
+        &[
+            "--jobs",
+            "1",
+            "--execution-timeout",
+            "60",
+            "--time-limit",
+            "2",
+        ],
+        "plain_spin_timeout",
+    );
+    assert!(
+        took < Duration::from_secs(8),
+        "took {took:?}: {}",
+        run.stderr
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let j = run.json.expect("report");
+    assert_eq!(j["stopped_because"], "time limit reached", "{j}");
+    assert_eq!(j["cut_short"], 1, "{j}");
+    assert!(j["findings"].as_array().unwrap().is_empty(), "{j}");
+    assert!(run.stderr.contains("cut short"), "{}", run.stderr);
+}
+
+#[test]
+fn the_memory_limit_stops_the_search_with_a_report() {
+    let (run, _) = search(
+        &["--max-memory", "16M", "--max-executions", "100000"],
+        "hundred_threads_ok",
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let j = run.json.expect("report");
+    assert_eq!(j["stopped_because"], "memory limit reached", "{j}");
+    assert!(j["memory_peak_bytes"].as_u64().unwrap() >= 16 << 20, "{j}");
+    assert!(
+        run.stderr.contains("reached --max-memory 16 MiB"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_generous_memory_limit_changes_nothing() {
+    let (run, _) = search(
+        &["--max-memory", "4G", "--max-executions", "30"],
+        "hundred_threads_ok",
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let j = run.json.expect("report");
+    assert_eq!(j["stopped_because"], "execution budget spent", "{j}");
+    assert_eq!(j["executions"], 30);
+    assert!(j["memory_peak_bytes"].as_u64().unwrap() > 1 << 20, "{j}");
+}
+
+#[test]
+fn progress_lines_off_a_terminal_follow_the_option() {
+    let spin = |progress: &str| {
+        search(
+            &[
+                "--jobs",
+                "1",
+                "--execution-timeout",
+                "60",
+                "--time-limit",
+                "6",
+                "--progress",
+                progress,
+            ],
+            "plain_spin_timeout",
+        )
+        .0
+    };
+    // stderr is a file here, so `auto` prints plain lines, every 5 seconds.
+    for mode in ["auto", "always"] {
+        let run = spin(mode);
+        let line = run
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("mcheck: progress: "))
+            .unwrap_or_else(|| panic!("--progress {mode}: no progress line: {}", run.stderr));
+        assert!(
+            line.starts_with("mcheck: progress: 0/1000 execution(s), 0 finding(s), ")
+                && line.contains(" s of 6 s, "),
+            "--progress {mode}: {line}"
+        );
+    }
+    let run = spin("never");
+    assert!(!run.stderr.contains("progress"), "{}", run.stderr);
+}

@@ -6,6 +6,7 @@
 pub mod breakpoints;
 pub mod cpu;
 pub mod events;
+pub mod fds;
 pub mod fork;
 pub mod memory;
 pub mod pagemap;

@@ -208,6 +208,8 @@ impl<'a> Execution<'a> {
             inherited_fds: Vec::new(),
             snapshot_at_main: false,
             segment: Footprint::default(),
+            kernel: Default::default(),
+            early_timeouts: 0,
         }
     }
 
@@ -261,6 +263,8 @@ impl<'a> Execution<'a> {
             inherited_fds: Vec::new(),
             snapshot_at_main: false,
             segment: s.segment,
+            kernel: s.kernel,
+            early_timeouts: s.early_timeouts,
         }
     }
 }

@@ -176,3 +176,39 @@ pub trait Scheduler: Send {
 
 #[cfg(test)]
 pub(crate) mod testing;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_is_never_the_default_while_a_thread_can_run_and_costs_a_preemption() {
+        let p = Point {
+            enabled: &[0, 1, 2],
+            ops: &[],
+            footprints: &[],
+            blocked: &[],
+            timeouts: &[1],
+            current: Some(0),
+            current_yields: true,
+            step: 3,
+        };
+        assert_eq!(
+            p.default_choice(),
+            2,
+            "the next thread that can run, not T1's timeout"
+        );
+        assert!(
+            p.is_preemption(1),
+            "an early timeout counts as a preemption"
+        );
+        assert!(!p.is_preemption(2));
+        let only = Point {
+            enabled: &[1, 2],
+            timeouts: &[2, 1],
+            ..p
+        };
+        assert_eq!(only.default_choice(), 2, "earliest deadline first");
+        assert!(!only.is_preemption(2), "nothing else could run");
+    }
+}

@@ -79,6 +79,13 @@ impl Execution<'_> {
             }
             KernelAction::Wait(call) => call,
         };
+        if call.write_len.is_some()
+            && matches!(&call.wait, Wait::Fds(fds) if fds.iter().all(|&(fd, _)| fd == 1 || fd == 2))
+        {
+            // Output on stdout and stderr is read by the user (or by mcheck): let it go, as
+            // the outside drains it.
+            return self.run_on(t).map(Some);
+        }
         let mut call = call;
         self.push_pipe_write(&mut call);
         let look = self.look(t, &call);
@@ -180,8 +187,22 @@ impl Execution<'_> {
     /// a deadlock: some thread waits in the kernel for something another process, a
     /// terminal or the network could still bring.
     pub(super) fn waits_for_outside(&mut self) -> bool {
-        let waiting: Vec<KernelCall> = self.kernel.calls.values().cloned().collect();
+        let waiting: Vec<KernelCall> = self
+            .waiting_threads()
+            .into_iter()
+            .map(|t| self.kernel.calls[&t].clone())
+            .collect();
         waiting.iter().any(|c| self.is_external(c))
+    }
+
+    /// The threads blocked in a kernel wait, in id order.
+    fn waiting_threads(&self) -> Vec<ThreadId> {
+        self.kernel
+            .calls
+            .keys()
+            .copied()
+            .filter(|&t| matches!(self.model.pending(t), Some(Op::Kernel { .. })))
+            .collect()
     }
 
     /// Every thread waits in the kernel for the outside: waits until one of them is ready,
@@ -212,8 +233,7 @@ impl Execution<'_> {
     /// wait for the world outside the program (a terminal, a socket, a child process).
     pub(super) fn outside_finding(&mut self) -> Finding {
         let secs = self.cfg.execution_timeout.as_secs_f64();
-        let mut waiting: Vec<ThreadId> = self.kernel.calls.keys().copied().collect();
-        waiting.sort_unstable();
+        let waiting = self.waiting_threads();
         let mut threads = Vec::new();
         let mut calls = Vec::new();
         for t in waiting {

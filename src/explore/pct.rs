@@ -59,7 +59,7 @@ impl Scheduler for PctScheduler {
         self.change_points = (1..self.depth)
             .map(|_| self.rng.random_range(1..=k))
             .collect();
-        self.timeout_steps = timeout_steps::draw(&mut self.rng, k);
+        self.timeout_steps = timeout_steps::draw(seed, k);
         Some(seed)
     }
 

@@ -40,7 +40,7 @@ impl Scheduler for RandomScheduler {
     fn begin_execution(&mut self, index: u64) -> Option<u64> {
         let seed = self.seed.wrapping_add(index);
         self.rng = Pcg64Mcg::seed_from_u64(seed);
-        self.timeout_steps = timeout_steps::draw(&mut self.rng, self.max_steps_seen);
+        self.timeout_steps = timeout_steps::draw(seed, self.max_steps_seen);
         Some(seed)
     }
 

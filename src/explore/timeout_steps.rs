@@ -7,7 +7,8 @@
 //! choose among the threads that can run, and a timeout is taken only when nothing else
 //! can be.
 
-use rand::Rng;
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
 
 use super::Point;
 use crate::model::ThreadId;
@@ -15,8 +16,11 @@ use crate::model::ThreadId;
 /// Steps per execution at which a timeout is taken when one is offered.
 pub(super) const TIMEOUT_STEPS: usize = 2;
 
-/// `TIMEOUT_STEPS` steps drawn uniformly in [1, k].
-pub(super) fn draw(rng: &mut impl Rng, k: usize) -> Vec<usize> {
+/// `TIMEOUT_STEPS` steps drawn uniformly in [1, k] for the execution seeded with `seed`,
+/// from a generator of their own, so that the strategy's other random choices (and what a
+/// seed means for a program without timed waits) stay as they were.
+pub(super) fn draw(seed: u64, k: usize) -> Vec<usize> {
+    let mut rng = Pcg64Mcg::seed_from_u64(seed ^ 0x7469_6d65_6f75_7473);
     (0..TIMEOUT_STEPS)
         .map(|_| rng.random_range(1..=k.max(1)))
         .collect()

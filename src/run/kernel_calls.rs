@@ -16,6 +16,8 @@ pub enum Wait {
     Child(i64),
     /// Nothing but a signal that interrupts it (pause, sigsuspend, poll of no descriptor).
     Interrupt,
+    /// Nothing at all: a signal sent, made a scheduling point of its own (ready at once).
+    Nothing,
 }
 
 /// How long a call may wait.
@@ -68,6 +70,22 @@ pub struct KernelCall {
     pub write_buf: Option<u64>,
     /// Bytes of that write the tracer has already placed in the pipe.
     pub written: u64,
+}
+
+impl KernelCall {
+    /// A call that waits for nothing (a signal sent), made a point of its own.
+    pub fn immediate(name: &'static str) -> KernelCall {
+        KernelCall {
+            name,
+            wait: Wait::Nothing,
+            mask: None,
+            timeout: Timeout::Never,
+            timed_out: TimedOut::Zero,
+            write_len: None,
+            write_buf: None,
+            written: 0,
+        }
+    }
 }
 
 /// What a trapped call that is not a wait is to the kernel model.
@@ -318,6 +336,11 @@ pub fn name_of(nr: i64) -> &'static str {
         nr::EPOLL_WAIT => "epoll_wait",
         nr::EPOLL_PWAIT => "epoll_pwait",
         nr::EPOLL_PWAIT2 => "epoll_pwait2",
+        nr::KILL => "kill",
+        nr::TKILL => "tkill",
+        nr::TGKILL => "tgkill",
+        nr::RT_SIGQUEUEINFO => "rt_sigqueueinfo",
+        nr::RT_TGSIGQUEUEINFO => "rt_tgsigqueueinfo",
         _ => "syscall",
     }
 }

@@ -73,6 +73,17 @@ impl Execution<'_> {
             return Ok(None);
         };
         let call = match action {
+            KernelAction::Signal if self.creation_stretch.contains(&t) => {
+                // A thread creation's stretch must not hide an order with another thread:
+                // the send becomes a point of its own (see `in_stretch` below).
+                let call = KernelCall::immediate(kernel_calls::name_of(nr));
+                let op = Op::Kernel {
+                    call: call.name,
+                    timeout: None,
+                };
+                self.kernel.calls.insert(t, call);
+                return self.point(t, op, site).map(Some);
+            }
             KernelAction::Signal => {
                 self.communicated(t);
                 return self.run_on(t).map(Some);
@@ -89,20 +100,24 @@ impl Execution<'_> {
         let mut call = call;
         self.push_pipe_write(&mut call);
         let look = self.look(t, &call);
-        if look.communicates {
-            self.communicated(t);
-            if matches!(call.wait, Wait::Fds(_)) {
-                self.kernel.shares_descriptors = true;
-            }
+        if look.communicates && matches!(call.wait, Wait::Fds(_)) {
+            self.kernel.shares_descriptors = true;
         }
-        if look.ready && call.written > 0 {
+        // In a thread creation's stretch (a parent after its clone, a new thread before its
+        // first point) nothing may be ordered against another thread without a point: a
+        // call that passes something through the kernel is one, even when it is ready.
+        let in_stretch = look.communicates && self.creation_stretch.contains(&t);
+        if look.communicates && !in_stretch {
+            self.communicated(t);
+        }
+        if look.ready && call.written > 0 && !in_stretch {
             // The tracer placed the whole write: the call returns at once with its length.
             self.p.load_regs(t)?;
             self.p.finish_syscall(t, call.written as i64)?;
             events::resume(self.p.threads[t].tid, None)?;
             return Ok(Some(None));
         }
-        if look.ready || call.timeout == Timeout::Zero {
+        if look.ready && !in_stretch {
             return self.run_on(t).map(Some);
         }
         let op = Op::Kernel {
@@ -266,6 +281,7 @@ impl Execution<'_> {
             Wait::Child(-1) => "any child".to_string(),
             Wait::Child(p) => format!("child {p}"),
             Wait::Interrupt => "a signal".to_string(),
+            Wait::Nothing => String::new(),
         };
         Some(format!("{}({what})", call.name))
     }
@@ -391,6 +407,14 @@ impl Execution<'_> {
                 look.ready = mine.is_empty() || mine.iter().any(|(_, ended)| *ended);
             }
             Wait::Interrupt => look.communicates = true,
+            Wait::Nothing => {
+                look.communicates = true;
+                look.ready = true;
+            }
+        }
+        if call.timeout == Timeout::Zero {
+            // A call that only looks never waits.
+            look.ready = true;
         }
         if !look.ready {
             // A signal the thread does not block while it waits interrupts any wait.
@@ -416,7 +440,7 @@ impl Execution<'_> {
         }
         match &call.wait {
             Wait::Fds(fds) => fds.iter().any(|&(fd, _)| external_fd(pid, fd, 0)),
-            Wait::Signals(_) | Wait::Interrupt | Wait::Child(_) => false,
+            Wait::Signals(_) | Wait::Interrupt | Wait::Child(_) | Wait::Nothing => false,
         }
     }
 }

@@ -78,9 +78,12 @@ VS_FIXTURES = [
     "race_cpp_atomic_publish_ok",
     "race_rust_mutex_mpsc_ok",
     "condvar_ok",
+    "bench_slices",
+    "bench_slices_racy",
 ]
 
 HELGRIND = ["valgrind", "--tool=helgrind", "--error-exitcode=9", "-q"]
+DRD = ["valgrind", "--tool=drd", "--error-exitcode=9", "-q"]
 
 
 class HarnessError(Exception):
@@ -261,7 +264,7 @@ def measure_access(mc, opts):
     # stops at with int3 and single-steps.
     variants = [("races", ACCESS, base, opts.n, 2),
                 ("no-races", ACCESS, base + ["--no-races"], opts.native_n, 2),
-                ("atomic", "bench_atomic", base, opts.n, 1)]
+                ("atomic", "bench_atomic", base, opts.atomic_n, 1)]
     runs = {(v, k): [] for v, _f, _o, n, _p in variants for k in (0, n)}
     order = [(v, f, o, k) for v, f, o, n, _p in variants for k in (0, n)]
     for rep in range(opts.reps_access):
@@ -287,27 +290,29 @@ def measure_access(mc, opts):
            "samples": {"%s/%d" % k: v for k, v in runs.items()},
            "native_samples": {str(k): v for k, v in native.items()}}
     if opts.helgrind_n > 0 and shutil.which("valgrind"):
-        # the same loop under helgrind, for comparison (same marks)
+        # the same loop under helgrind and DRD, for comparison (same marks)
         hn = opts.helgrind_n
-        hg = {0: [], hn: []}
-        for rep in range(opts.reps_access):
-            for k in ((0, hn) if rep % 2 == 0 else (hn, 0)):
-                _w, loop, rc, err = timed_run(HELGRIND + [fixture(ACCESS), str(k)], marks=True,
-                                              timeout=300)
-                if rc != 0 or loop is None:
-                    raise HarnessError("%s %d under helgrind: status %d %s"
-                                       % (ACCESS, k, rc, err[-2000:]))
-                hg[k].append(loop)
-        per = [(b - a) / (2 * hn) for a, b in zip(hg[0], hg[hn])]
-        it = median(per) * 2
-        res["helgrind"] = {
-            "fixture": ACCESS, "n": hn, "operations": 2 * hn,
-            "us_per_operation": median(per) * 1e6, "us_per_operation_min": min(per) * 1e6,
-            "us_per_operation_max": max(per) * 1e6, "report_us_per_operation": None,
-            "loop_us_per_iteration": it * 1e6,
-            "slowdown_vs_native": it / native_iter if native_iter > 0 else None,
-            "wall_ms_n0": None, "wall_ms_n": None, "samples": {str(k): v for k, v in hg.items()},
-        }
+        for tool, cmd in (("helgrind", HELGRIND), ("drd", DRD)):
+            hg = {0: [], hn: []}
+            for rep in range(opts.reps_access):
+                for k in ((0, hn) if rep % 2 == 0 else (hn, 0)):
+                    _w, loop, rc, err = timed_run(cmd + [fixture(ACCESS), str(k)], marks=True,
+                                                  timeout=300)
+                    if rc != 0 or loop is None:
+                        raise HarnessError("%s %d under %s: status %d %s"
+                                           % (ACCESS, k, tool, rc, err[-2000:]))
+                    hg[k].append(loop)
+            per = [(b - a) / (2 * hn) for a, b in zip(hg[0], hg[hn])]
+            it = median(per) * 2
+            res[tool] = {
+                "fixture": ACCESS, "n": hn, "operations": 2 * hn,
+                "us_per_operation": median(per) * 1e6, "us_per_operation_min": min(per) * 1e6,
+                "us_per_operation_max": max(per) * 1e6, "report_us_per_operation": None,
+                "loop_us_per_iteration": it * 1e6,
+                "slowdown_vs_native": it / native_iter if native_iter > 0 else None,
+                "wall_ms_n0": None, "wall_ms_n": None,
+                "samples": {str(k): v for k, v in hg.items()},
+            }
     for v, f, _o, n, per_iter in variants:
         ops = n * per_iter
         per = [(b["loop"] - a["loop"]) / ops for a, b in zip(runs[(v, 0)], runs[(v, n)])]
@@ -365,9 +370,10 @@ def print_access(res, opts):
               ("no-races", "`%s`, `--no-races`" % ACCESS),
               ("atomic", "reference: `bench_atomic`, LOCK-prefixed instruction "
                          "(scheduling point), race detection on"))
-    if "helgrind" in res:
-        labels += (("helgrind", "for comparison: `%s` under helgrind (one run, no mcheck)"
-                    % ACCESS),)
+    for tool in ("helgrind", "drd"):
+        if tool in res:
+            labels += ((tool, "for comparison: `%s` under %s (one run, no mcheck)"
+                        % (ACCESS, tool)),)
 
     def opt(fmt, x):
         return "–" if x is None else fmt % x
@@ -780,8 +786,10 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sections", default=",".join(SECTIONS),
                     help="comma-separated subset of %s" % ",".join(SECTIONS))
-    ap.add_argument("--n", type=int, default=20000,
+    ap.add_argument("--n", type=int, default=2000000,
                     help="loop iterations of %s under mcheck (2 accesses each)" % ACCESS)
+    ap.add_argument("--atomic-n", type=int, default=20000,
+                    help="loop iterations of bench_atomic (a scheduling point each)")
     ap.add_argument("--native-n", type=int, default=200000000,
                     help="loop iterations of %s natively" % ACCESS)
     ap.add_argument("--helgrind-n", type=int, default=20000000,

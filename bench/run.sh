@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# mcheck benchmarks: cost per scheduling point (syscall-type, breakpoint-type)
+# mcheck benchmarks: cost per scheduling point (syscall-type, breakpoint-type), per
+# recorded memory access, real programs against helgrind,
 # and per whole execution, executions per second on small fixtures against
 # native runs, the speed-up from 1 to 2 jobs, and stress testing against
 # mcheck on the buggy fixtures, measured side by side with medians over
@@ -32,3 +33,4 @@ python3 bench/races.py
 python3 bench/snapshots.py
 # The detector alone: built here since `cargo build --release` does not build examples.
 "${CARGO:-cargo}" run --quiet --release --example detector_bench
+python3 bench/real_programs.py

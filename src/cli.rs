@@ -134,6 +134,13 @@ pub struct CheckArgs {
     /// schedule, with threads yielding, is reported as a livelock.
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     pub max_steps: u64,
+    /// Most timeouts in one execution that fire while another thread could still run. A
+    /// timed wait (pthread_cond_timedwait, a futex wait or poll with a timeout, a sleep...)
+    /// may time out at any scheduling point where its thread waits, as one more choice of
+    /// the search; this bounds how many such early timeouts an execution takes (each also
+    /// counts as a preemption). When no thread can run the earliest deadline always fires.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub max_timeouts: u32,
     /// Collect every distinct finding instead of stopping at the first.
     #[arg(long)]
     pub keep_going: bool,

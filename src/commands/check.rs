@@ -37,6 +37,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             expect_exit: args.expect_exit,
             execution_timeout: Duration::from_secs_f64(args.execution_timeout),
             max_steps: Some(args.max_steps),
+            max_timeouts: args.max_timeouts,
             trace: false,
             stop_after: None,
             // The dynamic loader reads the time-stamp counter at startup and keeps the values
@@ -222,6 +223,7 @@ fn write_schedules(
                 expect_exit: args.expect_exit,
                 execution_timeout: args.execution_timeout,
                 max_steps: args.max_steps,
+                max_timeouts: args.max_timeouts,
                 races: !args.no_races,
                 fair: !args.no_fair,
                 preempt_on_races: w.racy.is_some(),

@@ -36,6 +36,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         expect_exit: schedule.options.expect_exit,
         execution_timeout: Duration::from_secs_f64(schedule.options.execution_timeout.max(0.001)),
         max_steps: Some(schedule.options.max_steps),
+        max_timeouts: schedule.options.max_timeouts,
         trace: true,
         stop_after: args.until,
         trap_rdtsc: ExecutionConfig::program_reads_tsc(&schedule.program),

@@ -272,17 +272,22 @@ impl<'s, 'a> Analysis<'s, 'a> {
         }
         found.sort_unstable();
         found.dedup();
-        // Only direct races: drop a step ordered before another racing step, or before a
-        // step the new one must follow.
+        // Only direct races: drop a step ordered before another racing step where `p` could
+        // have run instead (else that race cannot be reversed there: a condvar signal made
+        // while the waiter's mutex is held, the waiter timing out before the lock that
+        // preceded it can), or before a step the new one must follow.
         let blockers = blockers.into_inner();
         let direct: Vec<usize> = found
             .iter()
             .copied()
             .filter(|&i| {
-                !found
+                let later_race = found.iter().any(|&j| {
+                    j != i && self.steps[j].enabled.contains(&p) && self.hb(i, &self.clocks[j])
+                });
+                let later_blocker = blockers
                     .iter()
-                    .chain(&blockers)
-                    .any(|&j| j != i && self.hb(i, &self.clocks[j]))
+                    .any(|&j| j != i && self.hb(i, &self.clocks[j]));
+                !later_race && !later_blocker
             })
             .collect();
         direct
@@ -464,6 +469,36 @@ mod tests {
                     initials: vec![2]
                 }
             ]
+        );
+    }
+
+    #[test]
+    fn a_later_race_the_waiter_could_not_run_at_does_not_hide_an_earlier_one() {
+        // T1 locks m (T0's timeout could come first: T0 enabled), then signals c holding m
+        // (T0 cannot run there); T0's pending resume touches c and m. Reversing the signal
+        // is impossible, so the race with the lock must be kept.
+        let lock = fp(&[(1, true)]);
+        let signal = fp(&[(2, true)]);
+        let both = [0, 1];
+        let only1 = [1];
+        let steps = [
+            Step {
+                thread: 1,
+                enabled: &both,
+                footprint: &lock,
+                created: &[],
+            },
+            Step {
+                thread: 1,
+                enabled: &only1,
+                footprint: &signal,
+                created: &[],
+            },
+        ];
+        let r = races(&steps, &[(0, fp(&[(1, true), (2, true)]))]);
+        assert!(
+            r.iter().any(|x| x.node == 0 && x.initials == vec![0]),
+            "{r:?}"
         );
     }
 

@@ -25,6 +25,7 @@ mod prefix;
 mod random;
 mod replay;
 mod state_cache;
+mod timeout_steps;
 mod tree;
 
 pub use fair::FairFilter;
@@ -51,6 +52,9 @@ pub struct Point<'a> {
     pub footprints: &'a [Footprint],
     /// Threads waiting for an operation they cannot perform yet, with its footprint.
     pub blocked: &'a [(ThreadId, Footprint)],
+    /// The threads of `enabled` whose step would be a timeout (a timed wait that may time
+    /// out here although nothing woke it), earliest deadline first.
+    pub timeouts: &'a [ThreadId],
     /// The thread that ran up to this point (None at the start).
     pub current: Option<ThreadId>,
     /// The current thread's pending operation yields (sched_yield, sleep): switching away
@@ -62,8 +66,13 @@ pub struct Point<'a> {
 
 impl Point<'_> {
     /// Whether choosing `t` here is a preemption: the current thread could go on and is not
-    /// yielding, yet another thread is picked.
+    /// yielding, yet another thread is picked; or `t`'s timeout fires while some thread
+    /// could run (an early timeout counts like a preemption, so that a preemption bound
+    /// bounds timeouts too).
     pub fn is_preemption(&self, t: ThreadId) -> bool {
+        if self.timeouts.contains(&t) {
+            return self.enabled.iter().any(|u| !self.timeouts.contains(u));
+        }
         match self.current {
             Some(c) => c != t && !self.current_yields && self.enabled.contains(&c),
             None => false,
@@ -71,17 +80,19 @@ impl Point<'_> {
     }
 
     /// The choice that costs no preemption and keeps things fair: the current thread if it
-    /// can go on and does not yield, else the next enabled thread after it in id order.
+    /// can go on and does not yield, else the next enabled thread after it in id order;
+    /// timeouts only when no thread can run, the earliest deadline first (virtual time).
     pub fn default_choice(&self) -> ThreadId {
-        match self.current {
-            Some(c) if !self.current_yields && self.enabled.contains(&c) => c,
-            Some(c) => *self
-                .enabled
-                .iter()
-                .find(|&&t| t > c)
-                .unwrap_or(&self.enabled[0]),
-            None => self.enabled[0],
-        }
+        let runs = |t: &&ThreadId| !self.timeouts.contains(t);
+        let next = match self.current {
+            Some(c) if !self.current_yields && self.enabled.contains(&c) && runs(&&c) => return c,
+            Some(c) => self.enabled.iter().filter(runs).find(|&&t| t > c),
+            None => None,
+        };
+        *next
+            .or_else(|| self.enabled.iter().find(runs))
+            .or_else(|| self.timeouts.first())
+            .unwrap_or(&self.enabled[0])
     }
 }
 
@@ -167,3 +178,39 @@ pub trait Scheduler: Send {
 
 #[cfg(test)]
 pub(crate) mod testing;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_is_never_the_default_while_a_thread_can_run_and_costs_a_preemption() {
+        let p = Point {
+            enabled: &[0, 1, 2],
+            ops: &[],
+            footprints: &[],
+            blocked: &[],
+            timeouts: &[1],
+            current: Some(0),
+            current_yields: true,
+            step: 3,
+        };
+        assert_eq!(
+            p.default_choice(),
+            2,
+            "the next thread that can run, not T1's timeout"
+        );
+        assert!(
+            p.is_preemption(1),
+            "an early timeout counts as a preemption"
+        );
+        assert!(!p.is_preemption(2));
+        let only = Point {
+            enabled: &[1, 2],
+            timeouts: &[2, 1],
+            ..p
+        };
+        assert_eq!(only.default_choice(), 2, "earliest deadline first");
+        assert!(!only.is_preemption(2), "nothing else could run");
+    }
+}

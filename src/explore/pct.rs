@@ -3,14 +3,15 @@
 //! thread always runs; at d−1 random steps (change points) the running thread's priority
 //! drops below all initial ones. A bug of depth d is found with probability at least
 //! 1/(n·k^(d−1)) per execution for n threads and k steps. n and k are not known in advance:
-//! k is the longest execution seen so far (at least 32).
+//! k is the longest execution seen so far (at least 32). A thread whose step would be a
+//! timeout competes with its priority only at a few drawn steps (`timeout_steps`).
 
 use std::collections::HashMap;
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
-use super::{Divergence, ExecutionSummary, Point, Scheduler};
+use super::{timeout_steps, Divergence, ExecutionSummary, Point, Scheduler};
 use crate::model::ThreadId;
 
 /// The PCT strategy with bug depth `depth`.
@@ -20,6 +21,8 @@ pub struct PctScheduler {
     rng: Pcg64Mcg,
     priorities: HashMap<ThreadId, i64>,
     change_points: Vec<usize>,
+    /// Steps where an offered timeout is taken (`timeout_steps`).
+    timeout_steps: Vec<usize>,
     max_steps_seen: usize,
 }
 
@@ -32,6 +35,7 @@ impl PctScheduler {
             rng: Pcg64Mcg::seed_from_u64(seed),
             priorities: HashMap::new(),
             change_points: Vec::new(),
+            timeout_steps: Vec::new(),
             max_steps_seen: 32,
         }
     }
@@ -55,6 +59,7 @@ impl Scheduler for PctScheduler {
         self.change_points = (1..self.depth)
             .map(|_| self.rng.random_range(1..=k))
             .collect();
+        self.timeout_steps = timeout_steps::draw(seed, k);
         Some(seed)
     }
 
@@ -83,9 +88,10 @@ impl Scheduler for PctScheduler {
                 }
             }
         }
+        // Timeouts only at the drawn steps, or when nothing else can run.
+        let among = timeout_steps::candidates(point, &self.timeout_steps);
         let best = |prio: &HashMap<ThreadId, i64>| {
-            *point
-                .enabled
+            *among
                 .iter()
                 .max_by_key(|t| (prio[t], std::cmp::Reverse(**t)))
                 .expect("enabled is never empty")
@@ -151,6 +157,7 @@ mod tests {
                 ops: &ops,
                 footprints: &[],
                 blocked: &[],
+                timeouts: &[],
                 current: None,
                 current_yields: false,
                 step: 0,
@@ -163,6 +170,7 @@ mod tests {
                 ops: &ops,
                 footprints: &[],
                 blocked: &[],
+                timeouts: &[],
                 current: Some(first),
                 current_yields: true,
                 step: 1,

@@ -1,17 +1,23 @@
 //! Random scheduling: at every point a fresh uniform choice among the enabled threads, from a
 //! generator seeded per execution with `seed + index`, so that execution i of a search with
-//! seed S replays as the first execution of a search with seed S+i.
+//! seed S replays as the first execution of a search with seed S+i. Timeouts are taken only
+//! at a few drawn steps (`timeout_steps`).
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
-use super::{Divergence, Point, Scheduler};
+use super::{timeout_steps, Divergence, ExecutionSummary, Point, Scheduler};
 use crate::model::ThreadId;
 
 /// The random strategy.
 pub struct RandomScheduler {
     seed: u64,
     rng: Pcg64Mcg,
+    /// Steps of the current execution where an offered timeout is taken
+    /// (`timeout_steps`).
+    timeout_steps: Vec<usize>,
+    /// The longest execution seen (at least 32).
+    max_steps_seen: usize,
 }
 
 impl RandomScheduler {
@@ -20,6 +26,8 @@ impl RandomScheduler {
         RandomScheduler {
             seed,
             rng: Pcg64Mcg::seed_from_u64(seed),
+            timeout_steps: Vec::new(),
+            max_steps_seen: 32,
         }
     }
 }
@@ -32,11 +40,17 @@ impl Scheduler for RandomScheduler {
     fn begin_execution(&mut self, index: u64) -> Option<u64> {
         let seed = self.seed.wrapping_add(index);
         self.rng = Pcg64Mcg::seed_from_u64(seed);
+        self.timeout_steps = timeout_steps::draw(seed, self.max_steps_seen);
         Some(seed)
     }
 
     fn choose(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence> {
-        Ok(point.enabled[self.rng.random_range(0..point.enabled.len())])
+        let among = timeout_steps::candidates(point, &self.timeout_steps);
+        Ok(among[self.rng.random_range(0..among.len())])
+    }
+
+    fn end_execution(&mut self, summary: &ExecutionSummary) {
+        self.max_steps_seen = self.max_steps_seen.max(summary.steps);
     }
 }
 

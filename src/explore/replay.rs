@@ -88,6 +88,7 @@ mod tests {
             ops,
             footprints: &[],
             blocked: &[],
+            timeouts: &[],
             current: None,
             current_yields: false,
             step,

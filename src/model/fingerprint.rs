@@ -121,7 +121,7 @@ mod tests {
         let two = m.sync_fingerprint();
         assert_ne!(before, two);
         m.set_pending(1, Op::Sleep { ns: 5 }, 0).unwrap();
-        assert!(m.fire_next_timeout());
+        assert!(m.can_time_out(1));
         m.execute(1, &mut NoMemory).unwrap();
         assert_eq!(m.sync_fingerprint(), two, "virtual time is left out");
     }

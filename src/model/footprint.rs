@@ -224,6 +224,12 @@ impl Op {
             }
             | Op::Detach { target: Some(u) } => f.touch(K::Thread, u as Addr, true),
             Op::Join { target: None, .. } | Op::Detach { target: None } => f.global = true,
+            Op::Kernel { timeout, .. } => {
+                f.touch(K::Kernel, 0, true);
+                if timeout.is_some() {
+                    f.touch(K::Time, 0, true);
+                }
+            }
             // Every other operation acts on one object and may change it (a trylock too:
             // it takes the lock when it is free).
             _ => match self.object() {

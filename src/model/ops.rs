@@ -135,6 +135,15 @@ pub enum Op {
     FutexResume { addr: Addr },
     /// Internal continuation: waiting for a barrier to complete generation `generation`.
     BarrierResume { b: Addr, generation: u64 },
+    /// A system call that waits for the kernel (`read` of an empty pipe, `epoll_wait`,
+    /// `sigwait`...): enabled once the executor finds it ready
+    /// ([`Model::set_kernel_ready`](super::Model::set_kernel_ready)), then run natively.
+    Kernel {
+        /// The system call's name.
+        call: &'static str,
+        /// Its timeout in virtual nanoseconds (None: it waits as long as it takes).
+        timeout: Option<u64>,
+    },
 }
 
 impl Op {
@@ -205,6 +214,35 @@ impl Op {
             Op::CondResume { .. } => "cond_wait(resume)",
             Op::FutexResume { .. } => "futex_wait(resume)",
             Op::BarrierResume { .. } => "barrier_wait(resume)",
+            Op::Kernel { call, .. } => call,
+        }
+    }
+
+    /// The name of the choice that makes this pending wait time out (see
+    /// [`Model::can_time_out`](super::Model::can_time_out)), for schedules and traces.
+    pub fn timeout_name(&self) -> &'static str {
+        match self {
+            Op::Sleep { .. } => "sleep",
+            Op::CondResume { .. } => "cond_wait(timeout)",
+            Op::FutexResume { .. } => "futex_wait(timeout)",
+            Op::MutexLock { .. } => "mutex_timedlock(timeout)",
+            Op::RwRead { .. } => "rwlock_timedrdlock(timeout)",
+            Op::RwWrite { .. } => "rwlock_timedwrlock(timeout)",
+            Op::SemWait { .. } => "sem_timedwait(timeout)",
+            Op::SpinLock { .. } => "spin_lock(timeout)",
+            Op::Join { .. } => "timedjoin(timeout)",
+            Op::Kernel { call, .. } => match *call {
+                "poll" => "poll(timeout)",
+                "ppoll" => "ppoll(timeout)",
+                "select" => "select(timeout)",
+                "pselect6" => "pselect6(timeout)",
+                "epoll_wait" => "epoll_wait(timeout)",
+                "epoll_pwait" => "epoll_pwait(timeout)",
+                "epoll_pwait2" => "epoll_pwait2(timeout)",
+                "rt_sigtimedwait" => "rt_sigtimedwait(timeout)",
+                _ => "syscall(timeout)",
+            },
+            _ => "timeout",
         }
     }
 
@@ -295,6 +333,9 @@ pub enum ObjectKind {
     Thread,
     /// A sleep (waits on virtual time).
     Time,
+    /// What the kernel holds for the program: pipes, sockets, eventfds, epoll sets, pending
+    /// signals, child processes (one object for all of them).
+    Kernel,
 }
 
 impl ObjectKind {
@@ -313,6 +354,7 @@ impl ObjectKind {
             ObjectKind::Once => "once control",
             ObjectKind::Thread => "thread",
             ObjectKind::Time => "timer",
+            ObjectKind::Kernel => "kernel object",
         }
     }
 }

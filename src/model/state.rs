@@ -6,7 +6,7 @@ use super::errno::*;
 use super::objects::*;
 use super::ops::*;
 use super::waits::{self, ModelFinding};
-use super::{Addr, Site, ThreadId};
+use super::{Addr, Footprint, Site, ThreadId};
 
 /// Memory of the program as the model sees it: the few words it must read or write.
 pub trait MemoryView {
@@ -27,8 +27,8 @@ pub(super) struct ThreadState {
     pub finished: bool,
     /// Virtual deadline of the pending timed wait.
     pub deadline: Option<u64>,
-    /// The deadline passed.
-    pub timed_out: bool,
+    /// The pending kernel wait ([`Op::Kernel`]) would return at once (set by the executor).
+    pub kernel_ready: bool,
     /// A wake (signal, futex wake) arrived for the pending continuation.
     pub woken: bool,
     /// Joined by this thread.
@@ -151,6 +151,9 @@ impl Model {
             | Op::Join {
                 attempt: Attempt::Timed(ns),
                 ..
+            }
+            | Op::Kernel {
+                timeout: Some(ns), ..
             } => Some(ns),
             _ => None,
         };
@@ -158,7 +161,7 @@ impl Model {
         th.pending = Some(op);
         th.site = site;
         th.deadline = timeout.map(|ns| self.now.saturating_add(ns));
-        th.timed_out = false;
+        th.kernel_ready = false;
         th.woken = false;
         if !self.is_enabled(t) {
             if let Some(f) = waits::local_deadlock(self, t) {
@@ -168,25 +171,76 @@ impl Model {
         Ok(())
     }
 
-    /// Whether `t` can perform its pending operation now.
+    /// Whether `t` can perform its pending operation now without timing out.
     pub fn is_enabled(&self, t: ThreadId) -> bool {
+        self.enabled_as(t, false)
+    }
+
+    /// Whether `t` waits with a deadline and could time out now: a timeout may fire at any
+    /// point where its thread waits (CHESS), so this is a choice of its own, next to the
+    /// enabled threads. A condvar wait times out only when its mutex is free, as it must
+    /// take the mutex again.
+    pub fn can_time_out(&self, t: ThreadId) -> bool {
+        let th = &self.threads[t];
+        th.deadline.is_some() && !th.woken && !self.is_enabled(t) && self.enabled_as(t, true)
+    }
+
+    /// Threads that can do nothing but time out, earliest deadline first.
+    pub fn timeout_threads(&self) -> Vec<ThreadId> {
+        let mut ts: Vec<(u64, ThreadId)> = (0..self.threads.len())
+            .filter(|&t| self.can_time_out(t))
+            .map(|t| (self.threads[t].deadline.unwrap_or(u64::MAX), t))
+            .collect();
+        ts.sort_unstable();
+        ts.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// The name of the choice `t` offers: its pending operation, or its timeout.
+    pub fn choice_name(&self, t: ThreadId) -> &'static str {
+        match self.pending(t) {
+            Some(op) if self.can_time_out(t) => op.timeout_name(),
+            Some(op) => op.name(),
+            None => "?",
+        }
+    }
+
+    /// What choosing `t` touches: its pending operation's footprint, and virtual time when
+    /// the choice is a timeout (it moves the clock to the deadline).
+    pub fn choice_footprint(&self, t: ThreadId) -> Footprint {
+        let Some(op) = self.pending(t) else {
+            return Footprint::everything();
+        };
+        let mut f = op.footprint();
+        if self.can_time_out(t) {
+            f.touch(ObjectKind::Time, 0, true);
+        }
+        f
+    }
+
+    /// The executor found `t`'s pending kernel wait ready (or no longer ready).
+    pub fn set_kernel_ready(&mut self, t: ThreadId, ready: bool) {
+        self.threads[t].kernel_ready = ready;
+    }
+
+    /// Whether `t` could perform its pending operation if its wait had timed out
+    /// (`timed_out`) or not.
+    fn enabled_as(&self, t: ThreadId, timed_out: bool) -> bool {
         let th = &self.threads[t];
         let Some(op) = &th.pending else {
             return false;
         };
         match *op {
-            Op::Sleep { .. } => th.timed_out,
+            Op::Sleep { .. } => timed_out,
+            Op::Kernel { .. } => timed_out || th.kernel_ready,
             Op::MutexLock { m, attempt, .. } => {
-                attempt == Attempt::Try
-                    || th.timed_out
-                    || self.mutex_acquirable(&self.mutexes, m, t)
+                attempt == Attempt::Try || timed_out || self.mutex_acquirable(&self.mutexes, m, t)
             }
             Op::SpinLock { s, attempt } => {
-                attempt == Attempt::Try || th.timed_out || self.mutex_acquirable(&self.spins, s, t)
+                attempt == Attempt::Try || timed_out || self.mutex_acquirable(&self.spins, s, t)
             }
             Op::RwRead { l, attempt } => {
                 attempt == Attempt::Try
-                    || th.timed_out
+                    || timed_out
                     || self
                         .rwlocks
                         .get(&l)
@@ -194,7 +248,7 @@ impl Model {
             }
             Op::RwWrite { l, attempt } => {
                 attempt == Attempt::Try
-                    || th.timed_out
+                    || timed_out
                     || self.rwlocks.get(&l).is_none_or(|rw| {
                         rw.writer.is_some_and(|(w, _)| w == t)
                             || (rw.writer.is_none() && rw.readers.is_empty())
@@ -202,7 +256,7 @@ impl Model {
             }
             Op::SemWait { s, attempt } => {
                 attempt == Attempt::Try
-                    || th.timed_out
+                    || timed_out
                     || self
                         .sems
                         .get(&s)
@@ -210,7 +264,7 @@ impl Model {
             }
             Op::Join { target, attempt } => {
                 attempt == Attempt::Try
-                    || th.timed_out
+                    || timed_out
                     || match target {
                         Some(u) => {
                             u == t
@@ -222,10 +276,9 @@ impl Model {
                     }
             }
             Op::CondResume { m, .. } => {
-                (th.woken || th.timed_out)
-                    && self.mutexes.get(&m).is_none_or(|mx| mx.owner.is_none())
+                (th.woken || timed_out) && self.mutexes.get(&m).is_none_or(|mx| mx.owner.is_none())
             }
-            Op::FutexResume { .. } => th.woken || th.timed_out,
+            Op::FutexResume { .. } => th.woken || timed_out,
             Op::Once { o } => !matches!(self.onces.get(&o), Some(Some(u)) if *u != t),
             Op::BarrierResume { b, generation } => self
                 .barriers
@@ -253,28 +306,13 @@ impl Model {
             .collect()
     }
 
-    /// Threads that have a pending operation they cannot perform.
+    /// Threads that have a pending operation they can neither perform nor time out of.
     pub fn blocked_threads(&self) -> Vec<ThreadId> {
         (0..self.threads.len())
-            .filter(|&t| self.threads[t].pending.is_some() && !self.is_enabled(t))
+            .filter(|&t| {
+                self.threads[t].pending.is_some() && !self.is_enabled(t) && !self.can_time_out(t)
+            })
             .collect()
-    }
-
-    /// When no thread is enabled: advances virtual time to the earliest deadline among the
-    /// blocked threads and times that thread out. False when no thread has a deadline.
-    pub fn fire_next_timeout(&mut self) -> bool {
-        let next = (0..self.threads.len())
-            .filter(|&t| self.threads[t].pending.is_some() && !self.threads[t].timed_out)
-            .filter_map(|t| self.threads[t].deadline.map(|d| (d, t)))
-            .min();
-        match next {
-            Some((deadline, t)) => {
-                self.now = self.now.max(deadline);
-                self.threads[t].timed_out = true;
-                true
-            }
-            None => false,
-        }
     }
 
     /// Thread `t` exited. Mutexes it still holds stay held (and are reported when waited on).
@@ -291,14 +329,19 @@ impl Model {
         Ok(())
     }
 
-    /// Performs `t`'s pending operation. `t` must be enabled.
+    /// Performs `t`'s pending operation, which must be enabled or able to time out: in the
+    /// second case the wait times out now, and virtual time moves to its deadline.
     pub fn execute(&mut self, t: ThreadId, mem: &mut dyn MemoryView) -> Outcome {
+        let timed_out = !self.is_enabled(t) && self.can_time_out(t);
+        if timed_out {
+            let deadline = self.threads[t].deadline.unwrap_or(self.now);
+            self.now = self.now.max(deadline);
+        }
         let op = self.threads[t]
             .pending
             .take()
             .expect("execute: thread has no pending operation");
         let site = self.threads[t].site;
-        let timed_out = self.threads[t].timed_out;
         let woken = self.threads[t].woken;
         let result = self.apply(t, &op, site, timed_out, woken, mem);
         match result {
@@ -306,7 +349,7 @@ impl Model {
             _ => {
                 let th = &mut self.threads[t];
                 th.deadline = None;
-                th.timed_out = false;
+                th.kernel_ready = false;
                 th.woken = false;
             }
         }
@@ -326,7 +369,6 @@ impl Model {
         let th = &mut self.threads[t];
         th.pending = Some(next);
         th.deadline = timeout.map(|ns| now.saturating_add(ns));
-        th.timed_out = false;
         th.woken = false;
         Ok(Completion::Blocked)
     }
@@ -650,6 +692,8 @@ impl Model {
                 }
             }
             Op::BarrierResume { .. } => Ok(Return(0)),
+            // The executor runs the call natively, or makes it return as timed out.
+            Op::Kernel { .. } => Ok(if timed_out { Error(ETIMEDOUT) } else { Native }),
             Op::BarrierDestroy { b } => match self.barriers.get_mut(&b) {
                 Some(bar) if bar.arrived > 0 => {
                     let n = bar.arrived;

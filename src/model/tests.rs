@@ -203,7 +203,7 @@ fn lost_wakeup_is_a_global_deadlock() {
         },
     );
     assert!(m.enabled_threads().is_empty());
-    assert!(!m.fire_next_timeout());
+    assert!(m.timeout_threads().is_empty());
     match m.global_deadlock() {
         ModelFinding::Deadlock {
             local: false,
@@ -230,27 +230,125 @@ fn timed_condvar_wait_times_out_on_virtual_time() {
             timeout: Some(5_000),
         },
     );
-    assert!(m.fire_next_timeout());
-    assert_eq!(m.now(), 5_000);
+    assert!(!m.is_enabled(0));
+    assert!(m.can_time_out(0));
+    assert_eq!(m.choice_name(0), "cond_wait(timeout)");
     assert_eq!(
         m.execute(0, &mut mem).unwrap(),
         Completion::Error(errno::ETIMEDOUT)
     );
+    assert_eq!(
+        m.now(),
+        5_000,
+        "the timeout moved the clock to its deadline"
+    );
 }
 
 #[test]
-fn sleep_fires_only_when_nothing_else_runs() {
+fn sleeps_are_timeout_choices_earliest_deadline_first() {
     let (mut m, _mem) = (Model::new(), FakeMemory::default());
     let t1 = m.add_thread();
     m.set_pending(0, Op::Sleep { ns: 1_000_000 }, 0).unwrap();
     assert_eq!(m.enabled_threads(), vec![t1]);
+    assert_eq!(m.timeout_threads(), vec![0]);
     m.set_pending(t1, Op::Sleep { ns: 10 }, 0).unwrap();
-    assert!(m.fire_next_timeout());
-    assert_eq!(
-        m.enabled_threads(),
-        vec![t1],
-        "the shorter sleep fires first"
+    assert!(m.enabled_threads().is_empty());
+    assert_eq!(m.timeout_threads(), vec![t1, 0], "the shorter sleep first");
+    assert!(m.blocked_threads().is_empty());
+}
+
+#[test]
+fn a_timed_wait_may_time_out_while_others_run_until_it_is_woken() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    const C: Addr = 0x3000;
+    let t1 = m.add_thread();
+    run(&mut m, &mut mem, t1, lock(M1));
+    let wait = Op::CondWait {
+        c: C,
+        m: M1,
+        timeout: Some(5_000_000),
+    };
+    assert_eq!(run(&mut m, &mut mem, t1, wait), Completion::Blocked);
+    m.set_pending(0, lock(M1), 0).unwrap();
+    assert!(m.is_enabled(0));
+    assert_eq!(m.timeout_threads(), vec![t1], "a timeout is a choice");
+    assert!(m
+        .choice_footprint(t1)
+        .conflicts(&Op::Sleep { ns: 1 }.footprint()));
+    m.execute(0, &mut mem).unwrap();
+    assert!(
+        m.timeout_threads().is_empty(),
+        "it cannot time out while the mutex it must retake is held"
     );
+    run(&mut m, &mut mem, 0, Op::CondSignal { c: C });
+    run(&mut m, &mut mem, 0, Op::MutexUnlock { m: M1 });
+    assert!(m.is_enabled(t1));
+    assert!(
+        !m.can_time_out(t1),
+        "woken: its step is the wake, not a timeout"
+    );
+    assert_eq!(m.choice_name(t1), "cond_wait(resume)");
+    assert_eq!(m.execute(t1, &mut mem).unwrap(), Completion::Return(0));
+    assert_eq!(m.now(), 0);
+}
+
+#[test]
+fn a_kernel_wait_runs_once_ready_and_times_out_only_with_a_timeout() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    let t1 = m.add_thread();
+    let read = Op::Kernel {
+        call: "read",
+        timeout: None,
+    };
+    m.set_pending(t1, read.clone(), 0).unwrap();
+    assert!(!m.is_enabled(t1) && !m.can_time_out(t1));
+    assert_eq!(m.blocked_threads(), vec![t1]);
+    m.set_kernel_ready(t1, true);
+    assert!(m.is_enabled(t1));
+    assert_eq!(m.execute(t1, &mut mem).unwrap(), Completion::Native);
+    assert!(read.footprint().conflicts(&read.footprint()));
+    let poll = Op::Kernel {
+        call: "poll",
+        timeout: Some(1_000),
+    };
+    m.set_pending(t1, poll, 0).unwrap();
+    assert!(m.can_time_out(t1));
+    assert_eq!(m.choice_name(t1), "poll(timeout)");
+    assert_eq!(
+        m.execute(t1, &mut mem).unwrap(),
+        Completion::Error(errno::ETIMEDOUT)
+    );
+    assert_eq!(m.now(), 1_000);
+}
+
+#[test]
+fn threads_blocked_in_the_kernel_deadlock_and_are_described() {
+    let mut m = Model::new();
+    let t1 = m.add_thread();
+    for t in [0, t1] {
+        m.set_pending(
+            t,
+            Op::Kernel {
+                call: "read",
+                timeout: None,
+            },
+            0,
+        )
+        .unwrap();
+    }
+    assert!(m.enabled_threads().is_empty() && m.timeout_threads().is_empty());
+    match m.global_deadlock() {
+        ModelFinding::Deadlock { blocked, .. } => {
+            assert_eq!(blocked.len(), 2);
+            assert_eq!(blocked[1].op, "read");
+            assert_eq!(blocked[1].object.kind, ObjectKind::Kernel);
+            assert_eq!(
+                blocked[1].object.addr, t1 as u64,
+                "names the waiting thread"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

@@ -84,6 +84,14 @@ impl Model {
                 },
                 vec![],
             ),
+            // The executor knows what the call waits for: the object names the thread.
+            Op::Kernel { .. } => (
+                ObjectRef {
+                    kind: ObjectKind::Kernel,
+                    addr: t as u64,
+                },
+                vec![],
+            ),
             Op::MutexLock { m, .. } | Op::CondResume { m, .. } if self.mutex_owner(m).is_some() => {
                 let (o, s) = self.mutex_owner(m).expect("checked");
                 let object = if matches!(op, Op::CondResume { .. }) {

@@ -37,6 +37,10 @@ pub struct ExecutionOptions {
     pub execution_timeout: f64,
     /// `--max-steps`.
     pub max_steps: u64,
+    /// `--max-timeouts` (absent in files written before timeouts were choices, which
+    /// never chose one early: any bound replays them).
+    #[serde(default = "default_max_timeouts")]
+    pub max_timeouts: u32,
     /// Data race detection was on.
     #[serde(default = "yes")]
     pub races: bool,
@@ -68,6 +72,10 @@ pub struct ExecutionOptions {
 
 fn yes() -> bool {
     true
+}
+
+fn default_max_timeouts() -> u32 {
+    2
 }
 
 /// What the schedule shows.

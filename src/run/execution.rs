@@ -15,6 +15,7 @@ use super::determinism::Determinism;
 use super::happens_before;
 use super::hooks::Hook;
 use super::hooks::{Convention, HookContext};
+use super::kernel_waits::KernelWaits;
 use super::launch::auxv_entry;
 use super::livelock::{Window, WindowStep};
 use super::point_log::PointLog;
@@ -23,6 +24,7 @@ use super::races::{PendingReturn, ReturnAction};
 use super::snapshot::{self, SavedPoint};
 use super::state_hash;
 use super::syscalls::TimeSource;
+use super::timeouts;
 use super::worker_state::WorkerState;
 use crate::binary::ElfFile;
 use crate::detect::race::RaceDetector;
@@ -52,6 +54,9 @@ pub struct ExecutionConfig {
     pub max_steps: Option<u64>,
     /// Record a readable trace of every step (replay).
     pub trace: bool,
+    /// Most timeouts in one execution that fire while another thread could run
+    /// (`run/timeouts.rs`).
+    pub max_timeouts: u32,
     /// Stop after this many decisions (replay --until).
     pub stop_after: Option<u64>,
     /// Trap rdtsc/rdtscp (only needed when the program's own code reads the counter; the
@@ -278,6 +283,10 @@ pub(super) struct Execution<'a> {
     /// What the running thread touched since its step began, beyond its operation (atomic
     /// locations accessed with plain instructions, libc-internal lock operations).
     pub(super) segment: Footprint,
+    /// Threads waiting in the kernel and what they wait for (`run/kernel_waits.rs`).
+    pub(super) kernel: KernelWaits,
+    /// Timeouts taken in this execution while another thread could run.
+    pub(super) early_timeouts: u32,
 }
 
 impl Execution<'_> {
@@ -351,14 +360,20 @@ impl Execution<'_> {
             if self.worker.cut.raised() {
                 return Ok(self.cut_short());
             }
-            let enabled = self.model.enabled_threads();
+            self.recheck_kernel_waits();
+            let offer = timeouts::offer(&self.model, self.early_timeouts, self.cfg.max_timeouts);
+            let enabled = offer.choices.clone();
             if enabled.is_empty() {
                 if self.model.all_finished() {
                     let end = self.wait_process_end()?;
                     return Ok(self.ended(end));
                 }
-                if self.model.fire_next_timeout() {
-                    continue;
+                if self.waits_for_outside() {
+                    if self.wait_for_outside()? {
+                        continue;
+                    }
+                    let f = self.outside_finding();
+                    return Ok(self.outcome(Some(f)));
                 }
                 let f = self.model_finding(self.model.global_deadlock());
                 return Ok(self.outcome(Some(f)));
@@ -392,31 +407,32 @@ impl Execution<'_> {
             };
             let ops: Vec<&'static str> = schedulable
                 .iter()
-                .map(|&u| self.model.pending(u).map_or("?", Op::name))
+                .map(|&u| self.model.choice_name(u))
                 .collect();
             let current_yields = current.is_some_and(|c| {
                 matches!(self.model.pending(c), Some(Op::Yield | Op::Sleep { .. }))
+                    || offer.timeouts.contains(&c)
             });
             let footprints: Vec<Footprint> = schedulable
                 .iter()
-                .map(|&u| {
-                    self.model
-                        .pending(u)
-                        .map_or_else(Footprint::everything, Op::footprint)
-                })
+                .map(|&u| self.model.choice_footprint(u))
                 .collect();
-            // Threads that cannot be chosen here: blocked ones, and enabled ones the fair
-            // filter holds back.
-            let held_back = enabled.iter().filter(|u| !schedulable.contains(u)).copied();
-            let blocked: Vec<(ThreadId, Footprint)> = (self.model.blocked_threads().into_iter())
-                .chain(held_back)
-                .filter_map(|u| Some((u, self.model.pending(u)?.footprint())))
+            // Threads that cannot be chosen here: blocked ones, timed waits whose timeout
+            // is not offered, and enabled ones the fair filter holds back.
+            let blocked: Vec<(ThreadId, Footprint)> = (0..self.model.thread_count())
+                .filter(|u| !schedulable.contains(u) && self.model.pending(*u).is_some())
+                .map(|u| (u, self.model.choice_footprint(u)))
+                .collect();
+            let timeouts: Vec<ThreadId> = (offer.timeouts.iter())
+                .filter(|u| schedulable.contains(u))
+                .copied()
                 .collect();
             let point = Point {
                 enabled: &schedulable,
                 ops: &ops,
                 footprints: &footprints,
                 blocked: &blocked,
+                timeouts: &timeouts,
                 current,
                 current_yields,
                 step: self.steps as usize,
@@ -440,7 +456,13 @@ impl Execution<'_> {
                 }
             }
             let op = ops[schedulable.iter().position(|&u| u == t).unwrap_or(0)];
-            let yields = self.model.pending(t).is_some_and(Op::yields_for_fairness);
+            let times_out = timeouts.contains(&t);
+            if times_out && offer.runnable {
+                self.early_timeouts += 1;
+            }
+            // A timeout is a yield for fairness: a thread that keeps timing out without
+            // progress lets the threads it starves run first.
+            let yields = times_out || self.model.pending(t).is_some_and(Op::yields_for_fairness);
             let site = self.model.pending_site(t);
             if let Some(f) = self.fair.as_mut() {
                 let state = yields.then(|| yield_state(&self.model, site));
@@ -478,6 +500,7 @@ impl Execution<'_> {
                     return Ok(self.outcome(Some(f)));
                 }
             };
+            let completion = self.finish_kernel_wait(t, completion)?;
             if completion == Completion::Blocked {
                 continue;
             }
@@ -579,6 +602,7 @@ impl Execution<'_> {
         let mut h = DefaultHasher::new();
         self.model.sync_fingerprint().hash(&mut h);
         self.model.now().hash(&mut h);
+        self.early_timeouts.hash(&mut h);
         for t in 0..self.model.thread_count() {
             self.model.pending(t).map(Op::name).hash(&mut h);
             self.model.pending_site(t).hash(&mut h);
@@ -597,7 +621,8 @@ impl Execution<'_> {
             .pending(t)
             .and_then(Op::object)
             .filter(|o| o.kind != ObjectKind::Atomic || o.addr != 0)
-            .map(|o| self.object_desc(o.kind, o.addr));
+            .map(|o| self.object_desc(o.kind, o.addr))
+            .or_else(|| self.describe_kernel_wait(t));
         let site = self.model.pending_site(t);
         let location = (site != 0).then(|| self.worker.symbols.call_site(site));
         self.trace.push(TraceStep {

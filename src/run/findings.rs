@@ -80,6 +80,9 @@ impl Execution<'_> {
         match kind {
             ObjectKind::Thread => format!("thread T{addr}"),
             ObjectKind::Time => "a timer".to_string(),
+            ObjectKind::Kernel => self
+                .describe_kernel_wait(addr as ThreadId)
+                .unwrap_or_else(|| "the kernel".to_string()),
             _ => format!("{} {}", kind.name(), self.memory_name(addr, true)),
         }
     }
@@ -107,7 +110,11 @@ impl Execution<'_> {
                 let mut details = Vec::new();
                 for b in &blocked {
                     let obj = self.object_desc(b.object.kind, b.object.addr);
-                    let mut state = format!("is blocked in {} on {obj}", b.op);
+                    let mut state = if b.object.kind == ObjectKind::Kernel {
+                        format!("is blocked in the kernel in {obj}")
+                    } else {
+                        format!("is blocked in {} on {obj}", b.op)
+                    };
                     for h in &b.holders {
                         let held = if b.object.kind == ObjectKind::Thread {
                             if h.exited {

@@ -7,7 +7,8 @@
 //! the condvar and the mutex. Semaphores: post releases, a successful wait acquires.
 //! Barriers: every arrival releases, every departure acquires. Futexes: a wake releases the
 //! word, a woken waiter acquires it. Atomic read-modify-writes acquire and release their
-//! address. Thread creation and join are handled by the executor directly.
+//! address. Kernel calls that communicate acquire and release one kernel object. Thread
+//! creation and join are handled by the executor directly.
 
 use crate::detect::race::{RaceDetector, SyncKey};
 use crate::model::{Completion, Op, ThreadId};
@@ -23,6 +24,16 @@ const FUTEX: u8 = 7;
 pub const ATOMIC: u8 = 8;
 /// Sync key tag of pthread_once controls.
 pub const ONCE: u8 = 9;
+/// Sync key tag of the kernel (pipes, sockets, signals...: one object for all).
+const KERNEL: u8 = 10;
+
+/// `t` passed something through the kernel (a wait that returned, a write to a pipe, a
+/// signal sent): it acquires and releases the kernel object, so that what one thread did
+/// before writing a pipe happens before what another does after reading it.
+pub fn kernel(d: &mut RaceDetector, t: ThreadId) {
+    d.release(t, (KERNEL, 0));
+    d.acquire(t, (KERNEL, 0));
+}
 
 /// Feeds the edges of `op`, just executed by `t` with result `c`, to the detector.
 pub fn record(d: &mut RaceDetector, t: ThreadId, op: &Op, c: Completion) {
@@ -59,6 +70,7 @@ pub fn record(d: &mut RaceDetector, t: ThreadId, op: &Op, c: Completion) {
         }
         Op::FutexResume { addr } if c == Completion::Return(0) => d.acquire(t, key(FUTEX, addr)),
         Op::Once { o } => d.acquire(t, key(ONCE, o)),
+        Op::Kernel { .. } => kernel(d, t),
         _ => {}
     }
 }

@@ -215,6 +215,8 @@ impl<'a> Execution<'a> {
             inherited_fds: Vec::new(),
             snapshot_at_main: false,
             segment: Footprint::default(),
+            kernel: Default::default(),
+            early_timeouts: 0,
         }
     }
 
@@ -275,6 +277,8 @@ impl<'a> Execution<'a> {
             inherited_fds: Vec::new(),
             snapshot_at_main: false,
             segment: s.segment,
+            kernel: s.kernel,
+            early_timeouts: s.early_timeouts,
         }
     }
 }

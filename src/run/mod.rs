@@ -11,6 +11,8 @@ mod findings;
 mod happens_before;
 mod hooks;
 mod instrument;
+mod kernel_calls;
+mod kernel_waits;
 mod launch;
 mod livelock;
 pub mod memory_guard;
@@ -28,6 +30,7 @@ mod state_hash;
 mod stops;
 mod syscall_stops;
 mod syscalls;
+mod timeouts;
 mod traps;
 mod worker_state;
 

@@ -537,14 +537,18 @@ impl Execution<'_> {
         self.sync_log_mode(t);
     }
 
-    /// Sets the empty log up for the running thread `t`: a thread in a creation stretch
-    /// (see `creation.rs`) stops at every logged access, so that an atomic one becomes a
-    /// scheduling point before it happens; any other thread logs freely.
+    /// Sets the empty log up for the running thread `t`: in a program with atomic globals,
+    /// a thread in a creation stretch (see `creation.rs`) stops at every logged access, so
+    /// that one of such a global becomes a scheduling point before it happens; any other
+    /// thread logs freely.
     pub(super) fn sync_log_mode(&self, t: ThreadId) {
         let Some(log) = &self.p.patching.log else {
             return;
         };
-        let stretch = self.creation_stretch.contains(&t);
+        // Only an atomic global reached through a pointer needs the watch (sites whose
+        // source or fixed address says atomic keep breakpoints): without atomic globals,
+        // a thread's start runs as freely as the rest of it.
+        let stretch = self.creation_stretch.contains(&t) && !self.atomic_ranges.is_empty();
         if stretch && !log.is_armed() && log.is_empty() {
             log.arm_trap();
         } else if !stretch && log.is_armed() {

@@ -66,6 +66,7 @@ mod tests {
             current_yields: false,
             step,
             chosen: step % 2,
+            timeouts: Vec::new(),
         }
     }
 

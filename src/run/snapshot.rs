@@ -62,6 +62,7 @@ pub(super) struct SavedPoint {
     pub ops: Vec<&'static str>,
     pub footprints: Vec<Footprint>,
     pub blocked: Vec<(ThreadId, Footprint)>,
+    pub timeouts: Vec<ThreadId>,
     /// What the chosen thread then touched natively, as reported to the strategy.
     pub ran: Option<Footprint>,
     pub current: Option<ThreadId>,
@@ -78,6 +79,7 @@ impl SavedPoint {
             ops: point.ops.to_vec(),
             footprints: point.footprints.to_vec(),
             blocked: point.blocked.to_vec(),
+            timeouts: point.timeouts.to_vec(),
             ran: None,
             current: point.current,
             current_yields: point.current_yields,
@@ -93,6 +95,7 @@ impl SavedPoint {
             ops: &self.ops,
             footprints: &self.footprints,
             blocked: &self.blocked,
+            timeouts: &self.timeouts,
             current: self.current,
             current_yields: self.current_yields,
             step: self.step,
@@ -124,6 +127,8 @@ pub(super) struct SavedExecution {
     pub syscall_insn: u64,
     /// What the running thread has touched in its current step so far.
     pub segment: Footprint,
+    pub kernel: super::kernel_waits::KernelWaits,
+    pub early_timeouts: u32,
 }
 
 /// What a restored execution starts from.

@@ -43,6 +43,8 @@ impl Execution<'_> {
             det: self.det.clone(),
             syscall_insn: self.syscall_insn,
             segment: self.segment.clone(),
+            kernel: self.kernel.clone(),
+            early_timeouts: self.early_timeouts,
         }
     }
 
@@ -185,6 +187,7 @@ impl Execution<'_> {
             || !self.p.foreign.is_empty()
             || self.p.threads[0].gone
             || self.model.is_finished(0)
+            || self.kernel.shares_descriptors
         {
             return Ok(());
         }

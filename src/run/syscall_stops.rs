@@ -8,7 +8,7 @@ use super::creation::CLONE_THREAD;
 use super::execution::{Execution, RunResult};
 use super::process::StopPlace;
 use super::syscalls::{self, ClockCall, SyscallAction, TimeSource};
-use crate::model::{Op, ThreadId};
+use crate::model::{ObjectKind, Op, ThreadId};
 use crate::tracee::seccomp::nr;
 use crate::tracee::{events, regs};
 
@@ -65,6 +65,10 @@ impl Execution<'_> {
             nr::EXIT_GROUP => self.group_exiting = true,
             _ => {}
         }
+        let site = || self.p.mem.read_u64(r.rsp).unwrap_or(r.rip);
+        if let Some(stop) = self.on_kernel_call(t, nr, a, site())? {
+            return Ok(stop);
+        }
         match syscalls::decode(nr, a, self) {
             SyscallAction::Point(op) => {
                 let site = self.p.mem.read_u64(r.rsp).unwrap_or(r.rip);
@@ -81,6 +85,8 @@ impl Execution<'_> {
                 Ok(None)
             }
             SyscallAction::Clock(call) => {
+                // Reading the clock sees where timeouts have moved it.
+                self.segment.touch(ObjectKind::Time, 0, false);
                 let v = self.answer_clock(call);
                 self.p.finish_syscall(t, v)?;
                 events::resume(tid, None)?;
@@ -146,6 +152,7 @@ impl Execution<'_> {
         let tid = self.p.threads[t].tid;
         let done = self.emulate_rdtsc_in(tid)?;
         if done {
+            self.segment.touch(ObjectKind::Time, 0, false);
             self.p.load_regs(t)?;
         }
         Ok(done)

@@ -8,6 +8,7 @@ pub mod breakpoints;
 pub mod cpu;
 pub mod descriptors;
 pub mod events;
+pub mod fds;
 pub mod files;
 pub mod fork;
 pub mod interrupt;

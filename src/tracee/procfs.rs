@@ -17,6 +17,13 @@ pub fn fork_hazard(pid: Pid, inherited: &[(i32, String)]) -> Option<String> {
     mapping_hazard(pid)
 }
 
+/// What descriptor `fd` of `pid` refers to (for messages), `?` when unknown.
+pub fn descriptor_target(pid: Pid, fd: i32) -> String {
+    fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "?".into())
+}
+
 /// The open descriptors of `pid` with what they refer to.
 pub fn descriptors(pid: Pid) -> Vec<(i32, String)> {
     let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else {
@@ -184,6 +191,63 @@ pub fn pending_signals(pid: Pid, tid: Pid) -> (u64, u64) {
             .unwrap_or(0)
     };
     (field("SigPnd:"), field("ShdPnd:"))
+}
+
+/// The signal state of thread `tid` of `pid`: signals pending for the thread, pending for
+/// the process, and blocked by the thread (masks, bit n-1 for signal n).
+pub fn signal_state(pid: Pid, tid: Pid) -> (u64, u64, u64) {
+    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")) else {
+        return (0, 0, 0);
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    (field("SigPnd:"), field("ShdPnd:"), field("SigBlk:"))
+}
+
+/// The child processes of every thread of `pid`, each with whether it has ended (a zombie
+/// its parent can wait for).
+pub fn children(pid: Pid) -> Vec<(Pid, bool)> {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for task in tasks.flatten() {
+        let Ok(list) = fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        for child in list
+            .split_whitespace()
+            .filter_map(|c| c.parse::<i32>().ok())
+        {
+            let stat = fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            // The state follows the command name, which is in parentheses.
+            let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+            let ended = state.is_none_or(|s| s.starts_with('Z') || s.starts_with('X'));
+            out.push((Pid::from_raw(child), ended));
+        }
+    }
+    out
+}
+
+/// The open-file flags of descriptor `fd` of `pid` (O_WRONLY, O_NONBLOCK...), from fdinfo.
+pub fn descriptor_flags(pid: Pid, fd: i32) -> Option<i32> {
+    let info = fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).ok()?;
+    let flags = info.lines().find_map(|l| l.strip_prefix("flags:"))?;
+    i32::from_str_radix(flags.trim(), 8).ok()
+}
+
+/// The descriptors an epoll descriptor `fd` of `pid` watches (its fdinfo `tfd:` lines).
+pub fn epoll_targets(pid: Pid, fd: i32) -> Vec<i32> {
+    let info = fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap_or_default();
+    info.lines()
+        .filter_map(|l| l.trim_start().strip_prefix("tfd:"))
+        .filter_map(|rest| rest.split_whitespace().next()?.parse().ok())
+        .collect()
 }
 
 /// Sends the signals of `mask` (bit n-1 for signal n) to thread `tid` of `pid`, or to the

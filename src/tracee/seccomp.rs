@@ -35,6 +35,66 @@ pub mod nr {
     pub const CLOCK_GETTIME: i64 = 228;
     /// getrandom(2)
     pub const GETRANDOM: i64 = 318;
+    // Calls that may wait for the kernel, and the signals that may wake a waiter
+    // (`run/kernel_calls.rs`).
+    /// read(2)
+    pub const READ: i64 = 0;
+    /// write(2)
+    pub const WRITE: i64 = 1;
+    /// poll(2)
+    pub const POLL: i64 = 7;
+    /// readv(2)
+    pub const READV: i64 = 19;
+    /// writev(2)
+    pub const WRITEV: i64 = 20;
+    /// select(2)
+    pub const SELECT: i64 = 23;
+    /// pause(2)
+    pub const PAUSE: i64 = 34;
+    /// accept(2)
+    pub const ACCEPT: i64 = 43;
+    /// sendto(2)
+    pub const SENDTO: i64 = 44;
+    /// recvfrom(2)
+    pub const RECVFROM: i64 = 45;
+    /// sendmsg(2)
+    pub const SENDMSG: i64 = 46;
+    /// recvmsg(2)
+    pub const RECVMSG: i64 = 47;
+    /// wait4(2)
+    pub const WAIT4: i64 = 61;
+    /// kill(2)
+    pub const KILL: i64 = 62;
+    /// rt_sigtimedwait(2): sigwait, sigwaitinfo, sigtimedwait
+    pub const RT_SIGTIMEDWAIT: i64 = 128;
+    /// rt_sigqueueinfo(2)
+    pub const RT_SIGQUEUEINFO: i64 = 129;
+    /// rt_sigsuspend(2)
+    pub const RT_SIGSUSPEND: i64 = 130;
+    /// tkill(2)
+    pub const TKILL: i64 = 200;
+    /// epoll_wait(2)
+    pub const EPOLL_WAIT: i64 = 232;
+    /// tgkill(2)
+    pub const TGKILL: i64 = 234;
+    /// waitid(2)
+    pub const WAITID: i64 = 247;
+    /// pselect6(2)
+    pub const PSELECT6: i64 = 270;
+    /// ppoll(2)
+    pub const PPOLL: i64 = 271;
+    /// epoll_pwait(2)
+    pub const EPOLL_PWAIT: i64 = 281;
+    /// accept4(2)
+    pub const ACCEPT4: i64 = 288;
+    /// rt_tgsigqueueinfo(2)
+    pub const RT_TGSIGQUEUEINFO: i64 = 297;
+    /// recvmmsg(2)
+    pub const RECVMMSG: i64 = 299;
+    /// sendmmsg(2)
+    pub const SENDMMSG: i64 = 307;
+    /// epoll_pwait2(2)
+    pub const EPOLL_PWAIT2: i64 = 441;
 }
 
 /// The syscalls the filter traps.
@@ -54,6 +114,40 @@ pub const TRAPPED: &[i64] = &[
     nr::CLOCK_GETTIME,
     nr::GETRANDOM,
     nr::SIGALTSTACK,
+];
+
+/// Calls that may wait for the kernel (and the signal sends that may end such a wait),
+/// trapped so that a thread waiting in one is blocked in the model instead of the kernel.
+pub const TRAPPED_KERNEL: &[i64] = &[
+    nr::READ,
+    nr::WRITE,
+    nr::POLL,
+    nr::READV,
+    nr::WRITEV,
+    nr::SELECT,
+    nr::PAUSE,
+    nr::ACCEPT,
+    nr::SENDTO,
+    nr::RECVFROM,
+    nr::SENDMSG,
+    nr::RECVMSG,
+    nr::WAIT4,
+    nr::KILL,
+    nr::RT_SIGTIMEDWAIT,
+    nr::RT_SIGQUEUEINFO,
+    nr::RT_SIGSUSPEND,
+    nr::TKILL,
+    nr::EPOLL_WAIT,
+    nr::TGKILL,
+    nr::WAITID,
+    nr::PSELECT6,
+    nr::PPOLL,
+    nr::EPOLL_PWAIT,
+    nr::ACCEPT4,
+    nr::RT_TGSIGQUEUEINFO,
+    nr::RECVMMSG,
+    nr::SENDMMSG,
+    nr::EPOLL_PWAIT2,
 ];
 
 const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
@@ -79,7 +173,8 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// Builds the BPF program: kill on a foreign arch, trace the [`TRAPPED`] calls, allow the rest.
+/// Builds the BPF program: kill on a foreign arch, trace the [`TRAPPED`] and
+/// [`TRAPPED_KERNEL`] calls, allow the rest.
 pub fn filter_program() -> Vec<libc::sock_filter> {
     let mut prog = vec![
         stmt(BPF_LD_W_ABS, OFFSET_ARCH),
@@ -87,8 +182,9 @@ pub fn filter_program() -> Vec<libc::sock_filter> {
         stmt(BPF_RET_K, SECCOMP_RET_KILL_PROCESS),
         stmt(BPF_LD_W_ABS, OFFSET_NR),
     ];
-    let n = TRAPPED.len();
-    for (i, &sys) in TRAPPED.iter().enumerate() {
+    let all: Vec<i64> = TRAPPED.iter().chain(TRAPPED_KERNEL).copied().collect();
+    let n = all.len();
+    for (i, &sys) in all.iter().enumerate() {
         // On a match jump to the TRACE return, which sits after the remaining compares and
         // the ALLOW return.
         let to_trace = (n - i - 1) as u8 + 1;
@@ -125,7 +221,7 @@ mod tests {
     fn traps_exactly_the_listed_syscalls() {
         let prog = filter_program();
         for nr in 0..500u32 {
-            let want = if TRAPPED.contains(&(nr as i64)) {
+            let want = if TRAPPED.contains(&(nr as i64)) || TRAPPED_KERNEL.contains(&(nr as i64)) {
                 SECCOMP_RET_TRACE
             } else {
                 SECCOMP_RET_ALLOW

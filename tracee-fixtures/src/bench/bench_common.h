@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 /* N from argv[1] (default: dflt); exits with status 2 on a bad argument. */
-static long bench_count(int argc, char **argv, long dflt)
+static inline long bench_count(int argc, char **argv, long dflt)
 {
     if (argc < 2)
         return dflt;
@@ -30,7 +30,7 @@ static long bench_count(int argc, char **argv, long dflt)
 }
 
 /* Writes byte c to $BENCH_MARK_FD, if set. */
-static void bench_mark(char c)
+static inline void bench_mark(char c)
 {
     static int fd = -2;
     if (fd == -2) {

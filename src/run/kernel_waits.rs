@@ -1,0 +1,499 @@
+//! The kernel as a source of blocking. A trapped call that may wait (`read` of a pipe,
+//! `epoll_wait`, `sigwait`, `wait4`...) is first checked from the tracer side: descriptors
+//! are polled through copies taken with `pidfd_getfd`, signals are read from
+//! `/proc/PID/task/TID/status`, children from `/proc/PID/task/*/children`. A call that would
+//! return at once runs natively, within the step that made it. A call that would wait leaves
+//! its thread stopped at the seccomp stop, blocked in the model on an [`Op::Kernel`]; at every
+//! later scheduling point the executor checks it again, and once it is ready the thread is
+//! enabled, and running it lets the call run natively (it returns at once). A call with a
+//! timeout may also time out (a choice of the search): its result is then made by the
+//! tracer, side effects included (`poll`'s revents, `select`'s sets). No thread ever sleeps
+//! in the kernel, so only one thread runs at a time and every wake-up is a decision.
+//!
+//! Everything the kernel holds for the program is one object ([`ObjectKind::Kernel`]) for
+//! partial-order reduction and for the race detector: a kernel call that communicates
+//! (any wait, a signal sent, I/O on a descriptor that is not a regular file) is dependent
+//! with every other one and acquires and releases that object.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::Result;
+
+use super::execution::{Execution, RunResult};
+use super::happens_before;
+use super::kernel_calls::{self, KernelAction, KernelCall, TimedOut, Timeout, Wait};
+use crate::model::{Completion, ObjectKind, Op, ThreadId};
+use crate::report::{Finding, FindingKind};
+use crate::tracee::fds::{Descriptors, FdKind};
+use crate::tracee::{events, procfs, Pid};
+
+/// The largest write a pipe takes at once when it has room (one pipe buffer page): POLLOUT
+/// means a free page, so a write up to this size never waits.
+const PIPE_BUF: u64 = 4096;
+
+/// What the executor keeps about kernel waits in one execution (saved with snapshots).
+#[derive(Clone, Default)]
+pub(super) struct KernelWaits {
+    /// The waiting call of each thread blocked in the kernel model.
+    calls: BTreeMap<ThreadId, KernelCall>,
+    /// The program did I/O on a pipe, socket or similar descriptor: a fork copy would share
+    /// that object with its template.
+    pub shares_descriptors: bool,
+    /// The descriptors of the process (opened on first use; a fork copy opens its own).
+    descriptors: Option<(Pid, Arc<Descriptors>)>,
+}
+
+/// What a look at a waiting call found.
+#[derive(Clone, Copy, Debug, Default)]
+struct Look {
+    /// It would return at once.
+    ready: bool,
+    /// It passes something through the kernel to or from another thread (not only a
+    /// regular file).
+    communicates: bool,
+}
+
+impl Execution<'_> {
+    /// A trapped call at its seccomp stop in thread `t`: None when it is not a kernel call,
+    /// else what the stop turns into (a scheduling point when it would wait).
+    pub(super) fn on_kernel_call(
+        &mut self,
+        t: ThreadId,
+        nr: i64,
+        args: [u64; 6],
+        site: u64,
+    ) -> Result<Option<Option<RunResult>>> {
+        let mem = &self.p.mem;
+        let read = |addr: u64, len: usize| {
+            let mut b = vec![0u8; len];
+            mem.read(addr, &mut b).ok().map(|_| b)
+        };
+        let Some(action) = kernel_calls::decode(nr, args, &read) else {
+            return Ok(None);
+        };
+        let call = match action {
+            KernelAction::Signal if self.creation_stretch.contains(&t) => {
+                // A thread creation's stretch must not hide an order with another thread:
+                // the send becomes a point of its own (see `in_stretch` below).
+                let call = KernelCall::immediate(kernel_calls::name_of(nr));
+                let op = Op::Kernel {
+                    call: call.name,
+                    timeout: None,
+                };
+                self.kernel.calls.insert(t, call);
+                return self.point(t, op, site).map(Some);
+            }
+            KernelAction::Signal => {
+                self.communicated(t);
+                return self.run_on(t).map(Some);
+            }
+            KernelAction::Wait(call) => call,
+        };
+        if call.write_len.is_some()
+            && matches!(&call.wait, Wait::Fds(fds) if fds.iter().all(|&(fd, _)| fd == 1 || fd == 2))
+        {
+            // Output on stdout and stderr is read by the user (or by mcheck): let it go, as
+            // the outside drains it.
+            return self.run_on(t).map(Some);
+        }
+        let mut call = call;
+        self.push_pipe_write(&mut call);
+        let look = self.look(t, &call);
+        if look.communicates && matches!(call.wait, Wait::Fds(_)) {
+            self.kernel.shares_descriptors = true;
+        }
+        // In a thread creation's stretch (a parent after its clone, a new thread before its
+        // first point) nothing may be ordered against another thread without a point: a
+        // call that passes something through the kernel is one, even when it is ready.
+        let in_stretch = look.communicates && self.creation_stretch.contains(&t);
+        if look.communicates && !in_stretch {
+            self.communicated(t);
+        }
+        if look.ready && call.written > 0 && !in_stretch {
+            // The tracer placed the whole write: the call returns at once with its length.
+            self.p.load_regs(t)?;
+            self.p.finish_syscall(t, call.written as i64)?;
+            events::resume(self.p.threads[t].tid, None)?;
+            return Ok(Some(None));
+        }
+        if look.ready && !in_stretch {
+            return self.run_on(t).map(Some);
+        }
+        let op = Op::Kernel {
+            call: call.name,
+            timeout: match call.timeout {
+                Timeout::After(ns) => Some(ns),
+                _ => None,
+            },
+        };
+        self.kernel.calls.insert(t, call);
+        self.point(t, op, site).map(Some)
+    }
+
+    /// Looks again at every call the model has blocked in the kernel and tells the model
+    /// which are ready (at every scheduling point: another thread may have written to the
+    /// pipe, sent the signal, ended the child...).
+    pub(super) fn recheck_kernel_waits(&mut self) {
+        let waiting: Vec<(ThreadId, KernelCall)> = self
+            .kernel
+            .calls
+            .iter()
+            .filter(|(&t, _)| matches!(self.model.pending(t), Some(Op::Kernel { .. })))
+            .map(|(&t, c)| (t, c.clone()))
+            .collect();
+        // Writes the tracer moves into pipes first (they may make reads ready), then every
+        // look, in thread order: the same state gives the same answers.
+        for (t, call) in &waiting {
+            let mut call = call.clone();
+            if call.written > 0 {
+                self.push_pipe_write(&mut call);
+                self.kernel.calls.insert(*t, call);
+            }
+        }
+        for (t, _) in waiting {
+            let call = self.kernel.calls[&t].clone();
+            let ready = self.look(t, &call).ready;
+            self.model.set_kernel_ready(t, ready);
+        }
+    }
+
+    /// Thread `t` was chosen to perform its pending operation with result `c`: when it is a
+    /// kernel wait, the call now runs natively (ready) or times out, its result made by the
+    /// tracer. Returns the completion still to apply to the thread.
+    pub(super) fn finish_kernel_wait(&mut self, t: ThreadId, c: Completion) -> Result<Completion> {
+        let Some(call) = self.kernel.calls.remove(&t) else {
+            return Ok(c);
+        };
+        if call.written > 0 && c == Completion::Native {
+            // The tracer moved the write into the pipe: the call returns what it placed.
+            self.p.load_regs(t)?;
+            self.p.finish_syscall(t, call.written as i64)?;
+            return Ok(c);
+        }
+        if c != Completion::Error(crate::model::errno::ETIMEDOUT) {
+            return Ok(c);
+        }
+        self.p.load_regs(t)?;
+        let value = match &call.timed_out {
+            TimedOut::Poll { revents } => {
+                for &a in revents {
+                    self.p.mem.write(a, &[0, 0])?;
+                }
+                0
+            }
+            TimedOut::Select { sets, remaining } => {
+                for &(a, len) in sets {
+                    self.p.mem.write(a, &vec![0u8; len])?;
+                }
+                if *remaining != 0 {
+                    self.p.mem.write(*remaining, &[0u8; 16])?;
+                }
+                0
+            }
+            TimedOut::Zero => 0,
+            TimedOut::Again => -(libc::EAGAIN as i64),
+        };
+        self.p.finish_syscall(t, value)?;
+        Ok(Completion::Native)
+    }
+
+    /// Whether the executor should wait for the world outside the program before declaring
+    /// a deadlock: some thread waits in the kernel for something another process, a
+    /// terminal or the network could still bring.
+    pub(super) fn waits_for_outside(&mut self) -> bool {
+        let waiting: Vec<KernelCall> = self
+            .waiting_threads()
+            .into_iter()
+            .map(|t| self.kernel.calls[&t].clone())
+            .collect();
+        waiting.iter().any(|c| self.is_external(c))
+    }
+
+    /// The threads blocked in a kernel wait, in id order.
+    fn waiting_threads(&self) -> Vec<ThreadId> {
+        self.kernel
+            .calls
+            .keys()
+            .copied()
+            .filter(|&t| matches!(self.model.pending(t), Some(Op::Kernel { .. })))
+            .collect()
+    }
+
+    /// Every thread waits in the kernel for the outside: waits until one of them is ready,
+    /// serving the stops of the processes the program started, for at most the execution
+    /// timeout. True when one became ready.
+    pub(super) fn wait_for_outside(&mut self) -> Result<bool> {
+        let start = std::time::Instant::now();
+        loop {
+            self.recheck_kernel_waits();
+            if !self.model.enabled_threads().is_empty() {
+                return Ok(true);
+            }
+            if start.elapsed() > self.cfg.execution_timeout {
+                return Ok(false);
+            }
+            match events::wait(None)? {
+                crate::tracee::WaitOutcome::Event(pid, ev) if self.p.foreign.contains(&pid) => {
+                    self.pass_through(pid, ev)?
+                }
+                crate::tracee::WaitOutcome::Event(pid, ev) => self.unknown_stop(pid, ev),
+                crate::tracee::WaitOutcome::Interrupted => {}
+                crate::tracee::WaitOutcome::NoChildren => return Ok(false),
+            }
+        }
+    }
+
+    /// The finding when every thread waited longer than the execution timeout and some
+    /// wait for the world outside the program (a terminal, a socket, a child process).
+    pub(super) fn outside_finding(&mut self) -> Finding {
+        let secs = self.cfg.execution_timeout.as_secs_f64();
+        let waiting = self.waiting_threads();
+        let mut threads = Vec::new();
+        let mut calls = Vec::new();
+        for t in waiting {
+            let what = self.describe_kernel_wait(t).unwrap_or_default();
+            calls.push(format!("T{t} in {what}"));
+            threads.push(self.thread_report(t, format!("waits in the kernel in {what}")));
+        }
+        self.finding(
+            FindingKind::Timeout,
+            format!(
+                "no thread can run and nothing came from outside the program for {secs:.1} s: {}",
+                calls.join(", ")
+            ),
+            threads,
+        )
+    }
+
+    /// What thread `t` waits for in the kernel, for reports ("read(fd 3: pipe:[123])").
+    pub(super) fn describe_kernel_wait(&self, t: ThreadId) -> Option<String> {
+        let call = self.kernel.calls.get(&t)?;
+        let pid = self.p.pid;
+        let fd = |fd: i32| format!("fd {fd}: {}", procfs::descriptor_target(pid, fd));
+        let what = match &call.wait {
+            Wait::Fds(fds) => fds
+                .iter()
+                .map(|&(f, _)| fd(f))
+                .collect::<Vec<_>>()
+                .join(", "),
+            Wait::Signals(set) => format!("signals {}", signal_names(*set)),
+            Wait::Child(-1) => "any child".to_string(),
+            Wait::Child(p) => format!("child {p}"),
+            Wait::Interrupt => "a signal".to_string(),
+            Wait::Nothing => String::new(),
+        };
+        Some(format!("{}({what})", call.name))
+    }
+
+    /// Lets `t`, at a seccomp stop, run its call natively.
+    fn run_on(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
+        self.p.threads[t].place = super::process::StopPlace::Event;
+        events::resume(self.p.threads[t].tid, None)?;
+        Ok(None)
+    }
+
+    /// `t` passed something through the kernel: its step touches the kernel object, and
+    /// the race detector sees an acquire and a release of it.
+    fn communicated(&mut self, t: ThreadId) {
+        self.segment.touch(ObjectKind::Kernel, 0, true);
+        if let Some(d) = self.races.as_mut() {
+            happens_before::kernel(d, t);
+        }
+    }
+
+    fn descriptors(&mut self) -> Option<Arc<Descriptors>> {
+        let pid = self.p.pid;
+        match &self.kernel.descriptors {
+            Some((p, d)) if *p == pid => Some(d.clone()),
+            _ => {
+                let d = Arc::new(Descriptors::open(pid).ok()?);
+                self.kernel.descriptors = Some((pid, d.clone()));
+                Some(d)
+            }
+        }
+    }
+
+    /// A `write` of more than a pipe takes at once (more than a page, more than its room):
+    /// moves as much of it as fits, a page at a time, from the program's buffer into the
+    /// pipe, as the kernel does while the writer sleeps. The call is then finished by the
+    /// tracer once all of it is in (see [`Execution::finish_kernel_wait`]).
+    fn push_pipe_write(&mut self, call: &mut KernelCall) {
+        let (Some(buf), Some(len), Wait::Fds(fds)) = (call.write_buf, call.write_len, &call.wait)
+        else {
+            return;
+        };
+        let Some(&(fd, _)) = fds.first() else { return };
+        let Some(d) = self.descriptors() else { return };
+        while call.written < len {
+            let Ok(s) = d.look(fd, libc::POLLOUT) else {
+                return;
+            };
+            if s.kind != FdKind::Pipe
+                || s.nonblocking
+                || s.revents & libc::POLLOUT == 0
+                || s.revents & libc::POLLERR != 0
+                || len <= PIPE_BUF
+            {
+                return;
+            }
+            let chunk = (len - call.written).min(PIPE_BUF) as usize;
+            let mut data = vec![0u8; chunk];
+            if self.p.mem.read(buf + call.written, &mut data).is_err() {
+                return;
+            }
+            match d.write(fd, &data) {
+                Ok(n) if n > 0 => call.written += n as u64,
+                _ => return,
+            }
+        }
+    }
+
+    /// Whether `call` of thread `t` would return at once.
+    fn look(&mut self, t: ThreadId, call: &KernelCall) -> Look {
+        let mut look = Look::default();
+        let mut blocked_mask = None;
+        match &call.wait {
+            Wait::Fds(fds) => {
+                let Some(d) = self.descriptors() else {
+                    // Without a view of the descriptors, let the call run.
+                    look.ready = true;
+                    return look;
+                };
+                let single = fds.len() == 1 && !is_multiplexer(call.name);
+                for &(fd, events) in fds {
+                    let Ok(s) = d.look(fd, events) else {
+                        // A bad descriptor: the call fails at once.
+                        look.ready = true;
+                        continue;
+                    };
+                    if s.kind == FdKind::File {
+                        look.ready = true;
+                        continue;
+                    }
+                    // The standard streams are the user's (and mcheck's stderr pipe): what
+                    // threads print there is no message to another thread.
+                    look.communicates |= fd > 2;
+                    if single && s.nonblocking {
+                        look.ready = true;
+                        continue;
+                    }
+                    let mut ready = s.revents != 0;
+                    if let (Some(len), FdKind::Pipe) = (call.write_len, s.kind) {
+                        // A pipe write waits until all of it is in the pipe. A free page
+                        // (POLLOUT) takes a page of data; a larger write is moved in by
+                        // the tracer, and ready once all of it is in (or the reader is
+                        // gone: the call then fails or returns what was placed).
+                        if s.revents & libc::POLLERR == 0 && len > PIPE_BUF {
+                            ready = call.written >= len;
+                        }
+                    }
+                    look.ready |= ready;
+                }
+            }
+            Wait::Signals(set) => {
+                look.communicates = true;
+                let (own, shared, blocked) = self.signal_state(t);
+                look.ready = (own | shared) & set != 0;
+                blocked_mask = Some(blocked);
+            }
+            Wait::Child(pid) => {
+                look.communicates = true;
+                let children = procfs::children(self.p.pid);
+                let mine: Vec<&(Pid, bool)> = children
+                    .iter()
+                    .filter(|(c, _)| *pid <= 0 || c.as_raw() as i64 == *pid)
+                    .collect();
+                look.ready = mine.is_empty() || mine.iter().any(|(_, ended)| *ended);
+            }
+            Wait::Interrupt => look.communicates = true,
+            Wait::Nothing => {
+                look.communicates = true;
+                look.ready = true;
+            }
+        }
+        if call.timeout == Timeout::Zero {
+            // A call that only looks never waits.
+            look.ready = true;
+        }
+        if !look.ready {
+            // A signal the thread does not block while it waits interrupts any wait.
+            let (own, shared, blocked) = self.signal_state(t);
+            let mask = call.mask.or(blocked_mask).unwrap_or(blocked);
+            look.ready = (own | shared) & !mask != 0;
+        }
+        look
+    }
+
+    fn signal_state(&self, t: ThreadId) -> (u64, u64, u64) {
+        procfs::signal_state(self.p.pid, self.p.threads[t].tid)
+    }
+
+    /// Whether what `call` waits for could come from outside the program: a child process
+    /// still running, a descriptor that is not a pipe or eventfd of the process's own
+    /// (a terminal, a socket, a timerfd, a pipe whose other end is elsewhere).
+    fn is_external(&self, call: &KernelCall) -> bool {
+        let pid = self.p.pid;
+        let children_run = procfs::children(pid).iter().any(|(_, ended)| !ended);
+        if children_run || !self.p.foreign.is_empty() {
+            return true;
+        }
+        match &call.wait {
+            Wait::Fds(fds) => fds.iter().any(|&(fd, _)| external_fd(pid, fd, 0)),
+            Wait::Signals(_) | Wait::Interrupt | Wait::Child(_) | Wait::Nothing => false,
+        }
+    }
+}
+
+/// poll, select and epoll wait whatever their descriptors' O_NONBLOCK says.
+fn is_multiplexer(name: &str) -> bool {
+    matches!(
+        name,
+        "poll" | "ppoll" | "select" | "pselect6" | "epoll_wait" | "epoll_pwait" | "epoll_pwait2"
+    )
+}
+
+/// Whether descriptor `fd` of `pid` may be made ready by something outside the process.
+fn external_fd(pid: Pid, fd: i32, depth: u32) -> bool {
+    let target = procfs::descriptor_target(pid, fd);
+    if target.starts_with("pipe:") {
+        // Internal when the process holds both ends.
+        let ends: Vec<i32> = procfs::descriptors(pid)
+            .into_iter()
+            .filter(|(_, t)| *t == target)
+            .filter_map(|(f, _)| procfs::descriptor_flags(pid, f))
+            .map(|flags| flags & libc::O_ACCMODE)
+            .collect();
+        let reads = ends
+            .iter()
+            .any(|&m| m == libc::O_RDONLY || m == libc::O_RDWR);
+        let writes = ends
+            .iter()
+            .any(|&m| m == libc::O_WRONLY || m == libc::O_RDWR);
+        return !(reads && writes);
+    }
+    match target.as_str() {
+        "anon_inode:[eventfd]" | "anon_inode:[signalfd]" => false,
+        "anon_inode:[eventpoll]" if depth < 4 => procfs::epoll_targets(pid, fd)
+            .into_iter()
+            .any(|f| external_fd(pid, f, depth + 1)),
+        _ => true,
+    }
+}
+
+/// Signal numbers of a mask, for reports ("SIGUSR1 SIGTERM").
+fn signal_names(mask: u64) -> String {
+    let names: Vec<String> = (1..=64i32)
+        .filter(|n| mask & (1u64 << (n - 1)) != 0)
+        .map(|n| {
+            nix::sys::signal::Signal::try_from(n)
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_else(|_| format!("signal {n}"))
+        })
+        .collect();
+    if names.is_empty() {
+        "(none)".into()
+    } else {
+        names.join(" ")
+    }
+}

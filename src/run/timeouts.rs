@@ -1,0 +1,81 @@
+//! Timeouts are choices (CHESS): at every scheduling point, a thread in a timed wait that
+//! nothing has woken may time out, as one more alternative next to the threads that can
+//! run. The search decides, records and replays it like any other choice.
+//!
+//! Bounds, so that searches end: a timeout taken while some thread could run (an *early*
+//! timeout) counts as a preemption for preemption bounding, is a yield for the fair
+//! scheduler, and at most `--max-timeouts` of them happen in one execution; after that, and
+//! whenever no thread can run, only the wait with the earliest deadline is offered, which
+//! is virtual time running out, as before timeouts were choices.
+
+use crate::model::{Model, ThreadId};
+
+/// The choices offered at one scheduling point.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Offer {
+    /// Every thread that may be chosen, in id order: the enabled ones and the timeouts.
+    pub choices: Vec<ThreadId>,
+    /// The threads of `choices` whose step is a timeout, earliest deadline first.
+    pub timeouts: Vec<ThreadId>,
+    /// Some thread can run without timing out (a timeout taken here is early).
+    pub runnable: bool,
+}
+
+/// What may be chosen in `model`'s state when `early` early timeouts were taken in this
+/// execution and `max_early` are allowed.
+pub(super) fn offer(model: &Model, early: u32, max_early: u32) -> Offer {
+    let enabled = model.enabled_threads();
+    let mut timeouts = model.timeout_threads();
+    let runnable = !enabled.is_empty();
+    if !runnable {
+        // Nothing can run: virtual time moves to the earliest deadline.
+        timeouts.truncate(1);
+    } else if early >= max_early {
+        timeouts.clear();
+    }
+    let mut choices = enabled;
+    choices.extend(&timeouts);
+    choices.sort_unstable();
+    Offer {
+        choices,
+        timeouts,
+        runnable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Op;
+
+    fn model_with_sleepers() -> Model {
+        let mut m = Model::new();
+        let t1 = m.add_thread();
+        let t2 = m.add_thread();
+        m.set_pending(t1, Op::Sleep { ns: 50 }, 0).unwrap();
+        m.set_pending(t2, Op::Sleep { ns: 10 }, 0).unwrap();
+        m
+    }
+
+    #[test]
+    fn timeouts_are_offered_next_to_runnable_threads_until_the_bound() {
+        let mut m = model_with_sleepers();
+        m.set_pending(0, Op::Yield, 0).unwrap();
+        let o = offer(&m, 0, 2);
+        assert_eq!(o.choices, vec![0, 1, 2]);
+        assert_eq!(o.timeouts, vec![2, 1], "earliest deadline first");
+        assert!(o.runnable);
+        let spent = offer(&m, 2, 2);
+        assert_eq!((spent.choices, spent.timeouts), (vec![0], vec![]));
+    }
+
+    #[test]
+    fn when_nothing_runs_the_earliest_deadline_fires_whatever_the_bound() {
+        let m = model_with_sleepers();
+        for early in [0, 5] {
+            let o = offer(&m, early, 2);
+            assert_eq!((o.choices, o.timeouts), (vec![2], vec![2]));
+            assert!(!o.runnable);
+        }
+    }
+}

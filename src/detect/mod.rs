@@ -2,7 +2,7 @@
 //! detection with vector clocks ([`race`]) over shadow memory (`shadow`).
 
 mod cell;
-mod hash;
+pub mod hash;
 mod page;
 pub mod race;
 mod shadow;

@@ -93,7 +93,13 @@ pub struct RaceDetector {
     races: Vec<Race>,
     reported: HashSet<(u64, u64)>,
     racy_addresses: HashSet<Addr>,
+    /// The last access recorded, with its thread's epoch: the same access again in the
+    /// same epoch (a loop reading one variable) changes nothing and finds nothing new.
+    last: Option<LastAccess>,
 }
+
+/// An access as `RaceDetector::record` saw it: thread, address, size, pc, kind, epoch.
+type LastAccess = (ThreadId, Addr, u64, u64, u8, u32);
 
 impl RaceDetector {
     /// A detector for an execution whose main thread is thread 0.
@@ -120,10 +126,13 @@ impl RaceDetector {
             races: self.races.clone(),
             reported: self.reported.clone(),
             racy_addresses: self.racy_addresses.clone(),
+            last: None,
         }
     }
 
+    /// Thread `t`'s clock, to change: what a repeated access finds may change with it.
     fn clock_mut(&mut self, t: ThreadId) -> &mut VectorClock {
+        self.last = None;
         if self.threads.len() <= t {
             self.threads.resize_with(t + 1, VectorClock::new);
         }
@@ -188,8 +197,15 @@ impl RaceDetector {
 
     #[inline(never)]
     fn record(&mut self, t: ThreadId, addr: Addr, size: u64, pc: u64, kind: u8) -> Option<Race> {
-        self.clock_mut(t);
+        if self.threads.len() <= t {
+            self.clock_mut(t);
+        }
         let clock = self.threads[t].get(t);
+        let this = (t, addr, size, pc, kind, clock);
+        if self.last == Some(this) {
+            return None;
+        }
+        self.last = Some(this);
         let site = Site {
             thread: t,
             pc,
@@ -242,6 +258,7 @@ impl RaceDetector {
     }
 
     fn forget(&mut self, start: Addr, size: u64) {
+        self.last = None;
         self.shadow.forget(start, size);
     }
 
@@ -311,6 +328,31 @@ mod tests {
         assert_eq!(d.races().len(), 1);
         assert_eq!(d.races()[0].earlier.pc, 10);
         assert_eq!(d.races()[0].later.epoch.thread, 2);
+    }
+
+    #[test]
+    fn a_repeated_access_is_skipped_without_hiding_a_race() {
+        let mut d = RaceDetector::new();
+        d.thread_created(0, 1);
+        d.thread_created(0, 2);
+        assert!(d.access(acc(1, true, 10)).is_none());
+        // Thread 2 spins reading X: the first read races, the repeats change nothing.
+        assert!(d.access(acc(2, false, 20)).is_some());
+        for _ in 0..3 {
+            assert!(d.access(acc(2, false, 20)).is_none());
+        }
+        assert_eq!(d.races().len(), 1);
+        // Thread 1 writes again: that races with the read; the read repeated after it
+        // is checked again (the pair is known by now, so nothing new is reported).
+        assert!(d.access(acc(1, true, 11)).is_some());
+        assert!(d.access(acc(2, false, 20)).is_none());
+        assert_eq!(d.races().len(), 2);
+        // After an acquire, a repeated access is checked again.
+        d.acquire(2, M);
+        assert_eq!(d.last, None);
+        // A freed and reallocated block forgets, and its first access is checked again.
+        d.freed(X, 4);
+        assert!(d.access(acc(1, true, 12)).is_none());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Shadow memory: the access history of every byte the program touched, as a hashed table
-//! from page number to copy-on-write [`Page`]s (`Arc<Page>`, written through
-//! `Arc::make_mut`), allocated on first touch and dropped when a free covers them whole.
+//! from page number to copy-on-write [`Page`]s (`Rc<Page>`, written through
+//! `Rc::make_mut`: a detector never leaves its worker thread, so the counts need no
+//! atomics), allocated on first touch and dropped when a free covers them whole.
 //!
 //! Cost of one access: one table lookup per page it touches (the last page is cached),
 //! then per granule a few array operations; an access that changes nothing (the thread
@@ -16,7 +17,7 @@
 //! copies a page (~17 KiB) only when it first changes it.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::rc::Rc;
 
 use super::cell::Ctx;
 use super::hash::FastHash;
@@ -27,7 +28,7 @@ use crate::model::Addr;
 #[derive(Debug, Clone, Default)]
 pub struct ShadowMemory {
     /// Pages and their page numbers, in no order.
-    pages: Vec<(u64, Arc<Page>)>,
+    pages: Vec<(u64, Rc<Page>)>,
     /// Page number → index in `pages`.
     index: HashMap<u64, u32, FastHash>,
     /// The last page looked up: page number and index in `pages`.
@@ -86,14 +87,14 @@ impl ShadowMemory {
             Some(i) => {
                 let page = &mut self.pages[i].1;
                 if !page.unchanged_access(lo, hi, ctx, base) {
-                    Arc::make_mut(page).access(lo, hi, ctx, base);
+                    Rc::make_mut(page).access(lo, hi, ctx, base);
                 }
             }
             None => {
                 let mut page = Page::default();
                 page.access(lo, hi, ctx, base);
                 self.index.insert(pn, self.pages.len() as u32);
-                self.pages.push((pn, Arc::new(page)));
+                self.pages.push((pn, Rc::new(page)));
             }
         }
     }
@@ -130,7 +131,7 @@ impl ShadowMemory {
         if lo == 0 && hi == PAGE_BYTES {
             self.remove(i);
         } else if self.pages[i].1.has_state_in(lo, hi) {
-            Arc::make_mut(&mut self.pages[i].1).forget(lo, hi);
+            Rc::make_mut(&mut self.pages[i].1).forget(lo, hi);
         }
     }
 
@@ -163,7 +164,7 @@ impl ShadowMemory {
 
     /// Bytes of heap held, pages shared with clones counted in full.
     pub fn heap_bytes(&self) -> usize {
-        self.pages.capacity() * std::mem::size_of::<(u64, Arc<Page>)>()
+        self.pages.capacity() * std::mem::size_of::<(u64, Rc<Page>)>()
             + self.index.capacity() * 16
             + self
                 .pages

@@ -223,7 +223,7 @@ pub(super) struct Execution<'a> {
     /// The program's user-mode CPU time then.
     pub(super) resumed_cpu: Duration,
     /// Accesses the running thread logged since then (drained).
-    pub(super) logged_since_resume: u64,
+    pub(super) logged_since_resume: super::progress::LoggedSinceResume,
     pub(super) interrupt_sent: bool,
     /// Where the running thread was blocked when the execution was abandoned.
     pub(super) abandoned: Option<String>,

@@ -528,9 +528,9 @@ impl Execution<'_> {
             return;
         }
         let sites = self.p.patching.sites.clone();
-        self.logged_since_resume += log.len();
         log.drain(|rec| {
             if let Some(site) = sites.get(rec.site as usize) {
+                self.logged_since_resume.note(rec.addr, site.write);
                 self.record_access(t, site, rec.addr, Seen::Logged);
             }
         });

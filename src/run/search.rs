@@ -15,6 +15,7 @@ use anyhow::Result;
 
 use super::cut::CutSignal;
 use super::execution::{AccessKey, ExecutionConfig, ExecutionOutcome};
+use super::fs_gate::FsGate;
 use super::launch::run_execution;
 use super::memory_guard::{MemoryGuard, Pressure};
 use super::patching::PatchStats;
@@ -401,6 +402,8 @@ struct Shared<'a> {
     ends: Mutex<EndTable<Vec<Decision>>>,
     /// Raised to end the running executions at once.
     cut_signal: CutSignal,
+    /// One execution at a time changes files.
+    fs_gate: FsGate,
     /// Executions cut short.
     cut_short: AtomicU64,
     /// Workers should drop their branch snapshots (memory pressure).
@@ -637,6 +640,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
             .then(|| Arc::new(Mutex::new(StateTable::default()))),
         ends: Mutex::new(EndTable::default()),
         cut_signal: CutSignal::default(),
+        fs_gate: FsGate::default(),
         cut_short: AtomicU64::new(0),
         shed: AtomicBool::new(false),
         nothing_to_explore: Mutex::new(None),
@@ -752,6 +756,7 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
     let _tick = Watchdog::start(Duration::from_millis(100))?;
     let mut state = WorkerState {
         cut: shared.cut_signal.clone(),
+        fs_gate: shared.fs_gate.clone(),
         ..WorkerState::default()
     };
     // Tree searches need the same scheduling points in every execution: racy accesses become
@@ -792,6 +797,11 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             // Get a subtree with an execution left in it.
             let seed = loop {
                 if tree.is_none() {
+                    if tree_only {
+                        // About to wait for work that another worker may be waiting to
+                        // give: it may also be waiting for the file-system gate.
+                        state.fs_pass = None;
+                    }
                     match pool.take(tree_only) {
                         Some(item) => {
                             tree = Some((

@@ -10,14 +10,12 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use super::execution::{Execution, ProcessEnd, RunResult};
+use super::progress::LoggedSinceResume;
 
 /// A thread stopped nowhere this many times `--execution-timeout` (wall clock) is taken
 /// out: it is blocked in the kernel.
 pub(super) const WALL_FACTOR: u32 = 10;
 
-/// An upper bound of what appending one record costs the thread in patched code: that much
-/// of its CPU time per access logged is tracing, not progress.
-const RECORD_COST: Duration = Duration::from_nanos(20);
 use crate::model::ThreadId;
 use crate::report::Finding;
 use crate::tracee::watchdog::user_cpu_time;
@@ -49,7 +47,7 @@ impl Execution<'_> {
         let tid = th.tid;
         self.resumed_at = Instant::now();
         self.resumed_cpu = user_cpu_time(self.p.pid).unwrap_or_default();
-        self.logged_since_resume = 0;
+        self.logged_since_resume = LoggedSinceResume::default();
         self.interrupt_sent = false;
         events::resume(tid, sig)?;
         loop {
@@ -141,8 +139,8 @@ impl Execution<'_> {
         let used = user_cpu_time(self.p.pid)
             .unwrap_or_default()
             .saturating_sub(self.resumed_cpu);
-        let logged = self.logged_since_resume + self.p.patching.log.as_ref().map_or(0, |l| l.len());
-        used.saturating_sub(RECORD_COST * logged.min(u32::MAX as u64) as u32)
+        let pending = self.p.patching.log.as_ref().map_or(0, |l| l.len());
+        self.logged_since_resume.progress(used, pending)
     }
 
     /// Consumes a new thread's first stop before it is resumed for the first time.

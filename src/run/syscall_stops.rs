@@ -6,6 +6,7 @@ use nix::unistd::Pid;
 
 use super::creation::CLONE_THREAD;
 use super::execution::{Execution, RunResult};
+use super::fs_gate::changes_files;
 use super::process::StopPlace;
 use super::syscalls::{self, ClockCall, SyscallAction, TimeSource};
 use crate::model::{ObjectKind, Op, ThreadId};
@@ -39,6 +40,9 @@ impl Execution<'_> {
             } else if self.take_startup_snapshot(t, &r, key)? {
                 return Ok(None);
             }
+        }
+        if let Some(stop) = self.before_file_change(t, nr, a)? {
+            return Ok(stop);
         }
         self.p.threads[t].place = StopPlace::Syscall;
         match nr {
@@ -104,6 +108,31 @@ impl Execution<'_> {
                 Ok(None)
             }
         }
+    }
+
+    /// A system call that may change files: the worker takes the file-system gate first
+    /// (`fs_gate`), and the call runs natively. None when `nr` is no such call.
+    fn before_file_change(
+        &mut self,
+        t: ThreadId,
+        nr: i64,
+        a: [u64; 6],
+    ) -> Result<Option<Option<RunResult>>> {
+        let opens = [nr::OPEN, nr::OPENAT, nr::OPENAT2];
+        if !opens.contains(&nr) && !nr::FILE_CHANGES.contains(&nr) {
+            return Ok(None);
+        }
+        let mem = &self.p.mem;
+        let worker = &mut *self.worker;
+        if worker.fs_pass.is_none() && changes_files(nr, a, |how| mem.read_u64(how).unwrap_or(0)) {
+            match worker.fs_gate.enter(&worker.cut) {
+                Some(pass) => worker.fs_pass = Some(pass),
+                None => return Ok(Some(Some(RunResult::CutShort))),
+            }
+        }
+        self.p.threads[t].place = StopPlace::Event;
+        events::resume(self.p.threads[t].tid, None)?;
+        Ok(Some(None))
     }
 
     /// Answers a time query from the virtual clock, writing the result where asked.

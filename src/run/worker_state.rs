@@ -7,9 +7,11 @@ use std::collections::HashSet;
 
 use super::capture::StderrCapture;
 use super::cut::CutSignal;
+use super::fs_gate::{FsGate, FsPass};
 use super::plan::PlanCache;
 use super::snapshot::Snapshots;
 use super::stacks::Symbols;
+use crate::detect::hash::FastHash;
 
 /// What `--preempt-on-races` makes scheduling points of in an execution: accesses to the
 /// addresses found racy, at the instructions found racing (whose sites therefore keep a
@@ -30,7 +32,7 @@ pub struct WorkerState {
     /// Instrumentation plans by file.
     pub plans: PlanCache,
     /// Addresses accessed by atomic instructions in some execution.
-    pub atomic_addresses: HashSet<u64>,
+    pub atomic_addresses: HashSet<u64, FastHash>,
     /// Addresses found racy in some execution.
     pub racy_addresses: HashSet<u64>,
     /// Instructions found in a race in some execution (their sites stay breakpoints under
@@ -42,6 +44,11 @@ pub struct WorkerState {
     pub capture: Option<StderrCapture>,
     /// Raised when the search must stop now: the running execution is cut short.
     pub cut: CutSignal,
+    /// Shared by the search's workers: one worker at a time changes files.
+    pub fs_gate: FsGate,
+    /// The right to change files, once an execution of this worker needed it. Kept while
+    /// the worker runs: its fork snapshots may hold files it changed half-way.
+    pub fs_pass: Option<FsPass>,
 }
 
 impl WorkerState {

@@ -95,6 +95,46 @@ pub mod nr {
     pub const SENDMMSG: i64 = 307;
     /// epoll_pwait2(2)
     pub const EPOLL_PWAIT2: i64 = 441;
+    /// open(2): stops, so that an open for writing takes the file-system gate.
+    pub const OPEN: i64 = 2;
+    /// openat(2), likewise.
+    pub const OPENAT: i64 = 257;
+    /// openat2(2), likewise.
+    pub const OPENAT2: i64 = 437;
+
+    /// System calls that change a file or directory whatever their arguments (opens
+    /// change files only when they open for writing: see `run::fs_gate`).
+    pub const FILE_CHANGES: &[i64] = &[
+        76,  // truncate
+        77,  // ftruncate
+        82,  // rename
+        83,  // mkdir
+        84,  // rmdir
+        85,  // creat
+        86,  // link
+        87,  // unlink
+        88,  // symlink
+        90,  // chmod
+        91,  // fchmod
+        92,  // chown
+        93,  // fchown
+        94,  // lchown
+        132, // utime
+        133, // mknod
+        235, // utimes
+        258, // mkdirat
+        259, // mknodat
+        260, // fchownat
+        261, // futimesat
+        263, // unlinkat
+        264, // renameat
+        265, // linkat
+        266, // symlinkat
+        268, // fchmodat
+        280, // utimensat
+        316, // renameat2
+        452, // fchmodat2
+    ];
 }
 
 /// The syscalls the filter traps.
@@ -182,7 +222,14 @@ pub fn filter_program() -> Vec<libc::sock_filter> {
         stmt(BPF_RET_K, SECCOMP_RET_KILL_PROCESS),
         stmt(BPF_LD_W_ABS, OFFSET_NR),
     ];
-    let all: Vec<i64> = TRAPPED.iter().chain(TRAPPED_KERNEL).copied().collect();
+    let opens = [nr::OPEN, nr::OPENAT, nr::OPENAT2];
+    let all: Vec<i64> = TRAPPED
+        .iter()
+        .chain(TRAPPED_KERNEL)
+        .chain(&opens)
+        .chain(nr::FILE_CHANGES)
+        .copied()
+        .collect();
     let n = all.len();
     for (i, &sys) in all.iter().enumerate() {
         // On a match jump to the TRACE return, which sits after the remaining compares and

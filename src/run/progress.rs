@@ -1,0 +1,110 @@
+//! How much of a running thread's CPU time is the program's own progress: the watchdog
+//! (`--execution-timeout`) must not count what recording accesses in patched code costs
+//! the thread, or tracing would look like a spin; nor may that discount hide a real spin.
+//!
+//! A thread that only reads a few bytes over and over, writing nothing, is spinning
+//! whatever tracing costs: its time counts in full. Otherwise each logged access is taken
+//! to cost at most `RECORD_COST`, and the discount never exceeds `MAX_DISCOUNT` of the
+//! time used, so a spin that reads more widely still reaches the limit.
+
+use std::time::Duration;
+
+/// An upper bound of what appending one record costs the thread in patched code.
+const RECORD_COST: Duration = Duration::from_nanos(20);
+
+/// At most this share (n/16) of the CPU time used is taken as tracing cost.
+const MAX_DISCOUNT_SIXTEENTHS: u32 = 15;
+
+/// Reads within this many bytes of each other, with no write, are a spin's reads.
+const SPIN_SPAN: u64 = 4096;
+
+/// The accesses a thread logged since it was last resumed.
+#[derive(Debug, Clone, Copy)]
+pub struct LoggedSinceResume {
+    count: u64,
+    wrote: bool,
+    lowest: u64,
+    highest: u64,
+}
+
+impl Default for LoggedSinceResume {
+    fn default() -> Self {
+        LoggedSinceResume {
+            count: 0,
+            wrote: false,
+            lowest: u64::MAX,
+            highest: 0,
+        }
+    }
+}
+
+impl LoggedSinceResume {
+    /// Notes one logged access.
+    pub fn note(&mut self, addr: u64, write: bool) {
+        self.count += 1;
+        if write {
+            self.wrote = true;
+        } else {
+            self.lowest = self.lowest.min(addr);
+            self.highest = self.highest.max(addr);
+        }
+    }
+
+    /// Whether the accesses look like a busy wait: reads only, all close together.
+    fn looks_like_a_spin(&self) -> bool {
+        !self.wrote && self.count > 0 && self.highest.saturating_sub(self.lowest) < SPIN_SPAN
+    }
+
+    /// The program's progress out of `used` CPU time, with `pending` more accesses logged
+    /// and not yet drained.
+    pub fn progress(&self, used: Duration, pending: u64) -> Duration {
+        if self.looks_like_a_spin() {
+            return used;
+        }
+        let logged = (self.count + pending).min(u32::MAX as u64) as u32;
+        let cap = used * MAX_DISCOUNT_SIXTEENTHS / 16;
+        used.saturating_sub((RECORD_COST * logged).min(cap))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn a_busy_wait_on_one_flag_counts_in_full() {
+        let mut l = LoggedSinceResume::default();
+        for _ in 0..1_000_000 {
+            l.note(0x5000, false);
+        }
+        assert_eq!(l.progress(SEC, 0), SEC);
+    }
+
+    #[test]
+    fn work_that_writes_is_discounted_but_never_to_nothing() {
+        let mut l = LoggedSinceResume::default();
+        for i in 0..1000u64 {
+            l.note(0x5000 + 8 * i, i % 2 == 0);
+        }
+        let p = l.progress(SEC, 40_000_000);
+        assert!(p < SEC / 2, "{p:?}");
+        let p = l.progress(SEC, 4_000_000_000);
+        assert_eq!(p, SEC / 16);
+    }
+
+    #[test]
+    fn a_wide_read_only_scan_is_discounted() {
+        let mut l = LoggedSinceResume::default();
+        for i in 0..1_000_000u64 {
+            l.note(0x10_0000 + 8 * i, false);
+        }
+        assert!(l.progress(SEC, 0) < SEC);
+    }
+
+    #[test]
+    fn nothing_logged_means_all_progress() {
+        assert_eq!(LoggedSinceResume::default().progress(SEC, 0), SEC);
+    }
+}

@@ -108,6 +108,12 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             result.cut_by_step_limit, args.max_steps
         );
     }
+    if let (count @ 1.., first) = &result.unverified_races {
+        eprintln!(
+            "mcheck: note: {count} race(s) between plain loads and stores in code without debug information were not reported (the first {}): a relaxed atomic compiles to the same instructions, and without DWARF mcheck cannot tell them apart",
+            first.as_deref().unwrap_or("?")
+        );
+    }
     if let Some(path) = &args.output.json {
         let report = json::JsonReport {
             version: json::REPORT_VERSION,
@@ -149,6 +155,8 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                     r
                 },
                 moved_out_of_generated_code: result.patch_stats.moved_out,
+                unverified_races: result.unverified_races.0,
+                first_unverified_race: result.unverified_races.1.clone(),
             },
             findings: &findings,
         };

@@ -102,6 +102,11 @@ pub struct JsonAccessRecording {
     /// Times a thread was stopped inside generated code (a signal, an interrupt) and moved
     /// back to its original instruction, over all executions.
     pub moved_out_of_generated_code: u64,
+    /// Races between plain loads and stores in code without debug information (possibly
+    /// relaxed atomics of the source), counted and not reported as findings.
+    pub unverified_races: u64,
+    /// The first of them: the memory and the module.
+    pub first_unverified_race: Option<String>,
 }
 
 /// Use of fork snapshots in the search.

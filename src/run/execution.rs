@@ -141,6 +141,9 @@ pub struct ExecutionOutcome {
     /// Atomic operations inside system libraries while threads existed, and the library
     /// of the first (see `Execution::library_sync`).
     pub library_sync: (u64, Option<String>),
+    /// Races between plain loads and stores in code without debug information, which may
+    /// be relaxed atomics (not reported), and a description of the first.
+    pub unverified_races: (u64, Option<String>),
     /// Ended before its end because the search had to stop (time limit, interrupt, memory
     /// limit): the program was killed where it was.
     pub cut_short: bool,
@@ -236,6 +239,10 @@ pub(super) struct Execution<'a> {
     pub(super) library_sync: u64,
     /// The first of them.
     pub(super) library_sync_site: Option<u64>,
+    /// Races left unreported because neither access can be told from an atomic.
+    pub(super) unverified_races: u64,
+    /// The first of them, described.
+    pub(super) unverified_race: Option<String>,
     pub(super) steps: u64,
     pub(super) preemptions: u64,
     pub(super) killed: bool,
@@ -570,6 +577,7 @@ impl Execution<'_> {
                     Some(m.path.file_name()?.to_string_lossy().into_owned())
                 }),
             ),
+            unverified_races: (self.unverified_races, self.unverified_race.clone()),
             patch_stats: super::patching::PatchStats {
                 moved_out: self.moved_out_of_trampolines,
                 breakpoint_accesses: self.breakpoint_accesses,

@@ -236,6 +236,9 @@ pub struct SearchResult {
     /// executions, and one library they were in: synchronisation taken in the order it
     /// came, not explored, so the search cannot call the space exhausted.
     pub library_sync: (u64, Option<String>),
+    /// Races between plain loads and stores in code without debug information (maybe
+    /// relaxed atomics), not reported; and the first, described.
+    pub unverified_races: (u64, Option<String>),
     /// Executions started from a fork snapshot instead of exec.
     pub from_snapshots: u64,
     /// Of those, executions started from a snapshot at a branch point of a tree search.
@@ -382,6 +385,7 @@ struct Shared<'a> {
     traced: AtomicU64,
     patch_stats: std::sync::Mutex<PatchStats>,
     library_sync: std::sync::Mutex<(u64, Option<String>)>,
+    unverified_races: std::sync::Mutex<(u64, Option<String>)>,
     from_snapshots: AtomicU64,
     from_branch: AtomicU64,
     branches: AtomicU64,
@@ -541,6 +545,13 @@ impl Shared<'_> {
             .lock()
             .expect("lock")
             .merge(&outcome.patch_stats);
+        if outcome.unverified_races.0 > 0 {
+            let mut u = self.unverified_races.lock().expect("lock");
+            u.0 += outcome.unverified_races.0;
+            if u.1.is_none() {
+                u.1.clone_from(&outcome.unverified_races.1);
+            }
+        }
         if outcome.library_sync.0 > 0 {
             let mut l = self.library_sync.lock().expect("lock");
             l.0 += outcome.library_sync.0;
@@ -622,6 +633,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         traced: AtomicU64::new(0),
         patch_stats: Default::default(),
         library_sync: Default::default(),
+        unverified_races: Default::default(),
         from_snapshots: AtomicU64::new(0),
         from_branch: AtomicU64::new(0),
         branches: AtomicU64::new(0),
@@ -688,6 +700,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     let snapshots_off = shared.snapshots_off.lock().expect("lock").take();
     let patch_stats = std::mem::take(&mut *shared.patch_stats.lock().expect("lock"));
     let library_sync = std::mem::take(&mut *shared.library_sync.lock().expect("lock"));
+    let unverified_races = std::mem::take(&mut *shared.unverified_races.lock().expect("lock"));
     let nothing_to_explore = *shared.nothing_to_explore.lock().expect("lock");
     let mut coverage = coverage;
     if nothing_to_explore.is_some() {
@@ -732,6 +745,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         traced_accesses: shared.traced.load(Ordering::SeqCst),
         patch_stats,
         library_sync,
+        unverified_races,
         from_snapshots: shared.from_snapshots.load(Ordering::SeqCst),
         from_branch_snapshots: shared.from_branch.load(Ordering::SeqCst),
         branch_snapshots: shared.branches.load(Ordering::SeqCst),

@@ -1,0 +1,61 @@
+//! `mcheck audit MANIFEST` and `mcheck merge --out DIR SHARD_DIR...`: load the manifest (a
+//! bad one is a usage error naming its line), run this shard's targets, write the four
+//! outputs and print the summary. Exit status 1 when a new, unsuppressed finding was made or
+//! a target could not be checked, 0 otherwise, 2 for bad usage or input.
+
+use anyhow::Context;
+
+use super::Failure;
+use crate::audit::manifest::Manifest;
+use crate::audit::record::AuditRecord;
+use crate::audit::shard::Shard;
+use crate::audit::{self as batch, AuditPlan};
+use crate::cli::{AuditArgs, MergeArgs, EXIT_CLEAN, EXIT_FINDINGS};
+
+/// Runs an audit; returns the exit status.
+pub fn audit(args: &AuditArgs) -> Result<i32, Failure> {
+    let manifest = Manifest::load(&args.manifest).map_err(|e| Failure::Usage(e.to_string()))?;
+    let baseline = match &args.baseline {
+        Some(p) => Some((
+            p.clone(),
+            AuditRecord::read(p).map_err(|e| Failure::Usage(format!("bad --baseline: {e:#}")))?,
+        )),
+        None => None,
+    };
+    let plan = AuditPlan {
+        manifest,
+        out: args.out.clone(),
+        jobs: args.jobs,
+        shard: args.shard.unwrap_or(Shard::WHOLE),
+        baseline,
+        mcheck: std::env::current_exe().context("finding the mcheck executable")?,
+    };
+    let record = batch::run(&plan)?;
+    finish(&record, &args.out)
+}
+
+/// Merges shard outputs; returns the exit status.
+pub fn merge(args: &MergeArgs) -> Result<i32, Failure> {
+    let mut records = Vec::new();
+    for dir in &args.shards {
+        let path = dir.join("audit.json");
+        records.push(AuditRecord::read(&path).map_err(|e| Failure::Usage(format!("{e:#}")))?);
+    }
+    let record = batch::merge::merge(records).map_err(|e| Failure::Usage(e.to_string()))?;
+    finish(&record, &args.out)
+}
+
+/// Writes the outputs, prints the summary, gives the exit status.
+fn finish(record: &AuditRecord, out: &std::path::Path) -> Result<i32, Failure> {
+    let text = batch::write_outputs(record, out)?;
+    eprint!("{text}");
+    eprintln!(
+        "mcheck: audit written to {} (audit.json, results.sarif, junit.xml, summary.txt)",
+        out.display()
+    );
+    Ok(if record.failed() {
+        EXIT_FINDINGS
+    } else {
+        EXIT_CLEAN
+    })
+}

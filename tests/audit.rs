@@ -517,3 +517,22 @@ fn four_shards_merge_to_the_unsharded_audit() {
     assert!(stderr.contains("missing shard"), "{stderr}");
     let _ = fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn demo_manifest_with_relative_paths() {
+    // `make demo` runs this manifest; its paths are relative to its own directory.
+    let out = temp_dir("demo");
+    let m = fixtures().join("audit-demo.toml");
+    let rel = m
+        .strip_prefix(env!("CARGO_MANIFEST_DIR"))
+        .expect("fixtures inside the repository");
+    let (code, stderr, json) = audit(rel, &out, &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let t = targets(&json);
+    assert_eq!(t["abba"]["status"], "findings", "{stderr}");
+    assert_eq!(t["race_counter"]["status"], "findings", "{stderr}");
+    for ok in ["prodcons", "rust_mutex", "exit_status"] {
+        assert_eq!(t[ok]["status"], "clean", "{ok}: {stderr}");
+    }
+    let _ = fs::remove_dir_all(&out);
+}

@@ -164,8 +164,9 @@ impl Manifest {
         let dir = path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
-            .to_path_buf();
+            .unwrap_or(Path::new("."));
+        // Targets run in their own working directory: anchor paths absolutely.
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
         Self::parse(&text, path, &dir)
     }
 

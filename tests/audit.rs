@@ -536,3 +536,45 @@ fn demo_manifest_with_relative_paths() {
     }
     let _ = fs::remove_dir_all(&out);
 }
+
+#[test]
+fn global_budget_skips_and_target_errors_stay_local() {
+    let dir = temp_dir("budget");
+    fs::write(dir.join("present.txt"), "x").unwrap();
+    let text = String::from("time_limit = 1.5\njobs = 1\n")
+        + &target("no_input", "sem_ok", "inputs = [\"absent.txt\"]")
+        + &target("no_dir", "sem_ok", "dir = \"absent\"")
+        + &target(
+            "with_input",
+            "sem_ok",
+            "inputs = [\"present.txt\"]\nmax_executions = 3",
+        )
+        + &target(
+            "long",
+            "cpp_prodcons_ok",
+            "max_executions = 1000000\njobs = 1",
+        )
+        + &target("late", "sem_ok", "max_executions = 5");
+    let m = manifest(&dir, &text);
+    let (code, stderr, json) = audit(&m, &dir.join("out"), &[]);
+    assert_eq!(code, Some(1), "target errors fail the audit: {stderr}");
+    let t = targets(&json);
+    // `long` runs until the budget is spent (or finds it spent, on a loaded machine), so
+    // `late` after it never starts.
+    assert!(
+        t["long"]["status"] == "clean" || t["long"]["status"] == "skipped",
+        "{stderr}"
+    );
+    assert_eq!(t["late"]["status"], "skipped", "{stderr}");
+    assert_eq!(t["no_input"]["status"], "error");
+    assert!(t["no_input"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("absent.txt"));
+    assert_eq!(t["no_dir"]["status"], "error");
+    assert_eq!(t["with_input"]["status"], "clean", "{stderr}");
+    let cases = junit_cases(&dir.join("out").join("junit.xml"));
+    assert_eq!(cases["late"], "skipped");
+    assert_eq!(cases["no_input"], "error");
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -2,7 +2,8 @@
 //! target that crashes, hangs or cannot start fails alone), at most `jobs` at a time, inside
 //! the audit's global time budget. Every target writes into its own directory under
 //! `OUT/targets/NAME/`: `report.json`, `stderr.txt` (mcheck's human report) and its
-//! schedule files.
+//! schedule files. SIGINT or SIGTERM is passed on to the running targets, which end their
+//! searches with a report; targets not started yet are skipped.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -98,6 +99,12 @@ pub fn run_one(batch: &Batch, job: &Job) -> Outcome {
     let remaining = batch
         .deadline
         .map(|d| d.saturating_duration_since(Instant::now()));
+    if crate::tracee::interrupt::received().is_some() {
+        return Outcome {
+            skipped: true,
+            ..fail("not run: the audit was interrupted".into())
+        };
+    }
     if remaining.is_some_and(|r| r < Duration::from_millis(100)) {
         return Outcome {
             skipped: true,
@@ -171,11 +178,21 @@ pub fn run_one(batch: &Batch, job: &Job) -> Outcome {
         Err(e) => return fail(format!("cannot run {}: {e}", batch.mcheck.display())),
     };
     let kill_at = time_limit.map(|l| start + l + GRACE);
+    let mut forwarded = false;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
             Ok(None) => {}
             Err(e) => return fail(format!("waiting for mcheck: {e}")),
+        }
+        // SIGINT/SIGTERM to the audit: each running target ends its search and writes its
+        // report (a Ctrl-C on a terminal reaches them directly too), then the audit writes
+        // its outputs.
+        if let (Some(sig), false) = (crate::tracee::interrupt::received(), forwarded) {
+            if let Ok(pid) = i32::try_from(child.id()) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+            }
+            forwarded = true;
         }
         if kill_at.is_some_and(|k| Instant::now() > k) {
             let _ = child.kill();

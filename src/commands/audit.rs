@@ -30,6 +30,8 @@ pub fn audit(args: &AuditArgs) -> Result<i32, Failure> {
         baseline,
         mcheck: std::env::current_exe().context("finding the mcheck executable")?,
     };
+    // SIGINT and SIGTERM end the audit cleanly, with its outputs.
+    crate::tracee::interrupt::install().context("installing the SIGINT/SIGTERM handlers")?;
     let record = batch::run(&plan)?;
     finish(&record, &args.out)
 }

@@ -338,7 +338,11 @@ fn audit_of_fixtures_verdicts_formats_and_baseline() {
 #[test]
 fn fingerprints_survive_optimisation_and_seed() {
     let dir = temp_dir("fingerprint");
-    let text = target("o0", "abba_O0", "max_executions = 50")
+    let text = target(
+        "suppressed",
+        "abba_O0",
+        "max_executions = 50\n[[target.suppress]]\nkind = \"deadlock\"\nreason = \"known ABBA\"",
+    ) + &target("o0", "abba_O0", "max_executions = 50")
         + &target("o2", "abba_O2", "max_executions = 50")
         + &target(
             "o0_seed",
@@ -355,6 +359,17 @@ fn fingerprints_survive_optimisation_and_seed() {
     // Different addresses, same fingerprint.
     let addr = |n: &str| t[n]["report"]["findings"][0]["locations"][0]["address"].clone();
     assert_ne!(addr("o0"), addr("o2"));
+    // A suppressed finding is kept, marked, and does not count as new.
+    assert_eq!(t["suppressed"]["status"], "known");
+    assert_eq!(t["suppressed"]["findings"][0]["suppressed"], "known ABBA");
+    let sarif = assert_valid_sarif(&dir.join("out").join("results.sarif"));
+    let justified = sarif["runs"][0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["suppressions"][0]["justification"] == "known ABBA")
+        .count();
+    assert_eq!(justified, 1);
     let _ = fs::remove_dir_all(&dir);
 }
 

@@ -128,6 +128,8 @@ pub fn run_one(batch: &Batch, job: &Job) -> Outcome {
         return fail(format!("input file {} does not exist", missing.display()));
     }
     let dir = target_dir(&batch.out, &t.name);
+    // Outputs of an earlier audit into the same directory would mix with this one's.
+    let _ = std::fs::remove_dir_all(&dir);
     if let Err(e) = std::fs::create_dir_all(&dir) {
         return fail(format!("cannot create {}: {e}", dir.display()));
     }

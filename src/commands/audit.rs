@@ -6,6 +6,7 @@
 use anyhow::Context;
 
 use super::Failure;
+use crate::audit::fingerprint::FINGERPRINT_VERSION;
 use crate::audit::manifest::Manifest;
 use crate::audit::record::AuditRecord;
 use crate::audit::shard::Shard;
@@ -16,10 +17,18 @@ use crate::cli::{AuditArgs, MergeArgs, EXIT_CLEAN, EXIT_FINDINGS};
 pub fn audit(args: &AuditArgs) -> Result<i32, Failure> {
     let manifest = Manifest::load(&args.manifest).map_err(|e| Failure::Usage(e.to_string()))?;
     let baseline = match &args.baseline {
-        Some(p) => Some((
-            p.clone(),
-            AuditRecord::read(p).map_err(|e| Failure::Usage(format!("bad --baseline: {e:#}")))?,
-        )),
+        Some(p) => {
+            let r = AuditRecord::read(p)
+                .map_err(|e| Failure::Usage(format!("bad --baseline: {e:#}")))?;
+            if r.fingerprint_version != FINGERPRINT_VERSION {
+                return Err(Failure::Usage(format!(
+                    "bad --baseline: {} has fingerprints of version {}, this mcheck makes version {FINGERPRINT_VERSION}: run the audit once without --baseline to make a new one",
+                    p.display(),
+                    r.fingerprint_version
+                )));
+            }
+            Some((p.clone(), r))
+        }
         None => None,
     };
     let plan = AuditPlan {

@@ -196,7 +196,7 @@ fn audit_of_fixtures_verdicts_formats_and_baseline() {
         ("cpp_ok", "cpp_prodcons_ok"),
         ("rust_ok", "rust_mutex_ok"),
     ];
-    let mut text = String::from("jobs = 2\n");
+    let mut text = format!("jobs = 2\nsource_root = \"{}\"\n", fixtures().display());
     for (name, bin) in buggy.iter().chain(&correct) {
         text += &target(name, bin, "max_executions = 20");
     }
@@ -274,6 +274,14 @@ fn audit_of_fixtures_verdicts_formats_and_baseline() {
         race["relatedLocations"].as_array().unwrap().len() >= 2,
         "{race}"
     );
+    // Sources under `source_root` are relative to it, as code scanning wants.
+    let artifact = &race["locations"][0]["physicalLocation"]["artifactLocation"];
+    assert_eq!(artifact["uri"], "src/race/race_counter.c", "{race}");
+    assert_eq!(artifact["uriBaseId"], "SRCROOT");
+    assert!(sarif["runs"][0]["originalUriBaseIds"]["SRCROOT"]["uri"]
+        .as_str()
+        .unwrap()
+        .ends_with("/tracee-fixtures/"));
 
     // JUnit: one test case per target.
     let cases = junit_cases(&out1.join("junit.xml"));

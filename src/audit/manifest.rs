@@ -53,6 +53,9 @@ pub struct Manifest {
     pub jobs: Option<u32>,
     /// Budget of the whole audit, in seconds.
     pub time_limit: Option<f64>,
+    /// The source tree's root: source files under it appear in SARIF relative to it (as
+    /// code-scanning dashboards expect), with base id `SRCROOT`.
+    pub source_root: Option<PathBuf>,
     /// The targets, in manifest order.
     pub targets: Vec<Target>,
 }
@@ -117,6 +120,7 @@ pub enum Matcher {
 struct RawManifest {
     jobs: Option<Spanned<u32>>,
     time_limit: Option<Spanned<f64>>,
+    source_root: Option<String>,
     #[serde(default, rename = "target")]
     targets: Vec<Spanned<RawTarget>>,
 }
@@ -214,6 +218,7 @@ impl Manifest {
             dir: dir.to_path_buf(),
             jobs: raw.jobs.map(Spanned::into_inner),
             time_limit,
+            source_root: raw.source_root.as_deref().map(|r| anchor(dir, r)),
             targets,
         })
     }
@@ -453,6 +458,7 @@ mod tests {
             r#"
 jobs = 2
 time_limit = 600
+source_root = "src"
 [[target]]
 name = "a"
 command = ["bin/a", "x"]
@@ -481,6 +487,7 @@ reason = "third party"
         .unwrap();
         assert_eq!(m.jobs, Some(2));
         assert_eq!(m.time_limit, Some(600.0));
+        assert_eq!(m.source_root, Some(PathBuf::from("/m/src")));
         let t = &m.targets[0];
         assert_eq!(t.command[0], "/m/bin/a");
         assert_eq!(t.dir, Path::new("/m/work"));

@@ -149,6 +149,11 @@ pub fn run(plan: &AuditPlan) -> anyhow::Result<AuditRecord> {
             .baseline
             .as_ref()
             .map(|(p, _)| p.to_string_lossy().into_owned()),
+        source_root: plan
+            .manifest
+            .source_root
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned()),
         targets,
         fixed: Vec::new(),
     };

@@ -32,6 +32,9 @@ pub struct AuditRecord {
     pub elapsed_seconds: f64,
     /// The baseline compared with, if any.
     pub baseline: Option<String>,
+    /// The manifest's `source_root` (SARIF locations are relative to it).
+    #[serde(default)]
+    pub source_root: Option<String>,
     /// The targets, in manifest order.
     pub targets: Vec<TargetRecord>,
     /// Baseline findings not found this time.

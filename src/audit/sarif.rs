@@ -19,6 +19,9 @@ use crate::report::{Finding, FindingKind, Frame};
 /// The key of mcheck's fingerprint in `partialFingerprints`.
 pub const FINGERPRINT_KEY: &str = "mcheck/v1";
 
+/// The base id of paths relative to the manifest's `source_root`.
+pub const SOURCE_ROOT_ID: &str = "SRCROOT";
+
 /// The URI of the official SARIF 2.1.0 schema.
 pub const SCHEMA_URI: &str = "https://json.schemastore.org/sarif-2.1.0.json";
 
@@ -56,16 +59,26 @@ pub fn sarif(record: &AuditRecord) -> Sarif {
         .semantic_version(record.mcheck_version.clone())
         .rules(rules)
         .build();
+    let root = record.source_root.as_deref();
     let mut results = Vec::new();
     for t in &record.targets {
         for (f, mark) in t.marked_findings() {
-            results.push(result(&t.name, &f, &mark, record.baseline.is_some()));
+            results.push(result(&t.name, &f, &mark, record.baseline.is_some(), root));
         }
     }
-    let run = Run::builder()
+    let mut run = Run::builder()
         .tool(Tool::builder().driver(driver).build())
         .results(results)
         .build();
+    if let Some(root) = root {
+        let mut base = BTreeMap::new();
+        let uri = format!("{}/", file_uri(root.trim_end_matches('/')));
+        base.insert(
+            SOURCE_ROOT_ID.to_string(),
+            ArtifactLocation::builder().uri(uri).build(),
+        );
+        run.original_uri_base_ids = Some(base);
+    }
     Sarif::builder()
         .schema(SCHEMA_URI.to_string())
         .version(serde_json::Value::String("2.1.0".into()))
@@ -74,14 +87,24 @@ pub fn sarif(record: &AuditRecord) -> Sarif {
 }
 
 /// One finding as a SARIF result.
-fn result(target: &str, f: &Finding, mark: &FindingMark, with_baseline: bool) -> SarifResult {
+fn result(
+    target: &str,
+    f: &Finding,
+    mark: &FindingMark,
+    with_baseline: bool,
+    root: Option<&str>,
+) -> SarifResult {
     let rule_index = KINDS.iter().position(|k| *k == f.kind).unwrap_or(0) as i64;
     let replay = match &f.schedule {
         Some(p) => format!("Replay: mcheck replay {}", shell_quote(p)),
         None => "(no schedule file was written)".to_string(),
     };
     let text = format!("[{target}] {}\n{replay}", f.message);
-    let locations: Vec<Location> = f.locations.iter().map(|fr| location(fr, None)).collect();
+    let locations: Vec<Location> = f
+        .locations
+        .iter()
+        .map(|fr| location(fr, None, root))
+        .collect();
     // The innermost source frame of every thread not already among the locations.
     let related: Vec<Location> = f
         .threads
@@ -89,7 +112,7 @@ fn result(target: &str, f: &Finding, mark: &FindingMark, with_baseline: bool) ->
         .filter_map(|th| {
             let fr = th.stack.iter().find(|fr| fr.file.is_some())?;
             let text = format!("thread T{} ({}) at {}", th.id, th.state, fr.short());
-            Some(location(fr, Some(text)))
+            Some(location(fr, Some(text), root))
         })
         .enumerate()
         .map(|(i, mut l)| {
@@ -140,10 +163,22 @@ fn result(target: &str, f: &Finding, mark: &FindingMark, with_baseline: bool) ->
 
 /// A frame as a SARIF location: file and line when known, and the function as a logical
 /// location.
-fn location(fr: &Frame, text: Option<String>) -> Location {
+fn location(fr: &Frame, text: Option<String>, root: Option<&str>) -> Location {
     let physical = match (&fr.file, fr.line) {
         (Some(file), line) => {
-            let artifact = ArtifactLocation::builder().uri(file_uri(file)).build();
+            let relative = root.and_then(|r| {
+                std::path::Path::new(file)
+                    .strip_prefix(r)
+                    .ok()
+                    .map(|p| p.to_string_lossy().into_owned())
+            });
+            let artifact = match relative {
+                Some(rel) => ArtifactLocation::builder()
+                    .uri(file_uri(&rel))
+                    .uri_base_id(SOURCE_ROOT_ID.to_string())
+                    .build(),
+                None => ArtifactLocation::builder().uri(file_uri(file)).build(),
+            };
             let mut p = PhysicalLocation::builder()
                 .artifact_location(artifact)
                 .build();

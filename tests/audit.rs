@@ -446,6 +446,16 @@ fn bad_manifests_are_one_error_with_the_line() {
     let (code, stderr) = run(
         &[
             "audit",
+            manifest(&dir, &cases[0].0).to_str().unwrap(),
+            "--out",
+            dir.join("audit.toml").to_str().unwrap(),
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(code, Some(2), "--out is a file: {stderr}");
+    let (code, stderr) = run(
+        &[
+            "audit",
             "--shard",
             "5/4",
             manifest(&dir, &cases[0].0).to_str().unwrap(),

@@ -13,8 +13,20 @@ use crate::audit::shard::Shard;
 use crate::audit::{self as batch, AuditPlan};
 use crate::cli::{AuditArgs, MergeArgs, EXIT_CLEAN, EXIT_FINDINGS};
 
+/// `--out` must be a directory or not exist yet.
+fn check_out(out: &std::path::Path) -> Result<(), Failure> {
+    if out.exists() && !out.is_dir() {
+        return Err(Failure::Usage(format!(
+            "--out {}: exists and is not a directory",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
 /// Runs an audit; returns the exit status.
 pub fn audit(args: &AuditArgs) -> Result<i32, Failure> {
+    check_out(&args.out)?;
     let manifest = Manifest::load(&args.manifest).map_err(|e| Failure::Usage(e.to_string()))?;
     let baseline = match &args.baseline {
         Some(p) => {
@@ -47,6 +59,7 @@ pub fn audit(args: &AuditArgs) -> Result<i32, Failure> {
 
 /// Merges shard outputs; returns the exit status.
 pub fn merge(args: &MergeArgs) -> Result<i32, Failure> {
+    check_out(&args.out)?;
     let mut records = Vec::new();
     for dir in &args.shards {
         let path = dir.join("audit.json");

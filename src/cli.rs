@@ -97,6 +97,9 @@ pub struct AuditArgs {
     /// has that were not found again as fixed.
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
+    /// Also write the SARIF log to FILE (it is always in --out as results.sarif).
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
 }
 
 /// `mcheck merge` options.

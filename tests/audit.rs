@@ -357,7 +357,12 @@ fn fingerprints_survive_optimisation_and_seed() {
             "abba_O0",
             "max_executions = 50\nstrategy = \"random\"\nseed = 12345",
         );
-    let (code, stderr, json) = audit(&manifest(&dir, &text), &dir.join("out"), &["--jobs", "2"]);
+    let extra_sarif = dir.join("extra.sarif");
+    let (code, stderr, json) = audit(
+        &manifest(&dir, &text),
+        &dir.join("out"),
+        &["--jobs", "2", "--sarif", extra_sarif.to_str().unwrap()],
+    );
     assert_eq!(code, Some(1), "{stderr}");
     let t = targets(&json);
     let o0 = fingerprints(&t["o0"]);
@@ -378,6 +383,11 @@ fn fingerprints_survive_optimisation_and_seed() {
         .filter(|r| r["suppressions"][0]["justification"] == "known ABBA")
         .count();
     assert_eq!(justified, 1);
+    assert_eq!(
+        assert_valid_sarif(&extra_sarif),
+        sarif,
+        "--sarif FILE is the same log"
+    );
     let _ = fs::remove_dir_all(&dir);
 }
 

@@ -54,7 +54,11 @@ pub fn audit(args: &AuditArgs) -> Result<i32, Failure> {
     // SIGINT and SIGTERM end the audit cleanly, with its outputs.
     crate::tracee::interrupt::install().context("installing the SIGINT/SIGTERM handlers")?;
     let record = batch::run(&plan)?;
-    finish(&record, &args.out)
+    let status = finish(&record, &args.out)?;
+    if let Some(path) = &args.sarif {
+        crate::audit::sarif::write(&record, path)?;
+    }
+    Ok(status)
 }
 
 /// Merges shard outputs; returns the exit status.

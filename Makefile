@@ -1,5 +1,5 @@
 # mcheck — build, fixtures, tests, demo and benchmarks.
-#   make demo    check a bundled fixture with a deadlock (builds everything first)
+#   make demo    check a bundled fixture with a deadlock, and audit a few (builds everything first)
 #   make test    the whole test suite (what CI runs)
 #   make bench   side-by-side performance figures (see docs/performance.md)
 
@@ -35,6 +35,8 @@ demo: build fixtures
 	-$(MCHECK) --quiet-program -- tracee-fixtures/build/abba_O0
 	@echo "== mcheck on a correct producer/consumer (C++) =="
 	$(MCHECK) --quiet-program --max-executions 200 -- tracee-fixtures/build/cpp_prodcons_ok
+	@echo "== mcheck audit of a few fixtures (tracee-fixtures/audit-demo.toml, docs/audits.md) =="
+	-$(MCHECK) audit tracee-fixtures/audit-demo.toml --out mcheck-out/audit
 
 lint:
 	$(CARGO) fmt --check

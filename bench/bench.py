@@ -24,6 +24,8 @@ Measures, side by side in one run, with medians over repetitions:
   8. (section por) exhaustive dfs with and without partial-order reduction:
      executions and wall time, next to the number of Mazurkiewicz traces
      where it is known.
+  9. (section audit) `mcheck audit` of a manifest of small correct fixtures
+     with --jobs 1 and --jobs 2: targets per minute and executions per second.
 
 Per-point costs use the differential method: the fixture is checked with
 `mcheck --max-executions 1` for N = 0 and for a large N, and
@@ -85,7 +87,7 @@ POINT_BENCHES = [
      TARGET_BREAKPOINT_US),
 ]
 WHOLE = "bench_two_threads"
-SECTIONS = ("points", "whole", "rate", "jobs", "stress", "fair", "por", "cache")
+SECTIONS = ("points", "whole", "rate", "jobs", "stress", "fair", "por", "cache", "audit")
 
 
 class HarnessError(Exception):
@@ -638,6 +640,63 @@ def print_jobs(rows, failed, notes, opts):
     print()
 
 
+# ------------------------------------------------------------- audit
+
+# Small correct fixtures: every target runs its whole budget.
+AUDIT_FIXTURES = ("mutex_normal_ok", "sem_ok", "condvar_ok", "barrier_ok", "rwlock_ok",
+                  "once_ok", "cpp_prodcons_ok", "rust_mutex_ok")
+
+
+def measure_audit(opts, tmpdir):
+    """`mcheck audit` of AUDIT_FIXTURES with --jobs 1 and --jobs 2 (jobs_reps runs each,
+    alternating).  Returns one row per job count: targets per minute and executions per
+    second over the audit's wall clock."""
+    manifest = os.path.join(tmpdir, "audit.toml")
+    with open(manifest, "w") as f:
+        for n in AUDIT_FIXTURES:
+            if not os.access(fixture(n), os.X_OK):
+                raise HarnessError("%s is missing: run `make fixtures`" % fixture(n))
+            f.write('[[target]]\nname = "%s"\ncommand = ["%s"]\nmax_executions = %d\n\n'
+                    % (n, fixture(n), opts.audit_executions))
+    raw = {j: {"wall": [], "executions": []} for j in (1, 2)}
+    for rep in range(opts.jobs_reps):
+        for j in ((1, 2) if rep % 2 == 0 else (2, 1)):
+            out = os.path.join(tmpdir, "audit-out-%d" % j)
+            shutil.rmtree(out, ignore_errors=True)
+            t = time.perf_counter()
+            p = subprocess.run([MCHECK, "audit", manifest, "--out", out, "--jobs", str(j)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            wall = time.perf_counter() - t
+            if p.returncode != 0:
+                raise HarnessError("mcheck audit --jobs %d: exit %d: %s"
+                                   % (j, p.returncode, p.stderr.decode(errors="replace")))
+            with open(os.path.join(out, "audit.json")) as f:
+                record = json.load(f)
+            raw[j]["wall"].append(wall)
+            raw[j]["executions"].append(sum(t["report"]["executions"]
+                                            for t in record["targets"]))
+    rows = []
+    for j in (1, 2):
+        w = median(raw[j]["wall"])
+        ex = median(raw[j]["executions"])
+        rows.append({"jobs": j, "targets": len(AUDIT_FIXTURES), "median_wall_s": w,
+                     "wall_s": raw[j]["wall"], "executions": raw[j]["executions"],
+                     "targets_per_minute": len(AUDIT_FIXTURES) * 60.0 / w,
+                     "executions_per_second": ex / w})
+    return rows
+
+
+def print_audit(rows, opts):
+    print("mcheck audit throughput: %d correct fixtures, max_executions %d each "
+          "(median of %d runs)" % (len(AUDIT_FIXTURES), opts.audit_executions, opts.jobs_reps))
+    cols = "  %-6s %12s %12s %16s %16s"
+    print(cols % ("jobs", "executions", "wall s", "targets/min", "executions/s"))
+    for r in rows:
+        print(cols % (r["jobs"], "%d" % median(r["executions"]), "%.2f" % r["median_wall_s"],
+                      "%.1f" % r["targets_per_minute"], "%.0f" % r["executions_per_second"]))
+    print()
+
+
 # ------------------------------------------------ partial-order reduction
 
 # (fixture, args, Mazurkiewicz traces or None): atomic_pair K has C(2K, K) (every increment
@@ -1106,6 +1165,8 @@ def main():
                     help="fair: budget of the --no-fair dfs runs (default 2000)")
     ap.add_argument("--fair-unfair-max-steps", type=int, default=200,
                     help="fair: --max-steps of the --no-fair dfs runs (default 200)")
+    ap.add_argument("--audit-executions", type=int, default=100,
+                    help="audit: max_executions of each target of the manifest (default 100)")
     ap.add_argument("--sections", default=",".join(SECTIONS),
                     help="comma-separated subset of %s (default: all)" % ",".join(SECTIONS))
     ap.add_argument("--mcheck", default=MCHECK,
@@ -1160,7 +1221,7 @@ def main():
     for n in notes:
         print("  check: " + n)
     print()
-    rates = jobs = stress = fair = por = cache = hashing = None
+    rates = jobs = stress = fair = por = cache = hashing = audit = None
     jobs_failed, jobs_notes = [], []
 
     section_seconds = {}
@@ -1196,6 +1257,11 @@ def main():
             t = time.perf_counter()
             stress = measure_stress(mc, opts)
             section_seconds["stress"] = time.perf_counter() - t
+        if "audit" in sections:
+            progress("mcheck audit with 1 and 2 jobs")
+            t = time.perf_counter()
+            audit = measure_audit(opts, tmpdir)
+            section_seconds["audit"] = time.perf_counter() - t
         if "fair" in sections:
             progress("dfs on spin waits with and without fairness")
             t = time.perf_counter()
@@ -1236,6 +1302,9 @@ def main():
     if fair is not None:
         print_fair(fair, opts)
         results["fair_dfs"] = fair
+    if audit is not None:
+        print_audit(audit, opts)
+        results["audit_throughput"] = audit
     total = time.perf_counter() - started
     results["harness_seconds"] = total
     results["section_seconds"] = section_seconds

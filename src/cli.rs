@@ -50,7 +50,7 @@ pub enum ProgressMode {
 #[command(
     name = "mcheck",
     version,
-    override_usage = "mcheck [OPTIONS] -- PROG [ARGS...]\n       mcheck replay [OPTIONS] SCHEDULE",
+    override_usage = "mcheck [OPTIONS] -- PROG [ARGS...]\n       mcheck replay [OPTIONS] SCHEDULE\n       mcheck audit [OPTIONS] MANIFEST\n       mcheck merge --out DIR SHARD_DIR...",
     after_help = "Exit status: 0 nothing found, 1 findings, 2 bad usage or input, 3 internal failure.",
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true
@@ -69,6 +69,48 @@ pub struct Cli {
 pub enum Command {
     /// Re-run a schedule file exactly and print the interleaving it leads to.
     Replay(ReplayArgs),
+    /// Check every target of a TOML manifest (a nightly audit); write audit.json,
+    /// results.sarif (SARIF 2.1.0), junit.xml and a summary into --out.
+    Audit(AuditArgs),
+    /// Combine the output directories of the shards of one audit into one audit.
+    Merge(MergeArgs),
+}
+
+/// `mcheck audit` options (docs/audits.md).
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    /// The manifest (TOML): `[[target]]` tables with `name`, `command` and more.
+    #[arg(value_name = "MANIFEST")]
+    pub manifest: PathBuf,
+    /// Directory for audit.json, results.sarif, junit.xml, summary.txt and each target's
+    /// report and schedule files.
+    #[arg(long, default_value = "mcheck-audit", value_name = "DIR")]
+    pub out: PathBuf,
+    /// Targets checked at once (default: the manifest's `jobs`, else the number of CPUs).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub jobs: Option<u32>,
+    /// Run shard I of N (1-based): every Nth target, and 1/N of the executions of targets
+    /// marked `split`. Combine the shards with `mcheck merge`.
+    #[arg(long, value_name = "I/N", value_parser = clap::value_parser!(crate::audit::shard::Shard))]
+    pub shard: Option<crate::audit::shard::Shard>,
+    /// A previous audit.json: report only findings it does not have, and list the ones it
+    /// has that were not found again as fixed.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// Also write the SARIF log to FILE (it is always in --out as results.sarif).
+    #[arg(long, value_name = "FILE")]
+    pub sarif: Option<PathBuf>,
+}
+
+/// `mcheck merge` options.
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// Directory for the merged audit.json, results.sarif, junit.xml and summary.txt.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// The `--out` directories of the shards (each with an audit.json).
+    #[arg(required = true, value_name = "SHARD_DIR")]
+    pub shards: Vec<PathBuf>,
 }
 
 /// Output options shared by a search and a replay.

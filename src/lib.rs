@@ -9,7 +9,10 @@
 //! - [`explore`]: scheduling strategies behind one trait.
 //! - [`run`]: the executor that drives a traced program through the model.
 //! - [`report`]: findings, human text and JSON.
+//! - [`audit`]: `mcheck audit`: manifests, batch runs, fingerprints, baselines, SARIF,
+//!   JUnit, shards.
 
+pub mod audit;
 pub mod binary;
 pub mod cli;
 pub mod commands;

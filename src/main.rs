@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use mcheck::cli::{Cli, Command, EXIT_INTERNAL, EXIT_USAGE};
-use mcheck::commands::{check::check, replay::replay, Failure};
+use mcheck::commands::{audit, check::check, replay::replay, Failure};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -18,6 +18,8 @@ fn main() -> ExitCode {
     };
     let result = match &cli.command {
         Some(Command::Replay(args)) => replay(args),
+        Some(Command::Audit(args)) => audit::audit(args),
+        Some(Command::Merge(args)) => audit::merge(args),
         None => check(&cli.check),
     };
     match result {

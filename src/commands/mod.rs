@@ -1,6 +1,8 @@
-//! The two things a user asks mcheck to do: check a program ([`check`]) and re-run a
-//! schedule file ([`replay`]). Each returns the process exit status or a [`Failure`].
+//! The things a user asks mcheck to do: check a program ([`check`]), re-run a schedule
+//! file ([`replay`]), audit many programs ([`audit`]) and merge audit shards ([`audit`]).
+//! Each returns the process exit status or a [`Failure`].
 
+pub mod audit;
 pub mod check;
 pub mod progress;
 pub mod replay;

@@ -91,7 +91,7 @@ fn short_path(p: &str) -> &str {
 }
 
 /// One thread involved in a finding.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct ThreadReport {
     /// Logical thread id (0 = main).
     pub id: usize,
@@ -106,15 +106,15 @@ pub struct ThreadReport {
     pub stack: Vec<Frame>,
 }
 
-/// A bug found in one execution.
-#[derive(Clone, Debug, Serialize)]
+/// A bug found in one execution (read back from a JSON report by `mcheck audit`).
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Finding {
     /// What kind of bug.
     pub kind: FindingKind,
     /// One line saying what happened.
     pub message: String,
     /// Further explanation lines for the human report.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub details: Vec<String>,
     /// Source locations that identify the bug (the innermost user frame of each thread).
     pub locations: Vec<Frame>,
@@ -134,16 +134,16 @@ pub struct Finding {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
     /// For a livelock: the operations the execution keeps repeating, in order.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cycle: Vec<CycleStep>,
     /// For a nondeterminism finding: the earlier schedule, which took the same steps and
     /// ended differently.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_schedule: Vec<crate::explore::Decision>,
 }
 
 /// One operation of a livelock's repeating cycle.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct CycleStep {
     /// The thread that performs it.
     pub thread: usize,

@@ -1,0 +1,87 @@
+//! `junit.xml`: one test case per target (built with the `quick-junit` crate). A target
+//! with a reported finding fails, with the finding as the failure text; a target that could
+//! not be checked is an error; a target the budget left out is skipped.
+
+use std::time::Duration;
+
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+
+use super::record::{AuditRecord, TargetRecord, TargetStatus};
+use crate::cli::shell_quote;
+use crate::report::human;
+
+/// The JUnit report of an audit.
+pub fn junit(record: &AuditRecord) -> Report {
+    let mut suite = TestSuite::new("mcheck audit");
+    suite.add_test_cases(record.targets.iter().map(test_case));
+    suite.set_time(Duration::from_secs_f64(record.elapsed_seconds.max(0.0)));
+    let mut report = Report::new("mcheck");
+    report.add_test_suite(suite);
+    report.set_time(Duration::from_secs_f64(record.elapsed_seconds.max(0.0)));
+    report
+}
+
+fn test_case(t: &TargetRecord) -> TestCase {
+    let status = match t.status {
+        TargetStatus::Clean | TargetStatus::Known => TestCaseStatus::success(),
+        TargetStatus::Skipped => {
+            let mut s = TestCaseStatus::skipped();
+            s.set_message(t.error.clone().unwrap_or_default());
+            s
+        }
+        TargetStatus::Error => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+            s.set_message(t.error.clone().unwrap_or_default());
+            s.set_type("target error");
+            s
+        }
+        TargetStatus::Findings => {
+            let reported: Vec<_> = t
+                .marked_findings()
+                .into_iter()
+                .filter(|(_, m)| m.reported())
+                .collect();
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            if let Some((f, _)) = reported.first() {
+                s.set_message(format!("{}: {}", f.kind.name(), f.message));
+                s.set_type(f.kind.name());
+            }
+            let text: String = reported
+                .iter()
+                .map(|(f, m)| {
+                    let replay = f.schedule.as_deref().map_or_else(
+                        || "(no schedule file)".to_string(),
+                        |p| format!("mcheck replay {}", shell_quote(p)),
+                    );
+                    format!(
+                        "fingerprint {}\n{}",
+                        m.fingerprint,
+                        human::format_finding(f, &replay)
+                    )
+                })
+                .collect();
+            s.set_description(text);
+            s
+        }
+    };
+    let mut case = TestCase::new(t.name.clone(), status);
+    case.set_classname("mcheck.audit");
+    case.set_time(Duration::from_secs_f64(t.elapsed_seconds.max(0.0)));
+    let statement = t.coverage_statement();
+    if !statement.is_empty() {
+        case.set_system_out(format!(
+            "{} execution(s): {statement}",
+            t.report_u64("executions")
+        ));
+    }
+    case
+}
+
+/// Writes the JUnit XML to `path`.
+pub fn write(record: &AuditRecord, path: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let text = junit(record)
+        .to_string()
+        .context("serialising the JUnit report")?;
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}

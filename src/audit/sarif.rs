@@ -1,0 +1,257 @@
+//! `results.sarif`: the audit as one SARIF 2.1.0 run (what GitHub code scanning and other
+//! dashboards read), built with the `serde-sarif` crate. One result per finding: its source
+//! locations, the other threads' innermost frames as related locations, the fingerprint in
+//! `partialFingerprints`, the baseline state, suppressions, and the replay command in the
+//! message.
+
+use std::collections::BTreeMap;
+
+use serde_sarif::sarif::{
+    ArtifactLocation, Location, LogicalLocation, Message, MultiformatMessageString,
+    PhysicalLocation, PropertyBag, Region, ReportingDescriptor, Result as SarifResult, ResultLevel,
+    Run, Sarif, Suppression, Tool, ToolComponent,
+};
+
+use super::record::{AuditRecord, BaselineState, FindingMark};
+use crate::cli::shell_quote;
+use crate::report::{Finding, FindingKind, Frame};
+
+/// The key of mcheck's fingerprint in `partialFingerprints`.
+pub const FINGERPRINT_KEY: &str = "mcheck/v1";
+
+/// The base id of paths relative to the manifest's `source_root`.
+pub const SOURCE_ROOT_ID: &str = "SRCROOT";
+
+/// The URI of the official SARIF 2.1.0 schema.
+pub const SCHEMA_URI: &str = "https://json.schemastore.org/sarif-2.1.0.json";
+
+const KINDS: [FindingKind; 9] = [
+    FindingKind::Deadlock,
+    FindingKind::DataRace,
+    FindingKind::Assertion,
+    FindingKind::Crash,
+    FindingKind::Livelock,
+    FindingKind::Nondeterminism,
+    FindingKind::ExitStatus,
+    FindingKind::ApiMisuse,
+    FindingKind::Timeout,
+];
+
+/// The SARIF log of an audit.
+pub fn sarif(record: &AuditRecord) -> Sarif {
+    let rules: Vec<ReportingDescriptor> = KINDS
+        .iter()
+        .map(|k| {
+            ReportingDescriptor::builder()
+                .id(k.name().to_string())
+                .name(k.name().to_string())
+                .short_description(
+                    MultiformatMessageString::builder()
+                        .text(rule_text(*k).to_string())
+                        .build(),
+                )
+                .build()
+        })
+        .collect();
+    let driver = ToolComponent::builder()
+        .name("mcheck".to_string())
+        .version(record.mcheck_version.clone())
+        .semantic_version(record.mcheck_version.clone())
+        .rules(rules)
+        .build();
+    let root = record.source_root.as_deref();
+    let mut results = Vec::new();
+    for t in &record.targets {
+        for (f, mark) in t.marked_findings() {
+            results.push(result(&t.name, &f, &mark, record.baseline.is_some(), root));
+        }
+    }
+    let mut run = Run::builder()
+        .tool(Tool::builder().driver(driver).build())
+        .results(results)
+        .build();
+    if let Some(root) = root {
+        let mut base = BTreeMap::new();
+        let uri = format!("{}/", file_uri(root.trim_end_matches('/')));
+        base.insert(
+            SOURCE_ROOT_ID.to_string(),
+            ArtifactLocation::builder().uri(uri).build(),
+        );
+        run.original_uri_base_ids = Some(base);
+    }
+    Sarif::builder()
+        .schema(SCHEMA_URI.to_string())
+        .version(serde_json::Value::String("2.1.0".into()))
+        .runs(vec![run])
+        .build()
+}
+
+/// One finding as a SARIF result.
+fn result(
+    target: &str,
+    f: &Finding,
+    mark: &FindingMark,
+    with_baseline: bool,
+    root: Option<&str>,
+) -> SarifResult {
+    let rule_index = KINDS.iter().position(|k| *k == f.kind).unwrap_or(0) as i64;
+    let replay = match &f.schedule {
+        Some(p) => format!("Replay: mcheck replay {}", shell_quote(p)),
+        None => "(no schedule file was written)".to_string(),
+    };
+    let text = format!("[{target}] {}\n{replay}", f.message);
+    let locations: Vec<Location> = f
+        .locations
+        .iter()
+        .map(|fr| location(fr, None, root))
+        .collect();
+    // The innermost source frame of every thread not already among the locations.
+    let related: Vec<Location> = f
+        .threads
+        .iter()
+        .filter_map(|th| {
+            let fr = th.stack.iter().find(|fr| fr.file.is_some())?;
+            let text = format!("thread T{} ({}) at {}", th.id, th.state, fr.short());
+            Some(location(fr, Some(text), root))
+        })
+        .enumerate()
+        .map(|(i, mut l)| {
+            l.id = Some(i as i64);
+            l
+        })
+        .collect();
+    let mut fingerprints = BTreeMap::new();
+    fingerprints.insert(FINGERPRINT_KEY.to_string(), mark.fingerprint.clone());
+    let mut props = BTreeMap::new();
+    props.insert("target".to_string(), serde_json::Value::from(target));
+    props.insert(
+        "preemptions".to_string(),
+        serde_json::Value::from(f.preemptions),
+    );
+    if let Some(s) = &f.schedule {
+        props.insert("schedule".to_string(), serde_json::Value::from(s.as_str()));
+    }
+    let mut r = SarifResult::builder()
+        .rule_id(f.kind.name().to_string())
+        .rule_index(rule_index)
+        .level(ResultLevel::Error)
+        .message(Message::builder().text(text).build())
+        .partial_fingerprints(fingerprints)
+        .properties(PropertyBag::builder().additional_properties(props).build())
+        .build();
+    if !locations.is_empty() {
+        r.locations = Some(locations);
+    }
+    if !related.is_empty() {
+        r.related_locations = Some(related);
+    }
+    if with_baseline {
+        let state = match mark.baseline_state {
+            BaselineState::New => "new",
+            BaselineState::Unchanged => "unchanged",
+        };
+        r.baseline_state = Some(serde_json::Value::from(state));
+    }
+    if let Some(reason) = &mark.suppressed {
+        r.suppressions = Some(vec![Suppression::builder()
+            .kind(serde_json::Value::from("external"))
+            .justification(reason.clone())
+            .build()]);
+    }
+    r
+}
+
+/// A frame as a SARIF location: file and line when known, and the function as a logical
+/// location.
+fn location(fr: &Frame, text: Option<String>, root: Option<&str>) -> Location {
+    let physical = match (&fr.file, fr.line) {
+        (Some(file), line) => {
+            let relative = root.and_then(|r| {
+                std::path::Path::new(file)
+                    .strip_prefix(r)
+                    .ok()
+                    .map(|p| p.to_string_lossy().into_owned())
+            });
+            let artifact = match relative {
+                Some(rel) => ArtifactLocation::builder()
+                    .uri(file_uri(&rel))
+                    .uri_base_id(SOURCE_ROOT_ID.to_string())
+                    .build(),
+                None => ArtifactLocation::builder().uri(file_uri(file)).build(),
+            };
+            let mut p = PhysicalLocation::builder()
+                .artifact_location(artifact)
+                .build();
+            if let Some(l) = line.filter(|l| *l > 0) {
+                p.region = Some(Region::builder().start_line(i64::from(l)).build());
+            }
+            Some(p)
+        }
+        _ => None,
+    };
+    let name = fr
+        .function
+        .clone()
+        .unwrap_or_else(|| match (&fr.module, &fr.offset) {
+            (Some(m), Some(o)) => format!("{m}+{o}"),
+            _ => fr.address.clone(),
+        });
+    let logical = LogicalLocation::builder()
+        .name(name)
+        .kind("function".to_string())
+        .build();
+    let mut l = Location::builder().logical_locations(vec![logical]).build();
+    l.physical_location = physical;
+    l.message = text.map(|t| Message::builder().text(t).build());
+    l
+}
+
+/// A path as a URI reference: absolute paths become `file://` URIs, relative ones stay
+/// relative (to the repository root, as code scanning expects), with unsafe characters
+/// percent-encoded.
+fn file_uri(path: &str) -> String {
+    let mut out = String::new();
+    if path.starts_with('/') {
+        out.push_str("file://");
+    }
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"/-_.~+".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn rule_text(k: FindingKind) -> &'static str {
+    match k {
+        FindingKind::Deadlock => "No thread can proceed, or threads wait for each other in a cycle",
+        FindingKind::DataRace => "Two conflicting memory accesses not ordered by synchronisation",
+        FindingKind::Assertion => "An assertion failed (SIGABRT) or a Rust panic",
+        FindingKind::Crash => "A fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL)",
+        FindingKind::Livelock => "No progress under a fair schedule",
+        FindingKind::Nondeterminism => "The same schedule ended differently",
+        FindingKind::ExitStatus => "An exit status other than the expected one",
+        FindingKind::ApiMisuse => "Wrong use of the threading API",
+        FindingKind::Timeout => "A thread ran too long without reaching a scheduling point",
+    }
+}
+
+/// Writes the SARIF log to `path`.
+pub fn write(record: &AuditRecord, path: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let text = serde_json::to_string_pretty(&sarif(record))?;
+    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris() {
+        assert_eq!(file_uri("/a b/c.c"), "file:///a%20b/c.c");
+        assert_eq!(file_uri("src/x.c"), "src/x.c");
+    }
+}

@@ -1,0 +1,89 @@
+//! `mcheck audit MANIFEST` and `mcheck merge --out DIR SHARD_DIR...`: load the manifest (a
+//! bad one is a usage error naming its line), run this shard's targets, write the four
+//! outputs and print the summary. Exit status 1 when a new, unsuppressed finding was made or
+//! a target could not be checked, 0 otherwise, 2 for bad usage or input.
+
+use anyhow::Context;
+
+use super::Failure;
+use crate::audit::fingerprint::FINGERPRINT_VERSION;
+use crate::audit::manifest::Manifest;
+use crate::audit::record::AuditRecord;
+use crate::audit::shard::Shard;
+use crate::audit::{self as batch, AuditPlan};
+use crate::cli::{AuditArgs, MergeArgs, EXIT_CLEAN, EXIT_FINDINGS};
+
+/// `--out` must be a directory or not exist yet.
+fn check_out(out: &std::path::Path) -> Result<(), Failure> {
+    if out.exists() && !out.is_dir() {
+        return Err(Failure::Usage(format!(
+            "--out {}: exists and is not a directory",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Runs an audit; returns the exit status.
+pub fn audit(args: &AuditArgs) -> Result<i32, Failure> {
+    check_out(&args.out)?;
+    let manifest = Manifest::load(&args.manifest).map_err(|e| Failure::Usage(e.to_string()))?;
+    let baseline = match &args.baseline {
+        Some(p) => {
+            let r = AuditRecord::read(p)
+                .map_err(|e| Failure::Usage(format!("bad --baseline: {e:#}")))?;
+            if r.fingerprint_version != FINGERPRINT_VERSION {
+                return Err(Failure::Usage(format!(
+                    "bad --baseline: {} has fingerprints of version {}, this mcheck makes version {FINGERPRINT_VERSION}: run the audit once without --baseline to make a new one",
+                    p.display(),
+                    r.fingerprint_version
+                )));
+            }
+            Some((p.clone(), r))
+        }
+        None => None,
+    };
+    let plan = AuditPlan {
+        manifest,
+        out: args.out.clone(),
+        jobs: args.jobs,
+        shard: args.shard.unwrap_or(Shard::WHOLE),
+        baseline,
+        mcheck: std::env::current_exe().context("finding the mcheck executable")?,
+    };
+    // SIGINT and SIGTERM end the audit cleanly, with its outputs.
+    crate::tracee::interrupt::install().context("installing the SIGINT/SIGTERM handlers")?;
+    let record = batch::run(&plan)?;
+    let status = finish(&record, &args.out)?;
+    if let Some(path) = &args.sarif {
+        crate::audit::sarif::write(&record, path)?;
+    }
+    Ok(status)
+}
+
+/// Merges shard outputs; returns the exit status.
+pub fn merge(args: &MergeArgs) -> Result<i32, Failure> {
+    check_out(&args.out)?;
+    let mut records = Vec::new();
+    for dir in &args.shards {
+        let path = dir.join("audit.json");
+        records.push(AuditRecord::read(&path).map_err(|e| Failure::Usage(format!("{e:#}")))?);
+    }
+    let record = batch::merge::merge(records).map_err(|e| Failure::Usage(e.to_string()))?;
+    finish(&record, &args.out)
+}
+
+/// Writes the outputs, prints the summary, gives the exit status.
+fn finish(record: &AuditRecord, out: &std::path::Path) -> Result<i32, Failure> {
+    let text = batch::write_outputs(record, out)?;
+    eprint!("{text}");
+    eprintln!(
+        "mcheck: audit written to {} (audit.json, results.sarif, junit.xml, summary.txt)",
+        out.display()
+    );
+    Ok(if record.failed() {
+        EXIT_FINDINGS
+    } else {
+        EXIT_CLEAN
+    })
+}

@@ -42,6 +42,8 @@ pub struct WorkerState {
     pub capture: Option<StderrCapture>,
     /// Raised when the search must stop now: the running execution is cut short.
     pub cut: CutSignal,
+    /// The debugger watching its executions (`mcheck replay --gdb`), if any.
+    pub debug: Option<super::debugger::DebugHook>,
 }
 
 impl WorkerState {

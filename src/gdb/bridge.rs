@@ -58,6 +58,9 @@ pub enum Goal {
     Step(u64),
     /// Also at the next scheduling decision.
     NextPoint,
+    /// Execute one instruction of this thread (gdb's stepi, and gdb stepping over its
+    /// breakpoints), when the schedule lets it move.
+    Instruction(ThreadId),
 }
 
 /// Why the program stopped, as gdb is told.
@@ -69,6 +72,8 @@ pub enum StopKind {
     Breakpoint(ThreadId),
     /// A scheduling decision the goal asked for.
     Point(ThreadId),
+    /// A stepped instruction (or a step the schedule refused).
+    Stepped(ThreadId),
     /// A finding: the thread and the signal gdb shows it with.
     Finding(ThreadId, i32),
     /// The replay is over: the process exited with this status.
@@ -150,6 +155,7 @@ impl Bridge {
                 return Resume::Kill;
             };
             let reply = match req {
+                Request::Resume(Goal::Instruction(t)) => return Resume::Step(t),
                 Request::Resume(goal) => {
                     self.goal = goal;
                     return Resume::Continue;
@@ -249,7 +255,7 @@ impl Debugger for Bridge {
                     return self.stop(view, StopKind::Initial(*thread), None);
                 }
                 let wanted = match self.goal {
-                    Goal::Continue => false,
+                    Goal::Continue | Goal::Instruction(_) => false,
                     Goal::Step(n) => *step >= n,
                     Goal::NextPoint => true,
                 };
@@ -267,6 +273,7 @@ impl Debugger for Bridge {
                     Some(report),
                 )
             }
+            DebugEvent::Stepped { thread, .. } => self.stop(view, StopKind::Stepped(*thread), None),
             DebugEvent::End { finding, exit } => match finding {
                 Some(f) => {
                     let thread = f.threads.first().map_or(0, |t| t.id);

@@ -12,7 +12,8 @@ use gdbstub::conn::ConnectionExt;
 use gdbstub::stub::run_blocking::{self, BlockingEventLoop};
 use gdbstub::stub::MultiThreadStopReason;
 use gdbstub::target::ext::base::multithread::{
-    MultiThreadBase, MultiThreadResume, MultiThreadResumeOps,
+    MultiThreadBase, MultiThreadResume, MultiThreadResumeOps, MultiThreadSchedulerLocking,
+    MultiThreadSchedulerLockingOps, MultiThreadSingleStep, MultiThreadSingleStepOps,
 };
 use gdbstub::target::ext::base::BaseOps;
 use gdbstub::target::ext::breakpoints::{
@@ -126,6 +127,11 @@ impl ReplayTarget {
                 signal: Signal::SIGTRAP,
             },
             StopKind::Breakpoint(t) => MultiThreadStopReason::SwBreak(tid(t)),
+            // gdb takes a SIGTRAP naming the thread as the end of its step.
+            StopKind::Stepped(t) => MultiThreadStopReason::SignalWithThread {
+                tid: tid(t),
+                signal: Signal::SIGTRAP,
+            },
             StopKind::Finding(t, sig) => MultiThreadStopReason::SignalWithThread {
                 tid: tid(t),
                 signal: Signal(sig as u8),
@@ -236,7 +242,16 @@ impl MultiThreadResume for ReplayTarget {
     }
 
     fn clear_resume_actions(&mut self) -> Result<(), Self::Error> {
+        self.goal = Goal::Continue;
         Ok(())
+    }
+
+    fn support_single_step(&mut self) -> Option<MultiThreadSingleStepOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_scheduler_locking(&mut self) -> Option<MultiThreadSchedulerLockingOps<'_, Self>> {
+        Some(self)
     }
 
     fn set_resume_action_continue(
@@ -245,6 +260,24 @@ impl MultiThreadResume for ReplayTarget {
         _signal: Option<Signal>,
     ) -> Result<(), Self::Error> {
         // Signals are the replay's to deliver: the recorded execution decides.
+        Ok(())
+    }
+}
+
+impl MultiThreadSchedulerLocking for ReplayTarget {
+    fn set_resume_action_scheduler_lock(&mut self) -> Result<(), Self::Error> {
+        // Only one thread ever runs: the schedule's (or the stepped one).
+        Ok(())
+    }
+}
+
+impl MultiThreadSingleStep for ReplayTarget {
+    fn set_resume_action_step(
+        &mut self,
+        tid: Tid,
+        _signal: Option<Signal>,
+    ) -> Result<(), Self::Error> {
+        self.goal = Goal::Instruction(tid.get() - 1);
         Ok(())
     }
 }

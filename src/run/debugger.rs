@@ -45,6 +45,15 @@ pub enum DebugEvent {
         /// The race.
         finding: Box<Finding>,
     },
+    /// `thread` executed one instruction (gdb's stepi), or was refused it (`moved` false:
+    /// it is not the thread the schedule runs, or its instruction is one of mcheck's
+    /// scheduling points, which only `continue` may pass).
+    Stepped {
+        /// The thread asked to step.
+        thread: ThreadId,
+        /// Whether it executed an instruction.
+        moved: bool,
+    },
     /// The execution is over: with its finding, or how the process ended. Threads still in
     /// the process can be inspected until the debugger lets go.
     End {
@@ -62,6 +71,8 @@ pub enum Resume {
     Continue,
     /// End the execution now (the program is killed).
     Kill,
+    /// Execute one instruction of this thread, then report [`DebugEvent::Stepped`].
+    Step(ThreadId),
 }
 
 /// Something that watches an execution at the moments of [`DebugEvent`].
@@ -127,18 +138,57 @@ impl DebugHook {
 }
 
 impl Execution<'_> {
-    /// Reports `ev` to the debugger, if there is one.
-    pub(super) fn debug_event(&mut self, ev: DebugEvent) -> Resume {
+    /// Reports `ev` to the debugger, if there is one. A request to step a thread other
+    /// than `stepper` (the one stopped where it may execute an instruction) is refused with
+    /// a message and reported as a step that did not move.
+    pub(super) fn debug_event_stepping(
+        &mut self,
+        mut ev: DebugEvent,
+        stepper: Option<ThreadId>,
+    ) -> Resume {
         let Some(mut hook) = self.worker.debug.take() else {
             return Resume::Continue;
         };
-        let mut view = View {
-            exec: self,
-            bps: &mut hook.breakpoints,
+        let resume = loop {
+            let mut view = View {
+                exec: self,
+                bps: &mut hook.breakpoints,
+            };
+            match hook.debugger.on_event(&mut view, &ev) {
+                Resume::Step(u) if Some(u) != stepper => {
+                    eprintln!("{}", self.why_not_stepping(u, &ev));
+                    ev = DebugEvent::Stepped {
+                        thread: u,
+                        moved: false,
+                    };
+                }
+                r => break r,
+            }
         };
-        let resume = hook.debugger.on_event(&mut view, &ev);
         self.worker.debug = Some(hook);
         resume
+    }
+
+    /// Reports `ev` to the debugger, where no thread may step.
+    pub(super) fn debug_event(&mut self, ev: DebugEvent) -> Resume {
+        self.debug_event_stepping(ev, None)
+    }
+
+    /// Why thread `u` cannot execute an instruction at `ev`.
+    fn why_not_stepping(&self, u: ThreadId, ev: &DebugEvent) -> String {
+        let next = match ev {
+            DebugEvent::Point { thread, .. } => Some(*thread),
+            _ => None,
+        };
+        match next {
+            Some(t) if t != u => format!(
+                "mcheck: T{u} cannot move now: the schedule runs T{t} next ({}); `continue` follows the schedule, `monitor next-point` runs T{t} to its next scheduling point",
+                self.model.pending(t).map_or("its operation", |op| op.name())
+            ),
+            _ => format!(
+                "mcheck: T{u} cannot step here: it waits at one of mcheck's scheduling points, which only `continue` or `monitor next-point` passes (the schedule decides when it runs)"
+            ),
+        }
     }
 
     /// Shows the debugger the end of the execution, before its processes are killed.
@@ -175,8 +225,29 @@ impl Execution<'_> {
             return Ok(None);
         }
         self.p.threads[t].place = StopPlace::Breakpoint(addr);
-        if self.debug_event(DebugEvent::Breakpoint { thread: t, addr }) == Resume::Kill {
-            return Ok(Some(Some(super::execution::RunResult::CutShort)));
+        let mut ev = DebugEvent::Breakpoint { thread: t, addr };
+        loop {
+            let stepper = self.steppable(t).then_some(t);
+            match self.debug_event_stepping(ev, stepper) {
+                Resume::Kill => return Ok(Some(Some(super::execution::RunResult::CutShort))),
+                Resume::Continue => break,
+                Resume::Step(_) => {
+                    if let Some(done) = self.debug_step(t)? {
+                        return Ok(Some(Some(done)));
+                    }
+                    ev = DebugEvent::Stepped {
+                        thread: t,
+                        moved: true,
+                    };
+                }
+            }
+        }
+        if self.p.threads[t].place != StopPlace::Breakpoint(addr) {
+            // Stepped away: run on from where the thread is.
+            let tid = self.p.threads[t].tid;
+            let sig = self.p.threads[t].pending_signal.take();
+            crate::tracee::events::resume(tid, sig)?;
+            return Ok(Some(None));
         }
         if self.p.bp_kinds.contains_key(&addr) {
             return Ok(None);
@@ -194,6 +265,86 @@ impl Execution<'_> {
         let sig = self.p.threads[t].pending_signal.take();
         crate::tracee::events::resume(tid, sig)?;
         Ok(Some(None))
+    }
+}
+
+impl Execution<'_> {
+    /// The instruction thread `t` (the running one, stopped for the debugger) is at.
+    fn debug_pc(&self, t: ThreadId) -> u64 {
+        match self.p.threads[t].place {
+            StopPlace::Breakpoint(addr) => addr,
+            _ => self.p.threads[t].regs.rip,
+        }
+    }
+
+    /// Whether `t` may execute its next instruction natively under the debugger: not when
+    /// the instruction is one of mcheck's breakpoints other than an access site (a
+    /// scheduling point, a hook: only the executor may pass it) or a system call (which
+    /// the executor traps).
+    fn steppable(&self, t: ThreadId) -> bool {
+        let pc = self.debug_pc(t);
+        match self.p.bp_kinds.get(&pc) {
+            Some(super::process::BreakpointKind::Access(_)) if !self.cfg.preempt_on_races => {}
+            Some(_) => return false,
+            None => {}
+        }
+        let mut code = [0u8; 2];
+        code[0] = self
+            .p
+            .bps
+            .original_byte(pc)
+            .unwrap_or_else(|| self.p.mem.read_u8(pc).unwrap_or(0));
+        code[1] = self
+            .p
+            .bps
+            .original_byte(pc + 1)
+            .unwrap_or_else(|| self.p.mem.read_u8(pc + 1).unwrap_or(0));
+        code != [0x0f, 0x05]
+    }
+
+    /// Executes one instruction of `t` (an access site's access is recorded first); Some
+    /// when that ended the execution (a fault that is a finding).
+    fn debug_step(&mut self, t: ThreadId) -> anyhow::Result<Option<super::execution::RunResult>> {
+        let pc = self.debug_pc(t);
+        let tid = self.p.threads[t].tid;
+        let r = crate::tracee::regs::get(tid)?;
+        self.p.threads[t].regs = r;
+        if let Some(super::process::BreakpointKind::Access(id)) = self.p.bp_kinds.get(&pc).cloned()
+        {
+            if let Some(site) = self.p.patching.sites.get(id as usize).copied() {
+                let mut regs = r;
+                regs.rip = pc;
+                self.p.threads[t].regs = regs;
+                let ea = self.p.effective_address(t, &site.insn, 0);
+                self.record_access(t, &site, ea, super::races::Seen::AtAccess);
+            }
+        }
+        let event = if self.p.bps.contains(pc) {
+            self.p.threads[t].place = StopPlace::Breakpoint(pc);
+            self.p.step_over_breakpoint(t)?
+        } else {
+            let mut regs = r;
+            regs.rip = pc;
+            crate::tracee::regs::set(tid, regs)?;
+            crate::tracee::events::step(tid)?;
+            self.p.threads[t].place = StopPlace::Event;
+            loop {
+                match crate::tracee::events::wait(Some(tid))? {
+                    crate::tracee::WaitOutcome::Interrupted => continue,
+                    crate::tracee::WaitOutcome::Event(_, crate::tracee::Event::Trap) => break None,
+                    crate::tracee::WaitOutcome::Event(_, ev) => break Some(ev),
+                    crate::tracee::WaitOutcome::NoChildren => break None,
+                }
+            }
+        };
+        self.p.load_regs(t)?;
+        if let Some(crate::tracee::Event::Signal(sig)) = event {
+            if let Some(f) = self.signal_finding(t, sig) {
+                return Ok(Some(super::execution::RunResult::Found(Box::new(f))));
+            }
+            self.p.threads[t].pending_signal = Some(sig);
+        }
+        Ok(None)
     }
 }
 

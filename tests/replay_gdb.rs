@@ -101,6 +101,20 @@ impl Server {
         (code, self.seen.join("\n"))
     }
 
+    /// Waits for a line of mcheck's stderr containing `what`.
+    fn wait_for(&mut self, what: &str) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < LIMIT {
+            if self.seen.iter().any(|l| l.contains(what)) {
+                return true;
+            }
+            if let Ok(l) = self.lines.recv_timeout(Duration::from_millis(100)) {
+                self.seen.push(l);
+            }
+        }
+        false
+    }
+
     /// The processes mcheck traces now (its children).
     fn children(&self) -> Vec<u32> {
         let mut out = Vec::new();
@@ -123,6 +137,10 @@ fn gdb(server: &Server, program: &Path, commands: &[&str]) -> String {
         "-nx".into(),
         "-ex".into(),
         "set sysroot /".into(),
+        // A loaded machine (the whole suite beside) may answer a packet in more than
+        // gdb's default two seconds.
+        "-ex".into(),
+        "set remotetimeout 30".into(),
         "-ex".into(),
         format!("target remote {}", server.address),
     ];
@@ -290,6 +308,53 @@ fn race_stops_at_the_later_access_with_the_value_of_that_moment() {
 }
 
 #[test]
+fn watchpoint_on_the_racy_variable_stops_at_both_accesses() {
+    let out = temp_path("gdb-watch");
+    let program = fixture("race_counter");
+    let schedule = schedule_of(&program, &out);
+    let server = Server::start(&schedule);
+    let text = gdb(
+        &server,
+        &program,
+        &["watch counter", "continue", "continue", "continue", "kill"],
+    );
+    let (_, err) = server.finish();
+    let _ = fs::remove_dir_all(&out);
+    // T1's increment, the race stop at T2's (before it runs), then T2's increment.
+    assert!(
+        text.contains(
+            "Thread 2 hit Hardware watchpoint 1: counter\n\nOld value = 0\nNew value = 1"
+        ),
+        "{text}\n{err}"
+    );
+    assert!(
+        text.contains(
+            "Thread 3 hit Hardware watchpoint 1: counter\n\nOld value = 1\nNew value = 2"
+        ),
+        "{text}\n{err}"
+    );
+}
+
+#[test]
+fn a_bad_address_is_bad_usage() {
+    let out = temp_path("gdb-bad");
+    let program = fixture("abba_O0");
+    let schedule = schedule_of(&program, &out);
+    let r = mcheck(
+        &args(&["replay", "--gdb=no-such-address", &schedule]),
+        false,
+        LIMIT,
+    );
+    let _ = fs::remove_dir_all(&out);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--gdb: cannot listen on no-such-address"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
 fn breakpoint_and_continue_reach_the_same_finding_every_time() {
     let out = temp_path("gdb-again");
     let program = fixture("abba_O2");
@@ -324,7 +389,7 @@ fn killing_gdb_leaves_no_traced_process() {
     let out = temp_path("gdb-kill");
     let program = fixture("abba_O0");
     let schedule = schedule_of(&program, &out);
-    let server = Server::start(&schedule);
+    let mut server = Server::start(&schedule);
     let mut gdb = Command::new("gdb")
         .args(["-nx", "-q", "-ex", "set sysroot /", "-ex"])
         .arg(format!("target remote {}", server.address))
@@ -334,13 +399,9 @@ fn killing_gdb_leaves_no_traced_process() {
         .stderr(Stdio::null())
         .spawn()
         .expect("gdb");
-    // Wait until the program is at main under mcheck.
-    let start = Instant::now();
-    let mut traced = Vec::new();
-    while traced.is_empty() && start.elapsed() < LIMIT {
-        thread::sleep(Duration::from_millis(50));
-        traced = server.children();
-    }
+    // The program waits at main under mcheck, gdb is connected.
+    assert!(server.wait_for("gdb connected"), "{:?}", server.seen);
+    let traced = server.children();
     assert!(!traced.is_empty(), "mcheck runs no program");
     thread::sleep(Duration::from_millis(300));
     gdb.kill().unwrap();

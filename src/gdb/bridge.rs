@@ -11,6 +11,7 @@ use super::arch::Regs;
 use crate::model::ThreadId;
 use crate::report::{human, Finding, FindingKind};
 use crate::run::debugger::{DebugEvent, Debugger, ProgramView, Resume, ThreadInfo};
+use crate::tracee::debugregs::{Watch, WatchOn};
 
 /// What the gdb thread asks of the stopped program.
 #[derive(Debug)]
@@ -31,6 +32,10 @@ pub enum Request {
     ClearBreakpoint(u64),
     /// The auxiliary vector the kernel gave the program.
     Auxv,
+    /// Set a hardware watchpoint: address, length, what it fires on.
+    SetWatch(u64, u64, WatchWhat),
+    /// Clear a hardware watchpoint.
+    ClearWatch(u64, u64, WatchWhat),
     /// Let the replay go on until `Goal`. (gdb killing the program or going away closes
     /// the channels, which ends the replay.)
     Resume(Goal),
@@ -63,6 +68,30 @@ pub enum Goal {
     Instruction(ThreadId),
 }
 
+/// What a watchpoint fires on, as gdb asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchWhat {
+    /// Writes (`watch`).
+    Write,
+    /// Reads (`rwatch`: the hardware fires on writes too).
+    Read,
+    /// Reads and writes (`awatch`).
+    Access,
+}
+
+impl WatchWhat {
+    fn hardware(self, addr: u64, len: u64) -> Watch {
+        Watch {
+            addr,
+            len,
+            on: match self {
+                WatchWhat::Write => WatchOn::Write,
+                _ => WatchOn::Access,
+            },
+        }
+    }
+}
+
 /// Why the program stopped, as gdb is told.
 #[derive(Debug, Clone)]
 pub enum StopKind {
@@ -72,6 +101,8 @@ pub enum StopKind {
     Breakpoint(ThreadId),
     /// A scheduling decision the goal asked for.
     Point(ThreadId),
+    /// A watchpoint fired: thread, watched address, kind.
+    Watch(ThreadId, u64, WatchWhat),
     /// A stepped instruction (or a step the schedule refused).
     Stepped(ThreadId),
     /// A finding: the thread and the signal gdb shows it with.
@@ -106,6 +137,8 @@ pub struct Bridge {
     main_bp: Option<u64>,
     /// The breakpoints gdb set.
     gdb_bps: HashSet<u64>,
+    /// The watchpoints gdb set, by address.
+    watches: Vec<(u64, WatchWhat)>,
     goal: Goal,
     /// How to replay the schedule again (for the finding's report).
     again: String,
@@ -128,6 +161,7 @@ impl Bridge {
             started: false,
             main_bp: None,
             gdb_bps: HashSet::new(),
+            watches: Vec::new(),
             goal: Goal::Continue,
             again,
         }
@@ -178,6 +212,17 @@ impl Bridge {
                     Reply::Bytes(buf)
                 }
                 Request::Auxv => Reply::Bytes(view.auxv()),
+                Request::SetWatch(addr, len, what) => {
+                    let ok = view.set_watch(what.hardware(addr, len));
+                    if ok {
+                        self.watches.push((addr, what));
+                    }
+                    Reply::Done(ok)
+                }
+                Request::ClearWatch(addr, len, what) => {
+                    self.watches.retain(|w| *w != (addr, what));
+                    Reply::Done(view.clear_watch(what.hardware(addr, len)))
+                }
                 Request::Write(addr, data) => Reply::Done(view.write_memory(addr, &data)),
                 Request::SetBreakpoint(addr) => {
                     self.gdb_bps.insert(addr);
@@ -272,6 +317,12 @@ impl Debugger for Bridge {
                     StopKind::Finding(*thread, libc::SIGTRAP),
                     Some(report),
                 )
+            }
+            DebugEvent::Watch { thread, addr } => {
+                let what = (self.watches.iter())
+                    .find(|w| w.0 == *addr)
+                    .map_or(WatchWhat::Write, |w| w.1);
+                self.stop(view, StopKind::Watch(*thread, *addr, what), None)
             }
             DebugEvent::Stepped { thread, .. } => self.stop(view, StopKind::Stepped(*thread), None),
             DebugEvent::End { finding, exit } => match finding {

@@ -41,7 +41,9 @@ pub fn serve(
     let local = listener
         .local_addr()
         .context("the address gdb is to connect to")?;
-    eprintln!(
+    // Said once the replay waits at its first stop: gdb gives up on a target that does
+    // not answer within two seconds.
+    let attach = format!(
         "mcheck: replaying {schedule_path} for gdb on {local}; attach with:\n  gdb -ex 'set sysroot /' -ex 'target remote {local}' {}",
         crate::cli::shell_quote(&schedule.program.to_string_lossy())
     );
@@ -51,7 +53,7 @@ pub fn serve(
     let mut target = ReplayTarget::new(req_tx, rep_rx, stop_rx, schedule.decisions.clone());
     let server = std::thread::Builder::new()
         .name("gdb".into())
-        .spawn(move || serve_gdb(listener, &mut target))
+        .spawn(move || serve_gdb(listener, &mut target, &attach))
         .context("starting the gdb thread")?;
     let again = format!("mcheck replay {}", crate::cli::shell_quote(schedule_path));
     let bridge = Bridge::new(req_rx, rep_tx, stop_tx.clone(), until, again);
@@ -111,18 +113,22 @@ fn parse_exit(s: &str) -> Option<StopKind> {
 
 /// The gdb thread: accepts one connection and serves it until gdb goes away or the replay
 /// ends. Dropping the target closes the channels, which ends the replay if it still runs.
-fn serve_gdb(listener: TcpListener, target: &mut ReplayTarget) {
+fn serve_gdb(listener: TcpListener, target: &mut ReplayTarget, attach: &str) {
+    if target.wait_first_stop().is_err() {
+        eprintln!("mcheck: the replay ended before reaching its first stop");
+        return;
+    }
+    eprintln!("{attach}");
     let conn: TcpStream = match listener.accept() {
-        Ok((c, _)) => c,
+        Ok((c, peer)) => {
+            eprintln!("mcheck: gdb connected from {peer}");
+            c
+        }
         Err(e) => {
             eprintln!("mcheck: --gdb: accepting gdb's connection: {e}");
             return;
         }
     };
-    if target.wait_first_stop().is_err() {
-        eprintln!("mcheck: the replay ended before reaching its first stop");
-        return;
-    }
     let gdb = gdbstub::stub::GdbStub::new(conn);
     match gdb.run_blocking::<ReplayLoop>(target) {
         Ok(reason) => eprintln!("mcheck: gdb session ended ({reason:?})"),

@@ -96,6 +96,7 @@ impl ReplayTarget {
                         format!("at scheduling decision {} (T{t} runs next)", step + 1)
                     }
                     StopKind::Breakpoint(t) => format!("T{t} at a breakpoint"),
+                    StopKind::Watch(t, a, _) => format!("T{t} touched watched {a:#x}"),
                     StopKind::Stepped(t) => format!("T{t} stepped"),
                     StopKind::Finding(t, _) => format!("T{t} at the finding (monitor finding)"),
                     StopKind::Exited(c) => format!("the program exited with status {c}"),

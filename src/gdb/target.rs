@@ -17,14 +17,15 @@ use gdbstub::target::ext::base::multithread::{
 };
 use gdbstub::target::ext::base::BaseOps;
 use gdbstub::target::ext::breakpoints::{
-    Breakpoints, BreakpointsOps, SwBreakpoint, SwBreakpointOps,
+    Breakpoints, BreakpointsOps, HwWatchpoint, HwWatchpointOps, SwBreakpoint, SwBreakpointOps,
+    WatchKind,
 };
 use gdbstub::target::ext::monitor_cmd::MonitorCmdOps;
 use gdbstub::target::ext::thread_extra_info::{ThreadExtraInfo, ThreadExtraInfoOps};
 use gdbstub::target::{Target, TargetError, TargetResult};
 
 use super::arch::{Regs, X86_64Linux};
-use super::bridge::{Goal, Reply, Request, Stop, StopKind};
+use super::bridge::{Goal, Reply, Request, Stop, StopKind, WatchWhat};
 use crate::explore::Decision;
 use crate::run::debugger::ThreadInfo;
 
@@ -76,6 +77,9 @@ impl ReplayTarget {
     pub fn wait_first_stop(&mut self) -> Result<(), Gone> {
         let stop = self.stops.recv().map_err(|_| Gone)?;
         self.note_stop(stop);
+        if self.ended {
+            return Err(Gone);
+        }
         Ok(())
     }
 
@@ -127,6 +131,15 @@ impl ReplayTarget {
                 signal: Signal::SIGTRAP,
             },
             StopKind::Breakpoint(t) => MultiThreadStopReason::SwBreak(tid(t)),
+            StopKind::Watch(t, addr, what) => MultiThreadStopReason::Watch {
+                tid: tid(t),
+                kind: match what {
+                    WatchWhat::Write => WatchKind::Write,
+                    WatchWhat::Read => WatchKind::Read,
+                    WatchWhat::Access => WatchKind::ReadWrite,
+                },
+                addr,
+            },
             // gdb takes a SIGTRAP naming the thread as the end of its step.
             StopKind::Stepped(t) => MultiThreadStopReason::SignalWithThread {
                 tid: tid(t),
@@ -303,6 +316,50 @@ impl ThreadExtraInfo for ReplayTarget {
 impl Breakpoints for ReplayTarget {
     fn support_sw_breakpoint(&mut self) -> Option<SwBreakpointOps<'_, Self>> {
         Some(self)
+    }
+
+    fn support_hw_watchpoint(&mut self) -> Option<HwWatchpointOps<'_, Self>> {
+        Some(self)
+    }
+}
+
+impl HwWatchpoint for ReplayTarget {
+    fn add_hw_watchpoint(
+        &mut self,
+        addr: u64,
+        len: u64,
+        kind: WatchKind,
+    ) -> TargetResult<bool, Self> {
+        match self
+            .ask(Request::SetWatch(addr, len, what(kind)))
+            .map_err(gone)?
+        {
+            Reply::Done(ok) => Ok(ok),
+            _ => Ok(false),
+        }
+    }
+
+    fn remove_hw_watchpoint(
+        &mut self,
+        addr: u64,
+        len: u64,
+        kind: WatchKind,
+    ) -> TargetResult<bool, Self> {
+        match self
+            .ask(Request::ClearWatch(addr, len, what(kind)))
+            .map_err(gone)?
+        {
+            Reply::Done(ok) => Ok(ok),
+            _ => Ok(false),
+        }
+    }
+}
+
+fn what(kind: WatchKind) -> WatchWhat {
+    match kind {
+        WatchKind::Write => WatchWhat::Write,
+        WatchKind::Read => WatchWhat::Read,
+        WatchKind::ReadWrite => WatchWhat::Access,
     }
 }
 

@@ -16,6 +16,7 @@ use super::process::StopPlace;
 use crate::binary::ElfFile;
 use crate::model::ThreadId;
 use crate::report::Finding;
+use crate::tracee::debugregs::{self, Watch};
 use crate::tracee::regs::Regs;
 
 /// A moment of the execution reported to the debugger.
@@ -53,6 +54,13 @@ pub enum DebugEvent {
         thread: ThreadId,
         /// Whether it executed an instruction.
         moved: bool,
+    },
+    /// A debugger watchpoint at `addr` fired in `thread` (which made the access).
+    Watch {
+        /// The thread that accessed the watched memory.
+        thread: ThreadId,
+        /// The watchpoint's address.
+        addr: u64,
     },
     /// The execution is over: with its finding, or how the process ended. Threads still in
     /// the process can be inspected until the debugger lets go.
@@ -111,6 +119,11 @@ pub trait ProgramView {
     fn set_breakpoint(&mut self, addr: u64) -> bool;
     /// Clears the debugger breakpoint at `addr`.
     fn clear_breakpoint(&mut self, addr: u64) -> bool;
+    /// Sets a hardware watchpoint (false: no free slot, or a range the hardware cannot
+    /// watch).
+    fn set_watch(&mut self, w: Watch) -> bool;
+    /// Clears a hardware watchpoint.
+    fn clear_watch(&mut self, w: Watch) -> bool;
     /// The run-time address of function `name` in the program's executable.
     fn program_function(&self, name: &str) -> Option<u64>;
     /// Scheduling decisions taken so far.
@@ -125,6 +138,13 @@ pub struct DebugHook {
     pub debugger: Box<dyn Debugger>,
     /// Addresses of the debugger's breakpoints.
     breakpoints: HashSet<u64>,
+    /// The debugger's watchpoints, in debug-register slot order.
+    watches: Vec<Watch>,
+    /// Changes of `watches` so far; each thread's registers are brought up to date
+    /// before it runs.
+    generation: u64,
+    /// The generation each thread's debug registers hold, by tid.
+    armed: std::collections::HashMap<i32, u64>,
 }
 
 impl DebugHook {
@@ -133,6 +153,9 @@ impl DebugHook {
         DebugHook {
             debugger,
             breakpoints: HashSet::new(),
+            watches: Vec::new(),
+            generation: 0,
+            armed: Default::default(),
         }
     }
 }
@@ -153,6 +176,8 @@ impl Execution<'_> {
             let mut view = View {
                 exec: self,
                 bps: &mut hook.breakpoints,
+                watches: &mut hook.watches,
+                generation: &mut hook.generation,
             };
             match hook.debugger.on_event(&mut view, &ev) {
                 Resume::Step(u) if Some(u) != stepper => {
@@ -166,6 +191,13 @@ impl Execution<'_> {
             }
         };
         self.worker.debug = Some(hook);
+        // Watchpoints set or cleared now apply to every thread before it runs again.
+        for u in 0..self.p.threads.len() {
+            let th = &self.p.threads[u];
+            if th.started && !th.gone {
+                let _ = self.debug_arm(u);
+            }
+        }
         resume
     }
 
@@ -235,9 +267,15 @@ impl Execution<'_> {
                     if let Some(done) = self.debug_step(t)? {
                         return Ok(Some(Some(done)));
                     }
-                    ev = DebugEvent::Stepped {
-                        thread: t,
-                        moved: true,
+                    ev = match self.watch_hit(t)? {
+                        Some(watched) => DebugEvent::Watch {
+                            thread: t,
+                            addr: watched,
+                        },
+                        None => DebugEvent::Stepped {
+                            thread: t,
+                            moved: true,
+                        },
                     };
                 }
             }
@@ -348,9 +386,55 @@ impl Execution<'_> {
     }
 }
 
+impl Execution<'_> {
+    /// Brings thread `t`'s debug registers up to the debugger's watchpoints before it runs.
+    pub(super) fn debug_arm(&mut self, t: ThreadId) -> anyhow::Result<()> {
+        let tid = self.p.threads[t].tid;
+        let Some(hook) = self.worker.debug.as_mut() else {
+            return Ok(());
+        };
+        let held = hook.armed.get(&tid.as_raw()).copied().unwrap_or(0);
+        if held != hook.generation {
+            debugregs::set(tid, &hook.watches)?;
+            hook.armed.insert(tid.as_raw(), hook.generation);
+        }
+        Ok(())
+    }
+
+    /// The address of the debugger's watchpoint that fired in `t` since it was resumed.
+    pub(super) fn watch_hit(&mut self, t: ThreadId) -> anyhow::Result<Option<u64>> {
+        let Some(hook) = self.worker.debug.as_ref().filter(|h| !h.watches.is_empty()) else {
+            return Ok(None);
+        };
+        let hits = debugregs::take_hits(self.p.threads[t].tid)?;
+        Ok((0..hook.watches.len())
+            .find(|&i| hits & (1 << i) != 0)
+            .map(|i| hook.watches[i].addr))
+    }
+
+    /// Shows the debugger the watchpoint at `addr` that fired in `t` (already taken from
+    /// DR6).
+    pub(super) fn debug_watch_hit(&mut self, t: ThreadId, addr: u64) -> anyhow::Result<Resume> {
+        self.p.load_regs(t)?;
+        self.p.threads[t].place = StopPlace::Event;
+        Ok(self.debug_event(DebugEvent::Watch { thread: t, addr }))
+    }
+
+    /// After `t` executed an instruction for mcheck (a step over a breakpoint): a
+    /// watchpoint that fired on it is shown to the debugger.
+    pub(super) fn debug_watch(&mut self, t: ThreadId) -> anyhow::Result<Resume> {
+        match self.watch_hit(t)? {
+            Some(addr) => self.debug_watch_hit(t, addr),
+            None => Ok(Resume::Continue),
+        }
+    }
+}
+
 struct View<'e, 'a> {
     exec: &'e mut Execution<'a>,
     bps: &'e mut HashSet<u64>,
+    watches: &'e mut Vec<Watch>,
+    generation: &'e mut u64,
 }
 
 impl ProgramView for View<'_, '_> {
@@ -451,6 +535,26 @@ impl ProgramView for View<'_, '_> {
             return true;
         }
         self.exec.p.remove_breakpoint(addr).is_ok()
+    }
+
+    fn set_watch(&mut self, w: Watch) -> bool {
+        if !w.is_valid() || self.watches.len() >= debugregs::SLOTS {
+            return false;
+        }
+        if !self.watches.contains(&w) {
+            self.watches.push(w);
+            *self.generation += 1;
+        }
+        true
+    }
+
+    fn clear_watch(&mut self, w: Watch) -> bool {
+        let before = self.watches.len();
+        self.watches.retain(|x| *x != w);
+        if self.watches.len() != before {
+            *self.generation += 1;
+        }
+        true
     }
 
     fn program_function(&self, name: &str) -> Option<u64> {

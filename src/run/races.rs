@@ -217,6 +217,9 @@ impl Execution<'_> {
             }
             self.p.threads[t].pending_signal = Some(sig);
         }
+        if self.debugging() && self.debug_watch(t)? == super::debugger::Resume::Kill {
+            return Ok(Some(RunResult::CutShort));
+        }
         let sig = self.p.threads[t].pending_signal.take();
         events::resume(self.p.threads[t].tid, sig)?;
         Ok(None)

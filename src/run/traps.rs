@@ -15,6 +15,15 @@ impl Execution<'_> {
         let r = self.p.load_regs(t)?;
         let addr = r.rip.wrapping_sub(1);
         if self.debugging() {
+            if let Some(watched) = self.watch_hit(t)? {
+                // A hardware watchpoint of the debugger fired after the instruction.
+                if self.debug_watch_hit(t, watched)? == super::debugger::Resume::Kill {
+                    return Ok(Some(RunResult::CutShort));
+                }
+                let sig = self.p.threads[t].pending_signal.take();
+                events::resume(self.p.threads[t].tid, sig)?;
+                return Ok(None);
+            }
             if let Some(done) = self.debugger_trap(t, addr)? {
                 return Ok(done);
             }

@@ -336,6 +336,40 @@ fn watchpoint_on_the_racy_variable_stops_at_both_accesses() {
 }
 
 #[test]
+fn goto_back_and_forth_shows_the_same_state() {
+    let out = temp_path("gdb-goto");
+    let program = fixture("abba_O0");
+    let schedule = schedule_of(&program, &out);
+    let server = Server::start(&schedule);
+    let flush = "maintenance flush register-cache";
+    let text = gdb(
+        &server,
+        &program,
+        &[
+            "monitor goto 2",
+            flush,
+            "info threads",
+            "monitor goto 0",
+            flush,
+            "info threads",
+            "monitor goto 2",
+            flush,
+            "info threads",
+            "kill",
+        ],
+    );
+    let (_, err) = server.finish();
+    let _ = fs::remove_dir_all(&out);
+    let at_2 = "(T2 at mutex_lock) ___pthread_mutex_lock (mutex=0x555555558060 <a>)";
+    assert_eq!(text.matches(at_2).count(), 2, "{text}\n{err}");
+    assert!(
+        text.contains("mcheck: replayed again up to step 0"),
+        "{text}"
+    );
+    assert!(text.contains("(T0 at continue)"), "{text}");
+}
+
+#[test]
 fn a_bad_address_is_bad_usage() {
     let out = temp_path("gdb-bad");
     let program = fixture("abba_O0");

@@ -4,6 +4,7 @@
 //! the replay go on. Every ptrace call stays on the executor's thread.
 
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -36,6 +37,8 @@ pub enum Request {
     SetWatch(u64, u64, WatchWhat),
     /// Clear a hardware watchpoint.
     ClearWatch(u64, u64, WatchWhat),
+    /// Replay again from the start up to scheduling decision `n` (going back).
+    Restart(u64),
     /// Let the replay go on until `Goal`. (gdb killing the program or going away closes
     /// the channels, which ends the replay.)
     Resume(Goal),
@@ -142,6 +145,9 @@ pub struct Bridge {
     goal: Goal,
     /// How to replay the schedule again (for the finding's report).
     again: String,
+    /// Set when gdb asked to go back to a decision: the execution ends and a new one
+    /// replays up to it.
+    restart: Arc<Mutex<Option<u64>>>,
 }
 
 impl Bridge {
@@ -152,6 +158,7 @@ impl Bridge {
         stops: Sender<Stop>,
         until: Option<u64>,
         again: String,
+        restart: Arc<Mutex<Option<u64>>>,
     ) -> Self {
         Bridge {
             requests,
@@ -164,6 +171,7 @@ impl Bridge {
             watches: Vec::new(),
             goal: Goal::Continue,
             again,
+            restart,
         }
     }
 
@@ -190,6 +198,12 @@ impl Bridge {
             };
             let reply = match req {
                 Request::Resume(Goal::Instruction(t)) => return Resume::Step(t),
+                Request::Restart(n) => {
+                    if let Ok(mut r) = self.restart.lock() {
+                        *r = Some(n);
+                    }
+                    return Resume::Kill;
+                }
                 Request::Resume(goal) => {
                     self.goal = goal;
                     return Resume::Continue;

@@ -56,15 +56,33 @@ pub fn serve(
         .spawn(move || serve_gdb(listener, &mut target, &attach))
         .context("starting the gdb thread")?;
     let again = format!("mcheck replay {}", crate::cli::shell_quote(schedule_path));
-    let bridge = Bridge::new(req_rx, rep_tx, stop_tx.clone(), until, again);
-    let mut sched = ReplayScheduler::new(schedule.decisions.clone());
-    let outcome = crate::run::search::run_debugged(
-        cfg,
-        &mut sched,
-        racy,
-        &schedule.options.atomic_addresses,
-        DebugHook::new(Box::new(bridge)),
-    );
+    let restart = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let mut until = until;
+    let outcome = loop {
+        let bridge = Bridge::new(
+            req_rx.clone(),
+            rep_tx.clone(),
+            stop_tx.clone(),
+            until,
+            again.clone(),
+            restart.clone(),
+        );
+        let mut sched = ReplayScheduler::new(schedule.decisions.clone());
+        let outcome = crate::run::search::run_debugged(
+            cfg,
+            &mut sched,
+            racy,
+            &schedule.options.atomic_addresses,
+            DebugHook::new(Box::new(bridge)),
+        );
+        // Going back: the replay is deterministic, so a new execution replayed up to the
+        // decision asked for is the program as it was there.
+        let back = restart.lock().ok().and_then(|mut r| r.take());
+        match (back, &outcome) {
+            (Some(n), Ok(out)) if out.cut_short => until = Some(n),
+            _ => break outcome,
+        }
+    };
     // Tell gdb how the replay ended (it waits for that after its last `continue`).
     let end = match &outcome {
         Ok(out) if !out.cut_short => {

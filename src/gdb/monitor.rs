@@ -11,7 +11,7 @@ use super::target::ReplayTarget;
 const HELP: &str = "mcheck monitor commands:
   monitor finding      mcheck's report of the finding (once the replay reached it)
   monitor schedule     the recorded interleaving, => marking the next decision
-  monitor goto STEP    run the replay forward to scheduling decision STEP
+  monitor goto STEP    go to scheduling decision STEP (forward, or back by replaying again)
   monitor next-point   run the scheduled thread to the next scheduling decision
 After goto and next-point, `maintenance flush register-cache` makes gdb read the threads anew.";
 
@@ -78,10 +78,12 @@ impl ReplayTarget {
             return;
         }
         if n < at {
-            outputln!(
-                out,
-                "step {n} is behind the replay (at step {at}); going back is not available yet"
-            );
+            // Back: the program is replayed again from its start up to decision n.
+            let said = match self.restart_to(n) {
+                Ok(stop) => format!("mcheck: replayed again up to step {}", stop.step),
+                Err(_) => "mcheck: the replay has ended".to_string(),
+            };
+            outputln!(out, "{said}");
             return;
         }
         self.run_and_say(Goal::Step(n), out);

@@ -117,6 +117,17 @@ impl ReplayTarget {
         self.last.as_ref().ok_or(Gone)
     }
 
+    /// Replays again from the start up to decision `n` and waits for that stop.
+    pub(super) fn restart_to(&mut self, n: u64) -> Result<&Stop, Gone> {
+        if self.ended {
+            return Err(Gone);
+        }
+        self.requests.send(Request::Restart(n)).map_err(|_| Gone)?;
+        let stop = self.stops.recv().map_err(|_| Gone)?;
+        self.note_stop(stop);
+        self.last.as_ref().ok_or(Gone)
+    }
+
     /// Decisions taken at the last stop.
     pub(super) fn position(&self) -> u64 {
         self.last.as_ref().map_or(0, |s| s.step)

@@ -355,13 +355,18 @@ fn goto_back_and_forth_shows_the_same_state() {
             "monitor goto 2",
             flush,
             "info threads",
+            "continue",
+            "monitor goto 2",
+            flush,
+            "info threads",
             "kill",
         ],
     );
     let (_, err) = server.finish();
     let _ = fs::remove_dir_all(&out);
     let at_2 = "(T2 at mutex_lock) ___pthread_mutex_lock (mutex=0x555555558060 <a>)";
-    assert_eq!(text.matches(at_2).count(), 2, "{text}\n{err}");
+    // Twice forward, once more back from the finding.
+    assert_eq!(text.matches(at_2).count(), 3, "{text}\n{err}");
     assert!(
         text.contains("mcheck: replayed again up to step 0"),
         "{text}"

@@ -79,7 +79,8 @@ pub fn serve(
         // decision asked for is the program as it was there.
         let back = restart.lock().ok().and_then(|mut r| r.take());
         match (back, &outcome) {
-            (Some(n), Ok(out)) if out.cut_short => until = Some(n),
+            // (Also from the finding, where the execution was over anyway.)
+            (Some(n), Ok(_)) => until = Some(n),
             _ => break outcome,
         }
     };

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mcheck benchmarks: cost per scheduling point (syscall-type, breakpoint-type), per
+# mcheck benchmarks (going back under `replay --gdb`: bench/gdb_replay.py): cost per scheduling point (syscall-type, breakpoint-type), per
 # recorded memory access, real programs against helgrind,
 # and per whole execution, executions per second on small fixtures against
 # native runs, the speed-up from 1 to 2 jobs, and stress testing against
@@ -31,6 +31,7 @@ command -v python3 >/dev/null || { echo "bench: python3 is required" >&2; exit 2
 python3 bench/bench.py "$@"
 python3 bench/races.py
 python3 bench/snapshots.py
+python3 bench/gdb_replay.py
 # The detector alone: built here since `cargo build --release` does not build examples.
 "${CARGO:-cargo}" run --quiet --release --example detector_bench
 python3 bench/real_programs.py

@@ -133,6 +133,11 @@ pub struct ReplayArgs {
     /// Stop after this many scheduling decisions.
     #[arg(long, value_name = "STEP")]
     pub until: Option<u64>,
+    /// Serve the replay to gdb's remote protocol (on a free loopback port unless
+    /// HOST:PORT is given); see docs/replay-with-gdb.md.
+    #[arg(long, value_name = "HOST:PORT", num_args = 0..=1, require_equals = true,
+          default_missing_value = crate::gdb::DEFAULT_ADDRESS)]
+    pub gdb: Option<String>,
     /// Output options.
     #[command(flatten)]
     pub output: OutputArgs,

@@ -18,6 +18,7 @@ pub mod cli;
 pub mod commands;
 pub mod detect;
 pub mod explore;
+pub mod gdb;
 pub mod model;
 pub mod patch;
 pub mod report;

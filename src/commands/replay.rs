@@ -57,6 +57,18 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
                 || schedule.options.racy_addresses.is_empty()),
     };
     let racy = racy_points(&schedule);
+    if let Some(address) = &args.gdb {
+        // Under gdb every access site keeps a breakpoint, so that a data race stops at its
+        // later access (patched sites record without stopping) and gdb reads the
+        // program's own code.
+        let cfg = ExecutionConfig {
+            patch: false,
+            trace: false,
+            ..cfg
+        };
+        let path = args.schedule.to_string_lossy();
+        return crate::gdb::serve(address, &schedule, &path, &cfg, &racy, args.until);
+    }
     if schedule.finding.kind == crate::report::FindingKind::Nondeterminism {
         return replay_both(args, &schedule, &cfg);
     }

@@ -452,6 +452,15 @@ impl Execution<'_> {
                     return Ok(out);
                 }
             };
+            if self.debugging() {
+                let ev = super::debugger::DebugEvent::Point {
+                    step: self.steps,
+                    thread: t,
+                };
+                if self.debug_event(ev) == super::debugger::Resume::Kill {
+                    return Ok(self.cut_short());
+                }
+            }
             if point.is_preemption(t) {
                 self.preemptions += 1;
             }

@@ -83,6 +83,9 @@ pub fn run_execution(
             // Points are kept only for a snapshot this execution may take.
             exec.record_points = exec.branch_key.is_some() || exec.snapshot_key.is_some();
             let result = exec.run(sched, None);
+            if let Ok(out) = &result {
+                exec.debug_end(out);
+            }
             if exec.snapshot_key.is_some() && exec.model.thread_count() == 1 {
                 // No thread was created, so no snapshot taken: the next execution takes it
                 // at main.

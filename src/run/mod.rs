@@ -5,6 +5,7 @@
 mod capture;
 mod creation;
 mod cut;
+pub mod debugger;
 mod determinism;
 mod execution;
 mod findings;

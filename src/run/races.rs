@@ -217,6 +217,9 @@ impl Execution<'_> {
             }
             self.p.threads[t].pending_signal = Some(sig);
         }
+        if self.debugging() && self.debug_watch(t)? == super::debugger::Resume::Kill {
+            return Ok(Some(RunResult::CutShort));
+        }
         let sig = self.p.threads[t].pending_signal.take();
         events::resume(self.p.threads[t].tid, sig)?;
         Ok(None)
@@ -407,7 +410,20 @@ impl Execution<'_> {
             );
         }
         self.breakpoint_accesses += 1;
+        let races_before = self.race_findings.len();
         self.record_access(t, &site, ea, Seen::AtAccess);
+        if self.debugging() {
+            if let Some(f) = self.race_findings.get(races_before).cloned() {
+                self.p.threads[t].place = StopPlace::Breakpoint(addr);
+                let ev = super::debugger::DebugEvent::Race {
+                    thread: t,
+                    finding: Box::new(f),
+                };
+                if self.debug_event(ev) == super::debugger::Resume::Kill {
+                    return Ok(Some(RunResult::CutShort));
+                }
+            }
+        }
         match self.p.patching.table.out_of_line(addr) {
             Some(copy) => self.resume_at(t, copy),
             None => self.step_and_resume(t),

@@ -364,6 +364,27 @@ pub fn run_single(
     Ok(outcome)
 }
 
+/// Runs one execution of `cfg` under `sched` watched by a debugger (`replay --gdb`): like
+/// [`run_single`], without the second run that fetches the earlier stacks of races.
+pub fn run_debugged(
+    cfg: &ExecutionConfig,
+    sched: &mut dyn Scheduler,
+    racy: &RacyPoints,
+    atomic_addresses: &[u64],
+    debugger: super::debugger::DebugHook,
+) -> Result<ExecutionOutcome> {
+    cpu::pin_current_thread(cpu::idlest_cpus(1)[0])?;
+    let _tick = Watchdog::start(Duration::from_millis(100))?;
+    let mut worker = WorkerState::default();
+    worker.add_racy_points(racy);
+    worker
+        .atomic_addresses
+        .extend(atomic_addresses.iter().copied());
+    worker.debug = Some(debugger);
+    sched.begin_execution(0);
+    run_execution(cfg, sched, &mut worker)
+}
+
 #[derive(Default)]
 struct Findings {
     witnesses: Vec<Witness>,

@@ -42,6 +42,9 @@ impl Execution<'_> {
     /// Resumes thread `t` and runs it until it reaches a scheduling point or stops existing.
     pub(super) fn resume_and_run(&mut self, t: ThreadId) -> Result<RunResult> {
         self.ensure_started(t)?;
+        if self.debugging() {
+            self.debug_arm(t)?;
+        }
         let th = &mut self.p.threads[t];
         let sig = th.pending_signal.take();
         let tid = th.tid;

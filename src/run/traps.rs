@@ -14,6 +14,20 @@ impl Execution<'_> {
     pub(super) fn on_trap(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
         let r = self.p.load_regs(t)?;
         let addr = r.rip.wrapping_sub(1);
+        if self.debugging() {
+            if let Some(watched) = self.watch_hit(t)? {
+                // A hardware watchpoint of the debugger fired after the instruction.
+                if self.debug_watch_hit(t, watched)? == super::debugger::Resume::Kill {
+                    return Ok(Some(RunResult::CutShort));
+                }
+                let sig = self.p.threads[t].pending_signal.take();
+                events::resume(self.p.threads[t].tid, sig)?;
+                return Ok(None);
+            }
+            if let Some(done) = self.debugger_trap(t, addr)? {
+                return Ok(done);
+            }
+        }
         if self.returns.contains_key(&addr) {
             if let Some(ran) = self.handle_return(t, addr, &r)? {
                 return Ok(ran);
@@ -39,6 +53,11 @@ impl Execution<'_> {
                 self.p.threads[t].place = StopPlace::Event;
                 self.p.threads[t].handle = r.fs_base;
                 self.install_hooks(t)?;
+                if self.debug_event(super::debugger::DebugEvent::Started)
+                    == super::debugger::Resume::Kill
+                {
+                    return Ok(Some(RunResult::CutShort));
+                }
                 (Op::Continue, 0)
             }
             BreakpointKind::Main => {

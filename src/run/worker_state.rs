@@ -49,6 +49,8 @@ pub struct WorkerState {
     /// The right to change files, once an execution of this worker needed it. Kept while
     /// the worker runs: its fork snapshots may hold files it changed half-way.
     pub fs_pass: Option<FsPass>,
+    /// The debugger watching its executions (`mcheck replay --gdb`), if any.
+    pub debug: Option<super::debugger::DebugHook>,
 }
 
 impl WorkerState {

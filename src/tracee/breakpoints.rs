@@ -62,6 +62,18 @@ impl Breakpoints {
         self.original.entry(addr).or_insert(original);
     }
 
+    /// Changes the byte kept under the breakpoint at `addr` (a debugger writing memory
+    /// there), leaving the `int3` in place; false when there is no breakpoint at `addr`.
+    pub fn replace_original(&mut self, addr: u64, byte: u8) -> bool {
+        match self.original.get_mut(&addr) {
+            Some(b) => {
+                *b = byte;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Removes the breakpoint at `addr` for good, restoring the original byte.
     pub fn remove(&mut self, mem: &Memory, addr: u64) -> io::Result<()> {
         if let Some(byte) = self.original.remove(&addr) {

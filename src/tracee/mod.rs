@@ -6,6 +6,7 @@
 pub mod access_log;
 pub mod breakpoints;
 pub mod cpu;
+pub mod debugregs;
 pub mod descriptors;
 pub mod events;
 pub mod fds;

@@ -16,6 +16,11 @@ pub fn set(tid: Pid, regs: Regs) -> nix::Result<()> {
     ptrace::setregs(tid, regs)
 }
 
+/// Reads the x87/SSE registers of a stopped thread (PTRACE_GETFPREGS).
+pub fn get_fp(tid: Pid) -> nix::Result<libc::user_fpregs_struct> {
+    ptrace::getregset::<ptrace::regset::NT_PRFPREG>(tid)
+}
+
 /// The first six integer arguments of a function call (System V ABI), at function entry.
 pub fn call_args(r: &Regs) -> [u64; 6] {
     [r.rdi, r.rsi, r.rdx, r.rcx, r.r8, r.r9]

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Going back in `mcheck replay --gdb` against a forward replay (Python 3 standard library).
+
+    python3 bench/gdb_replay.py       # also run by `make bench` (bench/run.sh)
+
+For each fixture: find its bug once, then, medians over --reps repetitions,
+  - forward: wall time of plain `mcheck replay SCHEDULE` (the whole execution);
+  - gdb forward: inside one gdb session, `monitor goto LAST` from main (the rest of the
+    execution, run forward under gdb);
+  - gdb back: then `monitor goto 0` (going back over the whole execution: mcheck
+    replays the program again from its start; no fork snapshot yet).
+The two gdb figures are timed inside gdb (its Python), so gdb's start-up is not counted.
+Prints a markdown table; writes target/gdb-replay-results.json. Exit 0 whatever the
+figures; 2 when the harness cannot measure (no gdb).
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench import FIXTURES, MCHECK, median
+
+FIXTURE_NAMES = ["abba_O0", "race_counter", "order_null_deref"]
+
+
+def find_schedule(prog, out):
+    subprocess.run([MCHECK, "--quiet-program", "--progress", "never", "--out", out, "--", prog],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    files = sorted(f for f in os.listdir(out) if f.endswith(".json")) if os.path.isdir(out) else []
+    return os.path.join(out, files[0]) if files else None
+
+
+def steps_of(schedule):
+    with open(schedule) as f:
+        return len(json.load(f)["decisions"])
+
+
+def gdb_session(prog, schedule, last):
+    mc = subprocess.Popen([MCHECK, "replay", "--quiet-program", "--gdb", schedule],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    address = None
+    for line in mc.stderr:
+        m = re.search(r"target remote ([^']+)'", line)
+        if m:
+            address = m.group(1)
+            break
+    if address is None:
+        mc.kill()
+        mc.wait()
+        return None
+    script = [
+        "set sysroot /", "set remotetimeout 30", f"target remote {address}",
+        "python import time; t0 = time.time()",
+        f"monitor goto {last}",
+        "python t1 = time.time()",
+        "monitor goto 0",
+        "python t2 = time.time(); print('TIMES %f %f' % (t1 - t0, t2 - t1))",
+        "kill",
+    ]
+    cmd = ["gdb", "-batch", "-nx"]
+    for c in script:
+        cmd += ["-ex", c]
+    out = subprocess.run(cmd + [prog], capture_output=True, text=True, timeout=120).stdout
+    try:
+        mc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        mc.kill()
+        mc.wait()
+    m = re.search(r"TIMES ([0-9.]+) ([0-9.]+)", out)
+    return (float(m.group(1)), float(m.group(2))) if m else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=5)
+    opts = ap.parse_args()
+    if shutil.which("gdb") is None:
+        print("gdb_replay: gdb is not installed", file=sys.stderr)
+        return 2
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in FIXTURE_NAMES:
+            prog = os.path.join(FIXTURES, name)
+            schedule = find_schedule(prog, os.path.join(tmp, name))
+            if schedule is None:
+                continue
+            last = steps_of(schedule)
+            fwd, gfwd, gback = [], [], []
+            for _ in range(opts.reps):
+                t = time.time()
+                subprocess.run([MCHECK, "replay", "--quiet-program", schedule],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+                fwd.append(time.time() - t)
+                s = gdb_session(prog, schedule, last)
+                if s:
+                    gfwd.append(s[0])
+                    gback.append(s[1])
+            rows.append({"fixture": name, "steps": last, "replay_s": median(fwd),
+                         "gdb_forward_s": median(gfwd) if gfwd else None,
+                         "gdb_back_s": median(gback) if gback else None})
+    print("\n### Going back under gdb (`monitor goto 0` from the end) vs a forward replay\n")
+    print("| fixture | steps | plain replay (s) | gdb: forward to end (s) | gdb: back to step 0 (s) |")
+    print("|---|---:|---:|---:|---:|")
+    fmt = lambda x: "n/a" if x is None else f"{x:.3f}"
+    for r in rows:
+        print(f"| {r['fixture']} | {r['steps']} | {fmt(r['replay_s'])} | "
+              f"{fmt(r['gdb_forward_s'])} | {fmt(r['gdb_back_s'])} |")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "target", "gdb-replay-results.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+//! `mcheck replay --gdb`: the replay of a schedule as a gdb remote target. The executor
+//! replays the schedule on this thread (the tracer) and stops at the moments gdb should see
+//! (`main`, gdb's breakpoints, the later access of a data race, the finding); a second
+//! thread speaks gdb's remote protocol (the `gdbstub` crate) and turns each of gdb's
+//! requests into a message to the executor, which answers it from the stopped program.
+//! The schedule is enforced throughout: gdb's `continue` runs the threads in the recorded
+//! order, never in another.
+
+mod arch;
+mod bridge;
+mod monitor;
+mod target;
+
+use std::net::{TcpListener, TcpStream};
+
+use anyhow::Context;
+
+use crate::commands::Failure;
+use crate::explore::ReplayScheduler;
+use crate::report::schedule::ScheduleFile;
+use crate::run::debugger::DebugHook;
+use crate::run::{ExecutionConfig, RacyPoints};
+use bridge::{Bridge, Stop, StopKind};
+use target::{ReplayLoop, ReplayTarget};
+
+/// Where to listen when `--gdb` names no address: a free port on the loopback interface.
+pub const DEFAULT_ADDRESS: &str = "127.0.0.1:0";
+
+/// Replays `schedule` as a gdb remote target listening on `address`; returns the exit
+/// status (1 when the replay reached a finding, 0 otherwise).
+pub fn serve(
+    address: &str,
+    schedule: &ScheduleFile,
+    schedule_path: &str,
+    cfg: &ExecutionConfig,
+    racy: &RacyPoints,
+    until: Option<u64>,
+) -> Result<i32, Failure> {
+    let listener = TcpListener::bind(address)
+        .map_err(|e| Failure::Usage(format!("--gdb: cannot listen on {address}: {e}")))?;
+    let local = listener
+        .local_addr()
+        .context("the address gdb is to connect to")?;
+    // Said once the replay waits at its first stop: gdb gives up on a target that does
+    // not answer within two seconds.
+    let attach = format!(
+        "mcheck: replaying {schedule_path} for gdb on {local}; attach with:\n  gdb -ex 'set sysroot /' -ex 'target remote {local}' {}",
+        crate::cli::shell_quote(&schedule.program.to_string_lossy())
+    );
+    let (req_tx, req_rx) = crossbeam_channel::unbounded();
+    let (rep_tx, rep_rx) = crossbeam_channel::unbounded();
+    let (stop_tx, stop_rx) = crossbeam_channel::unbounded();
+    let mut target = ReplayTarget::new(req_tx, rep_rx, stop_rx, schedule.decisions.clone());
+    let server = std::thread::Builder::new()
+        .name("gdb".into())
+        .spawn(move || serve_gdb(listener, &mut target, &attach))
+        .context("starting the gdb thread")?;
+    let again = format!("mcheck replay {}", crate::cli::shell_quote(schedule_path));
+    let restart = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let mut until = until;
+    let outcome = loop {
+        let bridge = Bridge::new(
+            req_rx.clone(),
+            rep_tx.clone(),
+            stop_tx.clone(),
+            until,
+            again.clone(),
+            restart.clone(),
+        );
+        let mut sched = ReplayScheduler::new(schedule.decisions.clone());
+        let outcome = crate::run::search::run_debugged(
+            cfg,
+            &mut sched,
+            racy,
+            &schedule.options.atomic_addresses,
+            DebugHook::new(Box::new(bridge)),
+        );
+        // Going back: the replay is deterministic, so a new execution replayed up to the
+        // decision asked for is the program as it was there.
+        let back = restart.lock().ok().and_then(|mut r| r.take());
+        match (back, &outcome) {
+            // (Also from the finding, where the execution was over anyway.)
+            (Some(n), Ok(_)) => until = Some(n),
+            _ => break outcome,
+        }
+    };
+    // Tell gdb how the replay ended (it waits for that after its last `continue`).
+    let end = match &outcome {
+        Ok(out) if !out.cut_short => {
+            let kind = match out.exit.as_deref().and_then(parse_exit) {
+                Some(k) => k,
+                None => StopKind::Killed(libc::SIGKILL),
+            };
+            Some(Stop {
+                kind,
+                step: out.steps,
+                report: None,
+            })
+        }
+        _ => None,
+    };
+    match end {
+        Some(stop) => {
+            let _ = stop_tx.send(stop);
+        }
+        None => drop(stop_tx),
+    }
+    let _ = server.join();
+    let outcome = outcome.context("replaying the schedule under gdb")?;
+    if let Some(d) = outcome.divergence {
+        return Err(Failure::Usage(format!(
+            "{schedule_path}: {d}; no finding is reported"
+        )));
+    }
+    let found = outcome.finding.is_some() || !outcome.races.is_empty();
+    Ok(if found {
+        crate::cli::EXIT_FINDINGS
+    } else {
+        crate::cli::EXIT_CLEAN
+    })
+}
+
+/// "exit status 3" / "killed by SIGSEGV" as a stop.
+fn parse_exit(s: &str) -> Option<StopKind> {
+    if let Some(code) = s.strip_prefix("exit status ") {
+        return code.trim().parse().ok().map(StopKind::Exited);
+    }
+    let name = s.strip_prefix("killed by ")?;
+    let sig: nix::sys::signal::Signal = name.trim().parse().ok()?;
+    Some(StopKind::Killed(sig as i32))
+}
+
+/// The gdb thread: accepts one connection and serves it until gdb goes away or the replay
+/// ends. Dropping the target closes the channels, which ends the replay if it still runs.
+fn serve_gdb(listener: TcpListener, target: &mut ReplayTarget, attach: &str) {
+    if target.wait_first_stop().is_err() {
+        eprintln!("mcheck: the replay ended before reaching its first stop");
+        return;
+    }
+    eprintln!("{attach}");
+    let conn: TcpStream = match listener.accept() {
+        Ok((c, peer)) => {
+            eprintln!("mcheck: gdb connected from {peer}");
+            c
+        }
+        Err(e) => {
+            eprintln!("mcheck: --gdb: accepting gdb's connection: {e}");
+            return;
+        }
+    };
+    let gdb = gdbstub::stub::GdbStub::new(conn);
+    match gdb.run_blocking::<ReplayLoop>(target) {
+        Ok(reason) => eprintln!("mcheck: gdb session ended ({reason:?})"),
+        Err(e) => eprintln!("mcheck: gdb session failed: {e}"),
+    }
+}

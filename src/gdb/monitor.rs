@@ -1,0 +1,112 @@
+//! gdb's `monitor` commands: `finding`, `schedule`, `goto STEP`, `next-point`, `help`.
+
+use std::fmt::Write as _;
+
+use gdbstub::outputln;
+use gdbstub::target::ext::monitor_cmd::{ConsoleOutput, MonitorCmd};
+
+use super::bridge::{Goal, StopKind};
+use super::target::ReplayTarget;
+
+const HELP: &str = "mcheck monitor commands:
+  monitor finding      mcheck's report of the finding (once the replay reached it)
+  monitor schedule     the recorded interleaving, => marking the next decision
+  monitor goto STEP    go to scheduling decision STEP (forward, or back by replaying again)
+  monitor next-point   run the scheduled thread to the next scheduling decision
+After goto and next-point, `maintenance flush register-cache` makes gdb read the threads anew.";
+
+impl MonitorCmd for ReplayTarget {
+    fn handle_monitor_cmd(
+        &mut self,
+        cmd: &[u8],
+        mut out: ConsoleOutput<'_>,
+    ) -> Result<(), Self::Error> {
+        let cmd = String::from_utf8_lossy(cmd);
+        let words: Vec<&str> = cmd.split_whitespace().collect();
+        match words.as_slice() {
+            ["finding"] => match &self.finding {
+                Some(r) => outputln!(out, "{}", r.trim_end()),
+                None => outputln!(
+                    out,
+                    "no finding yet: the replay is at step {} of {}",
+                    self.position(),
+                    self.schedule.len()
+                ),
+            },
+            ["schedule"] => outputln!(out, "{}", self.format_schedule().trim_end()),
+            ["goto", n] => match n.parse::<u64>() {
+                Ok(n) => self.goto(n, &mut out),
+                Err(_) => outputln!(out, "monitor goto: STEP is a decision number, not {n:?}"),
+            },
+            ["next-point"] => {
+                let goal = Goal::NextPoint;
+                self.run_and_say(goal, &mut out);
+            }
+            [] | ["help"] => outputln!(out, "{HELP}"),
+            _ => outputln!(out, "unknown monitor command {cmd:?}\n{HELP}"),
+        }
+        Ok(())
+    }
+}
+
+impl ReplayTarget {
+    /// The schedule, one decision a line, with the next one marked.
+    pub(super) fn format_schedule(&self) -> String {
+        let at = self.position();
+        let mut s = String::new();
+        let _ = writeln!(s, "    {:>6}  {:<6} operation", "step", "thread");
+        for (i, d) in self.schedule.iter().enumerate() {
+            let mark = if i as u64 == at { "=>" } else { "  " };
+            let _ = writeln!(
+                s,
+                "{mark}  {:>6}  {:<6} {}",
+                i + 1,
+                format!("T{}", d.thread),
+                d.op
+            );
+        }
+        if at >= self.schedule.len() as u64 {
+            let _ = writeln!(s, "=>  (every recorded decision was taken)");
+        }
+        s
+    }
+
+    fn goto(&mut self, n: u64, out: &mut ConsoleOutput<'_>) {
+        let at = self.position();
+        if n == at {
+            outputln!(out, "already at step {n}");
+            return;
+        }
+        if n < at {
+            // Back: the program is replayed again from its start up to decision n.
+            let said = match self.restart_to(n) {
+                Ok(stop) => format!("mcheck: replayed again up to step {}", stop.step),
+                Err(_) => "mcheck: the replay has ended".to_string(),
+            };
+            outputln!(out, "{said}");
+            return;
+        }
+        self.run_and_say(Goal::Step(n), out);
+    }
+
+    fn run_and_say(&mut self, goal: Goal, out: &mut ConsoleOutput<'_>) {
+        match self.run_to_next_stop(goal) {
+            Ok(stop) => {
+                let step = stop.step;
+                let what = match &stop.kind {
+                    StopKind::Point(t) | StopKind::Initial(t) => {
+                        format!("at scheduling decision {} (T{t} runs next)", step + 1)
+                    }
+                    StopKind::Breakpoint(t) => format!("T{t} at a breakpoint"),
+                    StopKind::Watch(t, a, _) => format!("T{t} touched watched {a:#x}"),
+                    StopKind::Stepped(t) => format!("T{t} stepped"),
+                    StopKind::Finding(t, _) => format!("T{t} at the finding (monitor finding)"),
+                    StopKind::Exited(c) => format!("the program exited with status {c}"),
+                    StopKind::Killed(s) => format!("the program was killed by signal {s}"),
+                };
+                outputln!(out, "mcheck: stopped after step {step}: {what}");
+            }
+            Err(_) => outputln!(out, "mcheck: the replay has ended"),
+        }
+    }
+}

@@ -1,0 +1,453 @@
+//! The gdb thread's side of a session: a gdbstub `Target` whose every operation is a
+//! request to the executor's thread (which owns the traced program), plus the event loop
+//! that waits for the replay's next stop. Thread `T<n>` is gdb thread `n + 1`.
+
+use std::net::TcpStream;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use gdbstub::common::{Signal, Tid};
+use gdbstub::conn::ConnectionExt;
+use gdbstub::stub::run_blocking::{self, BlockingEventLoop};
+use gdbstub::stub::MultiThreadStopReason;
+use gdbstub::target::ext::base::multithread::{
+    MultiThreadBase, MultiThreadResume, MultiThreadResumeOps, MultiThreadSchedulerLocking,
+    MultiThreadSchedulerLockingOps, MultiThreadSingleStep, MultiThreadSingleStepOps,
+};
+use gdbstub::target::ext::base::BaseOps;
+use gdbstub::target::ext::breakpoints::{
+    Breakpoints, BreakpointsOps, HwWatchpoint, HwWatchpointOps, SwBreakpoint, SwBreakpointOps,
+    WatchKind,
+};
+use gdbstub::target::ext::monitor_cmd::MonitorCmdOps;
+use gdbstub::target::ext::thread_extra_info::{ThreadExtraInfo, ThreadExtraInfoOps};
+use gdbstub::target::{Target, TargetError, TargetResult};
+
+use super::arch::{Regs, X86_64Linux};
+use super::bridge::{Goal, Reply, Request, Stop, StopKind, WatchWhat};
+use crate::explore::Decision;
+use crate::run::debugger::ThreadInfo;
+
+/// What the replay target knows on the gdb thread.
+pub struct ReplayTarget {
+    requests: Sender<Request>,
+    replies: Receiver<Reply>,
+    stops: Receiver<Stop>,
+    /// The recorded schedule.
+    pub(super) schedule: Vec<Decision>,
+    /// The last stop.
+    pub(super) last: Option<Stop>,
+    /// The finding's report, once the replay reached it.
+    pub(super) finding: Option<String>,
+    /// The threads at the last stop.
+    threads: Vec<ThreadInfo>,
+    /// Where the next resume stops besides breakpoints.
+    pub(super) goal: Goal,
+    /// The executor is gone (the replay ended).
+    ended: bool,
+}
+
+/// The executor went away: the replay is over.
+#[derive(Debug)]
+pub struct Gone;
+
+impl ReplayTarget {
+    /// A target over the channels to the executor.
+    pub fn new(
+        requests: Sender<Request>,
+        replies: Receiver<Reply>,
+        stops: Receiver<Stop>,
+        schedule: Vec<Decision>,
+    ) -> Self {
+        ReplayTarget {
+            requests,
+            replies,
+            stops,
+            schedule,
+            last: None,
+            finding: None,
+            threads: Vec::new(),
+            goal: Goal::Continue,
+            ended: false,
+        }
+    }
+
+    /// Waits for the replay's first stop (at `main` or `--until`).
+    pub fn wait_first_stop(&mut self) -> Result<(), Gone> {
+        let stop = self.stops.recv().map_err(|_| Gone)?;
+        self.note_stop(stop);
+        if self.ended {
+            return Err(Gone);
+        }
+        Ok(())
+    }
+
+    fn ask(&self, req: Request) -> Result<Reply, Gone> {
+        if self.ended {
+            return Err(Gone);
+        }
+        self.requests.send(req).map_err(|_| Gone)?;
+        self.replies.recv().map_err(|_| Gone)
+    }
+
+    fn note_stop(&mut self, stop: Stop) {
+        if let Some(r) = &stop.report {
+            self.finding = Some(r.clone());
+        }
+        if matches!(stop.kind, StopKind::Exited(_) | StopKind::Killed(_)) {
+            self.ended = true;
+            self.threads.clear();
+        } else if let Ok(Reply::Threads(t)) = self.ask(Request::Threads) {
+            self.threads = t;
+        }
+        self.last = Some(stop);
+    }
+
+    /// Sends the executor on to the next stop and waits for it (monitor commands).
+    pub(super) fn run_to_next_stop(&mut self, goal: Goal) -> Result<&Stop, Gone> {
+        if self.ended {
+            return Err(Gone);
+        }
+        self.requests
+            .send(Request::Resume(goal))
+            .map_err(|_| Gone)?;
+        let stop = self.stops.recv().map_err(|_| Gone)?;
+        self.note_stop(stop);
+        self.last.as_ref().ok_or(Gone)
+    }
+
+    /// Replays again from the start up to decision `n` and waits for that stop.
+    pub(super) fn restart_to(&mut self, n: u64) -> Result<&Stop, Gone> {
+        if self.ended {
+            return Err(Gone);
+        }
+        self.requests.send(Request::Restart(n)).map_err(|_| Gone)?;
+        let stop = self.stops.recv().map_err(|_| Gone)?;
+        self.note_stop(stop);
+        self.last.as_ref().ok_or(Gone)
+    }
+
+    /// Decisions taken at the last stop.
+    pub(super) fn position(&self) -> u64 {
+        self.last.as_ref().map_or(0, |s| s.step)
+    }
+
+    /// The stop reason gdb is given for `stop`.
+    fn reason(stop: &Stop) -> MultiThreadStopReason<u64> {
+        let tid = |t: usize| gdb_tid(t);
+        match stop.kind {
+            StopKind::Initial(t) | StopKind::Point(t) => MultiThreadStopReason::SignalWithThread {
+                tid: tid(t),
+                signal: Signal::SIGTRAP,
+            },
+            StopKind::Breakpoint(t) => MultiThreadStopReason::SwBreak(tid(t)),
+            StopKind::Watch(t, addr, what) => MultiThreadStopReason::Watch {
+                tid: tid(t),
+                kind: match what {
+                    WatchWhat::Write => WatchKind::Write,
+                    WatchWhat::Read => WatchKind::Read,
+                    WatchWhat::Access => WatchKind::ReadWrite,
+                },
+                addr,
+            },
+            // gdb takes a SIGTRAP naming the thread as the end of its step.
+            StopKind::Stepped(t) => MultiThreadStopReason::SignalWithThread {
+                tid: tid(t),
+                signal: Signal::SIGTRAP,
+            },
+            StopKind::Finding(t, sig) => MultiThreadStopReason::SignalWithThread {
+                tid: tid(t),
+                signal: Signal(sig as u8),
+            },
+            StopKind::Exited(code) => MultiThreadStopReason::Exited(code as u8),
+            StopKind::Killed(sig) => MultiThreadStopReason::Terminated(Signal(sig as u8)),
+        }
+    }
+}
+
+/// gdb's thread id of mcheck's thread `t`.
+pub fn gdb_tid(t: usize) -> Tid {
+    NonZeroUsize::new(t + 1).unwrap_or(NonZeroUsize::MIN)
+}
+
+fn gone<T>(_: Gone) -> TargetError<T> {
+    TargetError::NonFatal
+}
+
+impl Target for ReplayTarget {
+    type Arch = X86_64Linux;
+    type Error = &'static str;
+
+    fn base_ops(&mut self) -> BaseOps<'_, Self::Arch, Self::Error> {
+        BaseOps::MultiThread(self)
+    }
+
+    fn support_breakpoints(&mut self) -> Option<BreakpointsOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_monitor_cmd(&mut self) -> Option<MonitorCmdOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_auxv(&mut self) -> Option<gdbstub::target::ext::auxv::AuxvOps<'_, Self>> {
+        Some(self)
+    }
+}
+
+impl MultiThreadBase for ReplayTarget {
+    fn read_registers(&mut self, regs: &mut Regs, tid: Tid) -> TargetResult<(), Self> {
+        match self.ask(Request::Registers(tid.get() - 1)).map_err(gone)? {
+            Reply::Registers(Some(r)) => {
+                *regs = *r;
+                Ok(())
+            }
+            _ => Err(TargetError::NonFatal),
+        }
+    }
+
+    fn write_registers(&mut self, regs: &Regs, tid: Tid) -> TargetResult<(), Self> {
+        let req = Request::WriteRegisters(tid.get() - 1, Box::new(regs.clone()));
+        match self.ask(req).map_err(gone)? {
+            Reply::Done(true) => Ok(()),
+            _ => Err(TargetError::NonFatal),
+        }
+    }
+
+    fn read_addrs(&mut self, start: u64, data: &mut [u8], _tid: Tid) -> TargetResult<usize, Self> {
+        match self.ask(Request::Read(start, data.len())).map_err(gone)? {
+            Reply::Bytes(b) if !b.is_empty() => {
+                data[..b.len()].copy_from_slice(&b);
+                Ok(b.len())
+            }
+            _ => Err(TargetError::NonFatal),
+        }
+    }
+
+    fn write_addrs(&mut self, start: u64, data: &[u8], _tid: Tid) -> TargetResult<(), Self> {
+        match self
+            .ask(Request::Write(start, data.to_vec()))
+            .map_err(gone)?
+        {
+            Reply::Done(true) => Ok(()),
+            _ => Err(TargetError::NonFatal),
+        }
+    }
+
+    fn list_active_threads(
+        &mut self,
+        thread_is_active: &mut dyn FnMut(Tid),
+    ) -> Result<(), Self::Error> {
+        for t in &self.threads {
+            thread_is_active(gdb_tid(t.id));
+        }
+        Ok(())
+    }
+
+    fn support_resume(&mut self) -> Option<MultiThreadResumeOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_thread_extra_info(&mut self) -> Option<ThreadExtraInfoOps<'_, Self>> {
+        Some(self)
+    }
+}
+
+impl MultiThreadResume for ReplayTarget {
+    fn resume(&mut self) -> Result<(), Self::Error> {
+        if self.ended {
+            return Ok(());
+        }
+        let goal = std::mem::replace(&mut self.goal, Goal::Continue);
+        self.requests
+            .send(Request::Resume(goal))
+            .map_err(|_| "the replay ended")
+    }
+
+    fn clear_resume_actions(&mut self) -> Result<(), Self::Error> {
+        self.goal = Goal::Continue;
+        Ok(())
+    }
+
+    fn support_single_step(&mut self) -> Option<MultiThreadSingleStepOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_scheduler_locking(&mut self) -> Option<MultiThreadSchedulerLockingOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn set_resume_action_continue(
+        &mut self,
+        _tid: Tid,
+        _signal: Option<Signal>,
+    ) -> Result<(), Self::Error> {
+        // Signals are the replay's to deliver: the recorded execution decides.
+        Ok(())
+    }
+}
+
+impl MultiThreadSchedulerLocking for ReplayTarget {
+    fn set_resume_action_scheduler_lock(&mut self) -> Result<(), Self::Error> {
+        // Only one thread ever runs: the schedule's (or the stepped one).
+        Ok(())
+    }
+}
+
+impl MultiThreadSingleStep for ReplayTarget {
+    fn set_resume_action_step(
+        &mut self,
+        tid: Tid,
+        _signal: Option<Signal>,
+    ) -> Result<(), Self::Error> {
+        self.goal = Goal::Instruction(tid.get() - 1);
+        Ok(())
+    }
+}
+
+impl ThreadExtraInfo for ReplayTarget {
+    fn thread_extra_info(&self, tid: Tid, buf: &mut [u8]) -> Result<usize, Self::Error> {
+        let t = tid.get() - 1;
+        let mut text = format!("T{t}");
+        if let Some(op) = self
+            .threads
+            .iter()
+            .find(|i| i.id == t)
+            .and_then(|i| i.pending)
+        {
+            text.push_str(&format!(" at {op}"));
+        }
+        let n = text.len().min(buf.len());
+        buf[..n].copy_from_slice(&text.as_bytes()[..n]);
+        Ok(n)
+    }
+}
+
+impl Breakpoints for ReplayTarget {
+    fn support_sw_breakpoint(&mut self) -> Option<SwBreakpointOps<'_, Self>> {
+        Some(self)
+    }
+
+    fn support_hw_watchpoint(&mut self) -> Option<HwWatchpointOps<'_, Self>> {
+        Some(self)
+    }
+}
+
+impl HwWatchpoint for ReplayTarget {
+    fn add_hw_watchpoint(
+        &mut self,
+        addr: u64,
+        len: u64,
+        kind: WatchKind,
+    ) -> TargetResult<bool, Self> {
+        match self
+            .ask(Request::SetWatch(addr, len, what(kind)))
+            .map_err(gone)?
+        {
+            Reply::Done(ok) => Ok(ok),
+            _ => Ok(false),
+        }
+    }
+
+    fn remove_hw_watchpoint(
+        &mut self,
+        addr: u64,
+        len: u64,
+        kind: WatchKind,
+    ) -> TargetResult<bool, Self> {
+        match self
+            .ask(Request::ClearWatch(addr, len, what(kind)))
+            .map_err(gone)?
+        {
+            Reply::Done(ok) => Ok(ok),
+            _ => Ok(false),
+        }
+    }
+}
+
+fn what(kind: WatchKind) -> WatchWhat {
+    match kind {
+        WatchKind::Write => WatchWhat::Write,
+        WatchKind::Read => WatchWhat::Read,
+        WatchKind::ReadWrite => WatchWhat::Access,
+    }
+}
+
+impl SwBreakpoint for ReplayTarget {
+    fn add_sw_breakpoint(&mut self, addr: u64, _kind: usize) -> TargetResult<bool, Self> {
+        match self.ask(Request::SetBreakpoint(addr)).map_err(gone)? {
+            Reply::Done(ok) => Ok(ok),
+            _ => Ok(false),
+        }
+    }
+
+    fn remove_sw_breakpoint(&mut self, addr: u64, _kind: usize) -> TargetResult<bool, Self> {
+        match self.ask(Request::ClearBreakpoint(addr)).map_err(gone)? {
+            Reply::Done(ok) => Ok(ok),
+            _ => Ok(false),
+        }
+    }
+}
+
+impl gdbstub::target::ext::auxv::Auxv for ReplayTarget {
+    fn get_auxv(&self, offset: u64, length: usize, buf: &mut [u8]) -> TargetResult<usize, Self> {
+        let Ok(Reply::Bytes(auxv)) = self.ask(Request::Auxv) else {
+            return Err(TargetError::NonFatal);
+        };
+        let start = (offset as usize).min(auxv.len());
+        let n = (auxv.len() - start).min(length).min(buf.len());
+        buf[..n].copy_from_slice(&auxv[start..start + n]);
+        Ok(n)
+    }
+}
+
+/// gdbstub's blocking event loop over the replay.
+pub enum ReplayLoop {}
+
+impl BlockingEventLoop for ReplayLoop {
+    type Target = ReplayTarget;
+    type Connection = TcpStream;
+    type StopReason = MultiThreadStopReason<u64>;
+
+    fn wait_for_stop_reason(
+        target: &mut ReplayTarget,
+        conn: &mut TcpStream,
+    ) -> Result<
+        run_blocking::Event<Self::StopReason>,
+        run_blocking::WaitForStopReasonError<&'static str, std::io::Error>,
+    > {
+        loop {
+            match target.stops.recv_timeout(Duration::from_millis(20)) {
+                Ok(stop) => {
+                    let reason = ReplayTarget::reason(&stop);
+                    target.note_stop(stop);
+                    return Ok(run_blocking::Event::TargetStopped(reason));
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    target.ended = true;
+                    return Ok(run_blocking::Event::TargetStopped(
+                        MultiThreadStopReason::Terminated(Signal::SIGKILL),
+                    ));
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            // gdb's Ctrl-C (or a closed connection) while the replay runs.
+            if conn
+                .peek()
+                .map_err(run_blocking::WaitForStopReasonError::Connection)?
+                .is_some()
+            {
+                let byte = ConnectionExt::read(conn)
+                    .map_err(run_blocking::WaitForStopReasonError::Connection)?;
+                return Ok(run_blocking::Event::IncomingData(byte));
+            }
+        }
+    }
+
+    fn on_interrupt(_target: &mut ReplayTarget) -> Result<Option<Self::StopReason>, &'static str> {
+        // The replay runs to its next stop (a breakpoint, a race, the finding, the end):
+        // mcheck's executor cannot be interrupted from the gdb thread.
+        Ok(None)
+    }
+}

@@ -1,0 +1,579 @@
+//! The narrow door through which a debugger (`mcheck replay --gdb`) looks at an execution:
+//! the executor reports a few moments (the program reached its entry, a scheduling decision,
+//! a debugger breakpoint, a data race at its second access, the end) to a [`Debugger`],
+//! which may inspect the stopped program through a [`ProgramView`] before it lets the
+//! execution go on. Only one tracee thread ever runs, so at every such moment every thread
+//! of the program sits in a ptrace stop and can be read.
+//!
+//! The view hides mcheck's own instrumentation: memory reads show the program's bytes under
+//! mcheck's `int3`s, and a thread stopped on one of them is shown at the instruction, not
+//! one byte past it.
+
+use std::collections::HashSet;
+
+use super::execution::Execution;
+use super::process::StopPlace;
+use crate::binary::ElfFile;
+use crate::model::ThreadId;
+use crate::report::Finding;
+use crate::tracee::debugregs::{self, Watch};
+use crate::tracee::regs::Regs;
+
+/// A moment of the execution reported to the debugger.
+#[derive(Debug)]
+pub enum DebugEvent {
+    /// The program reached its entry point: its libraries are mapped and instrumented.
+    Started,
+    /// Scheduling decision `step` (0-based: `step` decisions were taken before it) is about
+    /// to run `thread`'s pending operation.
+    Point {
+        /// Decisions taken before this one.
+        step: u64,
+        /// The thread the schedule runs now.
+        thread: ThreadId,
+    },
+    /// `thread` reached a breakpoint the debugger set at `addr`.
+    Breakpoint {
+        /// The thread that hit it.
+        thread: ThreadId,
+        /// The breakpoint's address.
+        addr: u64,
+    },
+    /// `thread` is about to make the later access of a data race (`finding`).
+    Race {
+        /// The thread making the access.
+        thread: ThreadId,
+        /// The race.
+        finding: Box<Finding>,
+    },
+    /// `thread` executed one instruction (gdb's stepi), or was refused it (`moved` false:
+    /// it is not the thread the schedule runs, or its instruction is one of mcheck's
+    /// scheduling points, which only `continue` may pass).
+    Stepped {
+        /// The thread asked to step.
+        thread: ThreadId,
+        /// Whether it executed an instruction.
+        moved: bool,
+    },
+    /// A debugger watchpoint at `addr` fired in `thread` (which made the access).
+    Watch {
+        /// The thread that accessed the watched memory.
+        thread: ThreadId,
+        /// The watchpoint's address.
+        addr: u64,
+    },
+    /// The execution is over: with its finding, or how the process ended. Threads still in
+    /// the process can be inspected until the debugger lets go.
+    End {
+        /// The finding that ended it.
+        finding: Option<Box<Finding>>,
+        /// How the process ended, when it did.
+        exit: Option<String>,
+    },
+}
+
+/// What the executor does after the debugger looked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// Go on with the schedule.
+    Continue,
+    /// End the execution now (the program is killed).
+    Kill,
+    /// Execute one instruction of this thread, then report [`DebugEvent::Stepped`].
+    Step(ThreadId),
+}
+
+/// Something that watches an execution at the moments of [`DebugEvent`].
+pub trait Debugger {
+    /// Called at `ev` with the stopped program; returns when the execution may go on.
+    fn on_event(&mut self, view: &mut dyn ProgramView, ev: &DebugEvent) -> Resume;
+}
+
+/// One thread of the program as the debugger sees it.
+#[derive(Debug, Clone)]
+pub struct ThreadInfo {
+    /// mcheck's id (shown as `T<id>`).
+    pub id: ThreadId,
+    /// The kernel's thread id.
+    pub tid: i32,
+    /// The operation it waits to perform at its scheduling point, if it is at one.
+    pub pending: Option<&'static str>,
+}
+
+/// The stopped program, as a debugger may see and change it.
+pub trait ProgramView {
+    /// The live threads, by mcheck id.
+    fn threads(&self) -> Vec<ThreadInfo>;
+    /// Thread `t`'s general registers (rip at the instruction of a breakpoint it stopped on).
+    fn registers(&mut self, t: ThreadId) -> Option<Regs>;
+    /// Changes thread `t`'s general registers.
+    fn write_registers(&mut self, t: ThreadId, regs: Regs) -> bool;
+    /// Thread `t`'s x87/SSE registers.
+    fn fp_registers(&self, t: ThreadId) -> Option<libc::user_fpregs_struct>;
+    /// Reads program memory as the program's own bytes (mcheck's breakpoints hidden);
+    /// returns how many bytes could be read.
+    fn read_memory(&self, addr: u64, buf: &mut [u8]) -> usize;
+    /// Writes program memory, keeping mcheck's breakpoints in place.
+    fn write_memory(&mut self, addr: u64, data: &[u8]) -> bool;
+    /// Sets a debugger breakpoint at `addr`.
+    fn set_breakpoint(&mut self, addr: u64) -> bool;
+    /// Clears the debugger breakpoint at `addr`.
+    fn clear_breakpoint(&mut self, addr: u64) -> bool;
+    /// Sets a hardware watchpoint (false: no free slot, or a range the hardware cannot
+    /// watch).
+    fn set_watch(&mut self, w: Watch) -> bool;
+    /// Clears a hardware watchpoint.
+    fn clear_watch(&mut self, w: Watch) -> bool;
+    /// The run-time address of function `name` in the program's executable.
+    fn program_function(&self, name: &str) -> Option<u64>;
+    /// Scheduling decisions taken so far.
+    fn steps(&self) -> u64;
+    /// The auxiliary vector the kernel gave the program (`/proc/PID/auxv`).
+    fn auxv(&self) -> Vec<u8>;
+}
+
+/// The debugger of an execution and the breakpoints it set (kept by the worker).
+pub struct DebugHook {
+    /// The debugger.
+    pub debugger: Box<dyn Debugger>,
+    /// Addresses of the debugger's breakpoints.
+    breakpoints: HashSet<u64>,
+    /// The debugger's watchpoints, in debug-register slot order.
+    watches: Vec<Watch>,
+    /// Changes of `watches` so far; each thread's registers are brought up to date
+    /// before it runs.
+    generation: u64,
+    /// The generation each thread's debug registers hold, by tid.
+    armed: std::collections::HashMap<i32, u64>,
+}
+
+impl DebugHook {
+    /// A hook with no breakpoints yet.
+    pub fn new(debugger: Box<dyn Debugger>) -> Self {
+        DebugHook {
+            debugger,
+            breakpoints: HashSet::new(),
+            watches: Vec::new(),
+            generation: 0,
+            armed: Default::default(),
+        }
+    }
+}
+
+impl Execution<'_> {
+    /// Reports `ev` to the debugger, if there is one. A request to step a thread other
+    /// than `stepper` (the one stopped where it may execute an instruction) is refused with
+    /// a message and reported as a step that did not move.
+    pub(super) fn debug_event_stepping(
+        &mut self,
+        mut ev: DebugEvent,
+        stepper: Option<ThreadId>,
+    ) -> Resume {
+        let Some(mut hook) = self.worker.debug.take() else {
+            return Resume::Continue;
+        };
+        let resume = loop {
+            let mut view = View {
+                exec: self,
+                bps: &mut hook.breakpoints,
+                watches: &mut hook.watches,
+                generation: &mut hook.generation,
+            };
+            match hook.debugger.on_event(&mut view, &ev) {
+                Resume::Step(u) if Some(u) != stepper => {
+                    eprintln!("{}", self.why_not_stepping(u, &ev));
+                    ev = DebugEvent::Stepped {
+                        thread: u,
+                        moved: false,
+                    };
+                }
+                r => break r,
+            }
+        };
+        self.worker.debug = Some(hook);
+        // Watchpoints set or cleared now apply to every thread before it runs again.
+        for u in 0..self.p.threads.len() {
+            let th = &self.p.threads[u];
+            if th.started && !th.gone {
+                let _ = self.debug_arm(u);
+            }
+        }
+        resume
+    }
+
+    /// Reports `ev` to the debugger, where no thread may step.
+    pub(super) fn debug_event(&mut self, ev: DebugEvent) -> Resume {
+        self.debug_event_stepping(ev, None)
+    }
+
+    /// Why thread `u` cannot execute an instruction at `ev`.
+    fn why_not_stepping(&self, u: ThreadId, ev: &DebugEvent) -> String {
+        let next = match ev {
+            DebugEvent::Point { thread, .. } => Some(*thread),
+            _ => None,
+        };
+        match next {
+            Some(t) if t != u => format!(
+                "mcheck: T{u} cannot move now: the schedule runs T{t} next ({}); `continue` follows the schedule, `monitor next-point` runs T{t} to its next scheduling point",
+                self.model.pending(t).map_or("its operation", |op| op.name())
+            ),
+            _ => format!(
+                "mcheck: T{u} cannot step here: it waits at one of mcheck's scheduling points, which only `continue` or `monitor next-point` passes (the schedule decides when it runs)"
+            ),
+        }
+    }
+
+    /// Shows the debugger the end of the execution, before its processes are killed.
+    pub(super) fn debug_end(&mut self, out: &super::execution::ExecutionOutcome) {
+        if !self.debugging() || out.cut_short || out.divergence.is_some() {
+            return;
+        }
+        let ev = DebugEvent::End {
+            finding: out.finding.clone().map(Box::new),
+            exit: out.exit.clone(),
+        };
+        self.debug_event(ev);
+    }
+
+    /// Whether a debugger watches this execution.
+    pub(super) fn debugging(&self) -> bool {
+        self.worker.debug.is_some()
+    }
+
+    /// A trap at `addr` in `t`: when the debugger has a breakpoint there, it looks first.
+    /// Returns Some when the trap is dealt with (`Some(None)`: the thread runs on), None
+    /// when it is mcheck's own breakpoint to handle as usual.
+    pub(super) fn debugger_trap(
+        &mut self,
+        t: ThreadId,
+        addr: u64,
+    ) -> anyhow::Result<Option<Option<super::execution::RunResult>>> {
+        let ours = self
+            .worker
+            .debug
+            .as_ref()
+            .is_some_and(|h| h.breakpoints.contains(&addr));
+        if !ours {
+            return Ok(None);
+        }
+        self.p.threads[t].place = StopPlace::Breakpoint(addr);
+        let mut ev = DebugEvent::Breakpoint { thread: t, addr };
+        loop {
+            let stepper = self.steppable(t).then_some(t);
+            match self.debug_event_stepping(ev, stepper) {
+                Resume::Kill => return Ok(Some(Some(super::execution::RunResult::CutShort))),
+                Resume::Continue => break,
+                Resume::Step(_) => {
+                    if let Some(done) = self.debug_step(t)? {
+                        return Ok(Some(Some(done)));
+                    }
+                    ev = match self.watch_hit(t)? {
+                        Some(watched) => DebugEvent::Watch {
+                            thread: t,
+                            addr: watched,
+                        },
+                        None => DebugEvent::Stepped {
+                            thread: t,
+                            moved: true,
+                        },
+                    };
+                }
+            }
+        }
+        if self.p.threads[t].place != StopPlace::Breakpoint(addr) {
+            // Stepped away: run on from where the thread is.
+            let tid = self.p.threads[t].tid;
+            let sig = self.p.threads[t].pending_signal.take();
+            crate::tracee::events::resume(tid, sig)?;
+            return Ok(Some(None));
+        }
+        if self.p.bp_kinds.contains_key(&addr) {
+            return Ok(None);
+        }
+        if self.p.bps.contains(addr) {
+            return Ok(Some(self.step_and_resume(t)?));
+        }
+        // The debugger took its breakpoint out while stopped on it: run the instruction.
+        let tid = self.p.threads[t].tid;
+        let mut r = self.p.threads[t].regs;
+        r.rip = addr;
+        crate::tracee::regs::set(tid, r)?;
+        self.p.threads[t].regs = r;
+        self.p.threads[t].place = StopPlace::Event;
+        let sig = self.p.threads[t].pending_signal.take();
+        crate::tracee::events::resume(tid, sig)?;
+        Ok(Some(None))
+    }
+}
+
+impl Execution<'_> {
+    /// The instruction thread `t` (the running one, stopped for the debugger) is at.
+    fn debug_pc(&self, t: ThreadId) -> u64 {
+        match self.p.threads[t].place {
+            StopPlace::Breakpoint(addr) => addr,
+            _ => self.p.threads[t].regs.rip,
+        }
+    }
+
+    /// Whether `t` may execute its next instruction natively under the debugger: not when
+    /// the instruction is one of mcheck's breakpoints other than an access site (a
+    /// scheduling point, a hook: only the executor may pass it) or a system call (which
+    /// the executor traps).
+    fn steppable(&self, t: ThreadId) -> bool {
+        let pc = self.debug_pc(t);
+        match self.p.bp_kinds.get(&pc) {
+            Some(super::process::BreakpointKind::Access(_)) if !self.cfg.preempt_on_races => {}
+            Some(_) => return false,
+            None => {}
+        }
+        let mut code = [0u8; 2];
+        code[0] = self
+            .p
+            .bps
+            .original_byte(pc)
+            .unwrap_or_else(|| self.p.mem.read_u8(pc).unwrap_or(0));
+        code[1] = self
+            .p
+            .bps
+            .original_byte(pc + 1)
+            .unwrap_or_else(|| self.p.mem.read_u8(pc + 1).unwrap_or(0));
+        code != [0x0f, 0x05]
+    }
+
+    /// Executes one instruction of `t` (an access site's access is recorded first); Some
+    /// when that ended the execution (a fault that is a finding).
+    fn debug_step(&mut self, t: ThreadId) -> anyhow::Result<Option<super::execution::RunResult>> {
+        let pc = self.debug_pc(t);
+        let tid = self.p.threads[t].tid;
+        let r = crate::tracee::regs::get(tid)?;
+        self.p.threads[t].regs = r;
+        if let Some(super::process::BreakpointKind::Access(id)) = self.p.bp_kinds.get(&pc).cloned()
+        {
+            if let Some(site) = self.p.patching.sites.get(id as usize).copied() {
+                let mut regs = r;
+                regs.rip = pc;
+                self.p.threads[t].regs = regs;
+                let ea = self.p.effective_address(t, &site.insn, 0);
+                self.record_access(t, &site, ea, super::races::Seen::AtAccess);
+            }
+        }
+        let event = if self.p.bps.contains(pc) {
+            self.p.threads[t].place = StopPlace::Breakpoint(pc);
+            self.p.step_over_breakpoint(t)?
+        } else {
+            let mut regs = r;
+            regs.rip = pc;
+            crate::tracee::regs::set(tid, regs)?;
+            crate::tracee::events::step(tid)?;
+            self.p.threads[t].place = StopPlace::Event;
+            loop {
+                match crate::tracee::events::wait(Some(tid))? {
+                    crate::tracee::WaitOutcome::Interrupted => continue,
+                    crate::tracee::WaitOutcome::Event(_, crate::tracee::Event::Trap) => break None,
+                    crate::tracee::WaitOutcome::Event(_, ev) => break Some(ev),
+                    crate::tracee::WaitOutcome::NoChildren => break None,
+                }
+            }
+        };
+        self.p.load_regs(t)?;
+        if let Some(crate::tracee::Event::Signal(sig)) = event {
+            if let Some(f) = self.signal_finding(t, sig) {
+                return Ok(Some(super::execution::RunResult::Found(Box::new(f))));
+            }
+            self.p.threads[t].pending_signal = Some(sig);
+        }
+        Ok(None)
+    }
+}
+
+impl Execution<'_> {
+    /// Brings thread `t`'s debug registers up to the debugger's watchpoints before it runs.
+    pub(super) fn debug_arm(&mut self, t: ThreadId) -> anyhow::Result<()> {
+        let tid = self.p.threads[t].tid;
+        let Some(hook) = self.worker.debug.as_mut() else {
+            return Ok(());
+        };
+        let held = hook.armed.get(&tid.as_raw()).copied().unwrap_or(0);
+        if held != hook.generation {
+            debugregs::set(tid, &hook.watches)?;
+            hook.armed.insert(tid.as_raw(), hook.generation);
+        }
+        Ok(())
+    }
+
+    /// The address of the debugger's watchpoint that fired in `t` since it was resumed.
+    pub(super) fn watch_hit(&mut self, t: ThreadId) -> anyhow::Result<Option<u64>> {
+        let Some(hook) = self.worker.debug.as_ref().filter(|h| !h.watches.is_empty()) else {
+            return Ok(None);
+        };
+        let hits = debugregs::take_hits(self.p.threads[t].tid)?;
+        Ok((0..hook.watches.len())
+            .find(|&i| hits & (1 << i) != 0)
+            .map(|i| hook.watches[i].addr))
+    }
+
+    /// Shows the debugger the watchpoint at `addr` that fired in `t` (already taken from
+    /// DR6).
+    pub(super) fn debug_watch_hit(&mut self, t: ThreadId, addr: u64) -> anyhow::Result<Resume> {
+        self.p.load_regs(t)?;
+        self.p.threads[t].place = StopPlace::Event;
+        Ok(self.debug_event(DebugEvent::Watch { thread: t, addr }))
+    }
+
+    /// After `t` executed an instruction for mcheck (a step over a breakpoint): a
+    /// watchpoint that fired on it is shown to the debugger.
+    pub(super) fn debug_watch(&mut self, t: ThreadId) -> anyhow::Result<Resume> {
+        match self.watch_hit(t)? {
+            Some(addr) => self.debug_watch_hit(t, addr),
+            None => Ok(Resume::Continue),
+        }
+    }
+}
+
+struct View<'e, 'a> {
+    exec: &'e mut Execution<'a>,
+    bps: &'e mut HashSet<u64>,
+    watches: &'e mut Vec<Watch>,
+    generation: &'e mut u64,
+}
+
+impl ProgramView for View<'_, '_> {
+    fn threads(&self) -> Vec<ThreadInfo> {
+        let p = &self.exec.p;
+        (p.threads.iter().enumerate())
+            .filter(|(_, th)| !th.gone && th.started)
+            .map(|(id, th)| ThreadInfo {
+                id,
+                tid: th.tid.as_raw(),
+                pending: self.exec.model.pending(id).map(|op| op.name()),
+            })
+            .collect()
+    }
+
+    fn registers(&mut self, t: ThreadId) -> Option<Regs> {
+        let th = self.exec.p.threads.get(t).filter(|th| !th.gone)?;
+        let mut r = crate::tracee::regs::get(th.tid).ok()?;
+        if let StopPlace::Breakpoint(addr) = th.place {
+            if r.rip == addr + 1 {
+                r.rip = addr;
+            }
+        }
+        Some(r)
+    }
+
+    fn write_registers(&mut self, t: ThreadId, mut regs: Regs) -> bool {
+        let Some(th) = self.exec.p.threads.get_mut(t).filter(|th| !th.gone) else {
+            return false;
+        };
+        if let StopPlace::Breakpoint(addr) = th.place {
+            // The thread is shown at the instruction; it is really one byte past it.
+            if regs.rip == addr {
+                regs.rip = addr + 1;
+            }
+        }
+        if crate::tracee::regs::set(th.tid, regs).is_err() {
+            return false;
+        }
+        th.regs = regs;
+        true
+    }
+
+    fn fp_registers(&self, t: ThreadId) -> Option<libc::user_fpregs_struct> {
+        let th = self.exec.p.threads.get(t).filter(|th| !th.gone)?;
+        crate::tracee::regs::get_fp(th.tid).ok()
+    }
+
+    fn read_memory(&self, addr: u64, buf: &mut [u8]) -> usize {
+        let mem = &self.exec.p.mem;
+        let n = if mem.read(addr, buf).is_ok() {
+            buf.len()
+        } else {
+            // Up to the end of the readable part.
+            let mut n = 0;
+            while n < buf.len() {
+                match mem.read_u8(addr + n as u64) {
+                    Ok(b) => buf[n] = b,
+                    Err(_) => break,
+                }
+                n += 1;
+            }
+            n
+        };
+        for (i, b) in buf[..n].iter_mut().enumerate() {
+            if let Some(orig) = self.exec.p.bps.original_byte(addr + i as u64) {
+                *b = orig;
+            }
+        }
+        n
+    }
+
+    fn write_memory(&mut self, addr: u64, data: &[u8]) -> bool {
+        let p = &mut self.exec.p;
+        for (i, &b) in data.iter().enumerate() {
+            let a = addr + i as u64;
+            let ok = if p.bps.contains(a) {
+                p.bps.replace_original(a, b)
+            } else {
+                p.mem.write(a, &[b]).is_ok()
+            };
+            if !ok {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn set_breakpoint(&mut self, addr: u64) -> bool {
+        if !self.bps.insert(addr) || self.exec.p.bps.contains(addr) {
+            return true;
+        }
+        self.exec.p.insert_breakpoint(addr).is_ok()
+    }
+
+    fn clear_breakpoint(&mut self, addr: u64) -> bool {
+        if !self.bps.remove(&addr) || self.exec.p.bp_kinds.contains_key(&addr) {
+            return true;
+        }
+        self.exec.p.remove_breakpoint(addr).is_ok()
+    }
+
+    fn set_watch(&mut self, w: Watch) -> bool {
+        if !w.is_valid() || self.watches.len() >= debugregs::SLOTS {
+            return false;
+        }
+        if !self.watches.contains(&w) {
+            self.watches.push(w);
+            *self.generation += 1;
+        }
+        true
+    }
+
+    fn clear_watch(&mut self, w: Watch) -> bool {
+        let before = self.watches.len();
+        self.watches.retain(|x| *x != w);
+        if self.watches.len() != before {
+            *self.generation += 1;
+        }
+        true
+    }
+
+    fn program_function(&self, name: &str) -> Option<u64> {
+        let program = &self.exec.cfg.program;
+        let modules = self.exec.worker.symbols.modules();
+        let m = modules.modules().iter().find(|m| {
+            m.path == *program
+                || std::fs::canonicalize(&m.path).ok() == std::fs::canonicalize(program).ok()
+        })?;
+        let elf = ElfFile::load(&m.path).ok()?;
+        let a = elf.function_addresses(name).into_iter().next()?;
+        Some(a + m.bias)
+    }
+
+    fn steps(&self) -> u64 {
+        self.exec.steps
+    }
+
+    fn auxv(&self) -> Vec<u8> {
+        std::fs::read(format!("/proc/{}/auxv", self.exec.p.pid)).unwrap_or_default()
+    }
+}

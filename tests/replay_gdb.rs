@@ -1,0 +1,460 @@
+//! `mcheck replay --gdb` driven by the real gdb in batch mode: threads with mcheck's names,
+//! registers with fs_base, stacks with the fixture's source lines, globals, breakpoints and
+//! continue to the same finding as plain `mcheck replay`, `next`/`stepi` under the schedule,
+//! monitor commands; and no traced
+//! process left behind when gdb is killed.
+
+mod common;
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{args, fixture, mcheck, temp_path};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Finds the bug of `program` and returns its schedule file.
+fn schedule_of(program: &Path, out: &Path) -> String {
+    let a = args(&[
+        "--quiet-program",
+        "--out",
+        &out.display().to_string(),
+        "--",
+        &program.display().to_string(),
+    ]);
+    let r = mcheck(&a, true, LIMIT);
+    assert_eq!(r.code, Some(1), "{}: {}", r.command, r.stderr);
+    r.json.unwrap()["findings"][0]["schedule"]
+        .as_str()
+        .expect("schedule path")
+        .to_string()
+}
+
+/// A running `mcheck replay --gdb` and the lines of its stderr.
+struct Server {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+    address: String,
+}
+
+impl Server {
+    fn start(schedule: &str) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcheck"))
+            .args(["replay", "--quiet-program", "--gdb", schedule])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn mcheck");
+        let (tx, lines) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut s = Server {
+            child,
+            lines,
+            seen: Vec::new(),
+            address: String::new(),
+        };
+        let start = Instant::now();
+        while s.address.is_empty() && start.elapsed() < LIMIT {
+            let Ok(line) = s.lines.recv_timeout(Duration::from_secs(1)) else {
+                continue;
+            };
+            if let Some(rest) = line.split("target remote ").nth(1) {
+                s.address = rest.split('\'').next().unwrap_or("").to_string();
+            }
+            s.seen.push(line);
+        }
+        assert!(!s.address.is_empty(), "no address: {:?}", s.seen);
+        s
+    }
+
+    /// Waits for mcheck to exit; its exit code and whole stderr.
+    fn finish(mut self) -> (Option<i32>, String) {
+        let start = Instant::now();
+        let code = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st.code();
+            }
+            if start.elapsed() > Duration::from_secs(20) {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        };
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.seen.push(l);
+        }
+        (code, self.seen.join("\n"))
+    }
+
+    /// Waits for a line of mcheck's stderr containing `what`.
+    fn wait_for(&mut self, what: &str) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < LIMIT {
+            if self.seen.iter().any(|l| l.contains(what)) {
+                return true;
+            }
+            if let Ok(l) = self.lines.recv_timeout(Duration::from_millis(100)) {
+                self.seen.push(l);
+            }
+        }
+        false
+    }
+
+    /// The processes mcheck traces now (its children).
+    fn children(&self) -> Vec<u32> {
+        let mut out = Vec::new();
+        let task = format!("/proc/{}/task", self.child.id());
+        for t in fs::read_dir(task).into_iter().flatten().flatten() {
+            let text = fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+        out
+    }
+}
+
+/// Runs gdb in batch mode against `server` with `commands`; its whole output.
+fn gdb(server: &Server, program: &Path, commands: &[&str]) -> String {
+    let mut a = vec![
+        "-batch".to_string(),
+        "-nx".into(),
+        "-ex".into(),
+        "set sysroot /".into(),
+        // A loaded machine (the whole suite beside) may answer a packet in more than
+        // gdb's default two seconds.
+        "-ex".into(),
+        "set remotetimeout 30".into(),
+        "-ex".into(),
+        format!("target remote {}", server.address),
+    ];
+    for c in commands {
+        a.push("-ex".into());
+        a.push(c.to_string());
+    }
+    a.push(program.display().to_string());
+    let out_path = temp_path("gdb-out");
+    let out = fs::File::create(&out_path).unwrap();
+    let mut child = Command::new("gdb")
+        .args(&a)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("gdb is installed (make deps)");
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > LIMIT {
+            let _ = child.kill();
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.wait();
+    let text = fs::read_to_string(&out_path).unwrap_or_default();
+    let _ = fs::remove_file(&out_path);
+    text
+}
+
+/// The headline of the finding plain `mcheck replay` reports for `schedule`.
+fn plain_replay_headline(schedule: &str) -> String {
+    let r = mcheck(
+        &args(&["replay", "--quiet-program", schedule]),
+        false,
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    headline(&r.stderr).expect("plain replay reports a finding")
+}
+
+fn headline(text: &str) -> Option<String> {
+    text.lines()
+        .find(|l| l.starts_with("mcheck: ") && l.contains(": ") && !l.contains("replaying"))
+        .filter(|l| l.contains("deadlock:") || l.contains("data_race:"))
+        .map(str::to_string)
+}
+
+#[test]
+fn deadlock_threads_stacks_registers_and_the_finding() {
+    let out = temp_path("gdb-abba");
+    let program = fixture("abba_O0");
+    let schedule = schedule_of(&program, &out);
+    let expected = plain_replay_headline(&schedule);
+    let server = Server::start(&schedule);
+    let text = gdb(
+        &server,
+        &program,
+        &[
+            "info threads",
+            "p $fs_base != 0",
+            "p shared",
+            "x/4xb pthread_mutex_lock",
+            "break t1",
+            "continue",
+            "next",
+            "thread 1",
+            "stepi",
+            "continue",
+            "info threads",
+            "thread 2",
+            "bt",
+            "thread 3",
+            "bt",
+            "monitor finding",
+            "monitor schedule",
+            "kill",
+        ],
+    );
+    let (code, err) = server.finish();
+    let _ = fs::remove_dir_all(&out);
+    // Stopped at main, with T0 named.
+    assert!(
+        text.contains("(T0)") && text.contains("main () at src/c/abba.c"),
+        "{text}"
+    );
+    assert!(text.contains("$1 = 1"), "fs_base readable: {text}");
+    assert!(text.contains("$2 = 0"), "global at main: {text}");
+    // mcheck's int3 at the entry of pthread_mutex_lock is hidden from gdb.
+    assert!(!text.contains("0xcc"), "gdb saw mcheck's int3: {text}");
+    assert!(text.contains("Breakpoint 1, t1 ("), "{text}");
+    // `next` over the first lock call (T2 runs in between, as the schedule says).
+    assert!(text.contains("21\t    pthread_mutex_lock(&b);"), "{text}");
+    // T0 waits at a scheduling point: stepping it is refused, with the reason.
+    assert!(err.contains("T0 cannot step here"), "{err}");
+    // The deadlock: both threads blocked at their lock calls, the lines of the fixture.
+    assert!(
+        text.contains("(T1 at mutex_lock)") && text.contains("(T2 at mutex_lock)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("in t1 (arg=0x0) at src/c/abba.c:21"),
+        "{text}"
+    );
+    assert!(
+        text.contains("in t2 (arg=0x0) at src/c/abba.c:32"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&expected),
+        "monitor finding differs from plain replay: {text}"
+    );
+    assert!(
+        text.contains("=>  (every recorded decision was taken)"),
+        "{text}"
+    );
+    assert_eq!(code, Some(1), "{err}");
+}
+
+#[test]
+fn race_stops_at_the_later_access_with_the_value_of_that_moment() {
+    let out = temp_path("gdb-race");
+    let program = fixture("race_counter");
+    let schedule = schedule_of(&program, &out);
+    let expected = plain_replay_headline(&schedule);
+    let server = Server::start(&schedule);
+    let text = gdb(
+        &server,
+        &program,
+        &[
+            "break bump",
+            "continue",
+            "p counter",
+            "delete",
+            "continue",
+            "bt 1",
+            "p counter",
+            "monitor finding",
+            "kill",
+        ],
+    );
+    let (code, err) = server.finish();
+    let _ = fs::remove_dir_all(&out);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(text.contains("hit Breakpoint 1, bump ("), "{text}");
+    assert!(text.contains("$1 = 0"), "{text}");
+    assert!(text.contains("received signal SIGTRAP"), "{text}");
+    assert!(
+        text.contains("bump (arg=0x0) at src/race/race_counter.c:29"),
+        "{text}"
+    );
+    assert!(
+        text.contains("$2 = 1"),
+        "one increment before the racing one: {text}"
+    );
+    assert!(
+        text.contains(&expected),
+        "monitor finding differs from plain replay: {text}"
+    );
+    assert!(
+        err.contains("stopped at the later access of a data race"),
+        "{err}"
+    );
+}
+
+#[test]
+fn watchpoint_on_the_racy_variable_stops_at_both_accesses() {
+    let out = temp_path("gdb-watch");
+    let program = fixture("race_counter");
+    let schedule = schedule_of(&program, &out);
+    let server = Server::start(&schedule);
+    let text = gdb(
+        &server,
+        &program,
+        &["watch counter", "continue", "continue", "continue", "kill"],
+    );
+    let (_, err) = server.finish();
+    let _ = fs::remove_dir_all(&out);
+    // T1's increment, the race stop at T2's (before it runs), then T2's increment.
+    assert!(
+        text.contains(
+            "Thread 2 hit Hardware watchpoint 1: counter\n\nOld value = 0\nNew value = 1"
+        ),
+        "{text}\n{err}"
+    );
+    assert!(
+        text.contains(
+            "Thread 3 hit Hardware watchpoint 1: counter\n\nOld value = 1\nNew value = 2"
+        ),
+        "{text}\n{err}"
+    );
+}
+
+#[test]
+fn goto_back_and_forth_shows_the_same_state() {
+    let out = temp_path("gdb-goto");
+    let program = fixture("abba_O0");
+    let schedule = schedule_of(&program, &out);
+    let server = Server::start(&schedule);
+    let flush = "maintenance flush register-cache";
+    let text = gdb(
+        &server,
+        &program,
+        &[
+            "monitor goto 2",
+            flush,
+            "info threads",
+            "monitor goto 0",
+            flush,
+            "info threads",
+            "monitor goto 2",
+            flush,
+            "info threads",
+            "continue",
+            "monitor goto 2",
+            flush,
+            "info threads",
+            "kill",
+        ],
+    );
+    let (_, err) = server.finish();
+    let _ = fs::remove_dir_all(&out);
+    let at_2 = "(T2 at mutex_lock) ___pthread_mutex_lock (mutex=0x555555558060 <a>)";
+    // Twice forward, once more back from the finding.
+    assert_eq!(text.matches(at_2).count(), 3, "{text}\n{err}");
+    assert!(
+        text.contains("mcheck: replayed again up to step 0"),
+        "{text}"
+    );
+    assert!(text.contains("(T0 at continue)"), "{text}");
+}
+
+#[test]
+fn a_bad_address_is_bad_usage() {
+    let out = temp_path("gdb-bad");
+    let program = fixture("abba_O0");
+    let schedule = schedule_of(&program, &out);
+    let r = mcheck(
+        &args(&["replay", "--gdb=no-such-address", &schedule]),
+        false,
+        LIMIT,
+    );
+    let _ = fs::remove_dir_all(&out);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--gdb: cannot listen on no-such-address"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn breakpoint_and_continue_reach_the_same_finding_every_time() {
+    let out = temp_path("gdb-again");
+    let program = fixture("abba_O2");
+    let schedule = schedule_of(&program, &out);
+    let expected = plain_replay_headline(&schedule);
+    let runs = 20;
+    for i in 0..runs {
+        let server = Server::start(&schedule);
+        let text = gdb(
+            &server,
+            &program,
+            &[
+                "break pthread_mutex_lock",
+                "continue",
+                "delete",
+                "continue",
+                "monitor finding",
+                "kill",
+            ],
+        );
+        let (code, err) = server.finish();
+        assert!(
+            text.contains(&expected) && code == Some(1),
+            "run {i}: exit {code:?}\n{text}\n{err}"
+        );
+    }
+    let _ = fs::remove_dir_all(&out);
+}
+
+#[test]
+fn killing_gdb_leaves_no_traced_process() {
+    let out = temp_path("gdb-kill");
+    let program = fixture("abba_O0");
+    let schedule = schedule_of(&program, &out);
+    let mut server = Server::start(&schedule);
+    let mut gdb = Command::new("gdb")
+        .args(["-nx", "-q", "-ex", "set sysroot /", "-ex"])
+        .arg(format!("target remote {}", server.address))
+        .arg(&program)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gdb");
+    // The program waits at main under mcheck, gdb is connected.
+    assert!(server.wait_for("gdb connected"), "{:?}", server.seen);
+    let traced = server.children();
+    assert!(!traced.is_empty(), "mcheck runs no program");
+    thread::sleep(Duration::from_millis(300));
+    gdb.kill().unwrap();
+    let _ = gdb.wait();
+    let (code, err) = server.finish();
+    let _ = fs::remove_dir_all(&out);
+    assert!(
+        code.is_some(),
+        "mcheck did not end after gdb was killed: {err}"
+    );
+    for pid in traced {
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "process {pid} left behind: {err}"
+        );
+    }
+}

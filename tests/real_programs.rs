@@ -41,7 +41,8 @@ fn input_file(size: usize) -> (PathBuf, PathBuf, Vec<u8>) {
 }
 
 /// Runs `mcheck --no-races --max-executions 5 -- PROGRAM ARGS FILE` and checks that no
-/// finding is reported and that FILE.bz2 decompresses to FILE's contents.
+/// finding is reported, that executions ran from fork snapshots and that FILE.bz2
+/// decompresses to FILE's contents.
 fn compresses_like_natively(program: &str, program_args: &[&str]) {
     if !installed(program) {
         return;
@@ -73,6 +74,17 @@ fn compresses_like_natively(program: &str, program_args: &[&str]) {
         run.stderr
     );
     assert_eq!(report["findings"].as_array().map(Vec::len), Some(0));
+    // The executions after the first must have run as fork copies (lbzip2 kills the pid it
+    // saved before its threads: a copy runs under another one), not from exec.
+    assert!(
+        report["snapshots"]["executions_from_snapshot"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0,
+        "{}: no execution started from a fork snapshot: {}",
+        run.command,
+        report["snapshots"]
+    );
     let out = Command::new("bzip2")
         .args(["-dc"])
         .arg(file.with_extension("txt.bz2"))

@@ -164,6 +164,7 @@ fn branch_snapshots_give_the_same_deep_searches() {
         ("snapshot_threads_ok", "dfs", true),
         ("snapshot_fidelity_ok", "dfs", true),
         ("snapshot_pending_signal_ok", "dfs", false),
+        ("snapshot_saved_pid_ok", "dfs", false),
         ("hundred_threads_ok", "dfs", false),
         ("cpp_prodcons_ok", "dfs", false),
         ("rust_mpsc_ok", "dfs", false),

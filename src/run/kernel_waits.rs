@@ -42,6 +42,19 @@ pub(super) struct KernelWaits {
     pub shares_descriptors: bool,
     /// The descriptors of the process (opened on first use; a fork copy opens its own).
     descriptors: Option<(Pid, Arc<Descriptors>)>,
+    /// The pids the program ran as in the executions its snapshots were taken from (see
+    /// [`Execution::own_pid_now`]).
+    former_pids: Vec<i32>,
+}
+
+impl KernelWaits {
+    /// Notes that the program runs as process `pid` when a snapshot is taken: a copy of
+    /// the snapshot still holds that pid wherever the program saved it.
+    pub(super) fn note_pid(&mut self, pid: Pid) {
+        if !self.former_pids.contains(&pid.as_raw()) {
+            self.former_pids.push(pid.as_raw());
+        }
+    }
 }
 
 /// What a look at a waiting call found.
@@ -72,6 +85,9 @@ impl Execution<'_> {
         let Some(action) = kernel_calls::decode(nr, args, &read) else {
             return Ok(None);
         };
+        if matches!(action, KernelAction::Signal) {
+            self.own_pid_now(t, nr, args)?;
+        }
         let call = match action {
             KernelAction::Signal if self.creation_stretch.contains(&t) => {
                 // A thread creation's stretch must not hide an order with another thread:
@@ -300,6 +316,29 @@ impl Execution<'_> {
         if let Some(d) = self.races.as_mut() {
             happens_before::kernel(d, t);
         }
+    }
+
+    /// A signal sent by a fork copy to the pid its program saved before the snapshot (lbzip2
+    /// keeps `getpid()` and signals its main thread with `kill`): fork copies get pids of
+    /// their own, so that pid names a template or a process already gone (ESRCH, and lbzip2
+    /// aborts). The call, at its seccomp stop, is pointed at the copy's own pid instead, as
+    /// glibc's cached tids are patched. Thread ids saved by the program are not translated.
+    fn own_pid_now(&mut self, t: ThreadId, nr: i64, args: [u64; 6]) -> Result<()> {
+        use crate::tracee::seccomp::nr;
+        let takes_pid = matches!(
+            nr,
+            nr::KILL | nr::TGKILL | nr::RT_SIGQUEUEINFO | nr::RT_TGSIGQUEUEINFO
+        );
+        let target = args[0] as i32;
+        let me = self.p.pid.as_raw();
+        if !takes_pid || target == me || !self.kernel.former_pids.contains(&target) {
+            return Ok(());
+        }
+        let mut r = self.p.load_regs(t)?;
+        r.rdi = me as u64;
+        crate::tracee::regs::set(self.p.threads[t].tid, r)?;
+        self.p.threads[t].regs = r;
+        Ok(())
     }
 
     fn descriptors(&mut self) -> Option<Arc<Descriptors>> {

@@ -22,6 +22,8 @@ const BRANCH_GAP: usize = 48;
 impl Execution<'_> {
     /// The tracer-side state now, for a snapshot.
     pub(super) fn save_state(&self) -> SavedExecution {
+        let mut kernel = self.kernel.clone();
+        kernel.note_pid(self.p.pid);
         SavedExecution {
             model: self.model.clone(),
             races: self.races.clone(),
@@ -43,7 +45,7 @@ impl Execution<'_> {
             det: self.det.clone(),
             syscall_insn: self.syscall_insn,
             segment: self.segment.clone(),
-            kernel: self.kernel.clone(),
+            kernel,
             early_timeouts: self.early_timeouts,
         }
     }

@@ -147,6 +147,8 @@ pub struct ExecutionOutcome {
     /// Ended before its end because the search had to stop (time limit, interrupt, memory
     /// limit): the program was killed where it was.
     pub cut_short: bool,
+    /// The execution changed a file or directory (`fs_gate`).
+    pub changed_files: bool,
 }
 
 /// An access identified across runs of one schedule: thread, instruction and the thread's
@@ -243,6 +245,10 @@ pub(super) struct Execution<'a> {
     pub(super) unverified_races: u64,
     /// The first of them, described.
     pub(super) unverified_race: Option<String>,
+    /// The execution changed a file or directory: the file system is not part of a fork
+    /// snapshot, so no branch snapshot is taken after that (a copy would find the files
+    /// of a later point: pbzip2's unlink, then its O_EXCL create of the same name).
+    pub(super) changed_files: bool,
     pub(super) steps: u64,
     pub(super) preemptions: u64,
     pub(super) killed: bool,
@@ -593,6 +599,7 @@ impl Execution<'_> {
                 ..self.p.patching.stats.clone()
             },
             cut_short: false,
+            changed_files: self.changed_files,
         }
     }
 

@@ -403,6 +403,10 @@ struct Shared<'a> {
     cut: AtomicU64,
     /// The note about an abandoned execution was printed.
     said_abandoned: std::sync::atomic::AtomicBool,
+    /// Whether the first execution has ended (the other workers wait for it).
+    first_ended: (Mutex<bool>, std::sync::Condvar),
+    /// The first execution changed files: the search runs on one worker.
+    changes_files: std::sync::atomic::AtomicBool,
     traced: AtomicU64,
     patch_stats: std::sync::Mutex<PatchStats>,
     library_sync: std::sync::Mutex<(u64, Option<String>)>,
@@ -651,6 +655,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         steps: AtomicU64::new(0),
         cut: AtomicU64::new(0),
         said_abandoned: Default::default(),
+        first_ended: Default::default(),
+        changes_files: Default::default(),
         traced: AtomicU64::new(0),
         patch_stats: Default::default(),
         library_sync: Default::default(),
@@ -785,8 +791,53 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     })
 }
 
-/// One worker: a tracer thread pinned to `cpu` running executions until the search stops.
+/// One worker. Workers after the first start once the first execution has ended: a
+/// program that changed files in it (an output file, most often) is explored by one worker
+/// only, since executions side by side would see each other's files (pbzip2 checks that its
+/// output is absent, then creates it with O_EXCL). Said once in a note.
 fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
+    let (ended, cond) = &shared.first_ended;
+    if w > 0 {
+        let mut done = ended.lock().expect("lock");
+        while !*done && !shared.cut_signal.raised() {
+            done = cond
+                .wait_timeout(done, Duration::from_millis(50))
+                .expect("lock")
+                .0;
+        }
+        drop(done);
+        if shared.changes_files.load(Ordering::SeqCst) {
+            if w == 1 {
+                eprintln!(
+                    "mcheck: note: the program changes files (its first execution did): executions run one at a time, on one worker"
+                );
+            }
+            return Ok(());
+        }
+        return worker_loop(shared, w, cpu);
+    }
+    let result = worker_loop(shared, w, cpu);
+    *ended.lock().expect("lock") = true;
+    cond.notify_all();
+    result
+}
+
+/// Marks the first execution ended, noting whether it changed files.
+fn first_execution_ended(shared: &Shared<'_>, changed_files: bool) {
+    let (ended, cond) = &shared.first_ended;
+    let mut done = ended.lock().expect("lock");
+    if !*done {
+        shared
+            .changes_files
+            .fetch_or(changed_files, Ordering::SeqCst);
+        *done = true;
+        cond.notify_all();
+    }
+}
+
+/// A worker's loop: a tracer thread pinned to `cpu` running executions until the search
+/// stops.
+fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
     cpu::pin_current_thread(cpu)?;
     let _tick = Watchdog::start(Duration::from_millis(100))?;
     let mut state = WorkerState {
@@ -984,6 +1035,7 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             && !outcome.pruned
             && (outcome.threads <= 1 || !racy_points_ahead);
         let threads = outcome.threads;
+        first_execution_ended(shared, outcome.changed_files);
         shared.record(outcome, seed, name, racy, atomics);
         if single_path {
             let why = if threads <= 1 {

@@ -178,6 +178,7 @@ impl Execution<'_> {
         };
         if self.decisions.len() < self.branch_depth + BRANCH_GAP
             || self.points_overflowed
+            || self.changed_files
             || !self.worker.snapshots.branches_allowed()
         {
             return Ok(());

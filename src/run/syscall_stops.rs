@@ -123,8 +123,10 @@ impl Execution<'_> {
             return Ok(None);
         }
         let mem = &self.p.mem;
+        let changes = changes_files(nr, a, |how| mem.read_u64(how).unwrap_or(0));
+        self.changed_files |= changes;
         let worker = &mut *self.worker;
-        if worker.fs_pass.is_none() && changes_files(nr, a, |how| mem.read_u64(how).unwrap_or(0)) {
+        if changes && worker.fs_pass.is_none() {
             match worker.fs_gate.enter(&worker.cut) {
                 Some(pass) => worker.fs_pass = Some(pass),
                 None => return Ok(Some(Some(RunResult::CutShort))),

@@ -133,15 +133,7 @@ impl MemoryGuard {
 
 /// The default `--max-memory`: half of the machine's memory (4 GiB when unknown).
 pub fn default_limit() -> u64 {
-    let total = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        })
-        .map(|kb| kb * 1024);
-    total.map_or(4 << 30, |t| t / 2)
+    crate::tracee::procfs::kib_field("/proc/meminfo", "MemTotal:").map_or(4 << 30, |t| t / 2)
 }
 
 #[cfg(test)]

@@ -345,13 +345,7 @@ pub fn run_single(
     racy: &RacyPoints,
     atomic_addresses: &[u64],
 ) -> Result<ExecutionOutcome> {
-    cpu::pin_current_thread(cpu::idlest_cpus(1)[0])?;
-    let _tick = Watchdog::start(Duration::from_millis(100))?;
-    let mut worker = WorkerState::default();
-    worker.add_racy_points(racy);
-    worker
-        .atomic_addresses
-        .extend(atomic_addresses.iter().copied());
+    let (mut worker, _tick) = replay_worker(racy, atomic_addresses)?;
     sched.begin_execution(0);
     let mut outcome = run_execution(cfg, sched, &mut worker)?;
     if !outcome.races.is_empty() && outcome.divergence.is_none() && !outcome.stopped_early {
@@ -364,6 +358,20 @@ pub fn run_single(
     Ok(outcome)
 }
 
+/// The worker of a single replayed execution, on the idlest CPU with its watchdog ticking
+/// (keep the watchdog alive for the execution): it knows the racy points and atomic
+/// addresses the schedule was recorded with.
+fn replay_worker(racy: &RacyPoints, atomic_addresses: &[u64]) -> Result<(WorkerState, Watchdog)> {
+    cpu::pin_current_thread(cpu::idlest_cpus(1)[0])?;
+    let tick = Watchdog::start(Duration::from_millis(100))?;
+    let mut worker = WorkerState::default();
+    worker.add_racy_points(racy);
+    worker
+        .atomic_addresses
+        .extend(atomic_addresses.iter().copied());
+    Ok((worker, tick))
+}
+
 /// Runs one execution of `cfg` under `sched` watched by a debugger (`replay --gdb`): like
 /// [`run_single`], without the second run that fetches the earlier stacks of races.
 pub fn run_debugged(
@@ -373,13 +381,7 @@ pub fn run_debugged(
     atomic_addresses: &[u64],
     debugger: super::debugger::DebugHook,
 ) -> Result<ExecutionOutcome> {
-    cpu::pin_current_thread(cpu::idlest_cpus(1)[0])?;
-    let _tick = Watchdog::start(Duration::from_millis(100))?;
-    let mut worker = WorkerState::default();
-    worker.add_racy_points(racy);
-    worker
-        .atomic_addresses
-        .extend(atomic_addresses.iter().copied());
+    let (mut worker, _tick) = replay_worker(racy, atomic_addresses)?;
     worker.debug = Some(debugger);
     sched.begin_execution(0);
     run_execution(cfg, sched, &mut worker)

@@ -153,27 +153,24 @@ fn parse_mapping(line: &str) -> Option<Mapping> {
 
 /// Resident memory of `pid` in bytes (VmRSS), 0 when unknown.
 pub fn resident_bytes(pid: Pid) -> u64 {
-    let Ok(status) = fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return 0;
-    };
-    status
+    kib_field(&format!("/proc/{pid}/status"), "VmRSS:").unwrap_or(0)
+}
+
+/// The value in bytes of a "Key:  N kB" line of a /proc file (status, meminfo,
+/// smaps_rollup), None when the file or the line is missing.
+pub fn kib_field(path: &str, key: &str) -> Option<u64> {
+    fs::read_to_string(path)
+        .ok()?
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+        .map(|kb| kb * 1024)
 }
 
 /// Proportional resident memory of `pid` in bytes (Pss of smaps_rollup: shared pages count
 /// divided among the processes sharing them), 0 when unknown.
 pub fn proportional_bytes(pid: Pid) -> u64 {
-    let Ok(rollup) = fs::read_to_string(format!("/proc/{pid}/smaps_rollup")) else {
-        return 0;
-    };
-    rollup
-        .lines()
-        .find_map(|l| l.strip_prefix("Pss:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+    kib_field(&format!("/proc/{pid}/smaps_rollup"), "Pss:").unwrap_or(0)
 }
 
 /// Signals pending in the kernel for thread `tid` of `pid` (not yet delivered: blocked, or

@@ -90,7 +90,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     eprintln!(
         "mcheck: {statement} [{strategy} strategy, seed {}, {} job(s), {} transition(s), {} state(s){cache}, {:.1} s; {}]",
         args.seed,
-        cfg.jobs,
+        result.jobs_used,
         result.transitions,
         result.states,
         result.elapsed.as_secs_f64(),

@@ -177,8 +177,21 @@ impl<'a> Ctx<'a> {
         if self.write {
             c.w == self.me && c.r == NONE
         } else {
-            c.r == self.me
+            c.r == self.me || (c.r == NONE && self.covered_by_own_write(c.w))
         }
+    }
+
+    /// Whether a read may leave out of the history the write `w`, as the last write with
+    /// no read since: `w` is this thread's, in this epoch, and at least as strong (plain,
+    /// or this read is atomic too). Every later access that would race with the read
+    /// races with `w`, which is checked first and so is the one reported either way.
+    #[inline]
+    fn covered_by_own_write(&self, w: Slot) -> bool {
+        if w == NONE || is_tagged(w) || clock_of(w) != clock_of(self.me) {
+            return false;
+        }
+        let site = self.sites.get(w);
+        site.thread == self.thread && (self.atomic || !site.atomic)
     }
 
     /// Whether slot `s` happens before this access (or is the thread's own).
@@ -261,6 +274,9 @@ impl<'a> Ctx<'a> {
                 w: self.me,
                 r: NONE,
             };
+        }
+        if c.r == NONE && self.covered_by_own_write(c.w) {
+            return c;
         }
         let (now, sites, me) = (self.now, self.sites, self.me);
         let r = if c.r == NONE || (!is_tagged(c.r) && Self::ordered(now, sites, c.r)) {

@@ -266,6 +266,9 @@ pub struct SearchResult {
     /// Set when an execution met no scheduling choice: executions are deterministic, so
     /// that one execution is the whole search space, whatever the strategy.
     pub nothing_to_explore: Option<NothingToExplore>,
+    /// Workers that ran executions: fewer than asked when the program changes files (one
+    /// worker then) or when fewer CPUs were allowed.
+    pub jobs_used: usize,
 }
 
 /// Why one execution covered the whole search space.
@@ -790,6 +793,11 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         cut_short: shared.cut_short.load(Ordering::SeqCst),
         memory_peak: guard.peak,
         nothing_to_explore,
+        jobs_used: if shared.changes_files.load(Ordering::SeqCst) {
+            1
+        } else {
+            cpus.len()
+        },
     })
 }
 

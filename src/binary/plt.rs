@@ -1,8 +1,10 @@
 //! PLT entries: the stubs through which the program calls functions of shared libraries.
 //! A breakpoint on `memcpy@plt` sees exactly the program's own calls to memcpy (not libc's
-//! internal ones), whatever implementation glibc's IFUNC resolver picked.
+//! internal ones), whatever implementation glibc's IFUNC resolver picked. Code built
+//! without a PLT (Rust's default, C with `-fno-plt`) calls through the GOT slot itself:
+//! [`got_calls`] finds those call sites.
 
-use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind, Register};
+use iced_x86::{Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind, Register};
 
 use super::elf::ElfFile;
 
@@ -44,6 +46,66 @@ pub fn plt_entries(elf: &ElfFile) -> Vec<(String, u64)> {
     }
     out.sort_by_key(|(_, a)| *a);
     out.dedup_by_key(|(_, a)| *a);
+    out
+}
+
+/// How a GOT call site transfers control.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GotCall {
+    /// `call *slot(%rip)`: the return address is pushed by the instruction itself.
+    Call,
+    /// `jmp *slot(%rip)`, a tail call: the caller's return address is already on the stack,
+    /// as at a PLT stub.
+    Jump,
+}
+
+/// The instructions of `elf`'s executable sections outside its PLT that call or jump
+/// through the GOT slot of an imported function, as (function name, svma, kind). Only
+/// functions `wanted` reports true for are looked for.
+pub fn got_calls(elf: &ElfFile, wanted: impl Fn(&str) -> bool) -> Vec<(String, u64, GotCall)> {
+    let Ok(parsed) = goblin::elf::Elf::parse(elf.data()) else {
+        return Vec::new();
+    };
+    let mut slot_names = std::collections::HashMap::new();
+    for r in parsed.dynrelas.iter().chain(parsed.pltrelocs.iter()) {
+        let Some(sym) = parsed.dynsyms.get(r.r_sym) else {
+            continue;
+        };
+        match parsed.dynstrtab.get_at(sym.st_name) {
+            Some(name) if sym.st_value == 0 && wanted(name) => {
+                slot_names.insert(r.r_offset, name.to_string());
+            }
+            _ => {}
+        }
+    }
+    if slot_names.is_empty() {
+        return Vec::new();
+    }
+    let plt: Vec<std::ops::Range<u64>> = [".plt", ".plt.sec", ".plt.got"]
+        .into_iter()
+        .filter_map(|n| elf.section(n))
+        .map(|s| s.svma..s.svma + s.data.len() as u64)
+        .collect();
+    let mut out = Vec::new();
+    for (svma, bytes) in elf.executable_sections() {
+        if plt.iter().any(|r| r.contains(&svma)) {
+            continue;
+        }
+        let mut d = Decoder::with_ip(64, bytes, svma, DecoderOptions::NONE);
+        for insn in &mut d {
+            let kind = match insn.flow_control() {
+                FlowControl::IndirectCall => GotCall::Call,
+                FlowControl::IndirectBranch => GotCall::Jump,
+                _ => continue,
+            };
+            if !insn.is_ip_rel_memory_operand() {
+                continue;
+            }
+            if let Some(name) = slot_names.get(&insn.ip_rel_memory_address()) {
+                out.push((name.clone(), insn.ip(), kind));
+            }
+        }
+    }
     out
 }
 

@@ -17,6 +17,11 @@ const KEEP: usize = 64 * 1024;
 /// Written by the tracer between two executions' output (never printed).
 const MARKER: &[u8] = b"\0\x01mcheck-end-of-execution\x01\0";
 
+/// Written by the tracer before an execution whose output is not to be shown (a run again
+/// of a schedule, to learn something), and before one whose output is.
+const QUIET: &[u8] = b"\0\x01mcheck-quiet\x01\0";
+const SHOWN: &[u8] = b"\0\x01mcheck-shown\x01\0";
+
 /// A worker's capture of its executions' stderr.
 pub struct StderrCapture {
     write_end: OwnedFd,
@@ -66,6 +71,14 @@ impl StderrCapture {
         self.write_end.as_fd().try_clone_to_owned()
     }
 
+    /// Starts an execution's output: shown (unless `--quiet-program`) or not. Call before
+    /// the execution runs.
+    pub fn begin_execution(&self, shown: bool) {
+        let marker = if shown { SHOWN } else { QUIET };
+        // Below PIPE_BUF: written whole. A failed write only leaves the output shown.
+        let _ = nix::unistd::write(&self.write_end, marker);
+    }
+
     /// Ends the current execution's output (call once its processes are gone) and returns
     /// its kept tail as text.
     pub fn finish_execution(&self) -> String {
@@ -81,13 +94,24 @@ impl StderrCapture {
     }
 }
 
-/// Splits a byte stream at [`MARKER`]s, keeping the tail of each segment.
+/// Splits a byte stream at [`MARKER`]s, keeping the tail of each segment, and follows the
+/// [`QUIET`] and [`SHOWN`] markers.
 #[derive(Default)]
 struct MarkerSplitter {
     /// Bytes that may be the start of a marker cut by a read boundary.
     carry: Vec<u8>,
     /// The current segment's tail.
     tail: Vec<u8>,
+    /// The current execution's output is not passed on.
+    quiet: bool,
+}
+
+/// The first marker in `bytes`: where, and which.
+fn first_marker(bytes: &[u8]) -> Option<(usize, &'static [u8])> {
+    [MARKER, QUIET, SHOWN]
+        .into_iter()
+        .filter_map(|m| find(bytes, m).map(|i| (i, m)))
+        .min_by_key(|&(i, _)| i)
 }
 
 impl MarkerSplitter {
@@ -101,15 +125,24 @@ impl MarkerSplitter {
         let mut bytes = std::mem::take(&mut self.carry);
         bytes.extend_from_slice(data);
         let mut rest = &bytes[..];
-        while let Some(i) = find(rest, MARKER) {
+        while let Some((i, marker)) = first_marker(rest) {
             self.keep(&rest[..i], &mut output);
-            segment(std::mem::take(&mut self.tail));
-            rest = &rest[i + MARKER.len()..];
+            if marker == MARKER {
+                segment(std::mem::take(&mut self.tail));
+            } else {
+                self.quiet = marker == QUIET;
+            }
+            rest = &rest[i + marker.len()..];
         }
         // A suffix that could begin a marker waits for the next read.
-        let hold = (1..MARKER.len().min(rest.len() + 1))
-            .rev()
-            .find(|&k| rest.ends_with(&MARKER[..k]))
+        let hold = [MARKER, QUIET, SHOWN]
+            .into_iter()
+            .filter_map(|m| {
+                (1..m.len().min(rest.len() + 1))
+                    .rev()
+                    .find(|&k| rest.ends_with(&m[..k]))
+            })
+            .max()
             .unwrap_or(0);
         let (now, later) = rest.split_at(rest.len() - hold);
         self.keep(now, &mut output);
@@ -120,7 +153,9 @@ impl MarkerSplitter {
         if bytes.is_empty() {
             return;
         }
-        output(bytes);
+        if !self.quiet {
+            output(bytes);
+        }
         self.tail.extend_from_slice(bytes);
         if self.tail.len() > 2 * KEEP {
             self.tail.drain(..self.tail.len() - KEEP);
@@ -176,6 +211,32 @@ mod tests {
         }
         assert_eq!(segments, vec![b"first run\n".to_vec(), b"second".to_vec()]);
         assert_eq!(printed, b"first run\nsecond");
+    }
+
+    #[test]
+    fn a_quiet_execution_is_kept_but_not_printed() {
+        let mut split = MarkerSplitter::default();
+        let mut printed = Vec::new();
+        let mut segments = Vec::new();
+        let mut stream = b"shown\n".to_vec();
+        for (marker, text) in [(QUIET, &b"again\n"[..]), (SHOWN, b"next\n")] {
+            stream.extend_from_slice(MARKER);
+            stream.extend_from_slice(marker);
+            stream.extend_from_slice(text);
+        }
+        stream.extend_from_slice(MARKER);
+        for chunk in stream.chunks(3) {
+            split.feed(
+                chunk,
+                |b| printed.extend_from_slice(b),
+                |s| segments.push(s),
+            );
+        }
+        assert_eq!(
+            segments,
+            vec![b"shown\n".to_vec(), b"again\n".to_vec(), b"next\n".to_vec()]
+        );
+        assert_eq!(printed, b"shown\nnext\n");
     }
 
     #[test]

@@ -21,8 +21,8 @@ use crate::detect::race::RaceDetector;
 use crate::explore::{FairFilter, Scheduler};
 use crate::model::{Footprint, Model, ThreadId};
 use crate::report::FindingKind;
-use crate::tracee::procfs;
 use crate::tracee::spawn::{spawn_traced, StdioSetup};
+use crate::tracee::{procfs, threads};
 
 /// Runs one execution of the program under `sched`: from a copy of the worker's fork
 /// snapshot when there is one for this configuration, else from exec.
@@ -33,6 +33,9 @@ pub fn run_execution(
 ) -> Result<ExecutionOutcome> {
     if worker.capture.is_none() {
         worker.capture = Some(StderrCapture::start(!cfg.quiet_program)?);
+    }
+    if let Some(capture) = &worker.capture {
+        capture.begin_execution(!worker.quiet_rerun);
     }
     let key = snapshot::key(cfg);
     // A tree search replays a known prefix: start from the deepest branch snapshot on it,
@@ -63,6 +66,9 @@ pub fn run_execution(
             exec.branch_depth = branch_depth;
             exec.record_points = exec.branch_key.is_some();
             let prefix = std::mem::take(&mut exec.restored_prefix);
+            if exec.worker.quiet_rerun {
+                silence_stdout(&exec);
+            }
             let result = match exec.prepare_copy_for_recording() {
                 Ok(()) => exec.run(sched, Some(prefix)),
                 Err(e) => Err(e),
@@ -122,13 +128,20 @@ pub fn run_execution(
     Ok(outcome)
 }
 
+/// Points the stdout of a fork copy run again only to learn something at /dev/null: the
+/// program's output is shown once per execution. If that fails the output is shown again,
+/// which is all it costs.
+fn silence_stdout(exec: &Execution<'_>) {
+    let _ = threads::point_at_dev_null(exec.p.pid, exec.syscall_insn, 1);
+}
+
 /// Starts the program under ptrace, stopped at its exec.
 fn launch(cfg: &ExecutionConfig, worker: &WorkerState) -> Result<Process> {
     let stderr_fd = match &worker.capture {
         Some(c) => Some(c.writer()?),
         None => None,
     };
-    let stdout = if cfg.quiet_program {
+    let stdout = if cfg.quiet_program || worker.quiet_rerun {
         Some(
             std::fs::OpenOptions::new()
                 .write(true)

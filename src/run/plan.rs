@@ -19,8 +19,8 @@ use crate::binary::atomic_vars::atomic_global_ranges;
 use crate::binary::code_under_test::code_under_test_ranges;
 use crate::binary::symbolize::Symbolizer;
 use crate::binary::{
-    allocator_functions, errno_tls_offset_source, is_system_library, keep_within, plt_entries,
-    spin_instructions, AllocFn, ElfFile, ErrnoTls,
+    allocator_functions, errno_tls_offset_source, got_calls, is_system_library, keep_within,
+    plt_entries, spin_instructions, AllocFn, ElfFile, ErrnoTls,
 };
 
 /// libc functions whose effect on user memory is modelled as accesses of their ranges
@@ -307,12 +307,22 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
         if races && !(elf.is_static() && code_under_test_ranges(elf).is_none()) {
             // The program's own calls to libc memory functions and allocators, through its
             // PLT: glibc's internal calls never stop the program.
-            for (name, addr) in plt_entries(elf) {
+            // Rust's allocator shims, when the symbols name them, already call malloc and
+            // free: their calls through the GOT are not hooked again.
+            let shims = !plan.allocators.is_empty();
+            let wanted = |name: &str| {
+                MEM_FUNCTIONS.iter().any(|(n, _)| *n == name)
+                    || (!shims && ALLOCATORS.iter().any(|(n, _)| *n == name))
+            };
+            let got = got_calls(elf, wanted).into_iter().map(|(n, a, _)| (n, a));
+            for (name, addr) in plt_entries(elf).into_iter().chain(got) {
                 if let Some((_, f)) = MEM_FUNCTIONS.iter().find(|(n, _)| *n == name) {
                     plan.mem_fns.push((addr, *f));
                 }
                 if let Some((_, k)) = ALLOCATORS.iter().find(|(n, _)| *n == name) {
-                    plan.allocators.push((addr, *k));
+                    if !shims || plan.allocators.iter().all(|&(a, _)| a != addr) {
+                        plan.allocators.push((addr, *k));
+                    }
                 }
             }
         }

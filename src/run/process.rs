@@ -380,6 +380,22 @@ impl Process {
         }
     }
 
+    /// For a breakpoint on `call *slot(%rip)` at `addr`: the called function (the slot's
+    /// value) and the return address the call pushes.
+    pub fn call_through_slot(&self, addr: u64) -> Option<(u64, u64)> {
+        let mut code = [0u8; 16];
+        self.mem.read(addr, &mut code).ok()?;
+        code[0] = self.bps.original_byte(addr)?;
+        let insn = decode_at(&code, addr);
+        if insn.flow_control() != iced_x86::FlowControl::IndirectCall
+            || !insn.is_ip_rel_memory_operand()
+        {
+            return None;
+        }
+        let target = self.mem.read_u64(insn.ip_rel_memory_address()).ok()?;
+        Some((target, insn.next_ip()))
+    }
+
     /// Effective address of the memory operand of `insn` (decoded at its file address, in a
     /// file loaded with `bias`) with thread `t`'s registers.
     pub fn effective_address(&self, t: ThreadId, insn: &Instruction, bias: u64) -> u64 {

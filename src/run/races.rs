@@ -238,6 +238,23 @@ impl Execution<'_> {
         Ok(None)
     }
 
+    /// At a hook on a call through the GOT (code without a PLT), makes the call: the
+    /// return address pushed, `t` at the called function's entry, as at a PLT stub's
+    /// hook. A hook on a PLT stub or a tail jump is left as it is.
+    pub(super) fn enter_called_function(&mut self, t: ThreadId, addr: u64) -> Result<()> {
+        let Some((target, ret)) = self.p.call_through_slot(addr) else {
+            return Ok(());
+        };
+        let mut r = self.p.threads[t].regs;
+        r.rsp -= 8;
+        self.p.mem.write(r.rsp, &ret.to_le_bytes())?;
+        r.rip = target;
+        regs::set(self.p.threads[t].tid, r)?;
+        self.p.threads[t].regs = r;
+        self.p.threads[t].place = StopPlace::Event;
+        Ok(())
+    }
+
     /// An allocator entry: frees forget their block, allocations arm a return breakpoint.
     pub(super) fn on_allocator(&mut self, t: ThreadId, kind: Alloc) -> Result<Option<RunResult>> {
         let r = self.p.threads[t].regs;
@@ -515,6 +532,12 @@ impl Execution<'_> {
         self.capture_if_requested(access.thread, access.pc);
         let race = self.races.as_mut()?.access(access)?;
         if self.atomicity_unknown(race.earlier.pc) && self.atomicity_unknown(race.later.pc) {
+            // If these are atomics, they may be a release store and an acquire load (plain
+            // MOVs both, on x86-64) that order the program's other accesses: from now on
+            // this location's loads acquire and its stores release, and an execution that
+            // reported races is run again knowing it (see the search's worker loop).
+            self.worker.atomic_addresses.insert(race.addr);
+            self.worker.atomic_addresses.insert(access.addr);
             self.unverified_races += 1;
             if self.unverified_race.is_none() {
                 let object = match self.raced_object(race.addr) {

@@ -16,7 +16,7 @@ use crate::binary::{ElfFile, MemoryAccessInsn};
 const KEEP: usize = 64;
 
 /// Bumped whenever what a scan holds or how it is made changes.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// What the scan of one file's code under test found (file addresses).
 #[derive(Debug, Default, Serialize, Deserialize)]

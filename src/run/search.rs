@@ -202,7 +202,9 @@ fn rerun(
     let learnt = state.replace_racy_points(racy_before);
     let mut again = ReplayScheduler::new(decisions.to_vec());
     again.begin_execution(0);
+    state.quiet_rerun = true;
     let outcome = run_execution(cfg, &mut again, state);
+    state.quiet_rerun = false;
     state.add_racy_points(&learnt);
     let outcome = outcome?;
     Ok(outcome.divergence.is_none().then_some(outcome))

@@ -91,8 +91,14 @@ impl Execution<'_> {
             }
             BreakpointKind::Access(id) => return self.on_access(t, addr, id),
             BreakpointKind::Pause => (Op::Yield, addr),
-            BreakpointKind::Alloc(kind) => return self.on_allocator(t, kind),
-            BreakpointKind::MemFn(f) => return self.on_mem_fn(t, f),
+            BreakpointKind::Alloc(kind) => {
+                self.enter_called_function(t, addr)?;
+                return self.on_allocator(t, kind);
+            }
+            BreakpointKind::MemFn(f) => {
+                self.enter_called_function(t, addr)?;
+                return self.on_mem_fn(t, f);
+            }
             BreakpointKind::LinkMapChanged => {
                 self.install_hooks(t)?;
                 return self.step_and_resume(t);

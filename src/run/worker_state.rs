@@ -42,6 +42,9 @@ pub struct WorkerState {
     pub snapshots: Snapshots,
     /// The executions' stderr (one pipe for all, since templates keep it open).
     pub capture: Option<StderrCapture>,
+    /// The next executions run a schedule again to learn something (stacks, atomics):
+    /// their stdout and stderr are not shown.
+    pub quiet_rerun: bool,
     /// Raised when the search must stop now: the running execution is cut short.
     pub cut: CutSignal,
     /// Shared by the search's workers: one worker at a time changes files.

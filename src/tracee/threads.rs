@@ -159,6 +159,54 @@ pub fn restore_extras(tid: Pid, syscall_insn: u64, image: &ThreadImage) -> Resul
     Ok(())
 }
 
+/// Points descriptor `fd` of the stopped thread `tid`'s process at /dev/null (open, dup3,
+/// close, injected), if it is open: a copy run again only to learn something prints
+/// nothing. The program's descriptor table is otherwise as it was.
+pub fn point_at_dev_null(tid: Pid, syscall_insn: u64, fd: u64) -> Result<(), ForkError> {
+    // A descriptor the program closed stays closed.
+    let (open, _) = inject(
+        tid,
+        syscall_insn,
+        libc::SYS_fcntl as u64,
+        [fd, 1, 0, 0, 0, 0],
+    )?;
+    if open < 0 {
+        return Ok(());
+    }
+    let rsp = regs::get(tid)?.rsp;
+    let scratch = (rsp - 512) & !15;
+    scratch_memory(tid)?
+        .write(scratch, b"/dev/null\0")
+        .map_err(|e| ForkError::Unexpected(format!("writing a path: {e}")))?;
+    let flags = (libc::O_WRONLY | libc::O_CLOEXEC) as u64;
+    let at_fdcwd = libc::AT_FDCWD as i64 as u64;
+    let args = [at_fdcwd, scratch, flags, 0, 0, 0];
+    let (opened, _) = inject(tid, syscall_insn, libc::SYS_openat as u64, args)?;
+    if opened < 0 {
+        return Err(ForkError::Unexpected(format!(
+            "opening /dev/null: errno {}",
+            -opened
+        )));
+    }
+    let opened = opened as u64;
+    let dup = inject(
+        tid,
+        syscall_insn,
+        libc::SYS_dup3 as u64,
+        [opened, fd, 0, 0, 0, 0],
+    );
+    inject(
+        tid,
+        syscall_insn,
+        libc::SYS_close as u64,
+        [opened, 0, 0, 0, 0, 0],
+    )?;
+    match dup?.0 {
+        e if e < 0 => Err(ForkError::Unexpected(format!("dup3 to {fd}: errno {}", -e))),
+        _ => Ok(()),
+    }
+}
+
 fn scratch_memory(tid: Pid) -> Result<super::memory::Memory, ForkError> {
     super::memory::Memory::open(tid)
         .map_err(|e| ForkError::Unexpected(format!("opening the recreated thread's memory: {e}")))

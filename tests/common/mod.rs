@@ -58,6 +58,21 @@ pub fn mcheck(args: &[String], json: bool, limit: Duration) -> Run {
 
 /// [`mcheck`] with extra environment variables for mcheck itself.
 pub fn mcheck_with_env(args: &[String], env: &[(&str, &str)], json: bool, limit: Duration) -> Run {
+    mcheck_to(args, env, json, limit, None)
+}
+
+/// [`mcheck`] with its stdout (the program's, passed through) written to `stdout`.
+pub fn mcheck_with_stdout(args: &[String], json: bool, limit: Duration, stdout: &Path) -> Run {
+    mcheck_to(args, &[], json, limit, Some(stdout))
+}
+
+fn mcheck_to(
+    args: &[String],
+    env: &[(&str, &str)],
+    json: bool,
+    limit: Duration,
+    stdout: Option<&Path>,
+) -> Run {
     let json_path = temp_path("report.json");
     let err_path = temp_path("stderr");
     let mut all: Vec<String> = Vec::new();
@@ -88,7 +103,10 @@ pub fn mcheck_with_env(args: &[String], env: &[(&str, &str)], json: bool, limit:
         .args(&ordered)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(match stdout {
+            Some(path) => Stdio::from(File::create(path).expect("stdout file")),
+            None => Stdio::null(),
+        })
         .stderr(err)
         .spawn()
         .expect("spawn mcheck");

@@ -478,6 +478,28 @@ fn ctrl_c_stops_a_running_replay() {
 }
 
 #[test]
+fn cpp_rust_static_and_stripped_programs_reach_their_deadlock() {
+    for name in ["cpp_abba", "rust_abba", "abba_static", "abba_stripped"] {
+        let (Debugged { text, code, err }, _) = debug_fixture(
+            name,
+            &["info threads", "continue", "info threads", "kill"],
+            How::default(),
+        );
+        assert_eq!(code, Some(1), "{name}: {text}\n{err}");
+        assert!(text.contains("(T0)"), "{name}: {text}");
+        assert!(
+            text.contains("mcheck: stopped at the finding: deadlock")
+                && text.contains("received signal SIGTRAP"),
+            "{name}: {text}"
+        );
+        assert!(
+            text.contains("(T1 at ") && text.contains("(T2 at "),
+            "{name}: {text}"
+        );
+    }
+}
+
+#[test]
 fn goto_back_and_forth_shows_the_same_state() {
     let flush = "maintenance flush register-cache";
     let (Debugged { text, err, .. }, _) = debug_fixture(

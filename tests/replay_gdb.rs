@@ -486,7 +486,7 @@ fn cpp_rust_static_and_stripped_programs_reach_their_deadlock() {
             How::default(),
         );
         assert_eq!(code, Some(1), "{name}: {text}\n{err}");
-        assert!(text.contains("(T0)"), "{name}: {text}");
+        assert!(text.contains("Thread 1.1 (T0"), "{name}: {text}");
         assert!(
             text.contains("mcheck: stopped at the finding: deadlock")
                 && text.contains("received signal SIGTRAP"),

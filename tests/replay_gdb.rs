@@ -1,8 +1,8 @@
 //! `mcheck replay --gdb` driven by the real gdb in batch mode: threads with mcheck's names,
 //! registers with fs_base, stacks with the fixture's source lines, globals, breakpoints and
 //! continue to the same finding as plain `mcheck replay`, `next`/`stepi` under the schedule,
-//! monitor commands; and no traced
-//! process left behind when gdb is killed.
+//! messages in gdb's console, monitor commands, reverse-continue and reverse-stepi,
+//! Ctrl-C, extended-remote; and no traced process left behind when gdb is killed.
 
 mod common;
 
@@ -130,8 +130,22 @@ impl Server {
     }
 }
 
+/// How gdb connects and is driven.
+#[derive(Default, Clone, Copy)]
+struct How {
+    /// `target extended-remote` instead of `target remote`.
+    extended: bool,
+    /// Send gdb SIGINT (the user's Ctrl-C) this long after it started.
+    interrupt_after: Option<Duration>,
+}
+
 /// Runs gdb in batch mode against `server` with `commands`; its whole output.
-fn gdb(server: &Server, program: &Path, commands: &[&str]) -> String {
+fn gdb(server: &Server, program: &Path, commands: &[&str], how: How) -> String {
+    let target = if how.extended {
+        "target extended-remote"
+    } else {
+        "target remote"
+    };
     let mut a = vec![
         "-batch".to_string(),
         "-nx".into(),
@@ -142,7 +156,7 @@ fn gdb(server: &Server, program: &Path, commands: &[&str]) -> String {
         "-ex".into(),
         "set remotetimeout 30".into(),
         "-ex".into(),
-        format!("target remote {}", server.address),
+        format!("{target} {}", server.address),
     ];
     for c in commands {
         a.push("-ex".into());
@@ -159,10 +173,17 @@ fn gdb(server: &Server, program: &Path, commands: &[&str]) -> String {
         .spawn()
         .expect("gdb is installed (make deps)");
     let start = Instant::now();
+    let mut interrupt = how.interrupt_after;
     while child.try_wait().unwrap().is_none() {
         if start.elapsed() > LIMIT {
             let _ = child.kill();
             break;
+        }
+        if interrupt.is_some_and(|d| start.elapsed() >= d) {
+            interrupt = None;
+            let _ = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
         }
         thread::sleep(Duration::from_millis(20));
     }
@@ -172,15 +193,42 @@ fn gdb(server: &Server, program: &Path, commands: &[&str]) -> String {
     text
 }
 
+/// One gdb session over a replayed schedule: gdb's output, mcheck's exit code and stderr.
+struct Debugged {
+    text: String,
+    code: Option<i32>,
+    err: String,
+}
+
+/// Replays `schedule` of `program` under gdb running `commands`.
+fn debug_schedule(schedule: &str, program: &Path, commands: &[&str], how: How) -> Debugged {
+    let server = Server::start(schedule);
+    let text = gdb(&server, program, commands, how);
+    let (code, err) = server.finish();
+    Debugged { text, code, err }
+}
+
+/// Finds the bug of fixture `name` and replays it under gdb running `commands`; also the
+/// headline plain `mcheck replay` gives the schedule.
+fn debug_fixture(name: &str, commands: &[&str], how: How) -> (Debugged, String) {
+    let out = temp_path(&format!("gdb-{name}"));
+    let program = fixture(name);
+    let schedule = schedule_of(&program, &out);
+    let expected = plain_replay_headline(&schedule).unwrap_or_default();
+    let d = debug_schedule(&schedule, &program, commands, how);
+    let _ = fs::remove_dir_all(&out);
+    (d, expected)
+}
+
 /// The headline of the finding plain `mcheck replay` reports for `schedule`.
-fn plain_replay_headline(schedule: &str) -> String {
+fn plain_replay_headline(schedule: &str) -> Option<String> {
     let r = mcheck(
         &args(&["replay", "--quiet-program", schedule]),
         false,
         LIMIT,
     );
     assert_eq!(r.code, Some(1), "{}", r.stderr);
-    headline(&r.stderr).expect("plain replay reports a finding")
+    headline(&r.stderr)
 }
 
 fn headline(text: &str) -> Option<String> {
@@ -192,14 +240,8 @@ fn headline(text: &str) -> Option<String> {
 
 #[test]
 fn deadlock_threads_stacks_registers_and_the_finding() {
-    let out = temp_path("gdb-abba");
-    let program = fixture("abba_O0");
-    let schedule = schedule_of(&program, &out);
-    let expected = plain_replay_headline(&schedule);
-    let server = Server::start(&schedule);
-    let text = gdb(
-        &server,
-        &program,
+    let (d, expected) = debug_fixture(
+        "abba_O0",
         &[
             "info threads",
             "p $fs_base != 0",
@@ -220,9 +262,9 @@ fn deadlock_threads_stacks_registers_and_the_finding() {
             "monitor schedule",
             "kill",
         ],
+        How::default(),
     );
-    let (code, err) = server.finish();
-    let _ = fs::remove_dir_all(&out);
+    let Debugged { text, code, err } = d;
     // Stopped at main, with T0 named.
     assert!(
         text.contains("(T0)") && text.contains("main () at src/c/abba.c"),
@@ -235,7 +277,9 @@ fn deadlock_threads_stacks_registers_and_the_finding() {
     assert!(text.contains("Breakpoint 1, t1 ("), "{text}");
     // `next` over the first lock call (T2 runs in between, as the schedule says).
     assert!(text.contains("21\t    pthread_mutex_lock(&b);"), "{text}");
-    // T0 waits at a scheduling point: stepping it is refused, with the reason.
+    // T0 waits at a scheduling point: stepping it is refused, with the reason, in gdb's
+    // console (and on mcheck's stderr).
+    assert!(text.contains("mcheck: T0 cannot step here"), "{text}");
     assert!(err.contains("T0 cannot step here"), "{err}");
     // The deadlock: both threads blocked at their lock calls, the lines of the fixture.
     assert!(
@@ -251,7 +295,11 @@ fn deadlock_threads_stacks_registers_and_the_finding() {
         "{text}"
     );
     assert!(
-        text.contains(&expected),
+        text.contains("mcheck: stopped at the finding: deadlock"),
+        "{text}"
+    );
+    assert!(
+        !expected.is_empty() && text.contains(&expected),
         "monitor finding differs from plain replay: {text}"
     );
     assert!(
@@ -263,14 +311,8 @@ fn deadlock_threads_stacks_registers_and_the_finding() {
 
 #[test]
 fn race_stops_at_the_later_access_with_the_value_of_that_moment() {
-    let out = temp_path("gdb-race");
-    let program = fixture("race_counter");
-    let schedule = schedule_of(&program, &out);
-    let expected = plain_replay_headline(&schedule);
-    let server = Server::start(&schedule);
-    let text = gdb(
-        &server,
-        &program,
+    let (d, expected) = debug_fixture(
+        "race_counter",
         &[
             "break bump",
             "continue",
@@ -282,9 +324,9 @@ fn race_stops_at_the_later_access_with_the_value_of_that_moment() {
             "monitor finding",
             "kill",
         ],
+        How::default(),
     );
-    let (code, err) = server.finish();
-    let _ = fs::remove_dir_all(&out);
+    let Debugged { text, code, err } = d;
     assert_eq!(code, Some(1), "{err}");
     assert!(text.contains("hit Breakpoint 1, bump ("), "{text}");
     assert!(text.contains("$1 = 0"), "{text}");
@@ -298,28 +340,22 @@ fn race_stops_at_the_later_access_with_the_value_of_that_moment() {
         "one increment before the racing one: {text}"
     );
     assert!(
-        text.contains(&expected),
+        !expected.is_empty() && text.contains(&expected),
         "monitor finding differs from plain replay: {text}"
     );
     assert!(
-        err.contains("stopped at the later access of a data race"),
-        "{err}"
+        text.contains("mcheck: stopped at the later access of a data race"),
+        "{text}"
     );
 }
 
 #[test]
 fn watchpoint_on_the_racy_variable_stops_at_both_accesses() {
-    let out = temp_path("gdb-watch");
-    let program = fixture("race_counter");
-    let schedule = schedule_of(&program, &out);
-    let server = Server::start(&schedule);
-    let text = gdb(
-        &server,
-        &program,
+    let (Debugged { text, err, .. }, _) = debug_fixture(
+        "race_counter",
         &["watch counter", "continue", "continue", "continue", "kill"],
+        How::default(),
     );
-    let (_, err) = server.finish();
-    let _ = fs::remove_dir_all(&out);
     // T1's increment, the race stop at T2's (before it runs), then T2's increment.
     assert!(
         text.contains(
@@ -336,15 +372,138 @@ fn watchpoint_on_the_racy_variable_stops_at_both_accesses() {
 }
 
 #[test]
+fn reverse_continue_goes_back_breakpoint_by_breakpoint_with_the_earlier_values() {
+    let (Debugged { text, err, .. }, _) = debug_fixture(
+        "race_counter",
+        &[
+            "break bump",
+            "continue",
+            "continue",
+            "continue",
+            "p counter",
+            "reverse-continue",
+            "p counter",
+            "reverse-continue",
+            "p counter",
+            "reverse-continue",
+            "continue",
+            "p counter",
+            "kill",
+        ],
+        How::default(),
+    );
+    // Forward: T1 and T2 enter bump, then the race stop in T2 with counter 1.
+    assert!(text.contains("received signal SIGTRAP"), "{text}\n{err}");
+    assert!(text.contains("$1 = 1"), "{text}");
+    // Back to T2's entry (T1 has incremented), then to T1's (nothing yet), then the
+    // beginning of the history.
+    let back = text.split("$1 = 1").nth(1).unwrap_or("");
+    assert!(
+        back.contains("Thread 3 hit Breakpoint 1, bump (") && back.contains("$2 = 1"),
+        "{text}"
+    );
+    assert!(
+        back.contains("Thread 2 hit Breakpoint 1, bump (") && back.contains("$3 = 0"),
+        "{text}"
+    );
+    assert!(
+        back.contains("No more reverse-execution history."),
+        "{text}"
+    );
+    assert!(
+        back.contains("mcheck: no hit of a breakpoint or watchpoint before this"),
+        "{text}"
+    );
+    // And forward again from the beginning: the first hit once more.
+    assert!(back.contains("$4 = 0"), "{text}");
+}
+
+#[test]
+fn reverse_stepi_undoes_steps_over_extended_remote() {
+    let (Debugged { text, err, .. }, _) = debug_fixture(
+        "abba_O0",
+        &[
+            "break t1",
+            "continue",
+            "p/x $pc",
+            "stepi",
+            "stepi",
+            "p/x $pc",
+            "reverse-stepi",
+            "reverse-stepi",
+            "p/x $pc",
+            "reverse-stepi",
+            "p/x $pc",
+            "kill",
+        ],
+        How {
+            extended: true,
+            ..How::default()
+        },
+    );
+    let pcs: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix('$').and_then(|l| l.split(" = ").nth(1)))
+        .collect();
+    assert_eq!(pcs.len(), 4, "{text}\n{err}");
+    // Two steps forward, two back: at the breakpoint again; one more back is refused,
+    // with the reason in gdb's console.
+    assert_ne!(pcs[0], pcs[1], "{text}");
+    assert_eq!(pcs[0], pcs[2], "{text}");
+    assert_eq!(pcs[0], pcs[3], "{text}");
+    assert!(
+        text.contains("mcheck: T1 cannot go back one instruction from here"),
+        "{text}"
+    );
+}
+
+#[test]
+fn ctrl_c_stops_a_running_replay() {
+    // The racy slices sum long arrays: under gdb, where every access stops, the replay
+    // runs for a minute before the race.
+    let (Debugged { text, err, .. }, _) = debug_fixture(
+        "bench_slices_racy",
+        &["continue", "info threads", "p s", "kill"],
+        How {
+            interrupt_after: Some(Duration::from_millis(1500)),
+            ..How::default()
+        },
+    );
+    assert!(
+        text.contains("received signal SIGINT, Interrupt."),
+        "{text}\n{err}"
+    );
+    assert!(text.contains("in sum (arg="), "{text}");
+    assert!(text.contains("(T1)"), "the running thread: {text}");
+}
+
+#[test]
+fn cpp_rust_static_and_stripped_programs_reach_their_deadlock() {
+    for name in ["cpp_abba", "rust_abba", "abba_static", "abba_stripped"] {
+        let (Debugged { text, code, err }, _) = debug_fixture(
+            name,
+            &["info threads", "continue", "info threads", "kill"],
+            How::default(),
+        );
+        assert_eq!(code, Some(1), "{name}: {text}\n{err}");
+        assert!(text.contains("Thread 1.1 (T0"), "{name}: {text}");
+        assert!(
+            text.contains("mcheck: stopped at the finding: deadlock")
+                && text.contains("received signal SIGTRAP"),
+            "{name}: {text}"
+        );
+        assert!(
+            text.contains("(T1 at ") && text.contains("(T2 at "),
+            "{name}: {text}"
+        );
+    }
+}
+
+#[test]
 fn goto_back_and_forth_shows_the_same_state() {
-    let out = temp_path("gdb-goto");
-    let program = fixture("abba_O0");
-    let schedule = schedule_of(&program, &out);
-    let server = Server::start(&schedule);
     let flush = "maintenance flush register-cache";
-    let text = gdb(
-        &server,
-        &program,
+    let (Debugged { text, err, .. }, _) = debug_fixture(
+        "abba_O0",
         &[
             "monitor goto 2",
             flush,
@@ -361,9 +520,8 @@ fn goto_back_and_forth_shows_the_same_state() {
             "info threads",
             "kill",
         ],
+        How::default(),
     );
-    let (_, err) = server.finish();
-    let _ = fs::remove_dir_all(&out);
     let at_2 = "(T2 at mutex_lock) ___pthread_mutex_lock (mutex=0x555555558060 <a>)";
     // Twice forward, once more back from the finding.
     assert_eq!(text.matches(at_2).count(), 3, "{text}\n{err}");
@@ -398,12 +556,11 @@ fn breakpoint_and_continue_reach_the_same_finding_every_time() {
     let out = temp_path("gdb-again");
     let program = fixture("abba_O2");
     let schedule = schedule_of(&program, &out);
-    let expected = plain_replay_headline(&schedule);
+    let expected = plain_replay_headline(&schedule).expect("plain replay reports a finding");
     let runs = 20;
     for i in 0..runs {
-        let server = Server::start(&schedule);
-        let text = gdb(
-            &server,
+        let d = debug_schedule(
+            &schedule,
             &program,
             &[
                 "break pthread_mutex_lock",
@@ -413,11 +570,14 @@ fn breakpoint_and_continue_reach_the_same_finding_every_time() {
                 "monitor finding",
                 "kill",
             ],
+            How::default(),
         );
-        let (code, err) = server.finish();
         assert!(
-            text.contains(&expected) && code == Some(1),
-            "run {i}: exit {code:?}\n{text}\n{err}"
+            d.text.contains(&expected) && d.code == Some(1),
+            "run {i}: exit {:?}\n{}\n{}",
+            d.code,
+            d.text,
+            d.err
         );
     }
     let _ = fs::remove_dir_all(&out);

@@ -3,12 +3,14 @@
 //! its requests (registers, memory, breakpoints) from the stopped program until gdb lets
 //! the replay go on. Every ptrace call stays on the executor's thread.
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{Receiver, Sender};
 
 use super::arch::Regs;
+use super::timeline::{self, Action, Found, Plan, Scan, Segment, Then, Timeline, WatchSpec};
 use crate::model::ThreadId;
 use crate::report::{human, Finding, FindingKind};
 use crate::run::debugger::{DebugEvent, Debugger, ProgramView, Resume, ThreadInfo};
@@ -37,8 +39,8 @@ pub enum Request {
     SetWatch(u64, u64, WatchWhat),
     /// Clear a hardware watchpoint.
     ClearWatch(u64, u64, WatchWhat),
-    /// Replay again from the start up to scheduling decision `n` (going back).
-    Restart(u64),
+    /// Go back: the program is executed again up to the earlier moment.
+    Back(Back),
     /// Let the replay go on until `Goal`. (gdb killing the program or going away closes
     /// the channels, which ends the replay.)
     Resume(Goal),
@@ -114,6 +116,27 @@ pub enum StopKind {
     Exited(i32),
     /// The replay is over: the process was killed by this signal.
     Killed(i32),
+    /// gdb's interrupt (Ctrl-C) stopped this thread.
+    Interrupted(ThreadId),
+    /// Going back found nothing earlier: the first stop, as the beginning of the history.
+    Begin(ThreadId),
+}
+
+impl StopKind {
+    /// The thread the stop is in, if any.
+    pub fn thread(&self) -> Option<ThreadId> {
+        match *self {
+            StopKind::Initial(t)
+            | StopKind::Breakpoint(t)
+            | StopKind::Point(t)
+            | StopKind::Watch(t, _, _)
+            | StopKind::Stepped(t)
+            | StopKind::Finding(t, _)
+            | StopKind::Interrupted(t)
+            | StopKind::Begin(t) => Some(t),
+            StopKind::Exited(_) | StopKind::Killed(_) => None,
+        }
+    }
 }
 
 /// One stop of the replay.
@@ -125,6 +148,33 @@ pub struct Stop {
     pub step: u64,
     /// The finding's report, when the stop is one.
     pub report: Option<String>,
+    /// Messages for gdb's console (refused steps, where the replay stopped and why).
+    pub messages: Vec<String>,
+}
+
+/// Going back, as gdb asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Back {
+    /// To scheduling decision N (`monitor goto N` backwards): a new path starts there.
+    Step(u64),
+    /// To the last hit of gdb's breakpoints or watchpoints before now (`reverse-continue`).
+    Continue,
+    /// One instruction of this thread back (`reverse-stepi`).
+    Instruction(ThreadId),
+}
+
+/// What outlives one execution of a gdb session: the path of stops, gdb's breakpoints,
+/// and the re-execution asked for.
+#[derive(Debug, Default)]
+pub struct Session {
+    /// The current execution's stops.
+    pub timeline: Timeline,
+    /// A re-execution to start once the current one is over.
+    pub restart: Option<Plan>,
+    /// The breakpoints gdb set (gdb believes them inserted until it removes them).
+    pub gdb_bps: BTreeSet<u64>,
+    /// The watchpoints gdb set.
+    pub gdb_watches: Vec<WatchSpec>,
 }
 
 /// The executor-side end of the channels to the gdb thread.
@@ -132,64 +182,264 @@ pub struct Bridge {
     requests: Receiver<Request>,
     replies: Sender<Reply>,
     stops: Sender<Stop>,
+    /// Shared with the other executions of the session.
+    session: Arc<Mutex<Session>>,
     /// Stop first at this decision instead of `main`.
     until: Option<u64>,
     /// The initial stop was made.
     started: bool,
     /// mcheck's temporary breakpoint at `main`.
     main_bp: Option<u64>,
-    /// The breakpoints gdb set.
-    gdb_bps: HashSet<u64>,
-    /// The watchpoints gdb set, by address.
-    watches: Vec<(u64, WatchWhat)>,
-    goal: Goal,
+    /// The breakpoints installed in the program for gdb now.
+    active_bps: BTreeSet<u64>,
+    /// The watchpoints installed in the program for gdb now.
+    active_watches: Vec<WatchSpec>,
+    /// The re-execution this execution is (None: gdb drives it live).
+    plan: Option<Plan>,
+    /// Stops made so far in this execution.
+    stop_index: usize,
+    /// The segment running now.
+    seg: Option<Segment>,
+    /// What gdb changed at the present stop.
+    actions: Vec<Action>,
+    /// Stopping moments seen in the running segment.
+    moments: u32,
+    /// Interrupt polls in the running segment.
+    polls: u64,
+    /// The last hit of the scan's breakpoints before the present stop.
+    found: Option<Found>,
+    /// Set by the gdb thread on Ctrl-C.
+    interrupt: Arc<AtomicBool>,
+    /// Messages for gdb's console, sent with the next stop.
+    said: Vec<String>,
     /// How to replay the schedule again (for the finding's report).
     again: String,
-    /// Set when gdb asked to go back to a decision: the execution ends and a new one
-    /// replays up to it.
-    restart: Arc<Mutex<Option<u64>>>,
 }
 
 impl Bridge {
-    /// A bridge over these channels; the first stop is at `main`, or at decision `until`.
+    /// A bridge over these channels; the first stop is at `main`, or at decision `until`;
+    /// with `plan`, a re-execution that reaches the plan's stop silently first.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         requests: Receiver<Request>,
         replies: Sender<Reply>,
         stops: Sender<Stop>,
-        until: Option<u64>,
+        session: Arc<Mutex<Session>>,
+        plan: Option<Plan>,
+        interrupt: Arc<AtomicBool>,
         again: String,
-        restart: Arc<Mutex<Option<u64>>>,
     ) -> Self {
+        let until = match &plan {
+            Some(p) => p.until,
+            None => lock(&session).timeline.until,
+        };
         Bridge {
             requests,
             replies,
             stops,
+            session,
             until,
             started: false,
             main_bp: None,
-            gdb_bps: HashSet::new(),
-            watches: Vec::new(),
-            goal: Goal::Continue,
+            active_bps: BTreeSet::new(),
+            active_watches: Vec::new(),
+            plan,
+            stop_index: 0,
+            seg: None,
+            actions: Vec::new(),
+            moments: 0,
+            polls: 0,
+            found: None,
+            interrupt,
+            said: Vec::new(),
             again,
-            restart,
         }
     }
 
-    /// Tells gdb about `stop`, then serves its requests until it resumes the replay.
-    fn stop(
+    /// Makes the program's breakpoints and watchpoints for gdb these.
+    fn install(&mut self, view: &mut dyn ProgramView, bps: &BTreeSet<u64>, watches: &[WatchSpec]) {
+        for &a in self.active_bps.difference(bps) {
+            if self.main_bp != Some(a) || self.started {
+                view.clear_breakpoint(a);
+            }
+        }
+        for &a in bps.difference(&self.active_bps) {
+            view.set_breakpoint(a);
+        }
+        self.active_bps = bps.clone();
+        for w in &self.active_watches {
+            if !watches.contains(w) {
+                view.clear_watch(w.2.hardware(w.0, w.1));
+            }
+        }
+        for w in watches {
+            if !self.active_watches.contains(w) {
+                view.set_watch(w.2.hardware(w.0, w.1));
+            }
+        }
+        self.active_watches = watches.to_vec();
+    }
+
+    /// Starts `seg` from the present stop (gdb's changes applied first).
+    fn run_segment(&mut self, view: &mut dyn ProgramView, seg: Segment) -> Resume {
+        for a in &seg.actions {
+            match a {
+                Action::Memory(addr, data) => {
+                    view.write_memory(*addr, data);
+                }
+                Action::Registers(t, regs) => {
+                    write_registers(view, *t, regs);
+                }
+            }
+        }
+        self.install(view, &seg.bps, &seg.watches);
+        self.moments = 0;
+        self.polls = 0;
+        let resume = match seg.goal {
+            Goal::Instruction(t) => Resume::Step(t),
+            _ => Resume::Continue,
+        };
+        self.seg = Some(seg);
+        resume
+    }
+
+    /// A stopping moment of the running segment: under gdb it stops; in a re-execution
+    /// it stops only where the segment ended (`ends`: the moment is one the segment stops
+    /// at), and a scan notes the moments that hit its breakpoints (`scan_hit`).
+    fn moment(
         &mut self,
         view: &mut dyn ProgramView,
         kind: StopKind,
         report: Option<String>,
+        ends: bool,
+        scan_hit: bool,
+    ) -> Resume {
+        if let (Some(plan), Some(seg)) = (&self.plan, self.seg.as_mut()) {
+            self.moments += 1;
+            let ends = ends
+                && if seg.skip > 0 {
+                    seg.skip -= 1;
+                    false
+                } else {
+                    true
+                };
+            let segment = self.stop_index.saturating_sub(1);
+            let present = ends && segment + 1 == plan.segments.len();
+            if scan_hit && !present && matches!(plan.then, Then::Scanned(_)) {
+                self.found = Some(Found {
+                    segment,
+                    nth: self.moments,
+                });
+            }
+            if !ends {
+                return Resume::Continue;
+            }
+        } else if !ends {
+            return Resume::Continue;
+        }
+        self.stop(view, kind, report)
+    }
+
+    /// Whether the running segment (gdb's sets in it) stops at a hit of breakpoint `addr`,
+    /// and whether a scan looks for it.
+    fn bp_hit(&self, addr: u64) -> (bool, bool) {
+        let ends = self.seg.as_ref().is_some_and(|s| s.bps.contains(&addr));
+        (ends, self.scan().is_some_and(|s| s.bps.contains(&addr)))
+    }
+
+    /// The same for a watchpoint at `addr`.
+    fn watch_hit(&self, addr: u64) -> (bool, bool, WatchWhat) {
+        let seg = self.seg.as_ref();
+        let stepping = seg.is_some_and(|s| matches!(s.goal, Goal::Instruction(_)));
+        let mine = seg.and_then(|s| s.watches.iter().find(|w| w.0 == addr));
+        let scan = self
+            .scan()
+            .and_then(|s| s.watches.iter().find(|w| w.0 == addr));
+        let what = mine.or(scan).map_or(WatchWhat::Write, |w| w.2);
+        (stepping || mine.is_some(), scan.is_some(), what)
+    }
+
+    fn scan(&self) -> Option<&Scan> {
+        match &self.plan {
+            Some(Plan {
+                then: Then::Scanned(s),
+                ..
+            }) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Whether the running segment's goal stops at a scheduling decision `step`.
+    fn goal_stops_at(&self, step: u64) -> bool {
+        match self.seg.as_ref().map(|s| s.goal) {
+            Some(Goal::Step(n)) => step >= n,
+            Some(Goal::NextPoint) => true,
+            _ => false,
+        }
+    }
+
+    /// Tells gdb about `stop`, then serves its requests until it resumes the replay. In a
+    /// re-execution, the stops before the plan's last are passed silently, each resumed
+    /// as gdb resumed it then.
+    fn stop(
+        &mut self,
+        view: &mut dyn ProgramView,
+        mut kind: StopKind,
+        report: Option<String>,
     ) -> Resume {
         self.started = true;
-        self.goal = Goal::Continue;
+        let index = self.stop_index;
+        self.stop_index += 1;
+        if let Some(plan) = self.plan.take() {
+            if let Some(seg) = plan.segments.get(index).cloned() {
+                let seg = match &plan.then {
+                    Then::Scanned(scan) => timeline::with_scan(&seg, scan),
+                    _ => seg,
+                };
+                self.plan = Some(plan);
+                return self.run_segment(view, seg);
+            }
+            let mut session = lock(&self.session);
+            if let Then::Scanned(scan) = &plan.then {
+                let path = Timeline {
+                    until: plan.until,
+                    path: plan.segments.clone(),
+                };
+                session.restart = Some(path.after_scan(scan, self.found));
+                return Resume::Kill;
+            }
+            if plan.then == Then::Begin {
+                kind = StopKind::Begin(kind.thread().unwrap_or(0));
+                self.said.push(
+                    "mcheck: no hit of a breakpoint or watchpoint before this: at the first stop"
+                        .into(),
+                );
+            }
+            session.timeline = Timeline {
+                until: plan.until,
+                path: plan.segments,
+            };
+        }
+        let (bps, watches) = {
+            let mut session = lock(&self.session);
+            if matches!(kind, StopKind::Interrupted(_)) {
+                if let Some(last) = session.timeline.path.last_mut() {
+                    last.interrupt_at = Some(self.polls);
+                }
+            }
+            (session.gdb_bps.clone(), session.gdb_watches.clone())
+        };
+        // gdb believes its breakpoints inserted until it takes them out.
+        self.install(view, &bps, &watches);
+        self.seg = None;
+        self.interrupt.store(false, Ordering::SeqCst);
         let stop = Stop {
             kind,
             step: view.steps(),
             report,
+            messages: std::mem::take(&mut self.said),
         };
-        if self.stops.send(stop).is_err() {
+        if self.stops.send(stop.clone()).is_err() {
             return Resume::Kill;
         }
         loop {
@@ -197,16 +447,64 @@ impl Bridge {
                 return Resume::Kill;
             };
             let reply = match req {
-                Request::Resume(Goal::Instruction(t)) => return Resume::Step(t),
-                Request::Restart(n) => {
-                    if let Ok(mut r) = self.restart.lock() {
-                        *r = Some(n);
-                    }
-                    return Resume::Kill;
-                }
                 Request::Resume(goal) => {
-                    self.goal = goal;
-                    return Resume::Continue;
+                    let seg = Segment {
+                        actions: std::mem::take(&mut self.actions),
+                        goal,
+                        bps: self.active_bps.clone(),
+                        watches: self.active_watches.clone(),
+                        skip: 0,
+                        interrupt_at: None,
+                    };
+                    lock(&self.session).timeline.path.push(seg.clone());
+                    // Already applied: only the sets and the goal.
+                    let mut seg = seg;
+                    seg.actions.clear();
+                    return self.run_segment(view, seg);
+                }
+                Request::Back(back) => {
+                    let mut session = lock(&self.session);
+                    let tl = &session.timeline;
+                    let plan = match back {
+                        Back::Step(n) => Plan {
+                            until: Some(n),
+                            segments: Vec::new(),
+                            then: Then::Stop,
+                        },
+                        Back::Continue => {
+                            let scan = Scan {
+                                bps: session.gdb_bps.clone(),
+                                watches: session.gdb_watches.clone(),
+                            };
+                            if scan == Scan::default() || tl.path.is_empty() {
+                                tl.back_to(0, Then::Begin)
+                            } else {
+                                tl.scan(scan)
+                            }
+                        }
+                        // gdb's `bs` names the thread of its last `Hc`, not always the one
+                        // it shows: the stopped thread is the one stepped back.
+                        Back::Instruction(_) => match tl.one_instruction_back() {
+                            Some(i) => tl.back_to(i, Then::Stop),
+                            None => {
+                                drop(session);
+                                let t = stop.kind.thread().unwrap_or(0);
+                                // Refused: the same stop again, with the reason.
+                                let mut again = stop.clone();
+                                again.kind = StopKind::Stepped(t);
+                                again.messages = vec![format!(
+                                    "mcheck: T{t} cannot go back one instruction from here: this stop was not reached by a stepi; `reverse-continue` goes back to a breakpoint, `monitor goto STEP` to a scheduling decision"
+                                )];
+                                eprintln!("{}", again.messages[0]);
+                                if self.stops.send(again).is_err() {
+                                    return Resume::Kill;
+                                }
+                                continue;
+                            }
+                        },
+                    };
+                    session.restart = Some(plan);
+                    return Resume::Kill;
                 }
                 Request::Threads => Reply::Threads(view.threads()),
                 Request::Registers(t) => Reply::Registers(
@@ -214,10 +512,11 @@ impl Bridge {
                         .map(|r| Box::new(Regs::from_ptrace(&r, view.fp_registers(t).as_ref()))),
                 ),
                 Request::WriteRegisters(t, regs) => {
-                    Reply::Done(view.registers(t).is_some_and(|mut r| {
-                        regs.to_ptrace(&mut r);
-                        view.write_registers(t, r)
-                    }))
+                    let ok = write_registers(view, t, &regs);
+                    if ok {
+                        self.actions.push(Action::Registers(t, regs));
+                    }
+                    Reply::Done(ok)
                 }
                 Request::Read(addr, len) => {
                     let mut buf = vec![0; len];
@@ -229,21 +528,38 @@ impl Bridge {
                 Request::SetWatch(addr, len, what) => {
                     let ok = view.set_watch(what.hardware(addr, len));
                     if ok {
-                        self.watches.push((addr, what));
+                        let w = (addr, len, what);
+                        let mut session = lock(&self.session);
+                        if !session.gdb_watches.contains(&w) {
+                            session.gdb_watches.push(w);
+                        }
+                        if !self.active_watches.contains(&w) {
+                            self.active_watches.push(w);
+                        }
                     }
                     Reply::Done(ok)
                 }
                 Request::ClearWatch(addr, len, what) => {
-                    self.watches.retain(|w| *w != (addr, what));
+                    let w = (addr, len, what);
+                    lock(&self.session).gdb_watches.retain(|x| *x != w);
+                    self.active_watches.retain(|x| *x != w);
                     Reply::Done(view.clear_watch(what.hardware(addr, len)))
                 }
-                Request::Write(addr, data) => Reply::Done(view.write_memory(addr, &data)),
+                Request::Write(addr, data) => {
+                    let ok = view.write_memory(addr, &data);
+                    if ok {
+                        self.actions.push(Action::Memory(addr, data));
+                    }
+                    Reply::Done(ok)
+                }
                 Request::SetBreakpoint(addr) => {
-                    self.gdb_bps.insert(addr);
+                    lock(&self.session).gdb_bps.insert(addr);
+                    self.active_bps.insert(addr);
                     Reply::Done(view.set_breakpoint(addr))
                 }
                 Request::ClearBreakpoint(addr) => {
-                    self.gdb_bps.remove(&addr);
+                    lock(&self.session).gdb_bps.remove(&addr);
+                    self.active_bps.remove(&addr);
                     Reply::Done(self.main_bp == Some(addr) || view.clear_breakpoint(addr))
                 }
             };
@@ -257,6 +573,24 @@ impl Bridge {
     fn report(&self, f: &Finding) -> String {
         human::format_finding(f, &self.again)
     }
+
+    /// Says `text` on mcheck's stderr and in gdb's console (with the next stop).
+    fn tell(&mut self, text: String) {
+        eprintln!("{text}");
+        self.said.push(text);
+    }
+}
+
+fn lock(s: &Mutex<Session>) -> std::sync::MutexGuard<'_, Session> {
+    s.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Writes gdb's registers of thread `t`.
+fn write_registers(view: &mut dyn ProgramView, t: ThreadId, regs: &Regs) -> bool {
+    view.registers(t).is_some_and(|mut r| {
+        regs.to_ptrace(&mut r);
+        view.write_registers(t, r)
+    })
 }
 
 /// The signal gdb shows a finding with.
@@ -293,15 +627,11 @@ impl Debugger for Bridge {
             DebugEvent::Breakpoint { thread, addr } => {
                 if self.main_bp == Some(*addr) && !self.started {
                     self.main_bp = None;
-                    if !self.gdb_bps.contains(addr) {
-                        view.clear_breakpoint(*addr);
-                    }
+                    view.clear_breakpoint(*addr);
                     return self.stop(view, StopKind::Initial(*thread), None);
                 }
-                if self.gdb_bps.contains(addr) {
-                    return self.stop(view, StopKind::Breakpoint(*thread), None);
-                }
-                Resume::Continue
+                let (ends, scan) = self.bp_hit(*addr);
+                self.moment(view, StopKind::Breakpoint(*thread), None, ends, scan)
             }
             DebugEvent::Point { step, thread } => {
                 let initial = !self.started
@@ -313,51 +643,75 @@ impl Debugger for Bridge {
                 if initial {
                     return self.stop(view, StopKind::Initial(*thread), None);
                 }
-                let wanted = match self.goal {
-                    Goal::Continue | Goal::Instruction(_) => false,
-                    Goal::Step(n) => *step >= n,
-                    Goal::NextPoint => true,
-                };
-                if wanted {
-                    return self.stop(view, StopKind::Point(*thread), None);
+                if self.poll_interrupt() {
+                    return self.stop(view, StopKind::Interrupted(*thread), None);
                 }
-                Resume::Continue
+                let wanted = self.goal_stops_at(*step);
+                self.moment(view, StopKind::Point(*thread), None, wanted, false)
             }
             DebugEvent::Race { thread, finding } => {
                 let report = self.report(finding);
-                eprintln!("mcheck: stopped at the later access of a data race (monitor finding)");
-                self.stop(
-                    view,
-                    StopKind::Finding(*thread, libc::SIGTRAP),
-                    Some(report),
-                )
+                if self.plan.is_none() {
+                    self.tell(
+                        "mcheck: stopped at the later access of a data race (monitor finding)"
+                            .into(),
+                    );
+                }
+                let kind = StopKind::Finding(*thread, libc::SIGTRAP);
+                self.moment(view, kind, Some(report), true, false)
             }
             DebugEvent::Watch { thread, addr } => {
-                let what = (self.watches.iter())
-                    .find(|w| w.0 == *addr)
-                    .map_or(WatchWhat::Write, |w| w.1);
-                self.stop(view, StopKind::Watch(*thread, *addr, what), None)
+                let (ends, scan, what) = self.watch_hit(*addr);
+                self.moment(
+                    view,
+                    StopKind::Watch(*thread, *addr, what),
+                    None,
+                    ends,
+                    scan,
+                )
             }
-            DebugEvent::Stepped { thread, .. } => self.stop(view, StopKind::Stepped(*thread), None),
+            DebugEvent::Stepped { thread, .. } => {
+                self.moment(view, StopKind::Stepped(*thread), None, true, false)
+            }
+            DebugEvent::Interrupted { thread } => {
+                self.stop(view, StopKind::Interrupted(*thread), None)
+            }
             DebugEvent::End { finding, exit } => match finding {
                 Some(f) => {
                     let thread = f.threads.first().map_or(0, |t| t.id);
                     let report = self.report(f);
-                    eprintln!(
-                        "mcheck: stopped at the finding: {} (monitor finding)",
-                        f.kind.name()
-                    );
-                    self.stop(
-                        view,
-                        StopKind::Finding(thread, finding_signal(f)),
-                        Some(report),
-                    )
+                    if self.plan.is_none() {
+                        self.tell(format!(
+                            "mcheck: stopped at the finding: {} (monitor finding)",
+                            f.kind.name()
+                        ));
+                    }
+                    let kind = StopKind::Finding(thread, finding_signal(f));
+                    self.moment(view, kind, Some(report), true, false)
                 }
                 None => {
                     let _ = exit;
                     Resume::Continue
                 }
             },
+        }
+    }
+
+    fn say(&mut self, text: String) {
+        if self.plan.is_none() {
+            self.tell(text);
+        }
+    }
+
+    fn poll_interrupt(&mut self) -> bool {
+        if !self.started {
+            return false;
+        }
+        self.polls += 1;
+        match (&self.plan, &self.seg) {
+            (Some(_), Some(seg)) => seg.interrupt_at == Some(self.polls),
+            (Some(_), None) => false,
+            (None, _) => self.interrupt.swap(false, Ordering::SeqCst),
         }
     }
 }

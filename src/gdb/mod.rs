@@ -10,6 +10,7 @@ mod arch;
 mod bridge;
 mod monitor;
 mod target;
+mod timeline;
 
 use std::net::{TcpListener, TcpStream};
 
@@ -20,7 +21,7 @@ use crate::explore::ReplayScheduler;
 use crate::report::schedule::ScheduleFile;
 use crate::run::debugger::DebugHook;
 use crate::run::{ExecutionConfig, RacyPoints};
-use bridge::{Bridge, Stop, StopKind};
+use bridge::{Bridge, Session, Stop, StopKind};
 use target::{ReplayLoop, ReplayTarget};
 
 /// Where to listen when `--gdb` names no address: a free port on the loopback interface.
@@ -50,22 +51,33 @@ pub fn serve(
     let (req_tx, req_rx) = crossbeam_channel::unbounded();
     let (rep_tx, rep_rx) = crossbeam_channel::unbounded();
     let (stop_tx, stop_rx) = crossbeam_channel::unbounded();
-    let mut target = ReplayTarget::new(req_tx, rep_rx, stop_rx, schedule.decisions.clone());
+    let interrupt = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut target = ReplayTarget::new(
+        req_tx,
+        rep_rx,
+        stop_rx,
+        schedule.decisions.clone(),
+        interrupt.clone(),
+    );
     let server = std::thread::Builder::new()
         .name("gdb".into())
         .spawn(move || serve_gdb(listener, &mut target, &attach))
         .context("starting the gdb thread")?;
     let again = format!("mcheck replay {}", crate::cli::shell_quote(schedule_path));
-    let restart = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let mut until = until;
+    let session = std::sync::Arc::new(std::sync::Mutex::new(Session::default()));
+    if let Ok(mut s) = session.lock() {
+        s.timeline.until = until;
+    }
+    let mut plan = None;
     let outcome = loop {
         let bridge = Bridge::new(
             req_rx.clone(),
             rep_tx.clone(),
             stop_tx.clone(),
-            until,
+            session.clone(),
+            plan.take(),
+            interrupt.clone(),
             again.clone(),
-            restart.clone(),
         );
         let mut sched = ReplayScheduler::new(schedule.decisions.clone());
         let outcome = crate::run::search::run_debugged(
@@ -75,12 +87,12 @@ pub fn serve(
             &schedule.options.atomic_addresses,
             DebugHook::new(Box::new(bridge)),
         );
-        // Going back: the replay is deterministic, so a new execution replayed up to the
-        // decision asked for is the program as it was there.
-        let back = restart.lock().ok().and_then(|mut r| r.take());
+        // Going back: the replay is deterministic, so a new execution that applies gdb's
+        // commands again reaches the earlier stop with the program as it was there.
+        let back = session.lock().ok().and_then(|mut s| s.restart.take());
         match (back, &outcome) {
             // (Also from the finding, where the execution was over anyway.)
-            (Some(n), Ok(_)) => until = Some(n),
+            (Some(p), Ok(_)) => plan = Some(p),
             _ => break outcome,
         }
     };
@@ -95,6 +107,7 @@ pub fn serve(
                 kind,
                 step: out.steps,
                 report: None,
+                messages: Vec::new(),
             })
         }
         _ => None,

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use gdbstub::outputln;
 use gdbstub::target::ext::monitor_cmd::{ConsoleOutput, MonitorCmd};
 
-use super::bridge::{Goal, StopKind};
+use super::bridge::{Back, Goal, StopKind};
 use super::target::ReplayTarget;
 
 const HELP: &str = "mcheck monitor commands:
@@ -79,18 +79,28 @@ impl ReplayTarget {
         }
         if n < at {
             // Back: the program is replayed again from its start up to decision n.
-            let said = match self.restart_to(n) {
+            let said = match self.go_back(Back::Step(n)) {
                 Ok(stop) => format!("mcheck: replayed again up to step {}", stop.step),
                 Err(_) => "mcheck: the replay has ended".to_string(),
             };
+            self.say_console(out);
             outputln!(out, "{said}");
             return;
         }
         self.run_and_say(Goal::Step(n), out);
     }
 
+    /// Shows the messages that came with the last stop.
+    fn say_console(&mut self, out: &mut ConsoleOutput<'_>) {
+        for text in std::mem::take(&mut self.console) {
+            outputln!(out, "{text}");
+        }
+    }
+
     fn run_and_say(&mut self, goal: Goal, out: &mut ConsoleOutput<'_>) {
-        match self.run_to_next_stop(goal) {
+        let stop = self.run_to_next_stop(goal).cloned();
+        self.say_console(out);
+        match stop {
             Ok(stop) => {
                 let step = stop.step;
                 let what = match &stop.kind {
@@ -103,6 +113,8 @@ impl ReplayTarget {
                     StopKind::Finding(t, _) => format!("T{t} at the finding (monitor finding)"),
                     StopKind::Exited(c) => format!("the program exited with status {c}"),
                     StopKind::Killed(s) => format!("the program was killed by signal {s}"),
+                    StopKind::Interrupted(t) => format!("T{t} interrupted"),
+                    StopKind::Begin(t) => format!("T{t} at the first stop"),
                 };
                 outputln!(out, "mcheck: stopped after step {step}: {what}");
             }

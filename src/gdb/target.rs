@@ -2,8 +2,11 @@
 //! request to the executor's thread (which owns the traced program), plus the event loop
 //! that waits for the replay's next stop. Thread `T<n>` is gdb thread `n + 1`.
 
+use std::io::Write as _;
 use std::net::TcpStream;
 use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -15,6 +18,10 @@ use gdbstub::target::ext::base::multithread::{
     MultiThreadBase, MultiThreadResume, MultiThreadResumeOps, MultiThreadSchedulerLocking,
     MultiThreadSchedulerLockingOps, MultiThreadSingleStep, MultiThreadSingleStepOps,
 };
+use gdbstub::target::ext::base::reverse_exec::{
+    ReplayLogPosition, ReverseCont, ReverseContOps, ReverseStep, ReverseStepOps,
+};
+
 use gdbstub::target::ext::base::BaseOps;
 use gdbstub::target::ext::breakpoints::{
     Breakpoints, BreakpointsOps, HwWatchpoint, HwWatchpointOps, SwBreakpoint, SwBreakpointOps,
@@ -25,7 +32,7 @@ use gdbstub::target::ext::thread_extra_info::{ThreadExtraInfo, ThreadExtraInfoOp
 use gdbstub::target::{Target, TargetError, TargetResult};
 
 use super::arch::{Regs, X86_64Linux};
-use super::bridge::{Goal, Reply, Request, Stop, StopKind, WatchWhat};
+use super::bridge::{Back, Goal, Reply, Request, Stop, StopKind, WatchWhat};
 use crate::explore::Decision;
 use crate::run::debugger::ThreadInfo;
 
@@ -46,6 +53,10 @@ pub struct ReplayTarget {
     pub(super) goal: Goal,
     /// The executor is gone (the replay ended).
     ended: bool,
+    /// Messages for gdb's console not shown yet.
+    pub(super) console: Vec<String>,
+    /// Set on gdb's Ctrl-C; the executor stops at its next breakpoint.
+    interrupt: Arc<AtomicBool>,
 }
 
 /// The executor went away: the replay is over.
@@ -59,8 +70,11 @@ impl ReplayTarget {
         replies: Receiver<Reply>,
         stops: Receiver<Stop>,
         schedule: Vec<Decision>,
+        interrupt: Arc<AtomicBool>,
     ) -> Self {
         ReplayTarget {
+            console: Vec::new(),
+            interrupt,
             requests,
             replies,
             stops,
@@ -92,6 +106,7 @@ impl ReplayTarget {
     }
 
     fn note_stop(&mut self, stop: Stop) {
+        self.console.extend(stop.messages.iter().cloned());
         if let Some(r) = &stop.report {
             self.finding = Some(r.clone());
         }
@@ -117,15 +132,22 @@ impl ReplayTarget {
         self.last.as_ref().ok_or(Gone)
     }
 
-    /// Replays again from the start up to decision `n` and waits for that stop.
-    pub(super) fn restart_to(&mut self, n: u64) -> Result<&Stop, Gone> {
-        if self.ended {
-            return Err(Gone);
-        }
-        self.requests.send(Request::Restart(n)).map_err(|_| Gone)?;
+    /// Goes back (the program is executed again up to there) and waits for that stop.
+    pub(super) fn go_back(&mut self, back: Back) -> Result<&Stop, Gone> {
+        self.send_back(back).map_err(|_| Gone)?;
         let stop = self.stops.recv().map_err(|_| Gone)?;
         self.note_stop(stop);
         self.last.as_ref().ok_or(Gone)
+    }
+
+    /// Asks the executor to go back; the stop comes later.
+    fn send_back(&mut self, back: Back) -> Result<(), &'static str> {
+        if self.ended {
+            return Err("the replay ended");
+        }
+        self.requests
+            .send(Request::Back(back))
+            .map_err(|_| "the replay ended")
     }
 
     /// Decisions taken at the last stop.
@@ -159,6 +181,14 @@ impl ReplayTarget {
             StopKind::Finding(t, sig) => MultiThreadStopReason::SignalWithThread {
                 tid: tid(t),
                 signal: Signal(sig as u8),
+            },
+            StopKind::Interrupted(t) => MultiThreadStopReason::SignalWithThread {
+                tid: tid(t),
+                signal: Signal::SIGINT,
+            },
+            StopKind::Begin(t) => MultiThreadStopReason::ReplayLog {
+                tid: Some(tid(t)),
+                pos: ReplayLogPosition::Begin,
             },
             StopKind::Exited(code) => MultiThreadStopReason::Exited(code as u8),
             StopKind::Killed(sig) => MultiThreadStopReason::Terminated(Signal(sig as u8)),
@@ -278,6 +308,14 @@ impl MultiThreadResume for ReplayTarget {
         Some(self)
     }
 
+    fn support_reverse_cont(&mut self) -> Option<ReverseContOps<'_, Tid, Self>> {
+        Some(self)
+    }
+
+    fn support_reverse_step(&mut self) -> Option<ReverseStepOps<'_, Tid, Self>> {
+        Some(self)
+    }
+
     fn set_resume_action_continue(
         &mut self,
         _tid: Tid,
@@ -285,6 +323,20 @@ impl MultiThreadResume for ReplayTarget {
     ) -> Result<(), Self::Error> {
         // Signals are the replay's to deliver: the recorded execution decides.
         Ok(())
+    }
+}
+
+impl ReverseCont<Tid> for ReplayTarget {
+    fn reverse_cont(&mut self) -> Result<(), Self::Error> {
+        self.goal = Goal::Continue;
+        self.send_back(Back::Continue)
+    }
+}
+
+impl ReverseStep<Tid> for ReplayTarget {
+    fn reverse_step(&mut self, tid: Tid) -> Result<(), Self::Error> {
+        self.goal = Goal::Continue;
+        self.send_back(Back::Instruction(tid.get() - 1))
     }
 }
 
@@ -422,6 +474,11 @@ impl BlockingEventLoop for ReplayLoop {
                 Ok(stop) => {
                     let reason = ReplayTarget::reason(&stop);
                     target.note_stop(stop);
+                    // gdb shows console output that arrives before the stop reply.
+                    for text in std::mem::take(&mut target.console) {
+                        console(conn, &text)
+                            .map_err(run_blocking::WaitForStopReasonError::Connection)?;
+                    }
                     return Ok(run_blocking::Event::TargetStopped(reason));
                 }
                 Err(RecvTimeoutError::Disconnected) => {
@@ -445,9 +502,23 @@ impl BlockingEventLoop for ReplayLoop {
         }
     }
 
-    fn on_interrupt(_target: &mut ReplayTarget) -> Result<Option<Self::StopReason>, &'static str> {
-        // The replay runs to its next stop (a breakpoint, a race, the finding, the end):
-        // mcheck's executor cannot be interrupted from the gdb thread.
+    fn on_interrupt(target: &mut ReplayTarget) -> Result<Option<Self::StopReason>, &'static str> {
+        // The executor stops at the running thread's next breakpoint of mcheck's (every
+        // memory access, lock call and scheduling decision has one) and reports it.
+        target.interrupt.store(true, Ordering::SeqCst);
         Ok(None)
     }
+}
+
+/// Sends `text` (a line) to gdb's console: an `O` packet, which gdb accepts while it waits
+/// for a stop reply. gdbstub offers console output only to monitor commands; this is the
+/// same packet, framed here ('$', the hex of the text, '#', the checksum).
+fn console(conn: &mut TcpStream, text: &str) -> std::io::Result<()> {
+    let mut body = String::from("O");
+    for b in text.bytes().chain(std::iter::once(b'\n')) {
+        body.push_str(&format!("{b:02x}"));
+    }
+    let sum = body.bytes().fold(0u8, |s, b| s.wrapping_add(b));
+    conn.write_all(format!("${body}#{sum:02x}").as_bytes())?;
+    conn.flush()
 }

@@ -55,6 +55,12 @@ pub enum DebugEvent {
         /// Whether it executed an instruction.
         moved: bool,
     },
+    /// The debugger asked to stop (gdb's Ctrl-C): `thread`, the running one, is stopped at
+    /// one of mcheck's breakpoints.
+    Interrupted {
+        /// The running thread.
+        thread: ThreadId,
+    },
     /// A debugger watchpoint at `addr` fired in `thread` (which made the access).
     Watch {
         /// The thread that accessed the watched memory.
@@ -87,6 +93,18 @@ pub enum Resume {
 pub trait Debugger {
     /// Called at `ev` with the stopped program; returns when the execution may go on.
     fn on_event(&mut self, view: &mut dyn ProgramView, ev: &DebugEvent) -> Resume;
+
+    /// Tells the user something about the execution (why a step was refused).
+    fn say(&mut self, text: String) {
+        eprintln!("{text}");
+    }
+
+    /// Asked at each of mcheck's own breakpoints the running thread reaches: whether to
+    /// stop there for the debugger ([`DebugEvent::Interrupted`]). The calls happen at the
+    /// same moments in every execution of a schedule, so a debugger may count them.
+    fn poll_interrupt(&mut self) -> bool {
+        false
+    }
 }
 
 /// One thread of the program as the debugger sees it.
@@ -181,7 +199,7 @@ impl Execution<'_> {
             };
             match hook.debugger.on_event(&mut view, &ev) {
                 Resume::Step(u) if Some(u) != stepper => {
-                    eprintln!("{}", self.why_not_stepping(u, &ev));
+                    hook.debugger.say(self.why_not_stepping(u, &ev));
                     ev = DebugEvent::Stepped {
                         thread: u,
                         moved: false,
@@ -248,16 +266,23 @@ impl Execution<'_> {
         t: ThreadId,
         addr: u64,
     ) -> anyhow::Result<Option<Option<super::execution::RunResult>>> {
-        let ours = self
-            .worker
-            .debug
-            .as_ref()
-            .is_some_and(|h| h.breakpoints.contains(&addr));
-        if !ours {
+        let mcheck_bp = self.p.bp_kinds.contains_key(&addr);
+        let Some(hook) = self.worker.debug.as_mut() else {
+            return Ok(None);
+        };
+        let gdb_bp = hook.breakpoints.contains(&addr);
+        // Polled at every breakpoint of mcheck's, whatever gdb set: the same count in
+        // every execution.
+        let interrupt = mcheck_bp && hook.debugger.poll_interrupt();
+        if !gdb_bp && !interrupt {
             return Ok(None);
         }
         self.p.threads[t].place = StopPlace::Breakpoint(addr);
-        let mut ev = DebugEvent::Breakpoint { thread: t, addr };
+        let mut ev = if gdb_bp {
+            DebugEvent::Breakpoint { thread: t, addr }
+        } else {
+            DebugEvent::Interrupted { thread: t }
+        };
         loop {
             let stepper = self.steppable(t).then_some(t);
             match self.debug_event_stepping(ev, stepper) {

@@ -53,7 +53,8 @@ pub enum ProgressMode {
     override_usage = "mcheck [OPTIONS] -- PROG [ARGS...]\n       mcheck replay [OPTIONS] SCHEDULE\n       mcheck audit [OPTIONS] MANIFEST\n       mcheck merge --out DIR SHARD_DIR...",
     after_help = "Exit status: 0 nothing found, 1 findings, 2 bad usage or input, 3 internal failure.",
     args_conflicts_with_subcommands = true,
-    subcommand_negates_reqs = true
+    subcommand_negates_reqs = true,
+    args_override_self = true
 )]
 pub struct Cli {
     /// A subcommand (`replay`); without one, mcheck checks PROG.
@@ -337,6 +338,21 @@ mod tests {
         assert_eq!(cli.check.command, vec!["./a.out", "-x", "y"]);
         assert_eq!(cli.check.max_executions, 1000);
         assert_eq!(cli.check.strategy, StrategyName::Portfolio);
+    }
+
+    #[test]
+    fn a_repeated_option_takes_its_last_value() {
+        let cli = Cli::try_parse_from([
+            "mcheck",
+            "--max-executions",
+            "5",
+            "--max-executions",
+            "7",
+            "--",
+            "x",
+        ])
+        .unwrap();
+        assert_eq!(cli.check.max_executions, 7);
     }
 
     #[test]

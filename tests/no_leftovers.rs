@@ -175,14 +175,15 @@ fn leftovers_after(copy: &PrivateCopy, grace: Duration) -> Vec<String> {
 }
 
 fn spawn_mcheck(copy: &PrivateCopy, fx: &Fixture, executions: &str) -> Child {
-    let mut args: Vec<String> = vec![
+    // The fixture's options first: the budget here wins over one of its own.
+    let mut args = fx.options.clone();
+    args.extend([
         "--quiet-program".into(),
         "--seed".into(),
         "1".into(),
         "--max-executions".into(),
         executions.into(),
-    ];
-    args.extend(fx.options.iter().cloned());
+    ]);
     args.push("--".into());
     args.push(copy.exe.display().to_string());
     args.extend(fx.args.iter().cloned());

@@ -25,7 +25,16 @@ fn dfs_run(e: &FixtureRun, snapshots: bool) -> Run {
 fn tree_run(e: &FixtureRun, strategy: &str, executions: &str, snapshots: bool) -> Run {
     let binary = &e.binary;
     let out = common::temp_path("out");
-    let mut a = args(&["--strategy", strategy, "--jobs", "1", "--seed", "1"]);
+    // The fixture's options first: the budget here wins over one of its own.
+    let mut a = e.options.clone();
+    a.extend(args(&[
+        "--strategy",
+        strategy,
+        "--jobs",
+        "1",
+        "--seed",
+        "1",
+    ]));
     a.extend(args(&[
         "--max-executions",
         executions,
@@ -33,7 +42,6 @@ fn tree_run(e: &FixtureRun, strategy: &str, executions: &str, snapshots: bool) -
         "--out",
     ]));
     a.push(out.display().to_string());
-    a.extend(e.options.iter().cloned());
     if !snapshots {
         a.push("--no-snapshots".into());
     }

@@ -136,9 +136,34 @@ fn assert_valid_sarif(path: &Path) -> Value {
     sarif
 }
 
-/// JUnit read back with an XML parser: test case name → failure/error/skipped/success.
+/// Validates a JUnit file against the vendored JUnit XSD (tests/data/junit-10.xsd, the
+/// schema of Jenkins' xunit plugin) with `xmllint --schema` (Debian's libxml2-utils, which
+/// `make deps` installs). A missing xmllint fails the test: nothing is skipped.
+fn assert_valid_junit(path: &Path) {
+    let xsd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/junit-10.xsd");
+    let out = std::process::Command::new("xmllint")
+        .arg("--noout")
+        .arg("--schema")
+        .arg(&xsd)
+        .arg(path)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("xmllint is needed to validate JUnit XML against its XSD ({e}): run `make deps` (Debian package libxml2-utils)")
+        });
+    assert!(
+        out.status.success(),
+        "{} does not validate against {}:\n{}",
+        path.display(),
+        xsd.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// JUnit validated against its XSD and read back with an XML parser: test case name →
+/// failure/error/skipped/success.
 fn junit_cases(path: &Path) -> BTreeMap<String, String> {
     use quick_xml::events::Event;
+    assert_valid_junit(path);
     let text = fs::read_to_string(path).unwrap();
     let mut reader = quick_xml::Reader::from_str(&text);
     let mut cases = BTreeMap::new();

@@ -89,8 +89,9 @@ pub struct AuditArgs {
     /// Targets checked at once (default: the manifest's `jobs`, else the number of CPUs).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: Option<u32>,
-    /// Run shard I of N (1-based): every Nth target, and 1/N of the executions of targets
-    /// marked `split`. Combine the shards with `mcheck merge`.
+    /// Run shard I of N (1-based): every Nth target, and this shard's part of the search of
+    /// each target marked `split` (disjoint subtrees for dfs/icb, disjoint seed ranges for
+    /// random/pct). Combine the shards with `mcheck merge`.
     #[arg(long, value_name = "I/N", value_parser = clap::value_parser!(crate::audit::shard::Shard))]
     pub shard: Option<crate::audit::shard::Shard>,
     /// A previous audit.json: report only findings it does not have, and list the ones it

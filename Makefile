@@ -21,6 +21,8 @@ deps:
 	  { apt-get update -qq && apt-get install -y -qq libc6-dev; }
 	@# The debugger tests/replay_gdb.rs drives against `mcheck replay --gdb`.
 	@command -v gdb >/dev/null || { apt-get update -qq && apt-get install -y -qq gdb; }
+	@# xmllint validates the audit's junit.xml against tests/data/junit-10.xsd (tests/audit.rs).
+	@command -v xmllint >/dev/null || { apt-get update -qq && apt-get install -y -qq libxml2-utils; }
 	@# Real multi-threaded programs the tests run mcheck on, and the libraries of two fixtures.
 	@missing=""; for p in $(REAL_PROGRAM_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -90,8 +90,9 @@ pub struct AuditArgs {
     /// Targets checked at once (default: the manifest's `jobs`, else the number of CPUs).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: Option<u32>,
-    /// Run shard I of N (1-based): every Nth target, and 1/N of the executions of targets
-    /// marked `split`. Combine the shards with `mcheck merge`.
+    /// Run shard I of N (1-based): every Nth target, and this shard's part of the search of
+    /// each target marked `split` (disjoint subtrees for dfs/icb, disjoint seed ranges for
+    /// random/pct). Combine the shards with `mcheck merge`.
     #[arg(long, value_name = "I/N", value_parser = clap::value_parser!(crate::audit::shard::Shard))]
     pub shard: Option<crate::audit::shard::Shard>,
     /// A previous audit.json: report only findings it does not have, and list the ones it
@@ -162,6 +163,13 @@ pub struct CheckArgs {
     /// Most executions to run.
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub max_executions: u64,
+    /// Run shard I of N (1-based) of a search split among N machines (docs/audits.md):
+    /// dfs (with --no-por) and icb explore disjoint subtrees, each shard capped by the whole
+    /// --max-executions; random and pct run the shard's range of the executions (and so of
+    /// the seeds) of --max-executions; the portfolio does both. Together the shards run the
+    /// unsharded search's executions, none twice.
+    #[arg(long, value_name = "I/N", value_parser = clap::value_parser!(crate::audit::shard::Shard))]
+    pub shard: Option<crate::audit::shard::Shard>,
     /// Worker threads, each a tracer on its own CPU (default: the number of CPUs).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: Option<u32>,

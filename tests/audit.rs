@@ -136,9 +136,34 @@ fn assert_valid_sarif(path: &Path) -> Value {
     sarif
 }
 
-/// JUnit read back with an XML parser: test case name → failure/error/skipped/success.
+/// Validates a JUnit file against the vendored JUnit XSD (tests/data/junit-10.xsd, the
+/// schema of Jenkins' xunit plugin) with `xmllint --schema` (Debian's libxml2-utils, which
+/// `make deps` installs). A missing xmllint fails the test: nothing is skipped.
+fn assert_valid_junit(path: &Path) {
+    let xsd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/junit-10.xsd");
+    let out = std::process::Command::new("xmllint")
+        .arg("--noout")
+        .arg("--schema")
+        .arg(&xsd)
+        .arg(path)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("xmllint is needed to validate JUnit XML against its XSD ({e}): run `make deps` (Debian package libxml2-utils)")
+        });
+    assert!(
+        out.status.success(),
+        "{} does not validate against {}:\n{}",
+        path.display(),
+        xsd.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// JUnit validated against its XSD and read back with an XML parser: test case name →
+/// failure/error/skipped/success.
 fn junit_cases(path: &Path) -> BTreeMap<String, String> {
     use quick_xml::events::Event;
+    assert_valid_junit(path);
     let text = fs::read_to_string(path).unwrap();
     let mut reader = quick_xml::Reader::from_str(&text);
     let mut cases = BTreeMap::new();
@@ -427,6 +452,15 @@ fn bad_manifests_are_one_error_with_the_line() {
             "time_limit",
         ),
         ("[[target]\nname = \"a\"\n".to_string(), 1, ""),
+        (
+            // A reduced dfs cannot be split into subtrees.
+            format!(
+                "[[target]]\nname = \"a\"\ncommand = [\"{}\"]\nstrategy = \"dfs\"\nsplit = true\n",
+                prog.display()
+            ),
+            5,
+            "--no-por",
+        ),
     ];
     for (text, line, word) in &cases {
         let m = manifest(&dir, text);
@@ -473,6 +507,20 @@ fn bad_manifests_are_one_error_with_the_line() {
         Duration::from_secs(20),
     );
     assert_eq!(code, Some(2), "{stderr}");
+    // The same refusal from `mcheck --shard` itself.
+    let (code, stderr) = run(
+        &[
+            "--strategy",
+            "dfs",
+            "--shard",
+            "2/4",
+            "--",
+            prog.to_str().unwrap(),
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--no-por"), "{stderr}");
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -496,6 +544,19 @@ fn four_shards_merge_to_the_unsharded_audit() {
             "strategy = \"dfs\"\njobs = 1\noptions = [\"--keep-going\"]\nmax_executions = 500",
         );
     }
+    // One dfs and one icb search split into disjoint subtrees over the shards (both
+    // exhaust: 215 and 48 executions).
+    let split_trees = ["split_dfs", "split_icb"];
+    text += &target(
+        "split_dfs",
+        "sem_ok",
+        "strategy = \"dfs\"\njobs = 1\nmax_executions = 500\nsplit = true\noptions = [\"--no-por\"]",
+    );
+    text += &target(
+        "split_icb",
+        "once_ok",
+        "strategy = \"icb\"\njobs = 2\nmax_executions = 500\nsplit = true",
+    );
     text += &target(
         "split_random",
         "three_lock_cycle",
@@ -506,14 +567,32 @@ fn four_shards_merge_to_the_unsharded_audit() {
     assert_eq!(code, Some(1), "{stderr}");
     let mut shard_dirs = Vec::new();
     let mut owners: BTreeMap<String, usize> = BTreeMap::new();
+    let mut parts: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     for i in 1..=4 {
         let d = dir.join(format!("shard{i}"));
         let (code, stderr, json) = audit(&m, &d, &["--jobs", "2", "--shard", &format!("{i}/4")]);
         assert!(matches!(code, Some(0 | 1)), "{stderr}");
-        for name in targets(&json).keys() {
+        let t = targets(&json);
+        for name in t.keys() {
             *owners.entry(name.clone()).or_default() += 1;
         }
+        for name in split_trees {
+            let r = &t[name]["report"];
+            // Each shard exhausts its own part of the tree.
+            assert_eq!(r["complete"], true, "{name} shard {i}: {r}");
+            assert_eq!(r["shard"]["index"], i, "{name}: {r}");
+            parts
+                .entry(name)
+                .or_default()
+                .push(r["executions"].as_u64().unwrap());
+        }
         shard_dirs.push(d);
+    }
+    for (name, p) in &parts {
+        assert!(
+            p.iter().filter(|&&n| n > 0).count() >= 2,
+            "{name} is not split: {p:?}"
+        );
     }
     // Every exhaustive dfs search ran in exactly one shard: no schedule ran twice.
     for bin in exhaustive {
@@ -543,6 +622,21 @@ fn four_shards_merge_to_the_unsharded_audit() {
     };
     assert_eq!(total(&w), total(&mg));
     assert_eq!(mg["split_random"]["report"]["executions"], 18);
+    // The shards of a split tree search ran exactly the unsharded schedules, none twice: the
+    // same number of executions, and schedule digests (sums of per-schedule hashes) that
+    // add up to the unsharded one; the merged search is exhausted.
+    for name in split_trees {
+        let (a, b) = (&w[name]["report"], &mg[name]["report"]);
+        assert_eq!(a["complete"], true, "{name}: {a}");
+        assert_eq!(b["complete"], true, "{name}: {b}");
+        assert_eq!(b["coverage"]["exhausted"], true, "{name}: {b}");
+        assert_eq!(a["schedule_digest"], b["schedule_digest"], "{name}");
+        assert_eq!(
+            parts[name].iter().sum::<u64>(),
+            a["executions"].as_u64().unwrap(),
+            "{name}"
+        );
+    }
     assert_valid_sarif(&merged_dir.join("results.sarif"));
     assert_eq!(junit_cases(&merged_dir.join("junit.xml")).len(), w.len());
     // A missing shard is a usage error.

@@ -88,7 +88,7 @@ pub struct Target {
     pub options: Vec<String>,
     /// Exit status the program should end with.
     pub expect_exit: i32,
-    /// Split this target's search over all shards (random and pct only).
+    /// Split this target's search over all shards (see [`super::shard`]).
     pub split: bool,
     /// Findings that are known and not to be reported.
     pub suppress: Vec<Suppression>,
@@ -301,12 +301,15 @@ impl Target {
             None => Vec::new(),
         };
         let split = t.split.as_ref().is_some_and(|s| *s.get_ref());
-        if split && !matches!(strategy, StrategyName::Random | StrategyName::Pct) {
+        let has = |flag: &str| options.iter().any(|o| o == flag);
+        let reduced =
+            matches!(strategy, StrategyName::Dfs) && !has("--no-por") && !has("--no-races");
+        if split && (reduced || has("--state-cache")) {
             let span = t.split.as_ref().map(Spanned::span).unwrap_or_default();
             return Err((
                 span,
                 format!(
-                    "target `{name}`: `split` needs strategy \"random\" or \"pct\" (their seeds are divided among the shards)"
+                    "target `{name}`: `split` divides the unreduced tree among the shards: a dfs target needs options = [\"--no-por\"] and no \"--state-cache\" (or use strategy \"icb\")"
                 ),
             ));
         }

@@ -1,7 +1,8 @@
 //! `mcheck merge`: combine the audit.json of every shard into one audit. Whole targets are
 //! taken as they are; the shares of a split target are combined into one report
-//! (executions, transitions and states summed, findings deduplicated by fingerprint).
-//! Fixed findings are those no shard found again.
+//! (executions, transitions, states and schedule digests summed, findings deduplicated by
+//! fingerprint). A split search is complete (its whole space exhausted) only when every
+//! shard ran its part and exhausted it. Fixed findings are those no shard found again.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -122,7 +123,11 @@ fn combine(mut parts: Vec<TargetRecord>) -> TargetRecord {
     if parts.len() == 1 {
         return parts.remove(0);
     }
-    parts.sort_by_key(|t| t.share.map_or(0, |s| s.first_execution));
+    parts.sort_by_key(|t| {
+        t.share.map_or((0, 0), |s| {
+            (s.shard.map_or(0, |x| x.index), s.first_execution)
+        })
+    });
     let ran: Vec<&TargetRecord> = parts
         .iter()
         .filter(|t| t.status != TargetStatus::Skipped)
@@ -133,19 +138,27 @@ fn combine(mut parts: Vec<TargetRecord>) -> TargetRecord {
     let errors: Vec<String> = ran
         .iter()
         .filter_map(|t| {
-            t.error.as_ref().map(|e| {
-                format!(
-                    "shard part from execution {}: {e}",
-                    t.share.map_or(0, |s| s.first_execution)
-                )
-            })
+            t.error
+                .as_ref()
+                .map(|e| match t.share.and_then(|s| s.shard) {
+                    Some(shard) => format!("shard {shard}: {e}"),
+                    None => format!(
+                        "shard part from execution {}: {e}",
+                        t.share.map_or(0, |s| s.first_execution)
+                    ),
+                })
         })
         .collect();
     let mut findings: Vec<Value> = Vec::new();
     let mut marks: Vec<FindingMark> = Vec::new();
     let mut fingerprints = BTreeSet::new();
     let (mut executions, mut transitions, mut states) = (0u64, 0u64, 0u64);
-    let mut complete = true;
+    let (mut digest, mut outside) = (0u64, 0u64);
+    // Every part must have run and exhausted its share; a part left empty (a randomised
+    // share of no executions) has nothing to cover.
+    let mut complete = parts
+        .iter()
+        .all(|t| t.report.is_some() || t.share.is_some_and(|s| s.max_executions == 0));
     let mut reports = 0;
     for t in &ran {
         let Some(r) = &t.report else { continue };
@@ -153,6 +166,15 @@ fn combine(mut parts: Vec<TargetRecord>) -> TargetRecord {
         executions += t.report_u64("executions");
         transitions += t.report_u64("transitions");
         states += t.report_u64("states");
+        let hex = r.get("schedule_digest").and_then(Value::as_str);
+        digest = digest.wrapping_add(
+            hex.and_then(|h| u64::from_str_radix(h, 16).ok())
+                .unwrap_or(0),
+        );
+        outside += r
+            .pointer("/shard/runs_outside_share")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
         complete &= r.get("complete").and_then(Value::as_bool).unwrap_or(false);
         let list = r
             .get("findings")
@@ -172,14 +194,26 @@ fn combine(mut parts: Vec<TargetRecord>) -> TargetRecord {
         r.insert("transitions".into(), transitions.into());
         r.insert("states".into(), states.into());
         r.insert("complete".into(), complete.into());
+        r.insert("schedule_digest".into(), format!("{digest:016x}").into());
+        r.remove("shard");
+        r.insert(
+            "merged_shards".into(),
+            serde_json::json!({ "parts": reports, "runs_outside_share": outside }),
+        );
         r.insert("elapsed_seconds".into(), out.elapsed_seconds.into());
         r.insert("findings".into(), Value::Array(findings));
         let statement = format!(
-            "{executions} execution(s) in {reports} shard part(s) of a split search, {} distinct finding(s)",
+            "{executions} execution(s) in {reports} shard part(s) of a split search{}, {} distinct finding(s)",
+            if complete {
+                ", search space exhausted (every shard exhausted its part)"
+            } else {
+                ""
+            },
             marks.len()
         );
         if let Some(Value::Object(c)) = r.get_mut("coverage") {
             c.insert("statement".into(), statement.into());
+            c.insert("exhausted".into(), complete.into());
         }
     }
     out.report = report;

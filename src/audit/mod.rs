@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use crate::cli::StrategyName;
 use baseline::{mark, Baseline};
 use manifest::Manifest;
 use record::{AuditRecord, TargetRecord, TargetStatus, AUDIT_VERSION};
@@ -52,7 +53,8 @@ pub fn jobs_of(manifest: &Manifest, shard: Shard) -> Vec<(usize, Job)> {
         .enumerate()
         .filter_map(|(pos, t)| {
             if t.split && shard.count > 1 {
-                let share = shard.seed_range(t.seed, t.max_executions);
+                let tree = matches!(t.strategy, StrategyName::Dfs | StrategyName::Icb);
+                let share = shard.part(tree, t.seed, t.max_executions);
                 Some((
                     pos,
                     Job {

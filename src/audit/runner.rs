@@ -145,8 +145,17 @@ pub fn run_one(batch: &Batch, job: &Job) -> Outcome {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    let seed = job.share.map_or(t.seed, |s| s.seed);
+    // A split target runs as `mcheck --shard I/N` with the target's own seed and budget:
+    // mcheck takes its part of them (the same part as `job.share`).
+    let (seed, max_executions) = match job.share {
+        Some(Share { shard: Some(_), .. }) => (t.seed, t.max_executions),
+        Some(s) => (s.seed, s.max_executions),
+        None => (t.seed, t.max_executions),
+    };
     let mut cmd = Command::new(&batch.mcheck);
+    if let Some(shard) = job.share.and_then(|s| s.shard) {
+        cmd.arg("--shard").arg(shard.to_string());
+    }
     cmd.arg("--progress")
         .arg("never")
         .arg("--quiet-program")

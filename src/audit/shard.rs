@@ -1,8 +1,10 @@
 //! `--shard I/N`: which targets, and which part of a split target's search, one of N
 //! machines runs. Whole targets go round-robin in manifest order (target k to shard
-//! k mod N + 1); a target with `split = true` runs on every shard, each with a disjoint
-//! range of executions (and so of seeds: execution i of a random or pct search uses seed
-//! base+i), the ranges together being the unsharded budget.
+//! k mod N + 1); a target with `split = true` runs on every shard as `mcheck --shard I/N`:
+//! a random or pct search runs a disjoint range of executions (and so of seeds: execution
+//! i uses seed base+i), the ranges together being the unsharded budget; a dfs or icb search
+//! explores disjoint subtrees (`explore/shard.rs`), each shard capped by the whole budget;
+//! the portfolio does both.
 
 use std::fmt;
 use std::str::FromStr;
@@ -27,8 +29,27 @@ impl Shard {
         position % self.count as usize == (self.index - 1) as usize
     }
 
-    /// This shard's part of a split search of `max_executions` from seed `seed`: the first
-    /// execution's seed offset and the number of executions (possibly zero).
+    /// This shard's part of a split search of `max_executions` from seed `seed`: a tree
+    /// search (dfs, icb) keeps the whole budget as its cap, other strategies take
+    /// [`Shard::seed_range`].
+    pub fn part(&self, tree: bool, seed: u64, max_executions: u64) -> Share {
+        let mut share = if tree {
+            Share {
+                seed,
+                first_execution: 0,
+                max_executions,
+                shard: None,
+            }
+        } else {
+            self.seed_range(seed, max_executions)
+        };
+        share.shard = Some(*self);
+        share
+    }
+
+    /// This shard's range of the executions of a randomised search of `max_executions`
+    /// from seed `seed`: the first execution's seed offset and the number of executions
+    /// (possibly zero).
     pub fn seed_range(&self, seed: u64, max_executions: u64) -> Share {
         let n = u128::from(self.count);
         let k = u128::from(self.index - 1);
@@ -39,6 +60,7 @@ impl Shard {
             seed: seed.wrapping_add(start),
             first_execution: start,
             max_executions: end - start,
+            shard: Some(*self),
         }
     }
 }
@@ -50,8 +72,11 @@ pub struct Share {
     pub seed: u64,
     /// Index (0-based) of its first execution in the unsharded search.
     pub first_execution: u64,
-    /// Executions in this part.
+    /// Executions in this part (its cap, for a tree search).
     pub max_executions: u64,
+    /// The shard that runs it (absent in audits written before tree searches were split).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
 }
 
 impl fmt::Display for Shard {

@@ -11,6 +11,7 @@ use super::progress::ProgressDisplay;
 use super::{current_env, lossy, Failure};
 use crate::binary::{check_program, resolve_program};
 use crate::cli::{shell_quote, CheckArgs, StrategyName, EXIT_CLEAN, EXIT_FINDINGS};
+use crate::explore::shard::TreeShard;
 use crate::explore::Coverage;
 use crate::report::schedule::{file_sha256, ExecutionOptions, ScheduleFile};
 use crate::report::{human, json, Finding};
@@ -26,6 +27,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             "--state-cache needs --strategy dfs (a pruned subtree is only sound for an exhaustive search)".into(),
         ));
     }
+    let share = shard_of(args)?;
     let env = current_env();
     let cfg = SearchConfig {
         execution: ExecutionConfig {
@@ -53,22 +55,23 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             snapshot_memory: args.snapshot_memory,
             fair: !args.no_fair,
         },
-        plan: plan(args),
+        plan: plan(args, share.seed),
         jobs: args
             .jobs
             .map_or_else(crate::tracee::cpu::available_cpus, |j| j as usize),
-        max_executions: args.max_executions,
+        max_executions: share.max_executions,
         time_limit: args.time_limit.map(Duration::from_secs_f64),
         max_memory: args
             .max_memory
             .unwrap_or_else(crate::run::memory_guard::default_limit),
         keep_going: args.keep_going,
         state_cache: args.state_cache,
+        shard: share.tree,
     };
     let strategy = cfg.plan.name();
     // SIGINT and SIGTERM end the search cleanly, with its report.
     crate::tracee::interrupt::install().context("installing the SIGINT/SIGTERM handlers")?;
-    let mut display = ProgressDisplay::new(args.progress, args.max_executions, cfg.time_limit);
+    let mut display = ProgressDisplay::new(args.progress, share.max_executions, cfg.time_limit);
     let mut result = search(&cfg, &mut |r| display.update(r)).context("running the search")?;
     display.finish();
     let findings = write_schedules(args, &program, &env, &mut result)?;
@@ -79,7 +82,10 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         };
         eprint!("{}", human::format_finding(f, &replay));
     }
-    let statement = coverage_statement(&result, strategy, findings.is_empty());
+    let mut statement = coverage_statement(&result, strategy, findings.is_empty());
+    if let Some(s) = args.shard.filter(|s| s.count > 1) {
+        statement = format!("shard {s} of a split search (its part only): {statement}");
+    }
     let cache = match &result.state_cache {
         Some(c) => format!(
             ", state cache: {} state(s), {} pruned, {} revisit(s) with another state, {} page(s) hashed, {} kept",
@@ -89,7 +95,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     };
     eprintln!(
         "mcheck: {statement} [{strategy} strategy, seed {}, {} job(s), {} transition(s), {} state(s){cache}, {:.1} s; {}]",
-        args.seed,
+        share.seed,
         result.jobs_used,
         result.transitions,
         result.states,
@@ -121,7 +127,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             program: program.to_string_lossy().into_owned(),
             args: lossy(&args.command[1..]),
             strategy,
-            seed: args.seed,
+            seed: share.seed,
             executions: result.executions,
             transitions: result.transitions,
             states: result.states,
@@ -159,6 +165,13 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 first_unverified_race: result.unverified_races.1.clone(),
             },
             findings: &findings,
+            shard: args.shard.filter(|s| s.count > 1).map(|s| json::JsonShard {
+                index: s.index,
+                count: s.count,
+                first_execution: share.first_execution,
+                runs_outside_share: result.runs_outside_share,
+            }),
+            schedule_digest: format!("{:016x}", result.schedule_digest),
         };
         json::write(path, &report)
             .with_context(|| format!("writing the JSON report to {}", path.display()))?;
@@ -170,10 +183,58 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     })
 }
 
-fn plan(args: &CheckArgs) -> Plan {
+/// This machine's part of a split search (`--shard`): the tree shard, and the base seed,
+/// first execution index and budget of the randomised part.
+struct ShareOfSearch {
+    tree: Option<TreeShard>,
+    seed: u64,
+    first_execution: u64,
+    max_executions: u64,
+}
+
+/// The part of the search `--shard I/N` asks for (the whole search without it).
+fn shard_of(args: &CheckArgs) -> Result<ShareOfSearch, Failure> {
+    let whole = ShareOfSearch {
+        tree: None,
+        seed: args.seed,
+        first_execution: 0,
+        max_executions: args.max_executions,
+    };
+    let Some(shard) = args.shard.filter(|s| s.count > 1) else {
+        return Ok(whole);
+    };
+    let reduced = args.strategy == StrategyName::Dfs && !args.no_por && !args.no_races;
+    if reduced || args.state_cache {
+        let (what, fix) = if args.state_cache {
+            ("--state-cache", "drop --state-cache")
+        } else {
+            (
+                "dfs's partial-order reduction",
+                "add --no-por, or use --strategy icb",
+            )
+        };
+        return Err(Failure::Usage(format!(
+            "--shard splits the unreduced tree of a search, but {what} learns from executions in other subtrees (another shard's): {fix}"
+        )));
+    }
+    let tree_only = matches!(args.strategy, StrategyName::Dfs | StrategyName::Icb);
+    let part = shard.part(tree_only, args.seed, args.max_executions);
+    let has_tree = tree_only || args.strategy == StrategyName::Portfolio;
+    Ok(ShareOfSearch {
+        tree: has_tree.then_some(TreeShard {
+            index: shard.index - 1,
+            count: shard.count,
+        }),
+        seed: part.seed,
+        first_execution: part.first_execution,
+        max_executions: part.max_executions,
+    })
+}
+
+fn plan(args: &CheckArgs, seed: u64) -> Plan {
     match args.strategy {
         StrategyName::Portfolio => Plan::Portfolio {
-            seed: args.seed,
+            seed,
             preemption_bound: args.preemption_bound,
         },
         // Without race tracing the executor cannot see the atomic accesses made between
@@ -186,9 +247,9 @@ fn plan(args: &CheckArgs) -> Plan {
         },
         StrategyName::Pct => Plan::Pct {
             depth: args.pct_depth,
-            seed: args.seed,
+            seed,
         },
-        StrategyName::Random => Plan::Random { seed: args.seed },
+        StrategyName::Random => Plan::Random { seed },
     }
 }
 

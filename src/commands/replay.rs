@@ -239,6 +239,11 @@ fn write_json(
         },
         access_recording: Default::default(),
         findings,
+        shard: None,
+        schedule_digest: format!(
+            "{:016x}",
+            crate::explore::shard::schedule_hash(schedule.decisions.iter().map(|d| d.thread))
+        ),
     };
     json::write(path, &report)
         .with_context(|| format!("writing the JSON report to {}", path.display()))?;

@@ -24,6 +24,7 @@ mod portfolio;
 mod prefix;
 mod random;
 mod replay;
+pub mod shard;
 mod state_cache;
 mod timeout_steps;
 mod tree;
@@ -167,6 +168,17 @@ pub trait Scheduler: Send {
     /// The program state at decision `step` hashes to `hash`: true when that state was
     /// explored before, so that the execution ends here (its subtree is pruned).
     fn visit_state(&mut self, _step: usize, _hash: u64) -> bool {
+        false
+    }
+    /// Whether the running execution has left this machine's share of a search split among
+    /// machines (`--shard`): asked after each choice, true ends the execution at once (a
+    /// prefix run, not an execution of this shard).
+    fn leaves_share(&self) -> bool {
+        false
+    }
+    /// Whether the execution that just ended (after [`Scheduler::end_execution`]) belongs
+    /// to another shard's share: it is then neither counted nor reported here.
+    fn ended_outside_share(&self) -> bool {
         false
     }
     /// The strategy that runs the current execution, with its parameters (a portfolio names

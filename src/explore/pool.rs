@@ -229,7 +229,7 @@ mod tests {
     /// Simulates `workers` workers taking turns, each running one execution per turn and
     /// splitting when asked; returns every schedule explored.
     fn simulate(prog: &Synthetic, max_bound: Option<u32>, workers: usize) -> Vec<Vec<ThreadId>> {
-        simulate_with(max_bound, false, workers, |t| prog.run_once(t))
+        simulate_with(max_bound, false, workers, None, |t| prog.run_once(t))
     }
 
     /// `simulate` for any program model, with partial-order reduction on or off.
@@ -237,6 +237,7 @@ mod tests {
         max_bound: Option<u32>,
         por: bool,
         workers: usize,
+        shard: Option<crate::explore::shard::TreeShard>,
         mut run: impl FnMut(&mut TreeSearch) -> T,
     ) -> Vec<T> {
         let pool = TreePool::new(max_bound);
@@ -248,7 +249,8 @@ mod tests {
                 if slot.is_none() {
                     if let Some(item) = pool.take(false) {
                         let tree = TreeSearch::subtree(max_bound, item.bound, item.prefix);
-                        *slot = Some((tree.with_por(por).with_claims(pool.claims()), 0));
+                        let tree = tree.with_shard(shard).with_por(por);
+                        *slot = Some((tree.with_claims(pool.claims()), 0));
                     }
                 }
                 let Some((tree, n)) = slot.as_mut() else {
@@ -262,8 +264,11 @@ mod tests {
                     pool.release(deferred, n);
                     continue;
                 }
-                all.push(run(tree));
-                *n += 1;
+                let schedule = run(tree);
+                if !tree.ended_outside_share() {
+                    all.push(schedule);
+                    *n += 1;
+                }
                 for p in tree.take_requests() {
                     pool.request(p);
                 }
@@ -308,15 +313,39 @@ mod tests {
                 vec![Write(1), Write(2), Lock(9), Write(1), Unlock(9), Write(2)],
             ],
         };
-        let unreduced = simulate_with(None, false, 1, |t| prog.run_once(t).1);
+        let unreduced = simulate_with(None, false, 1, None, |t| prog.run_once(t).1);
         let full: HashSet<_> = unreduced.iter().cloned().collect();
         for workers in [1, 2, 3] {
-            let runs = simulate_with(None, true, workers, |t| prog.run_once(t).1);
+            let runs = simulate_with(None, true, workers, None, |t| prog.run_once(t).1);
             let seen: HashSet<_> = runs.iter().cloned().collect();
             assert_eq!(seen, full, "{workers} workers");
             // Splitting after every execution loses sleep sets across work items: some
             // equivalent executions run more than once, far fewer than without reduction.
             assert!(runs.len() * 4 < unreduced.len(), "{}", runs.len());
+        }
+    }
+
+    #[test]
+    fn parallel_workers_of_each_shard_cover_the_tree_once() {
+        use crate::explore::shard::TreeShard;
+        let prog = Synthetic {
+            steps: vec![2, 2, 1],
+        };
+        for max_bound in [None, Some(10), Some(1)] {
+            let whole = simulate(&prog, max_bound, 1);
+            let expected: HashSet<_> = whole.iter().cloned().collect();
+            for workers in [1, 2, 3] {
+                let mut union = Vec::new();
+                for index in 0..3 {
+                    let shard = Some(TreeShard { index, count: 3 });
+                    let part =
+                        simulate_with(max_bound, false, workers, shard, |t| prog.run_once(t));
+                    union.extend(part);
+                }
+                let seen: HashSet<_> = union.iter().cloned().collect();
+                assert_eq!(union.len(), seen.len(), "{max_bound:?} {workers}: twice");
+                assert_eq!(seen, expected, "{max_bound:?} {workers} workers");
+            }
         }
     }
 

@@ -40,6 +40,10 @@ impl Synthetic {
                 })
                 .expect("no divergence in synthetic runs");
             assert!(enabled.contains(&t), "strategy chose a disabled thread");
+            if s.leaves_share() {
+                // Another machine's part of a split search: the execution ends here.
+                break;
+            }
             left[t] -= 1;
             trace.push(t);
             current = Some(t);

@@ -16,12 +16,16 @@
 //! `--state-cache`): at every point beyond the replayed prefix the executor shows the
 //! strategy the state's hash; a state seen before at the same per-thread step counter ends
 //! the execution there.
+//!
+//! An unreduced search can be one shard of a search split among machines
+//! ([`super::shard`], `--shard I/N`): it then follows only the children of its range.
 
 use std::collections::{HashSet, VecDeque};
 
 use super::dpor::{self, PorNode, Step};
 use super::pool::Claims;
 use super::prefix::{PendingBranches, Prefix};
+use super::shard::{ShardRange, TreeShard};
 use super::state_cache::{counter_of, SharedStateTable, Visit};
 use super::{Coverage, Divergence, ExecutionSummary, Point, Scheduler};
 use crate::model::{Footprint, ThreadId};
@@ -42,6 +46,8 @@ struct Node {
     /// Partial-order reduction's view of the node (None without reduction: a node is then
     /// a few words, which matters on paths of a million steps).
     por: Option<Box<PorNode>>,
+    /// The shards that share the subtree at this node (a split search).
+    range: ShardRange,
 }
 
 /// What a node without reduction data reads as.
@@ -105,6 +111,11 @@ pub struct TreeSearch {
     cache: Option<SharedStateTable>,
     /// Executions ended at a state visited before.
     pruned: u64,
+    /// This machine's part of a search split among machines.
+    shard: Option<TreeShard>,
+    /// The current execution stopped at a node with no child of this shard within the
+    /// bound: it is not one of this shard's executions.
+    left_share: bool,
 }
 
 impl TreeSearch {
@@ -121,14 +132,14 @@ impl TreeSearch {
     /// Turns dynamic partial-order reduction on or off; it applies to unbounded DFS only
     /// (icb stays unreduced, see docs/architecture.md).
     pub fn with_por(mut self, on: bool) -> TreeSearch {
-        self.por = on && self.max_bound.is_none() && self.cache.is_none();
+        self.por = on && self.max_bound.is_none() && self.cache.is_none() && self.shard.is_none();
         self
     }
 
     /// Prunes with a table of visited states (unbounded DFS only; it turns partial-order
     /// reduction off, see docs/architecture.md).
     pub fn with_state_cache(mut self, table: Option<SharedStateTable>) -> TreeSearch {
-        if self.max_bound.is_none() && table.is_some() {
+        if self.max_bound.is_none() && table.is_some() && self.shard.is_none() {
             self.cache = table;
             self.por = false;
         }
@@ -207,7 +218,38 @@ impl TreeSearch {
             claims: None,
             cache: None,
             pruned: 0,
+            shard: None,
+            left_share: false,
         }
+    }
+
+    /// Makes the search shard `shard` of a search split among machines (unreduced searches
+    /// only: it turns partial-order reduction and the state cache off).
+    pub fn with_shard(mut self, shard: Option<TreeShard>) -> TreeSearch {
+        if shard.is_some() {
+            self.por = false;
+            self.cache = None;
+        }
+        self.shard = shard;
+        self
+    }
+
+    /// The shards that share the subtree at decision `k` of the current path.
+    fn range_at(&self, k: usize) -> ShardRange {
+        let Some(shard) = self.shard else {
+            return ShardRange { lo: 0, hi: 1 };
+        };
+        match k.checked_sub(1).and_then(|p| self.stack.get(p)) {
+            Some(parent) => parent.range.after(&parent.enabled, parent.chosen),
+            None => shard.root(),
+        }
+    }
+
+    /// Whether the execution that just ended belongs to another shard: it met too few
+    /// choices to be split, and the first shard of its range counts it.
+    fn ends_in_other_share(&self) -> bool {
+        self.shard
+            .is_some_and(|s| self.range_at(self.stack.len()).lo != s.index)
     }
 
     /// The subtree below `prefix`, explored at preemption bound `bound` (icb, when
@@ -376,6 +418,7 @@ impl TreeSearch {
             chosen_preempts: point.is_preemption(chosen),
             enabled: point.enabled.to_vec(),
             por: Some(Box::new(node)),
+            range: self.range_at(point.step),
         });
         chosen
     }
@@ -507,6 +550,7 @@ impl Scheduler for TreeSearch {
 
     fn begin_execution(&mut self, _index: u64) -> Option<u64> {
         self.sleep_blocked = None;
+        self.left_share = false;
         self.segment = Footprint::default();
         if self.exhausted {
             return None;
@@ -564,6 +608,7 @@ impl Scheduler for TreeSearch {
             } else {
                 // A node of the work item's prefix: its alternatives belong to others.
                 let por = self.por.then(|| Box::new(self.por_node(point)));
+                let range = self.range_at(k);
                 self.stack.push(Node {
                     chosen,
                     todo: Vec::new(),
@@ -571,6 +616,7 @@ impl Scheduler for TreeSearch {
                     chosen_preempts: point.is_preemption(chosen),
                     enabled: point.enabled.to_vec(),
                     por,
+                    range,
                 });
             }
             return Ok(chosen);
@@ -578,19 +624,34 @@ impl Scheduler for TreeSearch {
         if self.por {
             return Ok(self.choose_reduced(point, preemptions_before));
         }
-        let chosen = point.default_choice();
+        let range = self.range_at(k);
+        // A split search follows only the children of its own range.
+        let mine = |u: ThreadId| {
+            self.shard
+                .is_none_or(|s| range.after(point.enabled, u).contains(s.index))
+        };
+        let default = point.default_choice();
+        let mut chosen = mine(default).then_some(default);
         let mut todo = Vec::new();
         for &u in point.enabled {
-            if u == chosen {
+            if Some(u) == chosen || !mine(u) {
                 continue;
             }
             let cost = preemptions_before + point.is_preemption(u) as u32;
             if self.within_bound(cost) {
-                todo.push(u);
+                if chosen.is_none() {
+                    chosen = Some(u);
+                } else {
+                    todo.push(u);
+                }
             } else if self.max_bound.is_some_and(|m| cost <= m) {
                 self.pending.push(self.stack.len(), u);
             }
         }
+        // No child of this shard within the bound: the execution ends here, as none of
+        // this shard's (its children beyond the bound are deferred above).
+        self.left_share = chosen.is_none();
+        let chosen = chosen.unwrap_or(default);
         self.stack.push(Node {
             chosen,
             todo,
@@ -598,8 +659,17 @@ impl Scheduler for TreeSearch {
             chosen_preempts: point.is_preemption(chosen),
             enabled: point.enabled.to_vec(),
             por: None,
+            range,
         });
         Ok(chosen)
+    }
+
+    fn leaves_share(&self) -> bool {
+        self.left_share
+    }
+
+    fn ended_outside_share(&self) -> bool {
+        self.left_share || self.ends_in_other_share()
     }
 
     fn ran(&mut self, touched: &Footprint) {
@@ -609,7 +679,9 @@ impl Scheduler for TreeSearch {
     }
 
     fn end_execution(&mut self, _summary: &ExecutionSummary) {
-        self.executions += 1;
+        if !self.left_share && !self.ends_in_other_share() {
+            self.executions += 1;
+        }
         self.flush_pending();
         if self.por && !self.stack.is_empty() {
             self.finish_step(self.stack.len() - 1, None);
@@ -709,6 +781,98 @@ mod tests {
         assert_eq!(seen.len(), all_le1);
         assert!(s.coverage().exhausted);
         assert_eq!(s.coverage().preemption_bound_completed, Some(1));
+    }
+
+    /// The schedules shard `index` of `count` counts as its own, in order, and its prefix
+    /// runs (executions it ended or left to another shard).
+    fn shard_schedules(
+        prog: &Synthetic,
+        make: impl Fn() -> TreeSearch,
+        index: u32,
+        count: u32,
+    ) -> (Vec<Vec<ThreadId>>, u64) {
+        let mut s = make().with_shard(Some(TreeShard { index, count }));
+        let (mut own, mut outside) = (Vec::new(), 0);
+        while s.begin_execution(0).is_some() {
+            let sch = prog.run_once(&mut s);
+            if s.ended_outside_share() {
+                outside += 1;
+            } else {
+                own.push(sch);
+            }
+        }
+        assert!(s.coverage().exhausted);
+        assert_eq!(s.coverage().systematic_executions, own.len() as u64);
+        (own, outside)
+    }
+
+    #[test]
+    fn shards_explore_the_unsharded_schedules_once_each() {
+        type Make = fn() -> TreeSearch;
+        let searches: [(&str, Make); 4] = [
+            ("dfs", TreeSearch::dfs),
+            ("icb", || TreeSearch::icb(None)),
+            ("icb ≤ 1", || TreeSearch::icb(Some(1))),
+            ("icb ≤ 0", || TreeSearch::icb(Some(0))),
+        ];
+        for steps in [
+            vec![1, 1],
+            vec![2, 2],
+            vec![3, 2],
+            vec![2, 2, 1],
+            vec![1, 1, 1, 1],
+        ] {
+            let prog = Synthetic {
+                steps: steps.clone(),
+            };
+            for (name, make) in searches {
+                let mut whole = make();
+                let mut unsharded = Vec::new();
+                while whole.begin_execution(0).is_some() {
+                    unsharded.push(prog.run_once(&mut whole));
+                }
+                let mut expected = unsharded.clone();
+                expected.sort();
+                for count in 1..=6u32 {
+                    let mut union = Vec::new();
+                    let mut parts = Vec::new();
+                    for index in 0..count {
+                        let (own, _) = shard_schedules(&prog, make, index, count);
+                        parts.push(own.len());
+                        union.extend(own);
+                    }
+                    union.sort();
+                    assert_eq!(union, expected, "{name} on {steps:?} in {count} shards");
+                    if count == 2 {
+                        // The first choice alone splits the tree in two.
+                        assert!(parts.iter().all(|&n| n > 0), "{name} {steps:?}: {parts:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_short_schedule_is_run_by_its_range_and_counted_by_its_first_shard() {
+        // One choice, two schedules: shards 0 and 1 share the first child's subtree.
+        let prog = Synthetic { steps: vec![1, 1] };
+        let (own0, outside0) = shard_schedules(&prog, TreeSearch::dfs, 0, 4);
+        let (own1, outside1) = shard_schedules(&prog, TreeSearch::dfs, 1, 4);
+        let (own2, _) = shard_schedules(&prog, TreeSearch::dfs, 2, 4);
+        assert_eq!((own0, outside0), (vec![vec![0, 1]], 0));
+        assert_eq!((own1.len(), outside1), (0, 1));
+        assert_eq!(own2, vec![vec![1, 0]]);
+    }
+
+    #[test]
+    fn an_icb_shard_stops_where_its_children_exceed_the_bound() {
+        // Three shards: T1 first is shards 1 and 2's; after it, switching back to T0 (a
+        // preemption) is shard 1's, T1 going on shard 2's. At bound 0 shard 1's run stops
+        // there; it explores that child at bound 1.
+        let prog = Synthetic { steps: vec![2, 2] };
+        let (own, outside) = shard_schedules(&prog, || TreeSearch::icb(Some(1)), 1, 3);
+        assert!(outside > 0);
+        assert!(own.iter().all(|sch| preemptions(sch, &prog.steps) <= 1));
     }
 
     #[test]

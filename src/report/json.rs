@@ -34,6 +34,22 @@ impl JsonCoverage {
     }
 }
 
+/// This machine's part of a split search (`--shard I/N`).
+#[derive(Debug, Clone, Serialize)]
+pub struct JsonShard {
+    /// 1-based shard index.
+    pub index: u32,
+    /// Number of shards.
+    pub count: u32,
+    /// Index of the shard's first execution in the unsharded search (randomised strategies;
+    /// its seed is the report's `seed`).
+    pub first_execution: u64,
+    /// Runs that were another shard's (not executions): prefixes stopped where no choice was
+    /// this shard's within the preemption bound, and schedules with too few choices to
+    /// split, which the first shard of their range counts.
+    pub runs_outside_share: u64,
+}
+
 /// Version of the JSON report format.
 pub const REPORT_VERSION: u32 = 2;
 
@@ -82,6 +98,14 @@ pub struct JsonReport<'a> {
     pub access_recording: JsonAccessRecording,
     /// The findings, in the order found.
     pub findings: &'a [Finding],
+    /// This machine's part of a split search (`--shard I/N`); absent for a whole search.
+    /// `complete` then means that this part was exhausted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<JsonShard>,
+    /// Order-independent digest (16 hex digits) of the schedules of the executions run to
+    /// their end: the wrapping sum of a 64-bit hash of each. The shards of one search add up
+    /// to the unsharded search's digest when together they ran the same schedules.
+    pub schedule_digest: String,
 }
 
 /// How memory accesses were recorded for race detection.

@@ -127,6 +127,9 @@ pub struct ExecutionOutcome {
     pub captured_stacks: Vec<(AccessKey, Vec<crate::report::Frame>)>,
     /// Ended at a state visited before (`--state-cache`): its subtree was pruned.
     pub pruned: bool,
+    /// Ended where it left this machine's share of a split search (`--shard`): a prefix
+    /// run, not an execution.
+    pub outside_share: bool,
     /// How the process ended, when it did ("exit status 0", "killed by SIGSEGV").
     pub exit: Option<String>,
     /// A hash of what the program wrote to stderr in this execution.
@@ -458,6 +461,11 @@ impl Execution<'_> {
                     return Ok(out);
                 }
             };
+            if sched.leaves_share() {
+                let mut out = self.outcome(None);
+                out.outside_share = true;
+                return Ok(out);
+            }
             if self.debugging() {
                 let ev = super::debugger::DebugEvent::Point {
                     step: self.steps,
@@ -578,6 +586,7 @@ impl Execution<'_> {
             race_origins: std::mem::take(&mut self.race_origins),
             captured_stacks: std::mem::take(&mut self.captured_stacks),
             pruned: false,
+            outside_share: false,
             exit: None,
             output_digest: 0,
             hashed_pages: (

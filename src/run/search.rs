@@ -20,6 +20,7 @@ use super::launch::run_execution;
 use super::memory_guard::{MemoryGuard, Pressure};
 use super::patching::PatchStats;
 use super::worker_state::{RacyPoints, WorkerState};
+use crate::explore::shard::{schedule_hash, TreeShard};
 use crate::explore::{
     counter_of, default_mix, CacheStats, Coverage, Decision, EndTable, ExecutionSummary, Mix,
     PctScheduler, RandomScheduler, ReplayScheduler, Scheduler, SharedStateTable, Slot, StateTable,
@@ -132,6 +133,9 @@ pub struct SearchConfig {
     pub keep_going: bool,
     /// Prune dfs with a table of visited states (`--state-cache`).
     pub state_cache: bool,
+    /// This machine's part of a tree search split among machines (`--shard`; unreduced
+    /// dfs and icb, and the portfolio's icb member).
+    pub shard: Option<TreeShard>,
 }
 
 /// A finding with the schedule that shows it.
@@ -271,6 +275,13 @@ pub struct SearchResult {
     /// Workers that ran executions: fewer than asked when the program changes files (one
     /// worker then) or when fewer CPUs were allowed.
     pub jobs_used: usize,
+    /// Runs of a split tree search (`--shard`) that were another shard's: prefixes ended
+    /// where no choice was this shard's within the preemption bound, and schedules with too
+    /// few choices to split, counted by the first shard that reaches them. Not executions.
+    pub runs_outside_share: u64,
+    /// Order-independent digest of the schedules of the executions run to their end
+    /// ([`schedule_hash`] summed): shards of one search add up to the unsharded search's.
+    pub schedule_digest: u64,
 }
 
 /// Why one execution covered the whole search space.
@@ -446,6 +457,10 @@ struct Shared<'a> {
     shed: AtomicBool,
     /// An execution met no scheduling choice.
     nothing_to_explore: Mutex<Option<NothingToExplore>>,
+    /// Runs that were another shard's.
+    outside_share: AtomicU64,
+    /// Sum of the schedule hashes of the executions run to their end.
+    digest: AtomicU64,
 }
 
 impl Shared<'_> {
@@ -690,6 +705,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         cut_short: AtomicU64::new(0),
         shed: AtomicBool::new(false),
         nothing_to_explore: Mutex::new(None),
+        outside_share: AtomicU64::new(0),
+        digest: AtomicU64::new(0),
     };
     let mut guard = MemoryGuard::new(cfg.max_memory);
     // The least loaded CPUs mcheck may use, one per worker (reused when fewer).
@@ -800,6 +817,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         } else {
             cpus.len()
         },
+        runs_outside_share: shared.outside_share.load(Ordering::SeqCst),
+        schedule_digest: shared.digest.load(Ordering::SeqCst),
     })
 }
 
@@ -904,6 +923,7 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                         Some(item) => {
                             tree = Some((
                                 TreeSearch::subtree(pool.max_bound(), item.bound, item.prefix)
+                                    .with_shard(cfg.shard)
                                     .with_por(cfg.plan.por())
                                     .with_state_cache(shared.cache.clone())
                                     .with_claims(pool.claims()),
@@ -970,6 +990,30 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             shared.record_cut(&outcome);
             continue;
         }
+        // A split tree search (unreduced: nothing below depends on what follows) learns at
+        // the end whether the execution was its own.
+        let ended = slot == Slot::Tree && cfg.shard.is_some();
+        if ended {
+            sched.end_execution(&ExecutionSummary {
+                steps: outcome.steps as usize,
+                threads: outcome.threads,
+                found_bug: outcome.finding.is_some(),
+            });
+            if outcome.outside_share || sched.ended_outside_share() {
+                // Another shard's: neither counted nor reported, and no part of the budget.
+                shared.reserved.fetch_sub(1, Ordering::SeqCst);
+                shared.outside_share.fetch_add(1, Ordering::Relaxed);
+                first_execution_ended(shared, outcome.changed_files);
+                let pool = shared.pool.as_ref().expect("pool");
+                let (t, _) = tree.as_mut().expect("tree");
+                if pool.wants_work() {
+                    if let Some(p) = t.split() {
+                        pool.donate(p);
+                    }
+                }
+                continue;
+            }
+        }
         if !outcome.races.is_empty() && state.atomic_addresses.len() > atomics_before {
             // The execution learnt that some addresses hold atomics only after plain-looking
             // loads of them had run: run the same schedule again knowing it, so that those
@@ -1004,7 +1048,9 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             threads: outcome.threads,
             found_bug: outcome.finding.is_some(),
         };
-        sched.end_execution(&summary);
+        if !ended {
+            sched.end_execution(&summary);
+        }
         if slot == Slot::Tree {
             let pool = shared.pool.as_ref().expect("pool");
             let (t, n) = tree.as_mut().expect("tree");
@@ -1047,6 +1093,8 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             && !outcome.pruned
             && (outcome.threads <= 1 || !racy_points_ahead);
         let threads = outcome.threads;
+        let schedule = schedule_hash(outcome.decisions.iter().map(|d| d.thread));
+        shared.digest.fetch_add(schedule, Ordering::Relaxed);
         first_execution_ended(shared, outcome.changed_files);
         shared.record(outcome, seed, name, racy, atomics);
         if single_path {

@@ -203,10 +203,22 @@ fn default_command_reports_coverage() {
     assert_eq!(json["strategy"], "portfolio");
     assert_eq!(
         json["complete"], true,
-        "portfolio ends when icb is exhausted"
+        "portfolio ends when one of its trees is exhausted"
     );
     assert_eq!(json["coverage"]["exhausted"], true);
     assert!(r.stderr.contains("search space exhausted"), "{}", r.stderr);
+}
+
+/// The default portfolio proves a correct program by its reduced member: `qadeer3` has 126
+/// executions unreduced and 6 traces (see above). In 200 executions the icb member gets a
+/// quarter of the tree slots, far from its 126; the reduced dfs runs out after a few.
+#[test]
+fn the_default_portfolio_proves_a_program_by_its_reduced_tree() {
+    let json = report(&["--max-executions", "200"], "qadeer3", 0);
+    assert_eq!(json["strategy"], "portfolio");
+    assert_eq!(json["complete"], true, "{json}");
+    assert_eq!(json["stopped_because"], "search space exhausted");
+    assert!(json["executions"].as_u64().unwrap() < 200, "{json}");
 }
 
 /// Runs `mcheck <options> -- <fixture>` and returns its JSON report, checking the exit status.

@@ -31,7 +31,8 @@ use crate::tracee::{cpu, interrupt, watchdog::Watchdog};
 /// Which strategy to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Plan {
-    /// random ×2 + icb + pct(3), interleaved; complete when icb is exhausted.
+    /// random ×2 + icb + pct(3) interleaved with a reduced dfs; complete when icb or the
+    /// reduced dfs is exhausted.
     Portfolio {
         /// Base seed of the randomised members.
         seed: u64,
@@ -406,6 +407,8 @@ struct Round {
     number: u32,
     /// The tree of this round.
     pool: Arc<TreePool>,
+    /// The portfolio's reduced tree (dfs with partial-order reduction) of this round.
+    reduced: Option<Arc<TreePool>>,
     /// What this round's tree schedules at besides synchronisation: the racy sites
     /// included in it, at the addresses found racy when it began.
     points: RacyPoints,
@@ -480,15 +483,16 @@ struct Shared<'a> {
 }
 
 impl Shared<'_> {
-    /// The current round's tree (tree plans only).
-    fn pool(&self) -> Option<Arc<TreePool>> {
-        Some(self.tree.as_ref()?.lock().expect("round").pool.clone())
-    }
-
-    /// The current round: its number, its tree and its racy points.
-    fn round(&self) -> Option<(u32, Arc<TreePool>, RacyPoints)> {
+    /// The current round: its number, the tree of `member` (0: dfs/icb, 1: the portfolio's
+    /// reduced tree) and its racy points.
+    fn round(&self, member: usize) -> Option<(u32, Arc<TreePool>, RacyPoints)> {
         let r = self.tree.as_ref()?.lock().expect("round");
-        Some((r.number, r.pool.clone(), r.points.clone()))
+        let pool = if member == 0 {
+            r.pool.clone()
+        } else {
+            r.reduced.clone()?
+        };
+        Some((r.number, pool, r.points.clone()))
     }
 
     /// Notes the racy sites and addresses a worker knows; begins a refinement round when
@@ -506,14 +510,23 @@ impl Shared<'_> {
         let old = std::mem::replace(&mut r.pool, pool);
         r.earlier_executions += old.coverage(false).systematic_executions;
         old.close();
+        if let Some(old) = r.reduced.replace(Arc::new(TreePool::new(None))) {
+            r.earlier_executions += old.coverage(false).systematic_executions;
+            old.close();
+        } else {
+            r.reduced = None;
+        }
         r.number += 1;
         r.points = RacyPoints {
             addresses: racy.addresses.iter().copied().collect(),
             sites,
         };
         if self.stop.load(Ordering::SeqCst) {
-            // The search has stopped: the new tree gets no work.
+            // The search has stopped: the new trees get no work.
             r.pool.close();
+            if let Some(p) = &r.reduced {
+                p.close();
+            }
             return;
         }
         eprintln!(
@@ -536,7 +549,16 @@ impl Shared<'_> {
             return racy.sites.qualify(Coverage::default());
         };
         let r = tree.lock().expect("round");
-        let mut c = (racy.sites).qualify(r.pool.coverage(self.closed_early.load(Ordering::SeqCst)));
+        let closed_early = self.closed_early.load(Ordering::SeqCst);
+        let mut tree_coverage = r.pool.coverage(closed_early);
+        if let Some(reduced) = &r.reduced {
+            // Either tree running out covers every schedule.
+            let d = reduced.coverage(closed_early);
+            tree_coverage.exhausted |= d.exhausted;
+            tree_coverage.synchronisation_exhausted |= d.synchronisation_exhausted;
+            tree_coverage.systematic_executions += d.systematic_executions;
+        }
+        let mut c = (racy.sites).qualify(tree_coverage);
         c.systematic_executions += r.earlier_executions;
         c
     }
@@ -609,11 +631,17 @@ impl Shared<'_> {
         let mut f = self.findings.lock().expect("lock");
         f.stopped_because.get_or_insert(why);
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(pool) = self.pool() {
-            if !pool.is_finished() {
+        if let Some(tree) = &self.tree {
+            let r = tree.lock().expect("round");
+            let finished =
+                r.pool.is_finished() || r.reduced.as_ref().is_some_and(|p| p.is_finished());
+            if !finished {
                 self.closed_early.store(true, Ordering::SeqCst);
             }
-            pool.close();
+            r.pool.close();
+            if let Some(p) = &r.reduced {
+                p.close();
+            }
         }
     }
 
@@ -778,12 +806,15 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     // races are detected and `--preempt-on-races` is on.
     let refine =
         cfg.plan.tree_cap().is_some() && cfg.execution.races && cfg.execution.preempt_on_races;
+    // The portfolio's reduced member (partial-order reduction needs race tracing).
+    let reduced_member = cfg.execution.races && cfg.plan.mix().cycle.contains(&Slot::ReducedTree);
     let shared = Shared {
         cfg,
         tree: cfg.plan.tree_cap().map(|cap| {
             Mutex::new(Round {
                 number: 0,
                 pool: Arc::new(TreePool::new(cap)),
+                reduced: reduced_member.then(|| Arc::new(TreePool::new(None))),
                 points: RacyPoints::default(),
                 earlier_executions: 0,
             })
@@ -937,6 +968,10 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     })
 }
 
+/// A worker's subtree of a tree member: the search, its executions, the round it belongs to
+/// and that round's tree.
+type HeldTree = (TreeSearch, u64, u32, Arc<TreePool>);
+
 /// One worker. Workers after the first start once the first execution has ended: a
 /// program that changed files in it (an output file, most often) is explored by one worker
 /// only, since executions side by side would see each other's files (pbzip2 checks that its
@@ -1002,8 +1037,9 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         cycle,
     } = shared.cfg.plan.mix();
     let tree_only = randoms.is_empty();
-    // The worker's subtree, its executions, and the round and tree it belongs to.
-    let mut tree: Option<(TreeSearch, u64, u32, Arc<TreePool>)> = None;
+    // The worker's subtree of each tree member (0: dfs/icb, 1: the portfolio's reduced
+    // tree), its executions, and the round and tree it belongs to.
+    let mut trees: [Option<HeldTree>; 2] = [None, None];
     // The racy points of the round of the tree execution about to run.
     let mut round_points = RacyPoints::default();
     let mut slot_index = w;
@@ -1030,8 +1066,13 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         }
         let mut slot = cycle[slot_index % cycle.len()];
         slot_index += 1;
-        if slot == Slot::Tree {
-            let (round, pool, points) = shared.round().expect("tree plans have a tree");
+        if slot == Slot::ReducedTree && !cfg.execution.races {
+            // Without race tracing steps cannot be reduced: the slot goes to the tree.
+            slot = Slot::Tree;
+        }
+        if let Some(member) = slot.tree_member() {
+            let tree = &mut trees[member];
+            let (round, pool, points) = shared.round(member).expect("tree plans have a tree");
             round_points = points;
             if tree.as_ref().is_some_and(|held| held.2 != round) {
                 // A refinement round began: the subtree of the old tree is dropped.
@@ -1048,9 +1089,9 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                     }
                     match pool.take(tree_only) {
                         Some(item) => {
-                            tree = Some((
+                            *tree = Some((
                                 TreeSearch::subtree(pool.max_bound(), item.bound, item.prefix)
-                                    .with_por(cfg.plan.por())
+                                    .with_por(cfg.plan.por() || member == 1)
                                     .with_state_cache(shared.cache.clone())
                                     .with_claims(pool.claims()),
                                 0,
@@ -1067,13 +1108,13 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                     None => {
                         let deferred = t.take_deferred();
                         let n = *n;
-                        tree = None;
+                        *tree = None;
                         pool.release(deferred, n);
                     }
                 }
             };
             if seed.is_none() {
-                if shared.round().is_some_and(|r| r.0 != round) && !shared.stopped() {
+                if shared.round(member).is_some_and(|r| r.0 != round) && !shared.stopped() {
                     // The tree was replaced by a refinement round while this worker
                     // looked for work in it: the slot goes to the new tree.
                     shared.reserved.fetch_sub(1, Ordering::SeqCst);
@@ -1090,8 +1131,9 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             }
         }
         let (sched, name, seed): (&mut dyn Scheduler, String, u64) = match slot {
-            Slot::Tree => {
-                let (t, _, _, _) = tree.as_mut().expect("tree slot has a subtree");
+            Slot::Tree | Slot::ReducedTree => {
+                let member = slot.tree_member().expect("a tree slot");
+                let (t, _, _, _) = trees[member].as_mut().expect("tree slot has a subtree");
                 let name = t.name().to_string();
                 (t, name, 0)
             }
@@ -1102,12 +1144,12 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                 (s.as_mut(), name.clone(), seed)
             }
         };
-        let exec_cfg = if slot == Slot::Tree {
+        let exec_cfg = if slot.tree_member().is_some() {
             &tree_cfg
         } else {
             &cfg.execution
         };
-        let racy_before = if slot == Slot::Tree {
+        let racy_before = if slot.tree_member().is_some() {
             // The round's points, the same in every execution of its tree.
             round_points.clone()
         } else if exec_cfg.preempt_on_races {
@@ -1116,7 +1158,7 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             RacyPoints::default()
         };
         // What the worker knew, put back after a tree execution ran with its round's points.
-        let known = (slot == Slot::Tree).then(|| state.replace_racy_points(&racy_before));
+        let known = (slot.tree_member().is_some()).then(|| state.replace_racy_points(&racy_before));
         let atomics_before = state.atomic_addresses.len();
         // The last choice of a planned prefix is the new alternative, not a replayed step.
         let replayed = sched
@@ -1169,8 +1211,8 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             found_bug: outcome.finding.is_some(),
         };
         sched.end_execution(&summary);
-        if slot == Slot::Tree {
-            let (t, n, _, pool) = tree.as_mut().expect("tree");
+        if let Some(member) = slot.tree_member() {
+            let (t, n, _, pool) = trees[member].as_mut().expect("tree");
             *n += 1;
             // Reversals partial-order reduction wants above this work item: another
             // worker's part of the tree, so they go to the pool (once each).
@@ -1228,7 +1270,7 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             shared.stop_because("search space exhausted".into());
         }
     };
-    if let Some((mut t, n, _, pool)) = tree.take() {
+    for (mut t, n, _, pool) in trees.into_iter().flatten() {
         pool.release(t.take_deferred(), n);
     }
     shared

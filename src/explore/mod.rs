@@ -15,6 +15,10 @@
 //! `dfs` is reduced by dynamic partial-order reduction (`dpor`): source sets and sleep sets
 //! over the footprints the executor reports; or, with `--state-cache`, pruned by a table of
 //! visited states ([`StateTable`], `state_cache`).
+//!
+//! [`RacySites`] (`refine`): race-directed refinement of the tree searches (racy access
+//! sites become scheduling points of a new tree per round) and the coverage claims it
+//! allows ("exhausted" only when every racy site found was a scheduling point).
 
 mod dpor;
 mod fair;

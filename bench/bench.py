@@ -87,7 +87,8 @@ POINT_BENCHES = [
      TARGET_BREAKPOINT_US),
 ]
 WHOLE = "bench_two_threads"
-SECTIONS = ("points", "whole", "rate", "jobs", "stress", "fair", "por", "cache", "audit")
+SECTIONS = ("points", "whole", "rate", "jobs", "stress", "fair", "por", "cache", "audit",
+            "refine")
 
 
 class HarnessError(Exception):
@@ -708,8 +709,60 @@ POR_FIXTURES = [
     ("atomic_pair", [2], 6),
     ("atomic_pair", [3], 20),
     ("qadeer", [], 6),
+    ("qadeer3", [], 6),
     ("race_mutex_handoff_ok", [], None),
 ]
+
+
+# ------------------------------------------------ race-directed refinement
+
+# Bug fixtures whose failure needs a switch between racy accesses.
+REFINE_FIXTURES = ["race_reorder", "race_wronglock", "race_twostage", "race_lost_update"]
+# (column, options): the default command, pct alone (its own defaults: no racy points,
+# --keep-going so that a race does not end it), icb alone (refinement on by default).
+REFINE_MODES = [
+    ("default", []),
+    ("pct", ["--strategy", "pct", "--keep-going", "--max-executions", "1000"]),
+    ("icb", ["--strategy", "icb"]),
+]
+
+
+def measure_refine(mc, opts):
+    """For each bug fixture and mode, --jobs 1, seed 1: the execution that first reported
+    a failure other than a data race (None: not within the budget), the executions run
+    and the refinement rounds."""
+    rows = []
+    for n in REFINE_FIXTURES:
+        if not os.access(fixture(n), os.X_OK):
+            raise HarnessError("%s is missing: run `make fixtures`" % fixture(n))
+        row = {"fixture": n}
+        for key, extra in REFINE_MODES:
+            _wall, rc, r = mc.check(["--jobs", "1", "--seed", "1", "--quiet-program"] + extra,
+                                    fixture(n), [], timeout=300)
+            if r is None:
+                raise HarnessError("%s on %s: no report (exit %s)" % (key, n, rc))
+            failures = [f["execution"] for f in r.get("findings", [])
+                        if f.get("kind") != "data_race"]
+            row[key] = {"first_failure": min(failures) if failures else None,
+                        "executions": r["executions"],
+                        "rounds": r["coverage"].get("refinement_rounds", 0)}
+        rows.append(row)
+    return rows
+
+
+def print_refine(rows, opts):
+    print("Executions to the failure a race causes (--jobs 1, seed 1; rounds: refinement "
+          "rounds, new trees with the racy sites as scheduling points)")
+    cols = "  %-20s %16s %16s %16s"
+    print(cols % ("fixture", "default (rounds)", "pct", "icb (rounds)"))
+    cell = lambda m, rounds: ("-" if m["first_failure"] is None else str(m["first_failure"])) + (
+        " (%d)" % m["rounds"] if rounds else "")
+    for r in rows:
+        print(cols % (r["fixture"], cell(r["default"], True), cell(r["pct"], False),
+                      cell(r["icb"], True)))
+    print("  commands: mcheck --jobs 1 --seed 1 --quiet-program [--strategy pct --keep-going "
+          "--max-executions 1000 | --strategy icb] -- FIXTURE; '-': no failure reported")
+    print()
 
 
 def measure_por(mc, opts):
@@ -1221,7 +1274,7 @@ def main():
     for n in notes:
         print("  check: " + n)
     print()
-    rates = jobs = stress = fair = por = cache = hashing = audit = None
+    rates = jobs = stress = fair = por = cache = hashing = audit = refine = None
     jobs_failed, jobs_notes = [], []
 
     section_seconds = {}
@@ -1246,6 +1299,11 @@ def main():
             t = time.perf_counter()
             por = measure_por(mc, opts)
             section_seconds["por"] = time.perf_counter() - t
+        if "refine" in sections:
+            progress("race-directed refinement")
+            t = time.perf_counter()
+            refine = measure_refine(mc, opts)
+            section_seconds["refine"] = time.perf_counter() - t
         if "cache" in sections:
             progress("dfs with and without state caching")
             t = time.perf_counter()
@@ -1286,6 +1344,9 @@ def main():
     if por is not None:
         print_por(por, opts)
         results["partial_order_reduction"] = por
+    if refine is not None:
+        print_refine(refine, opts)
+        results["race_refinement"] = refine
     if cache is not None:
         print_cache(cache, opts)
         results["state_cache"] = cache

@@ -225,11 +225,14 @@ pub struct CheckArgs {
     /// turns partial-order reduction off.
     #[arg(long)]
     pub state_cache: bool,
-    /// Make accesses to addresses found racy in earlier executions scheduling points, to
-    /// show what a race leads to (the default with the portfolio strategy).
+    /// Make the accesses found racy in earlier executions scheduling points, to show what a
+    /// race leads to: in randomised executions at once, in dfs/icb (and the portfolio's icb)
+    /// by a refinement round, a new tree with the racy sites as points (the default with
+    /// the portfolio, dfs and icb).
     #[arg(long, conflicts_with = "no_preempt_on_races")]
     pub preempt_on_races: bool,
-    /// Do not make racy accesses scheduling points.
+    /// Do not make racy accesses scheduling points (a tree that runs out then covers the
+    /// synchronisation order only, and says so).
     #[arg(long)]
     pub no_preempt_on_races: bool,
     /// Also trace memory accesses in libraries whose path contains PATTERN (repeatable).
@@ -324,12 +327,16 @@ pub fn shell_quote(s: &str) -> String {
 }
 
 impl CheckArgs {
-    /// Whether racy accesses become scheduling points: on with the portfolio unless
-    /// `--no-preempt-on-races`, off with other strategies unless `--preempt-on-races`.
+    /// Whether racy accesses become scheduling points: on with the portfolio, dfs and icb
+    /// unless `--no-preempt-on-races`, off with pct and random unless `--preempt-on-races`.
     pub fn preempt_on_races(&self) -> bool {
         !self.no_races
             && !self.no_preempt_on_races
-            && (self.preempt_on_races || self.strategy == StrategyName::Portfolio)
+            && (self.preempt_on_races
+                || matches!(
+                    self.strategy,
+                    StrategyName::Portfolio | StrategyName::Dfs | StrategyName::Icb
+                ))
     }
 }
 

@@ -9,7 +9,9 @@
 //! `mcheck --quiet-program --json <tmp> --seed 1 <options> -- <binary> <args>`
 //! and the expectations are:
 //! - verdict `none`: exit status 0 and an empty `findings` array;
-//! - any other verdict: exit status 1 and `findings[0].kind == verdict`.
+//! - any other verdict: exit status 1 and `findings[0].kind == verdict`;
+//! - `also` (optional): finding kinds that must be among the findings too (a race and the
+//!   failure it causes, found by refining the search with the racy sites).
 //!
 //! Environment knobs (for local use):
 //! - `MCHECK_FIXTURES=name1,name2` runs only those fixtures;
@@ -47,6 +49,7 @@ struct Fixture {
     name: String,
     binary: PathBuf,
     verdict: String,
+    also: Vec<String>,
     args: Vec<String>,
     options: Vec<String>,
 }
@@ -105,7 +108,15 @@ fn load_fixtures() -> Vec<Fixture> {
             KNOWN_VERDICTS.contains(&verdict.as_str()),
             "expected.json: {name} has unknown verdict {verdict:?}"
         );
+        let also = string_list(e, "also", &name);
+        for kind in &also {
+            assert!(
+                KNOWN_VERDICTS.contains(&kind.as_str()) && kind != "none",
+                "expected.json: {name} has unknown kind {kind:?} in \"also\""
+            );
+        }
         out.push(Fixture {
+            also,
             binary: dir.join(binary),
             args: string_list(e, "args", &name),
             options: string_list(e, "options", &name),
@@ -292,6 +303,11 @@ fn judge(fx: &Fixture, r: &RunResult) -> Result<String, String> {
     } else if kinds.first().map(String::as_str) != Some(fx.verdict.as_str()) {
         Err(format!(
             "expected first finding {}, got findings {kinds:?} (first: {first_message})",
+            fx.verdict
+        ))
+    } else if let Some(missing) = fx.also.iter().find(|k| !kinds.contains(k)) {
+        Err(format!(
+            "expected a {missing} finding besides the {}, got findings {kinds:?}",
             fx.verdict
         ))
     } else {

@@ -100,6 +100,31 @@ fn dpor_runs_qadeers_example_once_per_order_of_the_shared_increments() {
     assert!((6..=40).contains(&n), "{n}");
 }
 
+/// The three-thread variant (`qadeer3`): main creates T1 (x++ g++ x++ g++) and T2 (y++ g++
+/// y++ g++), every increment a `lock add`, then joins T1 (J1) and T2 (J2).
+///
+/// Without reduction: main's first step C0 runs from the entry through both clones to J1,
+/// and both threads start within it up to their first increment; then T1's a1..a4 and T2's
+/// b1..b4 interleave, J1 can only come after a4 (T1's exit ends its a4 step) and J2 only
+/// after J1 and b4, so J2 is last: the chain a1..a4·J1 (5 steps) interleaves with b1..b4
+/// (4 steps) in C(9, 4) = 126 ways.
+///
+/// With reduction: x and y are private, J1 touches only T1, so the only dependent steps of
+/// different threads are the four g++ (two of T1, two of T2): C(4, 2) = 6 traces, as in the
+/// two-thread example, and the exit/join dependencies add none.
+#[test]
+fn dpor_runs_the_three_thread_qadeer_example_once_per_trace() {
+    let (n, complete) = executions(
+        &["--strategy", "dfs", "--no-por", "--jobs", "1"],
+        &["qadeer3"],
+    );
+    assert!(complete);
+    assert_eq!(n, 126);
+    let (n, complete) = executions(&["--strategy", "dfs", "--jobs", "1"], &["qadeer3"]);
+    assert!(complete);
+    assert_eq!(n, 6);
+}
+
 #[test]
 fn icb_at_bound_zero_explores_exactly_the_non_preemptive_executions() {
     // Without preemptions main runs to its first join (C0, J1 blocked); then a
@@ -178,10 +203,22 @@ fn default_command_reports_coverage() {
     assert_eq!(json["strategy"], "portfolio");
     assert_eq!(
         json["complete"], true,
-        "portfolio ends when icb is exhausted"
+        "portfolio ends when one of its trees is exhausted"
     );
     assert_eq!(json["coverage"]["exhausted"], true);
     assert!(r.stderr.contains("search space exhausted"), "{}", r.stderr);
+}
+
+/// The default portfolio proves a correct program by its reduced member: `qadeer3` has 126
+/// executions unreduced and 6 traces (see above). In 200 executions the icb member gets a
+/// quarter of the tree slots, far from its 126; the reduced dfs runs out after a few.
+#[test]
+fn the_default_portfolio_proves_a_program_by_its_reduced_tree() {
+    let json = report(&["--max-executions", "200"], "qadeer3", 0);
+    assert_eq!(json["strategy"], "portfolio");
+    assert_eq!(json["complete"], true, "{json}");
+    assert_eq!(json["stopped_because"], "search space exhausted");
+    assert!(json["executions"].as_u64().unwrap() < 200, "{json}");
 }
 
 /// Runs `mcheck <options> -- <fixture>` and returns its JSON report, checking the exit status.

@@ -82,7 +82,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         };
         eprint!("{}", human::format_finding(f, &replay));
     }
-    let mut statement = coverage_statement(&result, strategy, findings.is_empty());
+    let mut statement = coverage_statement(&result, strategy, findings.is_empty(), &findings);
     if let Some(s) = args.shard.filter(|s| s.count > 1) {
         statement = format!("shard {s} of a split search (its part only): {statement}");
     }
@@ -135,7 +135,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             complete: result.complete,
             coverage: json::JsonCoverage {
                 nothing_to_explore: result.nothing_to_explore.map(|n| n.key()),
-                ..json::JsonCoverage::new(&result.coverage, statement.clone())
+                ..json::JsonCoverage::new(&result.coverage, statement.clone(), &findings)
             },
             stopped_because: &result.stopped_because,
             elapsed_seconds: result.elapsed.as_secs_f64(),
@@ -327,8 +327,24 @@ fn write_schedules(
     Ok(out)
 }
 
-/// What was covered, in one sentence.
-pub fn coverage_statement(result: &SearchResult, strategy: &str, clean: bool) -> String {
+/// Names racy access sites (instruction addresses) by the source locations the race
+/// findings give them: `function at file:line`, else the address.
+fn name_sites(sites: &[u64], findings: &[Finding]) -> String {
+    let mut names: Vec<String> = (json::JsonSite::list(sites, findings).into_iter())
+        .map(|s| s.location.unwrap_or(s.address))
+        .collect();
+    names.dedup();
+    names.join(", ")
+}
+
+/// What was covered, in one sentence; racy sites are named after the locations `findings`
+/// give them.
+pub fn coverage_statement(
+    result: &SearchResult,
+    strategy: &str,
+    clean: bool,
+    findings: &[Finding],
+) -> String {
     let verdict = if clean {
         "no bug found".to_string()
     } else {
@@ -337,17 +353,44 @@ pub fn coverage_statement(result: &SearchResult, strategy: &str, clean: bool) ->
     let n = result.executions;
     let Coverage {
         exhausted,
+        synchronisation_exhausted,
         preemption_bound_completed,
         systematic_executions,
+        ref racy_sites_included,
+        ref racy_sites_not_explored,
+        refinement_rounds,
     } = result.coverage;
+    // Which racy sites the tree held as scheduling points.
+    let included = if racy_sites_included.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (racy access sites explored as scheduling points after {refinement_rounds} refinement round(s): {})",
+            name_sites(racy_sites_included, findings)
+        )
+    };
+    // Exhausted for synchronisation order only: racy sites found were not points.
+    let sync_only = |what: String| {
+        format!(
+            "{what}, search space exhausted for synchronisation order only; {} racy site(s) not explored ({}){included}; {verdict}",
+            racy_sites_not_explored.len(),
+            name_sites(racy_sites_not_explored, findings)
+        )
+    };
     if let Some(why) = result.nothing_to_explore {
+        if !racy_sites_not_explored.is_empty() {
+            return sync_only(format!(
+                "{}, so one execution covers every order of synchronisation ({n} execution(s) run)",
+                why.describe()
+            ));
+        }
         return format!(
             "search space exhausted: {}, so one execution covers it ({n} execution(s) run), {verdict}",
             why.describe()
         );
     }
     if exhausted && result.complete {
-        return format!("search space exhausted: {n} execution(s) explored, {verdict}");
+        return format!("search space exhausted: {n} execution(s) explored{included}, {verdict}");
     }
     if let (count @ 1.., library) = &result.library_sync {
         let lib = library.as_deref().unwrap_or("a system library");
@@ -355,15 +398,18 @@ pub fn coverage_statement(result: &SearchResult, strategy: &str, clean: bool) ->
             "{n} execution(s) explored, search space not exhausted: {count} atomic operation(s) inside system libraries (first in {lib}) were taken in the order they came, not explored; {verdict}"
         );
     }
+    if synchronisation_exhausted && !racy_sites_not_explored.is_empty() {
+        return sync_only(format!("{n} execution(s) explored"));
+    }
     match (strategy, preemption_bound_completed) {
         ("icb", Some(c)) => format!(
-            "all executions with ≤ {c} preemption(s) explored ({n} execution(s)), {verdict}"
+            "all executions with ≤ {c} preemption(s) explored ({n} execution(s)){included}, {verdict}"
         ),
         ("portfolio", Some(c)) => format!(
-            "{n} execution(s), of which {systematic_executions} systematic: all executions with ≤ {c} preemption(s) explored; {verdict}"
+            "{n} execution(s), of which {systematic_executions} systematic: all executions with ≤ {c} preemption(s) explored{included}; {verdict}"
         ),
         ("dfs", _) | ("icb", None) | ("portfolio", None) => format!(
-            "{n} execution(s) explored, search space not exhausted, {verdict}"
+            "{n} execution(s) explored, search space not exhausted{included}, {verdict}"
         ),
         _ => format!("{n} randomised execution(s) ({strategy}), no coverage guarantee; {verdict}"),
     }

@@ -226,7 +226,11 @@ fn write_json(
         states: schedule.decisions.len() as u64,
         state_cache: None,
         complete: false,
-        coverage: json::JsonCoverage::new(&Default::default(), "replay of one schedule".into()),
+        coverage: json::JsonCoverage::new(
+            &Default::default(),
+            "replay of one schedule".into(),
+            &[],
+        ),
         stopped_because: "replayed the schedule",
         elapsed_seconds: 0.0,
         cut_short: 0,

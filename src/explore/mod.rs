@@ -15,6 +15,10 @@
 //! `dfs` is reduced by dynamic partial-order reduction (`dpor`): source sets and sleep sets
 //! over the footprints the executor reports; or, with `--state-cache`, pruned by a table of
 //! visited states ([`StateTable`], `state_cache`).
+//!
+//! [`RacySites`] (`refine`): race-directed refinement of the tree searches (racy access
+//! sites become scheduling points of a new tree per round) and the coverage claims it
+//! allows ("exhausted" only when every racy site found was a scheduling point).
 
 mod dpor;
 mod fair;
@@ -23,6 +27,7 @@ mod pool;
 mod portfolio;
 mod prefix;
 mod random;
+mod refine;
 mod replay;
 pub mod shard;
 mod state_cache;
@@ -35,6 +40,7 @@ pub use pool::{Claims, TreePool, WorkItem};
 pub use portfolio::{default_mix, Mix, Slot};
 pub use prefix::{Path, Prefix};
 pub use random::RandomScheduler;
+pub use refine::RacySites;
 pub use replay::{Decision, ReplayScheduler};
 pub use state_cache::{counter_of, CacheStats, EndTable, SharedStateTable, StateTable, Visit};
 pub use tree::TreeSearch;
@@ -121,8 +127,18 @@ pub struct ExecutionSummary {
 /// What a systematic strategy has covered so far.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Coverage {
-    /// Every schedule was explored.
+    /// Every schedule was explored: the tree ran out and it held every racy access site
+    /// found as a scheduling point (see [`RacySites::qualify`]).
     pub exhausted: bool,
+    /// The tree of schedules ran out (synchronisation order, and the orders of the racy
+    /// sites it included).
+    pub synchronisation_exhausted: bool,
+    /// Racy access sites (instruction addresses) that were scheduling points of the tree.
+    pub racy_sites_included: Vec<u64>,
+    /// Racy access sites found whose orders the tree did not explore.
+    pub racy_sites_not_explored: Vec<u64>,
+    /// Refinement rounds: trees begun anew with more racy sites as scheduling points.
+    pub refinement_rounds: u32,
     /// Every execution with at most this many preemptions was explored (ICB).
     pub preemption_bound_completed: Option<u32>,
     /// Executions explored by the systematic part of the strategy.

@@ -215,6 +215,8 @@ impl TreePool {
                 s.completed_bound.filter(|&b| b < s.bound)
             },
             systematic_executions: s.executions,
+            synchronisation_exhausted: exhausted,
+            ..Coverage::default()
         }
     }
 }

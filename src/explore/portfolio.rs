@@ -4,7 +4,9 @@
 //! through a [`super::TreePool`]; when it is exhausted, the whole search is complete.
 //!
 //! The mix (two random executions, one icb and one PCT per cycle of four) comes from the
-//! measurements in docs/performance.md.
+//! measurements in docs/performance.md; a reduced tree (dfs with partial-order reduction)
+//! takes every other slot, so that a correct program whose reduced tree is small (up to
+//! half the execution budget) is proved correct by the default command.
 
 use super::{PctScheduler, RandomScheduler, Scheduler};
 
@@ -13,8 +15,22 @@ use super::{PctScheduler, RandomScheduler, Scheduler};
 pub enum Slot {
     /// The next execution of the shared tree search (icb).
     Tree,
+    /// The next execution of the portfolio's reduced tree search (dfs with partial-order
+    /// reduction), which proves a correct program whose reduced tree is small.
+    ReducedTree,
     /// The next execution of randomised member `i`.
     Randomized(usize),
+}
+
+impl Slot {
+    /// Which tree member the slot runs (0: the tree, 1: the reduced tree), if any.
+    pub fn tree_member(self) -> Option<usize> {
+        match self {
+            Slot::Tree => Some(0),
+            Slot::ReducedTree => Some(1),
+            Slot::Randomized(_) => None,
+        }
+    }
 }
 
 /// A strategy mix: randomised members (with display names) and the cycle of slots.
@@ -25,7 +41,8 @@ pub struct Mix {
     pub cycle: Vec<Slot>,
 }
 
-/// The default portfolio: random, icb, pct(depth 3), random, repeated. Random schedules
+/// The default portfolio: random, icb, pct(depth 3), random, repeated, with a reduced dfs
+/// execution after each (see the module comment). Random schedules
 /// found every fixture bug fastest (median ≤ 6 executions), icb adds coverage and minimal
 /// witnesses, and PCT is kept for bugs deep in long executions, where it shines in the
 /// literature (see docs/performance.md).
@@ -37,9 +54,13 @@ pub fn default_mix(seed: u64) -> Mix {
         ],
         cycle: vec![
             Slot::Randomized(0),
+            Slot::ReducedTree,
             Slot::Tree,
+            Slot::ReducedTree,
             Slot::Randomized(1),
+            Slot::ReducedTree,
             Slot::Randomized(0),
+            Slot::ReducedTree,
         ],
     }
 }
@@ -89,6 +110,8 @@ mod tests {
                     tree_schedules.insert(prog.run_once(tree.as_mut().unwrap()));
                     tree_runs += 1;
                 }
+                // The reduced tree is run by the search like the tree (another pool).
+                Slot::ReducedTree => {}
                 Slot::Randomized(k) => {
                     let (s, _) = &mut mix.members[k];
                     s.begin_execution(i as u64);
@@ -103,6 +126,16 @@ mod tests {
         assert!(
             random_runs >= 3 * tree_runs,
             "{random_runs} randomised runs"
+        );
+        let reduced = mix
+            .cycle
+            .iter()
+            .filter(|&&s| s == Slot::ReducedTree)
+            .count();
+        assert_eq!(
+            reduced * 2,
+            mix.cycle.len(),
+            "half the executions go to the reduced tree, so that it proves small programs"
         );
     }
 }

@@ -372,3 +372,102 @@ impl Program {
         (n, traces)
     }
 }
+
+/// An operation of a [`RacyProgram`] thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shared {
+    /// A scheduling point that touches nothing shared (a thread's start).
+    Sync,
+    /// A plain access `(site, word, write)`: a scheduling point only when its site is one
+    /// of the racy sites made points; otherwise it runs within the thread's step before it.
+    Plain(u64, u64, bool),
+}
+
+/// Threads (all present from the start, each beginning with [`Shared::Sync`]) of plain
+/// accesses without locks, so that any two conflicting accesses of different threads race:
+/// the model of a program whose behaviour depends on the order of racy accesses, for the
+/// coverage claims of race-directed refinement. Writes store 1; `fails` looks at the value
+/// each read site saw.
+pub struct RacyProgram {
+    pub threads: Vec<Vec<Shared>>,
+    pub fails: fn(&HashMap<u64, u64>) -> bool,
+}
+
+impl RacyProgram {
+    /// Runs one execution under `s` with the plain accesses of `points` (sites) as
+    /// scheduling points; returns whether it failed and the sites found racy.
+    pub fn run_once(&self, s: &mut dyn Scheduler, points: &[u64]) -> (bool, Vec<u64>) {
+        let is_point = |op: Shared| match op {
+            Shared::Sync => true,
+            Shared::Plain(site, _, _) => points.contains(&site),
+        };
+        let mut next = vec![0; self.threads.len()];
+        let mut memory: HashMap<u64, u64> = HashMap::new();
+        let mut reads: HashMap<u64, u64> = HashMap::new();
+        let mut accesses: Vec<(ThreadId, u64, u64, bool)> = Vec::new();
+        let (mut current, mut step) = (None, 0);
+        loop {
+            let enabled: Vec<ThreadId> = (0..self.threads.len())
+                .filter(|&t| next[t] < self.threads[t].len())
+                .collect();
+            if enabled.is_empty() {
+                break;
+            }
+            let footprints: Vec<Footprint> = (enabled.iter())
+                .map(|&t| {
+                    let mut f = Footprint::default();
+                    if let Shared::Plain(_, word, write) = self.threads[t][next[t]] {
+                        f.touch_word(word * 8, write);
+                    }
+                    f
+                })
+                .collect();
+            let ops = vec!["op"; enabled.len()];
+            let t = s
+                .choose(&Point {
+                    enabled: &enabled,
+                    ops: &ops,
+                    footprints: &footprints,
+                    blocked: &[],
+                    timeouts: &[],
+                    current,
+                    current_yields: false,
+                    step,
+                })
+                .expect("no divergence in synthetic runs");
+            // The point's operation, then what runs natively up to the next point.
+            loop {
+                if let Shared::Plain(site, word, write) = self.threads[t][next[t]] {
+                    accesses.push((t, site, word, write));
+                    if write {
+                        memory.insert(word, 1);
+                    } else {
+                        reads.insert(site, memory.get(&word).copied().unwrap_or(0));
+                    }
+                }
+                next[t] += 1;
+                match self.threads[t].get(next[t]) {
+                    Some(&op) if !is_point(op) => {}
+                    _ => break,
+                }
+            }
+            s.ran(&Footprint::default());
+            current = Some(t);
+            step += 1;
+        }
+        s.end_execution(&ExecutionSummary {
+            steps: step,
+            threads: self.threads.len(),
+            found_bug: false,
+        });
+        let mut racy = Vec::new();
+        for (i, a) in accesses.iter().enumerate() {
+            for b in &accesses[i + 1..] {
+                if a.0 != b.0 && a.2 == b.2 && (a.3 || b.3) {
+                    racy.extend([a.1, b.1]);
+                }
+            }
+        }
+        ((self.fails)(&reads), racy)
+    }
+}

@@ -701,6 +701,8 @@ impl Scheduler for TreeSearch {
                 self.completed_bound.filter(|&b| b < self.bound)
             },
             systematic_executions: self.executions,
+            synchronisation_exhausted: self.exhausted,
+            ..Coverage::default()
         }
     }
 }

@@ -5,11 +5,46 @@ use serde::Serialize;
 use super::Finding;
 use crate::explore::Coverage;
 
+/// A racy access site: its instruction and where it is in the source.
+#[derive(Serialize)]
+pub struct JsonSite {
+    /// The instruction's address, hex.
+    pub address: String,
+    /// `function at file:line` when a race finding names it, else absent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+}
+
+impl JsonSite {
+    /// Sites named after the stacks of the race findings.
+    pub fn list(sites: &[u64], findings: &[Finding]) -> Vec<JsonSite> {
+        (sites.iter())
+            .map(|&pc| {
+                let address = format!("{pc:#x}");
+                let location = (findings.iter())
+                    .flat_map(|f| f.threads.iter())
+                    .filter_map(|t| t.stack.first())
+                    .find(|frame| frame.address == address)
+                    .map(super::Frame::short);
+                JsonSite { address, location }
+            })
+            .collect()
+    }
+}
+
 /// What the search covered.
 #[derive(Serialize)]
 pub struct JsonCoverage {
-    /// Every schedule was explored.
+    /// Every schedule was explored, with the orders of every racy access site found.
     pub exhausted: bool,
+    /// The tree of schedules ran out (synchronisation order and the racy sites included).
+    pub synchronisation_exhausted: bool,
+    /// Racy access sites that were scheduling points of the tree.
+    pub racy_sites_included: Vec<JsonSite>,
+    /// Racy access sites found whose orders were not explored.
+    pub racy_sites_not_explored: Vec<JsonSite>,
+    /// Refinement rounds of the tree (new trees with more racy sites as points).
+    pub refinement_rounds: u32,
     /// Every execution with at most this many preemptions was explored.
     pub preemption_bound_completed: Option<u32>,
     /// Executions run by the systematic strategy (dfs/icb, or the portfolio's icb member).
@@ -22,10 +57,15 @@ pub struct JsonCoverage {
 }
 
 impl JsonCoverage {
-    /// From the strategy's coverage and the sentence printed for it.
-    pub fn new(c: &Coverage, statement: String) -> Self {
+    /// From the strategy's coverage and the sentence printed for it; racy sites are named
+    /// after the stacks of `findings`.
+    pub fn new(c: &Coverage, statement: String, findings: &[Finding]) -> Self {
         JsonCoverage {
             exhausted: c.exhausted,
+            synchronisation_exhausted: c.synchronisation_exhausted,
+            racy_sites_included: JsonSite::list(&c.racy_sites_included, findings),
+            racy_sites_not_explored: JsonSite::list(&c.racy_sites_not_explored, findings),
+            refinement_rounds: c.refinement_rounds,
             preemption_bound_completed: c.preemption_bound_completed,
             systematic_executions: c.systematic_executions,
             nothing_to_explore: None,
@@ -51,7 +91,7 @@ pub struct JsonShard {
 }
 
 /// Version of the JSON report format.
-pub const REPORT_VERSION: u32 = 2;
+pub const REPORT_VERSION: u32 = 3;
 
 /// The top-level JSON object.
 #[derive(Serialize)]

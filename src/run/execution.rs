@@ -558,12 +558,19 @@ impl Execution<'_> {
         // Addresses found racy become scheduling points from the next execution on (never
         // within this one, so that its schedule replays with the same points).
         if let Some(d) = &self.races {
-            self.worker
-                .racy_addresses
-                .extend(d.racy_addresses().iter().copied());
+            let fresh: Vec<u64> = (d.racy_addresses().iter())
+                .copied()
+                .filter(|a| !self.worker.racy_addresses.contains(a))
+                .collect();
+            self.worker.racy_addresses.extend(fresh.iter().copied());
             self.worker
                 .racy_sites
                 .extend(d.races().iter().flat_map(|r| [r.earlier.pc, r.later.pc]));
+            // Every other instruction that accesses a racy global by its fixed address is
+            // a racy site too: a race of its own may need a switch right before it (a
+            // read-back after a racy write) and show only in that order.
+            let companions = self.fixed_address_sites(&fresh);
+            self.worker.racy_sites.extend(companions);
         }
         let mut finding = finding;
         if let Some(f) = &mut finding {

@@ -45,7 +45,10 @@ pub fn run_execution(
     if cfg.snapshots {
         if let Some(planned) = &planned {
             let atomics = worker.atomic_addresses.len();
-            worker.snapshots.prune_branches(&key, planned, atomics);
+            let racy = worker.racy_points_in_use(cfg.preempt_on_races);
+            worker
+                .snapshots
+                .prune_branches(&key, planned, atomics, racy);
             restored = worker
                 .snapshots
                 .fork_branch(&key, planned, cfg.state_cache)?;

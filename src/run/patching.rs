@@ -431,18 +431,24 @@ impl Execution<'_> {
         Ok(ok)
     }
 
+    /// The access sites whose operand is a fixed address (RIP-relative or absolute) in the
+    /// aligned 8-byte word of one of `addresses`: the other accesses of a racy global.
+    pub(super) fn fixed_address_sites(&self, addresses: &[u64]) -> Vec<u64> {
+        if addresses.is_empty() {
+            return Vec::new();
+        }
+        let words: HashSet<u64> = addresses.iter().map(|a| a & !7).collect();
+        (self.p.patching.sites.iter())
+            .filter(|s| !s.atomic_source && !s.rmw)
+            .filter(|s| fixed_operand(&s.insn).is_some_and(|a| words.contains(&(a & !7))))
+            .map(|s| s.insn.ip())
+            .collect()
+    }
+
     /// Whether the operand of `insn` is a fixed address known to hold an atomic (DWARF).
     fn statically_atomic(&self, insn: &Instruction) -> bool {
-        let fixed = if insn.is_ip_rel_memory_operand() {
-            insn.ip_rel_memory_address()
-        } else if insn.memory_base() == iced_x86::Register::None
-            && insn.memory_index() == iced_x86::Register::None
-        {
-            insn.memory_displacement64()
-        } else {
-            return false;
-        };
-        self.atomic_ranges.iter().any(|r| r.contains(&fixed))
+        fixed_operand(insn)
+            .is_some_and(|fixed| self.atomic_ranges.iter().any(|r| r.contains(&fixed)))
     }
 
     /// Sites this execution needs a real stop at: racy sites under `--preempt-on-races`,
@@ -634,6 +640,19 @@ impl Execution<'_> {
 }
 
 /// Writes `pieces` (sorted by address), merging pieces that touch into one write.
+/// The memory operand of `insn` when it is a fixed address (RIP-relative or absolute).
+fn fixed_operand(insn: &Instruction) -> Option<u64> {
+    if insn.is_ip_rel_memory_operand() {
+        Some(insn.ip_rel_memory_address())
+    } else if insn.memory_base() == iced_x86::Register::None
+        && insn.memory_index() == iced_x86::Register::None
+    {
+        Some(insn.memory_displacement64())
+    } else {
+        None
+    }
+}
+
 fn write_coalesced(mem: &Memory, pieces: &[(u64, &[u8])]) -> std::io::Result<()> {
     let mut i = 0;
     while i < pieces.len() {

@@ -411,10 +411,14 @@ impl Execution<'_> {
             );
         }
         // Racy addresses are points only once threads exist: the single-threaded start must
-        // stay the same in every execution (it is what a fork snapshot skips).
+        // stay the same in every execution (it is what a fork snapshot skips). Only at the
+        // sites found racing (all of them on breakpoints): a site left on a breakpoint by a
+        // snapshot template must not become a point, or the executions of one tree would
+        // differ by where they started (a schedule of a file without sites: every site).
         if self.cfg.preempt_on_races
             && self.model.thread_count() > 1
             && self.worker.racy_addresses.contains(&ea)
+            && (self.worker.racy_sites.is_empty() || self.worker.racy_sites.contains(&addr))
         {
             self.p.threads[t].place = StopPlace::Breakpoint(addr);
             return self.point(

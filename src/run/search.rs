@@ -23,8 +23,8 @@ use super::worker_state::{RacyPoints, WorkerState};
 use crate::explore::shard::{schedule_hash, TreeShard};
 use crate::explore::{
     counter_of, default_mix, CacheStats, Coverage, Decision, EndTable, ExecutionSummary, Mix,
-    PctScheduler, RandomScheduler, ReplayScheduler, Scheduler, SharedStateTable, Slot, StateTable,
-    TreePool, TreeSearch,
+    PctScheduler, RacySites, RandomScheduler, ReplayScheduler, Scheduler, SharedStateTable, Slot,
+    StateTable, TreePool, TreeSearch,
 };
 use crate::report::{Finding, FindingKind};
 use crate::tracee::{cpu, interrupt, watchdog::Watchdog};
@@ -32,7 +32,8 @@ use crate::tracee::{cpu, interrupt, watchdog::Watchdog};
 /// Which strategy to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Plan {
-    /// random ×2 + icb + pct(3), interleaved; complete when icb is exhausted.
+    /// random ×2 + icb + pct(3) interleaved with a reduced dfs; complete when icb or the
+    /// reduced dfs is exhausted.
     Portfolio {
         /// Base seed of the randomised members.
         seed: u64,
@@ -410,10 +411,48 @@ struct Findings {
     stopped_because: Option<String>,
 }
 
+/// Executions a search without `--keep-going` goes on for after a data race, looking for the
+/// failure the race causes in the refined tree (counted from the race, and again from each
+/// refinement round it starts), before it stops at the race.
+pub const RACE_FOLLOW_UP: u64 = 100;
+
+/// The tree of the systematic member and the racy sites that shaped it: a new tree (a new
+/// pool) per refinement round (see [`RacySites`]).
+struct Round {
+    /// 0 for the first tree, then one more per refinement round.
+    number: u32,
+    /// The tree of this round.
+    pool: Arc<TreePool>,
+    /// The portfolio's reduced tree (dfs with partial-order reduction) of this round.
+    reduced: Option<Arc<TreePool>>,
+    /// What this round's tree schedules at besides synchronisation: the racy sites
+    /// included in it, at the addresses found racy when it began.
+    points: RacyPoints,
+    /// Executions of the trees of earlier rounds.
+    earlier_executions: u64,
+}
+
+/// The racy sites and addresses found by the search (every plan), and the sites included
+/// in the tree.
+struct Racy {
+    sites: RacySites,
+    addresses: std::collections::BTreeSet<u64>,
+}
+
 /// State shared by the workers.
 struct Shared<'a> {
     cfg: &'a SearchConfig,
-    pool: Option<TreePool>,
+    /// The systematic member's tree (tree plans only).
+    tree: Option<Mutex<Round>>,
+    /// The preemption cap of the tree (tree plans only).
+    tree_cap: Option<Option<u32>>,
+    /// Racy sites found become scheduling points of the tree (refinement rounds).
+    refine: bool,
+    /// Racy sites and addresses found.
+    racy: Mutex<Racy>,
+    /// Executions done when the search began following a race without `--keep-going`
+    /// (0: not following).
+    following_since: AtomicU64,
     started_at: Instant,
     reserved: AtomicU64,
     done: AtomicU64,
@@ -464,6 +503,86 @@ struct Shared<'a> {
 }
 
 impl Shared<'_> {
+    /// The current round: its number, the tree of `member` (0: dfs/icb, 1: the portfolio's
+    /// reduced tree) and its racy points.
+    fn round(&self, member: usize) -> Option<(u32, Arc<TreePool>, RacyPoints)> {
+        let r = self.tree.as_ref()?.lock().expect("round");
+        let pool = if member == 0 {
+            r.pool.clone()
+        } else {
+            r.reduced.clone()?
+        };
+        Some((r.number, pool, r.points.clone()))
+    }
+
+    /// Notes the racy sites and addresses a worker knows; begins a refinement round when
+    /// some site is not a scheduling point of the current tree (with refinement on).
+    fn note_races(&self, state: &WorkerState) {
+        let mut racy = self.racy.lock().expect("racy");
+        racy.addresses.extend(state.racy_addresses.iter().copied());
+        if !racy.sites.note(state.racy_sites.iter().copied()) {
+            return;
+        }
+        let Some(tree) = &self.tree else { return };
+        let sites = racy.sites.begin_round();
+        let mut r = tree.lock().expect("round");
+        let pool = Arc::new(TreePool::new(self.tree_cap.expect("tree plans have a cap")));
+        let old = std::mem::replace(&mut r.pool, pool);
+        r.earlier_executions += old.coverage(false).systematic_executions;
+        old.close();
+        if let Some(old) = r.reduced.replace(Arc::new(TreePool::new(None))) {
+            r.earlier_executions += old.coverage(false).systematic_executions;
+            old.close();
+        } else {
+            r.reduced = None;
+        }
+        r.number += 1;
+        r.points = RacyPoints {
+            addresses: racy.addresses.iter().copied().collect(),
+            sites,
+        };
+        if self.stop.load(Ordering::SeqCst) {
+            // The search has stopped: the new trees get no work.
+            r.pool.close();
+            if let Some(p) = &r.reduced {
+                p.close();
+            }
+            return;
+        }
+        eprintln!(
+            "mcheck: note: refinement round {}: {} racy access site(s) become scheduling points of the systematic search",
+            r.number,
+            r.points.sites.len()
+        );
+        let following = self.following_since.load(Ordering::SeqCst);
+        if following > 0 {
+            // A new round: the race follow-up starts over.
+            self.following_since
+                .store(self.done.load(Ordering::SeqCst).max(1), Ordering::SeqCst);
+        }
+    }
+
+    /// The coverage of the systematic member, qualified by the racy sites found.
+    fn coverage(&self) -> Coverage {
+        let racy = self.racy.lock().expect("racy");
+        let Some(tree) = &self.tree else {
+            return racy.sites.qualify(Coverage::default());
+        };
+        let r = tree.lock().expect("round");
+        let closed_early = self.closed_early.load(Ordering::SeqCst);
+        let mut tree_coverage = r.pool.coverage(closed_early);
+        if let Some(reduced) = &r.reduced {
+            // Either tree running out covers every schedule.
+            let d = reduced.coverage(closed_early);
+            tree_coverage.exhausted |= d.exhausted;
+            tree_coverage.synchronisation_exhausted |= d.synchronisation_exhausted;
+            tree_coverage.systematic_executions += d.systematic_executions;
+        }
+        let mut c = (racy.sites).qualify(tree_coverage);
+        c.systematic_executions += r.earlier_executions;
+        c
+    }
+
     /// How far the search has come.
     fn report(&self, guard: &MemoryGuard) -> ProgressReport {
         ProgressReport {
@@ -523,15 +642,26 @@ impl Shared<'_> {
         }
     }
 
+    /// Whether the search has stopped.
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
     fn stop_because(&self, why: String) {
         let mut f = self.findings.lock().expect("lock");
         f.stopped_because.get_or_insert(why);
         self.stop.store(true, Ordering::SeqCst);
-        if let Some(pool) = &self.pool {
-            if !pool.is_finished() {
+        if let Some(tree) = &self.tree {
+            let r = tree.lock().expect("round");
+            let finished =
+                r.pool.is_finished() || r.reduced.as_ref().is_some_and(|p| p.is_finished());
+            if !finished {
                 self.closed_early.store(true, Ordering::SeqCst);
             }
-            pool.close();
+            r.pool.close();
+            if let Some(p) = &r.reduced {
+                p.close();
+            }
         }
     }
 
@@ -632,6 +762,9 @@ impl Shared<'_> {
         if found.is_empty() {
             return;
         }
+        // Only data races: without --keep-going, a search that refines its tree by races goes
+        // on to find the failure they cause (within RACE_FOLLOW_UP executions).
+        let only_races = found.iter().all(|f| f.kind == FindingKind::DataRace);
         let mut all = self.findings.lock().expect("lock");
         for mut f in found {
             f.seed = seed;
@@ -660,17 +793,59 @@ impl Shared<'_> {
             }
         }
         drop(all);
-        if !self.cfg.keep_going {
+        if self.cfg.keep_going {
+            return;
+        }
+        if only_races && self.refine {
+            let _ = (self.following_since).compare_exchange(
+                0,
+                index,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+        } else {
             self.stop_because("stopped at the first finding".into());
         }
+    }
+
+    /// Stops a search that has followed its races for [`RACE_FOLLOW_UP`] executions
+    /// without finding a failure.
+    fn follow_up_spent(&self) -> bool {
+        let since = self.following_since.load(Ordering::SeqCst);
+        if since == 0 || self.done.load(Ordering::SeqCst) < since + RACE_FOLLOW_UP {
+            return false;
+        }
+        self.stop_because("race follow-up budget spent".into());
+        true
     }
 }
 
 /// Runs the search.
 pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult> {
+    // Racy sites become scheduling points of the tree search (a new tree per round) when
+    // races are detected and `--preempt-on-races` is on.
+    let refine =
+        cfg.plan.tree_cap().is_some() && cfg.execution.races && cfg.execution.preempt_on_races;
+    // The portfolio's reduced member (partial-order reduction needs race tracing).
+    let reduced_member = cfg.execution.races && cfg.plan.mix().cycle.contains(&Slot::ReducedTree);
     let shared = Shared {
         cfg,
-        pool: cfg.plan.tree_cap().map(TreePool::new),
+        tree: cfg.plan.tree_cap().map(|cap| {
+            Mutex::new(Round {
+                number: 0,
+                pool: Arc::new(TreePool::new(cap)),
+                reduced: reduced_member.then(|| Arc::new(TreePool::new(None))),
+                points: RacyPoints::default(),
+                earlier_executions: 0,
+            })
+        }),
+        racy: Mutex::new(Racy {
+            sites: RacySites::new(refine),
+            addresses: Default::default(),
+        }),
+        tree_cap: cfg.plan.tree_cap(),
+        refine,
+        following_since: AtomicU64::new(0),
         started_at: Instant::now(),
         reserved: AtomicU64::new(0),
         done: AtomicU64::new(0),
@@ -741,12 +916,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     if let Some(e) = shared.error.lock().expect("lock").take() {
         return Err(e);
     }
+    let coverage = shared.coverage();
     let findings = shared.findings.into_inner().expect("lock");
-    let closed_early = shared.closed_early.load(Ordering::SeqCst);
-    let coverage = match &shared.pool {
-        Some(pool) => pool.coverage(closed_early),
-        None => Coverage::default(),
-    };
     let executions = shared.done.load(Ordering::SeqCst);
     let snapshots_off = shared.snapshots_off.lock().expect("lock").take();
     let patch_stats = std::mem::take(&mut *shared.patch_stats.lock().expect("lock"));
@@ -755,7 +926,10 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     let nothing_to_explore = *shared.nothing_to_explore.lock().expect("lock");
     let mut coverage = coverage;
     if nothing_to_explore.is_some() {
-        coverage.exhausted = true;
+        // One execution covers every order of synchronisation; the orders of racy
+        // accesses found in it are not explored (without --preempt-on-races).
+        coverage.synchronisation_exhausted = true;
+        coverage.exhausted = coverage.racy_sites_not_explored.is_empty();
     }
     // Synchronisation inside system libraries was not explored: no claim of exhaustion.
     if library_sync.0 > 0 {
@@ -764,8 +938,9 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     let complete = coverage.exhausted;
     let stopped_because = (findings.stopped_because)
         .map(|why| {
-            // The tree ran out, but it did not hold the orders of library atomics.
-            if library_sync.0 > 0 && why == "search space exhausted" {
+            // The tree ran out, but it did not hold the orders of library atomics or of
+            // racy accesses.
+            if !complete && why == "search space exhausted" {
                 "no schedule left to explore".to_string()
             } else {
                 why
@@ -822,6 +997,10 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     })
 }
 
+/// A worker's subtree of a tree member: the search, its executions, the round it belongs to
+/// and that round's tree.
+type HeldTree = (TreeSearch, u64, u32, Arc<TreePool>);
+
 /// One worker. Workers after the first start once the first execution has ended: a
 /// program that changed files in it (an output file, most often) is explored by one worker
 /// only, since executions side by side would see each other's files (pbzip2 checks that its
@@ -876,10 +1055,10 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         fs_gate: shared.fs_gate.clone(),
         ..WorkerState::default()
     };
-    // Tree searches need the same scheduling points in every execution: racy accesses become
-    // points only in randomised executions.
+    // Tree searches need the same scheduling points in every execution: racy accesses
+    // become points of a tree only at a refinement round, the same for all its executions.
     let tree_cfg = ExecutionConfig {
-        preempt_on_races: false,
+        preempt_on_races: shared.refine,
         ..shared.cfg.execution.clone()
     };
     let Mix {
@@ -887,7 +1066,11 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         cycle,
     } = shared.cfg.plan.mix();
     let tree_only = randoms.is_empty();
-    let mut tree: Option<(TreeSearch, u64)> = None;
+    // The worker's subtree of each tree member (0: dfs/icb, 1: the portfolio's reduced
+    // tree), its executions, and the round and tree it belongs to.
+    let mut trees: [Option<HeldTree>; 2] = [None, None];
+    // The racy points of the round of the tree execution about to run.
+    let mut round_points = RacyPoints::default();
     let mut slot_index = w;
     let cfg = shared.cfg;
     let result = loop {
@@ -904,13 +1087,29 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         if shared.shed.load(Ordering::Relaxed) && state.snapshots.branches_allowed() {
             state.snapshots.shed_branches();
         }
+        if shared.follow_up_spent() {
+            break Ok(());
+        }
         if shared.reserved.fetch_add(1, Ordering::SeqCst) >= cfg.max_executions {
             break Ok(());
         }
         let mut slot = cycle[slot_index % cycle.len()];
         slot_index += 1;
-        if slot == Slot::Tree {
-            let pool = shared.pool.as_ref().expect("tree plans have a pool");
+        if slot == Slot::ReducedTree && (!cfg.execution.races || cfg.shard.is_some()) {
+            // Without race tracing steps cannot be reduced, and a reduced tree cannot be
+            // split over shards (it learns from other shards' subtrees): the slot goes to
+            // the tree.
+            slot = Slot::Tree;
+        }
+        if let Some(member) = slot.tree_member() {
+            let tree = &mut trees[member];
+            let (round, pool, points) = shared.round(member).expect("tree plans have a tree");
+            round_points = points;
+            if tree.as_ref().is_some_and(|held| held.2 != round) {
+                // A refinement round began: the subtree of the old tree is dropped.
+                let (mut t, n, _, old) = tree.take().expect("held");
+                old.release(t.take_deferred(), n);
+            }
             // Get a subtree with an execution left in it.
             let seed = loop {
                 if tree.is_none() {
@@ -921,30 +1120,39 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                     }
                     match pool.take(tree_only) {
                         Some(item) => {
-                            tree = Some((
+                            *tree = Some((
                                 TreeSearch::subtree(pool.max_bound(), item.bound, item.prefix)
                                     .with_shard(cfg.shard)
-                                    .with_por(cfg.plan.por())
+                                    .with_por(cfg.plan.por() || member == 1)
                                     .with_state_cache(shared.cache.clone())
                                     .with_claims(pool.claims()),
                                 0,
+                                round,
+                                pool.clone(),
                             ))
                         }
                         None => break None,
                     }
                 }
-                let (t, n) = tree.as_mut().expect("just set");
+                let (t, n, _, _) = tree.as_mut().expect("just set");
                 match t.begin_execution(0) {
                     Some(seed) => break Some(seed),
                     None => {
                         let deferred = t.take_deferred();
                         let n = *n;
-                        tree = None;
+                        *tree = None;
                         pool.release(deferred, n);
                     }
                 }
             };
             if seed.is_none() {
+                if shared.round(member).is_some_and(|r| r.0 != round) && !shared.stopped() {
+                    // The tree was replaced by a refinement round while this worker
+                    // looked for work in it: the slot goes to the new tree.
+                    shared.reserved.fetch_sub(1, Ordering::SeqCst);
+                    slot_index -= 1;
+                    continue;
+                }
                 if pool.is_finished() {
                     shared.stop_because("search space exhausted".into());
                     shared.reserved.fetch_sub(1, Ordering::SeqCst);
@@ -955,8 +1163,9 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             }
         }
         let (sched, name, seed): (&mut dyn Scheduler, String, u64) = match slot {
-            Slot::Tree => {
-                let (t, _) = tree.as_mut().expect("tree slot has a subtree");
+            Slot::Tree | Slot::ReducedTree => {
+                let member = slot.tree_member().expect("a tree slot");
+                let (t, _, _, _) = trees[member].as_mut().expect("tree slot has a subtree");
                 let name = t.name().to_string();
                 (t, name, 0)
             }
@@ -967,22 +1176,31 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                 (s.as_mut(), name.clone(), seed)
             }
         };
-        let exec_cfg = if slot == Slot::Tree {
+        let exec_cfg = if slot.tree_member().is_some() {
             &tree_cfg
         } else {
             &cfg.execution
         };
-        let racy_before = if exec_cfg.preempt_on_races {
+        let racy_before = if slot.tree_member().is_some() {
+            // The round's points, the same in every execution of its tree.
+            round_points.clone()
+        } else if exec_cfg.preempt_on_races {
             state.racy_points()
         } else {
             RacyPoints::default()
         };
+        // What the worker knew, put back after a tree execution ran with its round's points.
+        let known = (slot.tree_member().is_some()).then(|| state.replace_racy_points(&racy_before));
         let atomics_before = state.atomic_addresses.len();
         // The last choice of a planned prefix is the new alternative, not a replayed step.
         let replayed = sched
             .planned_prefix()
             .map_or(0, |p| p.len().saturating_sub(1)) as u64;
-        let mut outcome = match run_execution(exec_cfg, sched, &mut state) {
+        let outcome = run_execution(exec_cfg, sched, &mut state);
+        if let Some(known) = &known {
+            state.add_racy_points(known);
+        }
+        let mut outcome = match outcome {
             Ok(o) => o,
             Err(e) => break Err(e),
         };
@@ -992,7 +1210,7 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         }
         // A split tree search (unreduced: nothing below depends on what follows) learns at
         // the end whether the execution was its own.
-        let ended = slot == Slot::Tree && cfg.shard.is_some();
+        let ended = slot.tree_member().is_some() && cfg.shard.is_some();
         if ended {
             sched.end_execution(&ExecutionSummary {
                 steps: outcome.steps as usize,
@@ -1004,8 +1222,8 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                 shared.reserved.fetch_sub(1, Ordering::SeqCst);
                 shared.outside_share.fetch_add(1, Ordering::Relaxed);
                 first_execution_ended(shared, outcome.changed_files);
-                let pool = shared.pool.as_ref().expect("pool");
-                let (t, _) = tree.as_mut().expect("tree");
+                let member = slot.tree_member().expect("a tree slot");
+                let (t, _, _, pool) = trees[member].as_mut().expect("tree");
                 if pool.wants_work() {
                     if let Some(p) = t.split() {
                         pool.donate(p);
@@ -1051,9 +1269,8 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         if !ended {
             sched.end_execution(&summary);
         }
-        if slot == Slot::Tree {
-            let pool = shared.pool.as_ref().expect("pool");
-            let (t, n) = tree.as_mut().expect("tree");
+        if let Some(member) = slot.tree_member() {
+            let (t, n, _, pool) = trees[member].as_mut().expect("tree");
             *n += 1;
             // Reversals partial-order reduction wants above this work item: another
             // worker's part of the tree, so they go to the pool (once each).
@@ -1097,6 +1314,8 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         shared.digest.fetch_add(schedule, Ordering::Relaxed);
         first_execution_ended(shared, outcome.changed_files);
         shared.record(outcome, seed, name, racy, atomics);
+        // Racy sites found may begin a refinement round of the tree.
+        shared.note_races(&state);
         if single_path {
             let why = if threads <= 1 {
                 NothingToExplore::NoThread
@@ -1111,7 +1330,7 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             shared.stop_because("search space exhausted".into());
         }
     };
-    if let (Some((mut t, n)), Some(pool)) = (tree.take(), shared.pool.as_ref()) {
+    for (mut t, n, _, pool) in trees.into_iter().flatten() {
         pool.release(t.take_deferred(), n);
     }
     shared

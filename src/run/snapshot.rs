@@ -377,10 +377,20 @@ impl Snapshots {
 
     /// Drops the branch snapshots a tree search will not come back to: those not on the
     /// path of the execution about to run (`planned`, its replayed choices), or made before
-    /// more atomics were known.
-    pub(super) fn prune_branches(&mut self, key: &str, planned: &[ThreadId], atomics: usize) {
+    /// more atomics were known, or with other racy points (another refinement round of the
+    /// tree: its decisions mean other steps).
+    pub(super) fn prune_branches(
+        &mut self,
+        key: &str,
+        planned: &[ThreadId],
+        atomics: usize,
+        racy: usize,
+    ) {
         self.branches.retain(|b| {
-            b.key == key && planned.starts_with(&b.choices) && b.atomics_known == atomics
+            b.key == key
+                && planned.starts_with(&b.choices)
+                && b.atomics_known == atomics
+                && b.racy_known == racy
         });
     }
 
@@ -523,6 +533,8 @@ pub(super) struct BranchSnapshot {
     pub prefix: PointLog,
     /// Atomic addresses known when it was taken (more make the race state stale).
     pub atomics_known: usize,
+    /// Racy points in use when it was made ([`super::WorkerState::racy_points_in_use`]).
+    pub racy_known: usize,
     /// The template's page terms for incremental hashing, from its first tracked copy.
     pub terms: state_hash::TemplateTerms,
     /// Signals pending in the kernel when it was taken (fork drops them).

@@ -268,6 +268,7 @@ impl Execution<'_> {
         let choices: Vec<ThreadId> = self.decisions.iter().map(|d| d.thread).collect();
         self.branch_depth = choices.len();
         let atomics_known = self.worker.atomic_addresses.len();
+        let racy_known = self.worker.racy_points_in_use(self.cfg.preempt_on_races);
         self.worker.snapshots.add_branch(
             BranchSnapshot {
                 key,
@@ -283,6 +284,7 @@ impl Execution<'_> {
                 state,
                 prefix: self.points.clone(),
                 atomics_known,
+                racy_known,
                 terms: Default::default(),
                 pending,
                 files,

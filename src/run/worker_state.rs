@@ -76,6 +76,16 @@ impl WorkerState {
         before
     }
 
+    /// How many racy points (sites and addresses) an execution with `preempt_on_races`
+    /// uses: they only grow, so the count names the set a branch snapshot was made with.
+    pub fn racy_points_in_use(&self, preempt_on_races: bool) -> usize {
+        if preempt_on_races {
+            self.racy_sites.len() + self.racy_addresses.len()
+        } else {
+            0
+        }
+    }
+
     /// Adds `points` to the racy points.
     pub fn add_racy_points(&mut self, points: &RacyPoints) {
         self.racy_addresses.extend(points.addresses.iter().copied());

@@ -531,7 +531,13 @@ reason = "third party"
         .unwrap_err();
         assert!(e.to_string().contains("two targets"), "{e}");
         assert!(parse("").is_err());
-        let e = parse("[[target]]\nname = \"a\"\ncommand = [\"x\"]\nsplit = true\n").unwrap_err();
+        // A reduced dfs cannot be split; the portfolio can (its tree member is unreduced
+        // when sharded).
+        let e = parse(
+            "[[target]]\nname = \"a\"\ncommand = [\"x\"]\nstrategy = \"dfs\"\nsplit = true\n",
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("split"), "{e}");
+        assert!(parse("[[target]]\nname = \"a\"\ncommand = [\"x\"]\nsplit = true\n").is_ok());
     }
 }

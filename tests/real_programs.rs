@@ -49,6 +49,28 @@ struct Expect {
     from_snapshots: bool,
 }
 
+/// Checks that `run` reported no finding, ran `executions` executions and stayed under
+/// 1 GiB; returns its JSON report.
+fn clean_run(run: &common::Run, executions: u32) -> &serde_json::Value {
+    let report = run.json.as_ref().expect("a JSON report");
+    assert_eq!(
+        run.code,
+        Some(0),
+        "{}: expected no finding\n{}",
+        run.command,
+        run.stderr
+    );
+    assert_eq!(report["findings"].as_array().map(Vec::len), Some(0));
+    assert_eq!(report["executions"], executions, "{}", run.stderr);
+    let peak = report["memory_peak_bytes"].as_u64().unwrap_or(u64::MAX);
+    assert!(
+        peak < 1 << 30,
+        "{}: mcheck peaked at {peak} bytes",
+        run.command
+    );
+    report
+}
+
 /// Runs `PROGRAM ARGS FILE` natively on a 2.5 MB input, then `mcheck OPTIONS
 /// --max-executions N -- PROGRAM ARGS FILE`, and checks that mcheck reports no
 /// finding, stayed under 1 GiB, and left an `output` file byte-identical to the native one
@@ -88,16 +110,7 @@ fn writes_like_natively(
     a.extend(args(program_args));
     a.push(file.display().to_string());
     let run = mcheck(&a, true, Duration::from_secs(600));
-    let report = run.json.as_ref().expect("a JSON report");
-    assert_eq!(
-        run.code,
-        Some(0),
-        "{}: expected no finding\n{}",
-        run.command,
-        run.stderr
-    );
-    assert_eq!(report["findings"].as_array().map(Vec::len), Some(0));
-    assert_eq!(report["executions"], expect.executions, "{}", run.stderr);
+    let report = clean_run(&run, expect.executions);
     if expect.from_snapshots {
         assert!(
             report["snapshots"]["executions_from_snapshot"]
@@ -109,12 +122,6 @@ fn writes_like_natively(
             report["snapshots"]
         );
     }
-    let peak = report["memory_peak_bytes"].as_u64().unwrap_or(u64::MAX);
-    assert!(
-        peak < 1 << 30,
-        "{}: mcheck peaked at {peak} bytes",
-        run.command
-    );
     let ours = fs::read(dir.join(output)).expect("mcheck's run left no output file");
     let theirs = fs::read(&native_output).expect("native output");
     assert!(
@@ -130,8 +137,7 @@ fn writes_like_natively(
 #[test]
 fn pbzip2_runs_to_the_end_with_its_signal_thread_blocked() {
     // The default command: race detection on, every CPU a worker (the first execution
-    // writes the output file, so the others retire: fs_gate). lbzip2 kills the pid it saved
-    // before its threads: a fork copy runs under another one.
+    // writes the output file, so the others retire: fs_gate).
     let expect = Expect {
         executions: 5,
         from_snapshots: true,
@@ -147,7 +153,8 @@ fn pbzip2_runs_to_the_end_with_its_signal_thread_blocked() {
 
 #[test]
 fn lbzip2_runs_to_the_end_with_its_main_thread_in_sigsuspend() {
-    // Race detection off: lbzip2's executions take about 10 s each with it.
+    // Race detection off: lbzip2's executions take about 10 s each with it. lbzip2 kills
+    // the pid it saved before its threads: a fork copy runs under another one.
     let expect = Expect {
         executions: 5,
         from_snapshots: true,
@@ -241,21 +248,7 @@ fn ripgrep_searches_like_natively() {
     a.extend(args(&["--", rg]));
     a.extend(args(&search));
     let run = mcheck_with_stdout(&a, true, Duration::from_secs(300), &stdout);
-    let report = run.json.as_ref().expect("a JSON report");
-    assert_eq!(
-        run.code,
-        Some(0),
-        "{}: expected no finding\n{}",
-        run.command,
-        run.stderr
-    );
-    assert_eq!(report["executions"], 3, "{}", run.stderr);
-    let peak = report["memory_peak_bytes"].as_u64().unwrap_or(u64::MAX);
-    assert!(
-        peak < 1 << 30,
-        "{}: mcheck peaked at {peak} bytes",
-        run.command
-    );
+    clean_run(&run, 3);
     let lines = |text: &str| {
         let mut v: Vec<String> = text.lines().map(str::to_string).collect();
         v.sort();

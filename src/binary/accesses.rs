@@ -175,15 +175,6 @@ fn has_memory_operand(insn: &Instruction) -> bool {
     })
 }
 
-/// A call or jump through a RIP-relative slot (`call *malloc@GOTPCREL(%rip)`, Rust's way
-/// to call shared libraries): the slot is written by the dynamic loader, never raced on.
-fn is_call_through_got(insn: &Instruction) -> bool {
-    matches!(
-        insn.flow_control(),
-        iced_x86::FlowControl::IndirectCall | iced_x86::FlowControl::IndirectBranch
-    ) && insn.is_ip_rel_memory_operand()
-}
-
 /// Instructions with a memory operand that do not access it (or only touch caches/TLB).
 fn never_accesses_memory(mnemonic: Mnemonic) -> bool {
     use Mnemonic::*;
@@ -275,7 +266,7 @@ impl<'a> Scanner<'a> {
         if !has_memory_operand(insn)
             || insn.is_string_instruction()
             || never_accesses_memory(insn.mnemonic())
-            || is_call_through_got(insn)
+            || super::plt::is_call_through_slot(insn)
         {
             return None;
         }

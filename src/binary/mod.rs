@@ -44,6 +44,6 @@ pub use elf::{ElfError, ElfFile};
 pub use errno::{errno_tls_offset_source, ErrnoTls};
 pub use input_check::{check_program, resolve_program, BadInput, ProgramKind};
 pub use modules::{is_system_library, MappedModule, ModuleMap};
-pub use plt::{got_calls, plt_entries, GotCall};
+pub use plt::{got_calls, plt_entries};
 pub use symbolize::{SourceFrame, Symbolizer};
 pub use unwind::{lookup_address, StackUnwinder};

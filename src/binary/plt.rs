@@ -49,20 +49,20 @@ pub fn plt_entries(elf: &ElfFile) -> Vec<(String, u64)> {
     out
 }
 
-/// How a GOT call site transfers control.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GotCall {
-    /// `call *slot(%rip)`: the return address is pushed by the instruction itself.
-    Call,
-    /// `jmp *slot(%rip)`, a tail call: the caller's return address is already on the stack,
-    /// as at a PLT stub.
-    Jump,
+/// A call or jump through a RIP-relative slot (`call *malloc@GOTPCREL(%rip)`, Rust's way
+/// to call shared libraries). The slot is written by the dynamic loader, never raced on.
+pub(crate) fn is_call_through_slot(insn: &iced_x86::Instruction) -> bool {
+    matches!(
+        insn.flow_control(),
+        FlowControl::IndirectCall | FlowControl::IndirectBranch
+    ) && insn.is_ip_rel_memory_operand()
 }
 
 /// The instructions of `elf`'s executable sections outside its PLT that call or jump
-/// through the GOT slot of an imported function, as (function name, svma, kind). Only
-/// functions `wanted` reports true for are looked for.
-pub fn got_calls(elf: &ElfFile, wanted: impl Fn(&str) -> bool) -> Vec<(String, u64, GotCall)> {
+/// through the GOT slot of an imported function, as (function name, svma). Only functions
+/// `wanted` reports true for are looked for. (A hook tells a call from a tail jump by
+/// decoding it: only a call needs its return address pushed.)
+pub fn got_calls(elf: &ElfFile, wanted: impl Fn(&str) -> bool) -> Vec<(String, u64)> {
     let Ok(parsed) = goblin::elf::Elf::parse(elf.data()) else {
         return Vec::new();
     };
@@ -93,16 +93,11 @@ pub fn got_calls(elf: &ElfFile, wanted: impl Fn(&str) -> bool) -> Vec<(String, u
         }
         let mut d = Decoder::with_ip(64, bytes, svma, DecoderOptions::NONE);
         for insn in &mut d {
-            let kind = match insn.flow_control() {
-                FlowControl::IndirectCall => GotCall::Call,
-                FlowControl::IndirectBranch => GotCall::Jump,
-                _ => continue,
-            };
-            if !insn.is_ip_rel_memory_operand() {
+            if !is_call_through_slot(&insn) {
                 continue;
             }
             if let Some(name) = slot_names.get(&insn.ip_rel_memory_address()) {
-                out.push((name.clone(), insn.ip(), kind));
+                out.push((name.clone(), insn.ip()));
             }
         }
     }

@@ -50,3 +50,11 @@ impl Hasher for FastHasher {
 
 /// `BuildHasher` for `HashMap<K, V, FastHash>`.
 pub type FastHash = BuildHasherDefault<FastHasher>;
+
+/// The 64-bit finaliser of SplitMix64: a bijection that spreads every input bit over the
+/// output (state hashes and schedule digests).
+pub fn splitmix64_finish(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}

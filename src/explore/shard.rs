@@ -24,6 +24,7 @@
 //! (race reversals, sleep sets, visited states), which another shard runs: they cannot be
 //! split this way and are refused with `--shard`.
 
+use crate::detect::hash::splitmix64_finish as mix;
 use crate::model::ThreadId;
 
 /// This machine's part of a split tree search: shard `index` (0-based) of `count`.
@@ -101,13 +102,6 @@ pub fn schedule_hash(threads: impl IntoIterator<Item = ThreadId>) -> u64 {
         n += 1;
     }
     mix(h ^ n)
-}
-
-/// The 64-bit finaliser of SplitMix64: a bijection that spreads every input bit.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

@@ -313,7 +313,7 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
             // each one made a small program six times slower.
             let shims = !plan.allocators.is_empty();
             let wanted = |name: &str| !shims && ALLOCATORS.iter().any(|(n, _)| *n == name);
-            let got = got_calls(elf, wanted).into_iter().map(|(n, a, _)| (n, a));
+            let got = got_calls(elf, wanted);
             for (name, addr) in plt_entries(elf).into_iter().chain(got) {
                 if let Some((_, f)) = MEM_FUNCTIONS.iter().find(|(n, _)| *n == name) {
                     plan.mem_fns.push((addr, *f));

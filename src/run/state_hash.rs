@@ -29,6 +29,7 @@
 //! holding a cached tid are hashed whole at every point. Without write tracking (a kernel
 //! before 6.7) every point hashes all memory.
 
+use crate::detect::hash::splitmix64_finish as mix;
 use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -440,13 +441,6 @@ fn page_hash(addr: u64, page: &mut [u8], dead: &[(u64, u64)], slots: &[(u64, u64
 /// One step of a fast multiplicative hash over 64-bit words.
 fn fold(h: u64, w: u64) -> u64 {
     (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(31)
-}
-
-/// The splitmix64 finaliser: spreads every input bit over the output.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

@@ -95,10 +95,7 @@ impl Execution<'_> {
                 self.enter_called_function(t, addr)?;
                 return self.on_allocator(t, kind);
             }
-            BreakpointKind::MemFn(f) => {
-                self.enter_called_function(t, addr)?;
-                return self.on_mem_fn(t, f);
-            }
+            BreakpointKind::MemFn(f) => return self.on_mem_fn(t, f),
             BreakpointKind::LinkMapChanged => {
                 self.install_hooks(t)?;
                 return self.step_and_resume(t);

@@ -157,3 +157,87 @@ fn every_copy_finds_the_file_as_its_template_left_it() {
         }
     }
 }
+
+/// `program OUT` natively, then under `mcheck OPTIONS -- program OUT` with OUT holding
+/// `initial` before each: the file after the native run, after mcheck, and mcheck's exit
+/// status and stderr.
+fn file_after(
+    program: &str,
+    options: &[&str],
+    initial: Option<&[u8]>,
+) -> (Vec<u8>, Option<Vec<u8>>, Option<i32>, String) {
+    let program = fixture(program);
+    let input = temp_path("input");
+    fs::write(&input, INPUT).unwrap();
+    let dir = temp_path("work");
+    fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("out");
+    let out_arg = out.display().to_string();
+    let reset = || match initial {
+        Some(bytes) => fs::write(&out, bytes).unwrap(),
+        None => {
+            let _ = fs::remove_file(&out);
+        }
+    };
+    reset();
+    let (code, stderr) = run(&[], &program, &[&out_arg], &input);
+    assert_eq!(code, Some(0), "native run: {stderr}");
+    let native = fs::read(&out).unwrap();
+    reset();
+    let schedules = dir.join("schedules");
+    let mut m: Vec<&str> = vec!["--quiet-program", "--out", schedules.to_str().unwrap()];
+    m.extend(options);
+    let (code, stderr) = run(&m, &program, &[&out_arg], &input);
+    let checked = fs::read(&out).ok();
+    let _ = fs::remove_dir_all(&dir);
+    let _ = fs::remove_file(&input);
+    (native, checked, code, stderr)
+}
+
+#[test]
+fn a_program_that_will_not_overwrite_its_output_finds_it_gone_in_every_execution() {
+    // O_EXCL after the threads: each execution, from exec or from a fork copy, creates the
+    // output anew, which only works when the previous execution's output was taken away.
+    for options in [
+        &["--jobs", "1"][..],
+        &["--jobs", "1", "--no-snapshots"],
+        &[],
+    ] {
+        let mut m = vec!["--max-executions", "20"];
+        m.extend(options);
+        let (native, checked, code, stderr) = file_after("files_exclusive_output_ok", &m, None);
+        assert_eq!(code, Some(0), "mcheck {m:?}: {stderr}");
+        assert_eq!(
+            checked.as_deref(),
+            Some(native.as_slice()),
+            "mcheck {m:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_execution_killed_at_a_deadlock_does_not_leave_its_half_written_output() {
+    // icb runs the schedule without preemption first: it runs to the end and writes the
+    // whole file; the deadlock comes later, in an execution that is killed after "begin".
+    // The file must end as the complete run left it.
+    let (native, checked, code, stderr) = file_after(
+        "files_deadlock_output",
+        &["--jobs", "1", "--strategy", "icb"],
+        None,
+    );
+    assert_eq!(code, Some(1), "the deadlock is found: {stderr}");
+    assert_eq!(native, b"begin\nend\n");
+    assert_eq!(checked.as_deref(), Some(native.as_slice()), "{stderr}");
+    // With the default command the very first execution may deadlock: then no execution
+    // ran to its end, and the file is as it was before mcheck ran (here: the user's own
+    // earlier contents), never the killed execution's "begin".
+    let earlier = b"the user's earlier file\n";
+    let (native, checked, code, stderr) = file_after("files_deadlock_output", &[], Some(earlier));
+    assert_eq!(code, Some(1), "the deadlock is found: {stderr}");
+    let checked = checked.expect("the file is still there");
+    assert!(
+        checked == native || checked == earlier,
+        "the output file holds {:?}\n{stderr}",
+        String::from_utf8_lossy(&checked)
+    );
+}

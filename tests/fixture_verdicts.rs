@@ -5,7 +5,7 @@
 //! test does not build them.  All fixtures run inside one `#[test]` on a small
 //! pool of worker threads; every mismatch is collected and reported at the end.
 //!
-//! For each fixture the command is
+//! For each fixture the command is, in a fresh working directory,
 //! `mcheck --quiet-program --json <tmp> --seed 1 <options> -- <binary> <args>`
 //! and the expectations are:
 //! - verdict `none`: exit status 0 and an empty `findings` array;
@@ -193,16 +193,21 @@ fn run_mcheck(fx: &Fixture) -> RunResult {
     let command = format!("mcheck {}", args.join(" "));
 
     let start = Instant::now();
+    // A fresh working directory: fixtures that write files write them there.
+    let work = unique_temp(&fx.name, "cwd");
     // Output goes to files, not pipes: an unread pipe could block mcheck.
-    let spawned = File::create(&out_path).and_then(|out| {
-        let err = File::create(&err_path)?;
-        Command::new(env!("CARGO_BIN_EXE_mcheck"))
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-    });
+    let spawned = fs::create_dir_all(&work)
+        .and(File::create(&out_path))
+        .and_then(|out| {
+            let err = File::create(&err_path)?;
+            Command::new(env!("CARGO_BIN_EXE_mcheck"))
+                .current_dir(&work)
+                .args(&args)
+                .stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err)
+                .spawn()
+        });
     let end = match spawned {
         Err(e) => RunEnd::SpawnFailed(e.to_string()),
         Ok(mut child) => loop {
@@ -239,6 +244,7 @@ fn run_mcheck(fx: &Fixture) -> RunResult {
         command,
     };
     let _ = fs::remove_file(&json_path);
+    let _ = fs::remove_dir_all(&work);
     let _ = fs::remove_file(&out_path);
     let _ = fs::remove_file(&err_path);
     result

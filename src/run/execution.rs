@@ -252,6 +252,8 @@ pub(super) struct Execution<'a> {
     /// snapshot, so no branch snapshot is taken after that (a copy would find the files
     /// of a later point: pbzip2's unlink, then its O_EXCL create of the same name).
     pub(super) changed_files: bool,
+    /// The state of the program's files this execution started from (`file_journal`).
+    pub(super) fs_state: super::file_journal::StateId,
     pub(super) steps: u64,
     pub(super) preemptions: u64,
     pub(super) killed: bool,

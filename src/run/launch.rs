@@ -12,6 +12,7 @@ use nix::unistd::Pid;
 use super::capture::{failure_message, StderrCapture};
 use super::determinism::Determinism;
 use super::execution::{Execution, ExecutionConfig, ExecutionOutcome};
+use super::file_journal::{NotFaithful, ORIGIN};
 use super::process::Process;
 use super::snapshot::{self, Restored};
 use super::state_hash;
@@ -57,6 +58,7 @@ pub fn run_execution(
             restored = worker.snapshots.fork_startup(&key, cfg.state_cache)?;
         }
     }
+    let restored = put_files_back(worker, restored, &key);
     let branch_key = (cfg.snapshots && planned.is_some()).then(|| key.clone());
     // The deepest branch snapshot on this execution's path (the one it starts from, if any).
     let branch_depth = planned
@@ -110,6 +112,15 @@ pub fn run_execution(
         .map(StderrCapture::finish_execution)
         .unwrap_or_default();
     let mut outcome = result?;
+    let ran_to_end = outcome.exit.is_some()
+        && outcome.divergence.is_none()
+        && !outcome.cut_short
+        && !outcome.stopped_early;
+    if let (Some(journal), Some(_)) = (&worker.journal, &worker.fs_pass) {
+        if ran_to_end {
+            journal.lock().expect("file journal").keep_final();
+        }
+    }
     outcome.output_digest = {
         use std::hash::{DefaultHasher, Hash, Hasher};
         let mut h = DefaultHasher::new();
@@ -136,6 +147,43 @@ pub fn run_execution(
 /// which is all it costs.
 fn silence_stdout(exec: &Execution<'_>) {
     let _ = threads::point_at_dev_null(exec.p.pid, exec.syscall_insn, 1);
+}
+
+/// Puts the program's files back as an execution starting from `restored` (a copy of a
+/// snapshot, or exec when None) expects them, after earlier executions changed them
+/// (`file_journal`). When a copy cannot find them so (a file its snapshot holds open was
+/// replaced), the copy is thrown away, snapshots are turned off, and the execution starts
+/// from exec with the files at their origin.
+fn put_files_back(
+    worker: &mut WorkerState,
+    restored: Option<Restored>,
+    key: &str,
+) -> Option<Restored> {
+    let Some(journal) = worker.journal.clone() else {
+        return restored;
+    };
+    let to = restored.as_ref().map_or(ORIGIN, |r| r.state.fs_state);
+    if !journal.lock().expect("file journal").needs_restore(to) {
+        return restored;
+    }
+    // Putting files back changes them: one worker at a time, as for the program's changes.
+    if worker.fs_pass.is_none() {
+        match worker.fs_gate.enter(&worker.cut) {
+            Some(pass) => worker.fs_pass = Some(pass),
+            // The search is being cut short: the execution ends at once.
+            None => return restored,
+        }
+    }
+    let faithful = journal.lock().expect("file journal").restore(to);
+    match (faithful, restored) {
+        (Ok(()), restored) => restored,
+        (Err(NotFaithful(why)), Some(copy)) => {
+            snapshot::discard_copy(copy);
+            worker.snapshots.refuse(key, why);
+            None
+        }
+        (Err(_), None) => None,
+    }
 }
 
 /// Starts the program under ptrace, stopped at its exec.
@@ -213,6 +261,7 @@ impl<'a> Execution<'a> {
             unverified_races: 0,
             unverified_race: None,
             changed_files: false,
+            fs_state: super::file_journal::ORIGIN,
             steps: 0,
             preemptions: 0,
             killed: false,
@@ -278,6 +327,7 @@ impl<'a> Execution<'a> {
             unverified_races: 0,
             unverified_race: None,
             changed_files: false,
+            fs_state: s.fs_state,
             steps: s.steps,
             preemptions: s.preemptions,
             killed: false,

@@ -8,6 +8,7 @@ mod cut;
 pub mod debugger;
 mod determinism;
 mod execution;
+mod file_journal;
 mod findings;
 mod fs_gate;
 mod happens_before;

@@ -15,6 +15,7 @@ use anyhow::Result;
 
 use super::cut::CutSignal;
 use super::execution::{AccessKey, ExecutionConfig, ExecutionOutcome};
+use super::file_journal::FileJournal;
 use super::fs_gate::FsGate;
 use super::launch::run_execution;
 use super::memory_guard::{MemoryGuard, Pressure};
@@ -490,6 +491,8 @@ struct Shared<'a> {
     cut_signal: CutSignal,
     /// One execution at a time changes files.
     fs_gate: FsGate,
+    /// The program's file changes, undone between executions (`file_journal`).
+    journal: Arc<Mutex<FileJournal>>,
     /// Executions cut short.
     cut_short: AtomicU64,
     /// Workers should drop their branch snapshots (memory pressure).
@@ -877,6 +880,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         ends: Mutex::new(EndTable::default()),
         cut_signal: CutSignal::default(),
         fs_gate: FsGate::default(),
+        journal: Default::default(),
         cut_short: AtomicU64::new(0),
         shed: AtomicBool::new(false),
         nothing_to_explore: Mutex::new(None),
@@ -913,6 +917,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
             progress(&shared.report(&guard));
         }
     });
+    // The files as the first execution that ran to its end left them (also after an error).
+    shared.journal.lock().expect("file journal").finish();
     if let Some(e) = shared.error.lock().expect("lock").take() {
         return Err(e);
     }
@@ -1053,6 +1059,7 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
     let mut state = WorkerState {
         cut: shared.cut_signal.clone(),
         fs_gate: shared.fs_gate.clone(),
+        journal: Some(shared.journal.clone()),
         ..WorkerState::default()
     };
     // Tree searches need the same scheduling points in every execution: racy accesses

@@ -129,6 +129,8 @@ pub(super) struct SavedExecution {
     pub segment: Footprint,
     pub kernel: super::kernel_waits::KernelWaits,
     pub early_timeouts: u32,
+    /// The state of the program's files copies must start from (`file_journal`).
+    pub fs_state: super::file_journal::StateId,
 }
 
 /// What a restored execution starts from.
@@ -614,6 +616,11 @@ impl BranchSnapshot {
 }
 
 const SYS_SET_ROBUST_LIST: u64 = 273;
+
+/// Throws away a copy that will not run (its files could not be made what it expects).
+pub(super) fn discard_copy(r: Restored) {
+    discard_group(r.process.pid);
+}
 
 /// Kills a copy with several threads and reaps them all (no execution is running).
 fn discard_group(pid: Pid) {

@@ -47,6 +47,7 @@ impl Execution<'_> {
             segment: self.segment.clone(),
             kernel,
             early_timeouts: self.early_timeouts,
+            fs_state: self.fs_state,
         }
     }
 
@@ -140,6 +141,12 @@ impl Execution<'_> {
         };
         let mut state = self.save_state();
         state.races = self.races.as_ref().map(|d| d.without_access_history());
+        // The program's files as the copies must find them (an output it opened already).
+        if let Some(journal) = &self.worker.journal {
+            let held = procfs::open_file_ids(pid);
+            state.fs_state = journal.lock().expect("file journal").checkpoint(held);
+            self.fs_state = state.fs_state;
+        }
         let pending = PendingSignals::capture(pid, &[(0, self.p.threads[0].tid)]);
         let template =
             fork_stopped(pid, from, &canonical).context("forking the startup snapshot")?;

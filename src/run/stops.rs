@@ -11,6 +11,7 @@ use nix::unistd::Pid;
 
 use super::execution::{Execution, ProcessEnd, RunResult};
 use super::progress::LoggedSinceResume;
+use super::syscall_stops::note_file_change;
 
 /// A thread stopped nowhere this many times `--execution-timeout` (wall clock) is taken
 /// out: it is blocked in the kernel.
@@ -18,8 +19,9 @@ pub(super) const WALL_FACTOR: u32 = 10;
 
 use crate::model::ThreadId;
 use crate::report::Finding;
+use crate::tracee::memory::Memory;
 use crate::tracee::watchdog::user_cpu_time;
-use crate::tracee::{events, interrupt, Event, WaitOutcome};
+use crate::tracee::{events, interrupt, regs, Event, WaitOutcome};
 
 impl Execution<'_> {
     /// Whether the signal `tid` stopped with is a request to stop meant for mcheck (the
@@ -189,6 +191,17 @@ impl Execution<'_> {
                 events::resume(pid, None)?
             }
             Event::Signal(sig) => events::resume(pid, Some(sig))?,
+            Event::Seccomp => {
+                // A child changing files changes the user's files too: it takes the gate
+                // and its changes are journaled like the program's own.
+                if let (Ok(r), Ok(mem)) = (regs::get(pid), Memory::open(pid)) {
+                    let (nr, a) = (r.orig_rax as i64, regs::syscall_args(&r));
+                    if let Some(changes) = note_file_change(self.worker, pid, pid, &mem, nr, a) {
+                        self.changed_files |= changes;
+                    }
+                }
+                events::resume(pid, None)?
+            }
             _ => events::resume(pid, None)?,
         }
         Ok(())

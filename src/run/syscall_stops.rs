@@ -1,6 +1,8 @@
 //! Seccomp stops: the system calls the model needs (futex, clone, exit_group, sleeps...),
 //! the clock and random-number calls answered for determinism, and rdtsc emulation.
 
+use std::path::PathBuf;
+
 use anyhow::Result;
 use nix::unistd::Pid;
 
@@ -9,9 +11,11 @@ use super::execution::{Execution, RunResult};
 use super::fs_gate::changes_files;
 use super::process::StopPlace;
 use super::syscalls::{self, ClockCall, SyscallAction, TimeSource};
+use super::worker_state::WorkerState;
 use crate::model::{ObjectKind, Op, ThreadId};
+use crate::tracee::memory::Memory;
 use crate::tracee::seccomp::nr;
-use crate::tracee::{events, regs};
+use crate::tracee::{events, file_paths, regs};
 
 impl Execution<'_> {
     pub(super) fn on_seccomp(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
@@ -122,15 +126,10 @@ impl Execution<'_> {
         if !opens.contains(&nr) && !nr::FILE_CHANGES.contains(&nr) {
             return Ok(None);
         }
-        let mem = &self.p.mem;
-        let changes = changes_files(nr, a, |how| mem.read_u64(how).unwrap_or(0));
-        self.changed_files |= changes;
-        let worker = &mut *self.worker;
-        if changes && worker.fs_pass.is_none() {
-            match worker.fs_gate.enter(&worker.cut) {
-                Some(pass) => worker.fs_pass = Some(pass),
-                None => return Ok(Some(Some(RunResult::CutShort))),
-            }
+        let (pid, tid) = (self.p.pid, self.p.threads[t].tid);
+        match note_file_change(self.worker, pid, tid, &self.p.mem, nr, a) {
+            Some(changes) => self.changed_files |= changes,
+            None => return Ok(Some(Some(RunResult::CutShort))),
         }
         self.p.threads[t].place = StopPlace::Event;
         events::resume(self.p.threads[t].tid, None)?;
@@ -225,4 +224,34 @@ impl TimeSource for Execution<'_> {
     fn clock_now_ns(&self, clock: libc::clockid_t) -> u64 {
         self.det.peek_ns(clock, self.model.now())
     }
+}
+
+/// Before system call `nr` (arguments `a`) of thread `tid` of process `pid` (the
+/// program, or a process it forked) runs: when it may change files, the worker takes the
+/// file-system gate (`fs_gate`) and the journal saves the state of the paths it names
+/// (`file_journal`). Whether it may change files; None when the search is being cut
+/// short meanwhile.
+pub(super) fn note_file_change(
+    worker: &mut WorkerState,
+    pid: Pid,
+    tid: Pid,
+    mem: &Memory,
+    nr: i64,
+    a: [u64; 6],
+) -> Option<bool> {
+    if !changes_files(nr, a, |how| mem.read_u64(how).unwrap_or(0)) {
+        return Some(false);
+    }
+    if worker.fs_pass.is_none() {
+        match worker.fs_gate.enter(&worker.cut) {
+            Some(pass) => worker.fs_pass = Some(pass),
+            None => return None,
+        }
+    }
+    if let Some(journal) = &worker.journal {
+        let paths = file_paths::changed_paths(pid, tid, mem, nr, a);
+        let mut j = journal.lock().expect("file journal");
+        j.note_change(paths.iter().map(PathBuf::as_path));
+    }
+    Some(true)
 }

@@ -1,12 +1,14 @@
 //! What a worker keeps from one execution to the next: symbols, the instrumentation plans of
 //! the files it has seen, the addresses learnt to hold atomics, and the addresses found racy
 //! (which `--preempt-on-races` turns into scheduling points), the fork snapshots and the
-//! stderr pipe its executions share.
+//! stderr pipe its executions share, and the search's file gate and journal.
 
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use super::capture::StderrCapture;
 use super::cut::CutSignal;
+use super::file_journal::FileJournal;
 use super::fs_gate::{FsGate, FsPass};
 use super::plan::PlanCache;
 use super::snapshot::Snapshots;
@@ -52,6 +54,9 @@ pub struct WorkerState {
     /// The right to change files, once an execution of this worker needed it. Kept while
     /// the worker runs: its fork snapshots may hold files it changed half-way.
     pub fs_pass: Option<FsPass>,
+    /// Shared by the search's workers: the program's file changes, undone between
+    /// executions (None for a single replay, which changes files as the program does).
+    pub journal: Option<Arc<Mutex<FileJournal>>>,
     /// The debugger watching its executions (`mcheck replay --gdb`), if any.
     pub debug: Option<super::debugger::DebugHook>,
 }

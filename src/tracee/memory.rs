@@ -64,4 +64,24 @@ impl Memory {
         self.read(addr, &mut b)?;
         Ok(b[0])
     }
+
+    /// Reads the NUL-terminated string at `addr`, at most `max` bytes (without the NUL);
+    /// None when unreadable or longer.
+    pub fn read_c_string(&self, addr: u64, max: usize) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut at = addr;
+        while out.len() <= max {
+            // Up to the end of the page, so that a string near unmapped memory is read.
+            let chunk = (4096 - (at % 4096)) as usize;
+            let mut buf = vec![0u8; chunk.min(max + 1 - out.len()).max(1)];
+            self.read(at, &mut buf).ok()?;
+            if let Some(n) = buf.iter().position(|&b| b == 0) {
+                out.extend_from_slice(&buf[..n]);
+                return Some(out);
+            }
+            out.extend_from_slice(&buf);
+            at += buf.len() as u64;
+        }
+        None
+    }
 }

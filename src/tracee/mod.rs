@@ -10,6 +10,7 @@ pub mod debugregs;
 pub mod descriptors;
 pub mod events;
 pub mod fds;
+pub mod file_paths;
 pub mod files;
 pub mod fork;
 pub mod interrupt;

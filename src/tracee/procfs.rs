@@ -24,6 +24,18 @@ pub fn descriptor_target(pid: Pid, fd: i32) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// The regular files `pid` has open, as (device, inode).
+pub fn open_file_ids(pid: Pid) -> std::collections::HashSet<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return Default::default();
+    };
+    dir.filter_map(|e| fs::metadata(e.ok()?.path()).ok())
+        .filter(|m| m.is_file())
+        .map(|m| (m.dev(), m.ino()))
+        .collect()
+}
+
 /// The open descriptors of `pid` with what they refer to.
 pub fn descriptors(pid: Pid) -> Vec<(i32, String)> {
     let Ok(dir) = fs::read_dir(format!("/proc/{pid}/fd")) else {

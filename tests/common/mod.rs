@@ -99,7 +99,12 @@ fn mcheck_to(
     ordered.extend(tail.iter().cloned());
     let command = format!("mcheck {}", ordered.join(" "));
     let err = File::create(&err_path).expect("temp file");
+    // A fresh working directory: programs that write files (and mcheck's default `--out`)
+    // write them there, never into the source tree nor into another run's files.
+    let work = temp_path("cwd");
+    fs::create_dir_all(&work).expect("working directory");
     let mut child = Command::new(env!("CARGO_BIN_EXE_mcheck"))
+        .current_dir(&work)
         .args(&ordered)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
@@ -128,6 +133,7 @@ fn mcheck_to(
         .and_then(|t| serde_json::from_str(&t).ok());
     let _ = fs::remove_file(&json_path);
     let _ = fs::remove_file(&err_path);
+    let _ = fs::remove_dir_all(&work);
     Run {
         code,
         stderr,

@@ -62,6 +62,9 @@ fn patched_sites_and_breakpoints_report_the_same_races() {
         "race_mutex_handoff_ok",
         "race_cpp_atomic_publish_ok",
         "race_rust_mutex_mpsc_ok",
+        "race_fn_pointer",
+        "race_virtual_throw_ok",
+        "race_memcpy",
     ];
     let opts = [
         "--strategy",

@@ -165,6 +165,8 @@ struct RunResult {
     json: Result<Value, String>,
     stdout_tail: String,
     stderr_tail: String,
+    /// mcheck said it met an internal error (never acceptable, whatever the verdict).
+    internal_error: bool,
     command: String,
 }
 
@@ -241,6 +243,8 @@ fn run_mcheck(fx: &Fixture) -> RunResult {
         json,
         stdout_tail: tail_of(&out_path, 1500),
         stderr_tail: tail_of(&err_path, 1500),
+        internal_error: fs::read_to_string(&err_path)
+            .is_ok_and(|e| e.contains("mcheck: internal error")),
         command,
     };
     let _ = fs::remove_file(&json_path);
@@ -252,6 +256,9 @@ fn run_mcheck(fx: &Fixture) -> RunResult {
 
 /// `Ok(summary)` when the run matches the expectation, `Err(explanation)` otherwise.
 fn judge(fx: &Fixture, r: &RunResult) -> Result<String, String> {
+    if r.internal_error {
+        return Err("mcheck reported an internal error".into());
+    }
     let status = match &r.end {
         RunEnd::SpawnFailed(e) => return Err(format!("could not run mcheck: {e}")),
         RunEnd::TimedOut => {

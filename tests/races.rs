@@ -96,3 +96,41 @@ fn no_races_turns_detection_off() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(list.is_empty());
 }
+
+#[test]
+fn a_race_behind_an_indirect_call_has_the_caller_in_both_stacks() {
+    // `ops->bump(&counter)` is `call *8(%rax)`: patched to record the pointer it reads, the
+    // call must still push its own return address, so that both stacks unwind to `worker`.
+    let (code, list, stderr) = findings("race_fn_pointer", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let f = &list[0];
+    assert_eq!(f["kind"], "data_race");
+    for t in f["threads"].as_array().unwrap() {
+        let functions: Vec<&str> = (t["stack"].as_array().unwrap().iter())
+            .filter_map(|fr| fr["function"].as_str())
+            .collect();
+        assert_eq!(&functions[..2], ["bump", "worker"], "{t}");
+    }
+}
+
+#[test]
+fn a_race_inside_a_logged_memcpy_names_the_buffer_and_both_callers() {
+    // The memcpy calls are recorded from the access log (no stop at the PLT stub); the
+    // stacks come from a second run that stops at the calls.
+    let (code, list, stderr) = findings("race_memcpy", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let f = &list[0];
+    assert_eq!(f["kind"], "data_race");
+    let msg = f["message"].as_str().unwrap();
+    assert!(
+        msg.contains("`shared`") && msg.contains("write of 200 byte(s)"),
+        "{msg}"
+    );
+    for t in f["threads"].as_array().unwrap() {
+        let frames: Vec<(String, u64)> = (t["stack"].as_array().unwrap().iter())
+            .filter_map(|fr| Some((fr["function"].as_str()?.to_string(), fr["line"].as_u64()?)))
+            .collect();
+        assert!(frames.contains(&("fill".into(), 18)), "{t}");
+        assert!(frames.iter().any(|(f, _)| f == "writer"), "{t}");
+    }
+}

@@ -153,6 +153,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 sites_patched: result.patch_stats.patched,
                 sites_on_breakpoints: result.patch_stats.on_breakpoints(),
                 neighbours_moved: result.patch_stats.moved_neighbours,
+                memory_calls_patched: result.patch_stats.memory_calls_patched,
                 breakpoint_reasons: {
                     let mut r = result.patch_stats.fallback.clone();
                     if result.patch_stats.unpatched > 0 {

@@ -60,6 +60,11 @@ impl LogLayout {
         self.base + 16
     }
 
+    /// Address of the slot where the code emulating an indirect call keeps its target.
+    pub fn scratch_target(&self) -> u64 {
+        self.base + 24
+    }
+
     /// Address of the first record.
     pub fn records(&self) -> u64 {
         self.base + HEADER_BYTES
@@ -83,23 +88,34 @@ impl LogLayout {
     }
 }
 
-/// One decoded record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// One record: two words. An access record holds the effective address and the site id; a
+/// call of a modelled memory function takes [`CALL_RECORDS`] records (see `trampoline.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
 pub struct Record {
-    /// The effective address the instruction accessed.
+    /// The effective address the instruction accessed (or a call's first argument).
     pub addr: u64,
-    /// The id of the site (an index into the process's site table).
-    pub site: u32,
+    /// The site id in its low 32 bits (or a call's further argument).
+    pub word: u64,
 }
 
 impl Record {
+    /// The id of the site (an index into the process's site table).
+    pub fn site(&self) -> u32 {
+        self.word as u32
+    }
+
     /// Decodes a record from its 16 bytes.
     pub fn from_bytes(b: &[u8; 16]) -> Record {
         let addr = u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
-        let site = u32::from_le_bytes(b[8..12].try_into().expect("4 bytes"));
-        Record { addr, site }
+        let word = u64::from_le_bytes(b[8..].try_into().expect("8 bytes"));
+        Record { addr, word }
     }
 }
+
+/// Records one call of a modelled memory function takes: (rdi, site id), (rsi, rdx),
+/// (return address, rcx).
+pub const CALL_RECORDS: u64 = 3;
 
 #[cfg(test)]
 mod tests {

@@ -17,7 +17,10 @@ pub mod table;
 pub mod trampoline;
 
 pub use log_layout::{LogLayout, Record};
-pub use planner::{plan, plan_out_of_line, Code, Plan, Planned, Refusal, SiteRequest};
+pub use planner::{
+    broken_jumps, plan, plan_entries, plan_out_of_line, Code, EntryRequest, Plan, Planned, Refusal,
+    SiteRequest,
+};
 pub use space::{free_ranges, CodeSpace};
 pub use table::{PatchTable, PatchedSite};
-pub use trampoline::{Exit, TrampolineMeta};
+pub use trampoline::{EntrySite, Exit, Kind, TrampolineMeta};

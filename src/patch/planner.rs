@@ -6,6 +6,14 @@
 //! its site, and those are then already final, whether they end up holding another site's
 //! jump or a breakpoint (a site left on the breakpoint path gets its `int3` in the copy at
 //! once, before the sites below it are planned).
+//!
+//! A short site is tried, in turn, with a punned jump, with its successor moved out of the
+//! way ([`plan_evicting`]), and with a *hop* ([`plan_hop`], E9Patch's neighbour eviction):
+//! a 2-byte `jmp rel8` to the spare bytes of a longer instruction within 128 bytes, whose
+//! own jump (to its trampoline, if it is a site, or to one that just runs it) takes only
+//! its first five bytes; the jump to the short site's trampoline goes in the rest.
+
+use std::collections::HashMap;
 
 use iced_x86::{Decoder, DecoderOptions, Instruction};
 
@@ -15,8 +23,10 @@ use super::jump::{
 };
 use super::log_layout::LogLayout;
 use super::space::CodeSpace;
-use super::table::PatchedSite;
-use super::trampoline::{generate, generate_plain, Trampoline, Unpatchable};
+use super::table::{Hop, PatchedSite};
+use super::trampoline::{
+    check_relocatable, generate, generate_entry, generate_plain, EntrySite, Trampoline, Unpatchable,
+};
 
 /// The current bytes of one region of code, changed as sites are planned.
 #[derive(Debug, Clone)]
@@ -29,6 +39,8 @@ pub struct Code {
     changed: Vec<bool>,
     /// Whether each byte was written by a plan.
     written: Vec<bool>,
+    /// Whether each byte is read by a planned punned jump (it must not change).
+    borrowed: Vec<bool>,
 }
 
 impl Code {
@@ -41,6 +53,7 @@ impl Code {
             bytes,
             changed: vec![false; pages],
             written: vec![false; n],
+            borrowed: vec![false; n],
         }
     }
 
@@ -59,6 +72,40 @@ impl Code {
         let last = ((self.start % 4096 + (off + data.len()) as u64 - 1) / 4096) as usize;
         for p in first..=last {
             self.changed[p] = true;
+        }
+    }
+
+    /// Marks `at..at+len` (inside the region) as read by a planned punned jump.
+    fn borrow(&mut self, at: u64, len: usize) {
+        if let Some(off) = at.checked_sub(self.start).map(|o| o as usize) {
+            let end = (off + len).min(self.borrowed.len());
+            if off < end {
+                self.borrowed[off..end].fill(true);
+            }
+        }
+    }
+
+    /// Whether any byte of `at..at+len` is read by a planned punned jump.
+    fn borrowed(&self, at: u64, len: usize) -> bool {
+        let Some(off) = at.checked_sub(self.start).map(|o| o as usize) else {
+            return true;
+        };
+        self.borrowed
+            .get(off..off + len)
+            .is_none_or(|b| b.iter().any(|&x| x))
+    }
+
+    /// Notes the bytes the jumps of `plans` read past their sites (or past the spare bytes
+    /// their hops land in).
+    fn borrow_for<'a>(&mut self, plans: impl IntoIterator<Item = &'a Planned>) {
+        for p in plans {
+            match p.site.hop {
+                None => self.borrow(p.at + p.site.len as u64, p.site.reads_past as usize),
+                Some(h) => {
+                    let end = h.relies_on.0 + h.relies_on.1 as u64;
+                    self.borrow(h.at, (end - h.at) as usize);
+                }
+            }
         }
     }
 
@@ -159,6 +206,34 @@ pub struct Plan {
     pub refused: Vec<(u64, u8, Refusal)>,
 }
 
+/// The plan being made, with its patches indexed by address.
+#[derive(Default)]
+struct Planning {
+    out: Plan,
+    /// Address → index in `out.patched`.
+    patched_at: HashMap<u64, usize>,
+    /// Address → index in `out.evicted`.
+    evicted_at: HashMap<u64, usize>,
+}
+
+impl Planning {
+    fn push_patched(&mut self, p: Planned) {
+        self.patched_at.insert(p.at, self.out.patched.len());
+        self.out.patched.push(p);
+    }
+
+    fn push_evicted(&mut self, p: Planned) {
+        self.evicted_at.insert(p.at, self.out.evicted.len());
+        self.out.evicted.push(p);
+    }
+
+    /// The patch planned at `at` (a site's or an evicted instruction's).
+    fn at(&self, at: u64) -> Option<&Planned> {
+        (self.patched_at.get(&at).map(|&i| &self.out.patched[i]))
+            .or_else(|| self.evicted_at.get(&at).map(|&i| &self.out.evicted[i]))
+    }
+}
+
 /// Plans `sites` (any order) inside `code`, placing trampolines in `space`, logging into
 /// `log`. Updates `code` with every jump and every breakpoint of a refused site.
 pub fn plan(
@@ -168,47 +243,81 @@ pub fn plan(
     log: &LogLayout,
 ) -> Plan {
     sites.sort_by_key(|s| std::cmp::Reverse(s.insn.ip()));
-    let mut out = Plan::default();
-    for s in sites.iter() {
+    let mut pl = Planning::default();
+    // Instruction boundaries are read from the bytes before any plan.
+    let pristine = code.clone();
+    let addresses: Vec<u64> = sites.iter().map(|s| s.insn.ip()).collect();
+    // Sites planned early, as the neighbour a hop goes through.
+    let mut done: std::collections::HashSet<u64> = Default::default();
+    for (i, s) in sites.iter().enumerate() {
         let at = s.insn.ip();
         let len = s.insn.len();
+        if done.contains(&at) {
+            continue;
+        }
+        let before = (pl.out.patched.len(), pl.out.evicted.len());
         let Some(current) = code.get(at, len) else {
             continue;
         };
         if current != &s.bytes[..len] {
-            out.refused.push((at, s.bytes[0], Refusal::NotOriginal));
+            pl.out.refused.push((at, s.bytes[0], Refusal::NotOriginal));
             continue;
         }
         match plan_one(code, s, space, log) {
             Ok(p) => {
                 code.set(at, &p.jump);
-                out.patched.push(p);
+                pl.push_patched(p);
             }
             Err(Refusal::NoRoom) if len < 5 => {
-                match plan_evicting(code, s, &out.patched, space, log) {
+                let successor = pl
+                    .patched_at
+                    .get(&(at + len as u64))
+                    .map(|&i| &pl.out.patched[i]);
+                match plan_evicting(code, s, successor, space, log) {
                     Some((site, neighbour)) => {
                         code.set(neighbour.at, &neighbour.jump);
                         code.set(at, &site.jump);
-                        out.patched.push(site);
+                        pl.push_patched(site);
                         // A neighbour that is a site of this batch is planned anew.
-                        match out.patched.iter().position(|p| p.at == neighbour.at) {
-                            Some(i) => out.patched[i] = neighbour,
-                            None => out.evicted.push(neighbour),
+                        code.borrow_for([&neighbour]);
+                        match pl.patched_at.get(&neighbour.at) {
+                            Some(&i) => pl.out.patched[i] = neighbour,
+                            None => pl.push_evicted(neighbour),
                         }
                     }
                     None => {
-                        code.set(at, &[0xcc]);
-                        out.refused.push((at, s.bytes[0], Refusal::NoRoom));
+                        let ctx = HopContext {
+                            pristine: &pristine,
+                            pending: &addresses[i + 1..],
+                            sites: &sites[i + 1..],
+                        };
+                        match plan_hop(code, s, &ctx, &mut pl, space, log) {
+                            Some(neighbour) => {
+                                if let Some(n) = neighbour {
+                                    done.insert(n);
+                                }
+                            }
+                            None => {
+                                code.set(at, &[0xcc]);
+                                pl.out.refused.push((at, s.bytes[0], Refusal::NoRoom));
+                            }
+                        }
                     }
                 }
             }
             Err(why) => {
                 code.set(at, &[0xcc]);
-                out.refused.push((at, s.bytes[0], why));
+                pl.out.refused.push((at, s.bytes[0], why));
             }
         }
+        // The bytes the new jumps read must stay as they are from now on.
+        code.borrow_for(
+            pl.out.patched[before.0..]
+                .iter()
+                .chain(&pl.out.evicted[before.1..]),
+        );
     }
-    out
+    pl.out
 }
 
 fn plan_one(
@@ -256,6 +365,7 @@ fn plan_one(
                         reads_past: read as u8,
                         trampoline: t_at,
                         access: true,
+                        hop: None,
                     },
                     trampoline,
                     jump,
@@ -279,14 +389,13 @@ fn plan_one(
 fn plan_evicting(
     code: &Code,
     s: &SiteRequest,
-    patched: &[Planned],
+    earlier: Option<&Planned>,
     space: &mut CodeSpace,
     log: &LogLayout,
 ) -> Option<(Planned, Planned)> {
     let at = s.insn.ip();
     let len = s.insn.len();
     let n_at = at + len as u64;
-    let earlier = patched.iter().find(|p| p.at == n_at);
     let n_orig: Vec<u8> = match earlier {
         Some(p) => p.site.original_bytes().to_vec(),
         None => {
@@ -296,7 +405,10 @@ fn plan_evicting(
     };
     let n = Decoder::with_ip(64, &n_orig, n_at, DecoderOptions::NONE).decode();
     let n_len = n.len();
-    if n.is_invalid() || (earlier.is_none() && (n_orig[0] == 0xcc || code.written(n_at, n_len))) {
+    if n.is_invalid()
+        || code.borrowed(n_at, n_len)
+        || (earlier.is_none() && (n_orig[0] == 0xcc || code.written(n_at, n_len)))
+    {
         return None;
     }
     let n_orig = n_orig[..n_len].to_vec();
@@ -415,6 +527,196 @@ fn evict_with(
     None
 }
 
+/// What [`plan_hop`] needs to know of the batch: the region before any plan (instruction
+/// boundaries), and the sites not planned yet (below the current one), by address.
+struct HopContext<'a> {
+    pristine: &'a Code,
+    pending: &'a [u64],
+    sites: &'a [SiteRequest],
+}
+
+/// Most bytes a short jump reaches back or forth.
+const SHORT_REACH: i64 = 128;
+
+/// Patches the short site `s` with a hop: `jmp rel8` to the spare bytes of a neighbour `N`
+/// of at least six bytes, where the jump to the site's trampoline is written; `N`'s first
+/// five bytes jump to its own trampoline. `N` is one of (in this order of preference): a
+/// site of this batch already patched with a plain jump (its padding is spare), an
+/// instruction not patched at all (moved to a trampoline that just runs it), or a site of
+/// the batch below `s` not planned yet (planned now; its address is returned so that the
+/// caller skips it). Writes the jumps in `code` and the plans in `out`. None when no
+/// neighbour will do. Below `s`, only a neighbour whose spare bytes hold a whole jump is
+/// used: the bytes after it are not final yet.
+fn plan_hop(
+    code: &mut Code,
+    s: &SiteRequest,
+    ctx: &HopContext<'_>,
+    pl: &mut Planning,
+    space: &mut CodeSpace,
+    log: &LogLayout,
+) -> Option<Option<u64>> {
+    let at = s.insn.ip();
+    let len = s.insn.len();
+    if len < 2 {
+        return None;
+    }
+    let size = generate(&s.insn, &s.bytes, s.id, at, log).ok()?.bytes.len() as u64;
+    for n in neighbours(ctx.pristine, at, len, ctx.pending) {
+        let (n_at, n_len) = (n.ip(), n.len());
+        let q = n_at + 5;
+        let spare = n_len - 5;
+        if n_at < at && spare < 5 {
+            continue;
+        }
+        // What N is now.
+        let patched = pl.at(n_at).map(|p| (p.site.reads_past, p.site.len));
+        let pending_index = ctx.pending.binary_search_by(|a| n_at.cmp(a)).ok();
+        let pending = pending_index.is_some();
+        // Bytes another jump reads must stay as they are.
+        let usable = !code.borrowed(n_at, n_len)
+            && match patched {
+                Some((0, l)) => {
+                    l as usize == n_len
+                        && code
+                            .get(q, spare)
+                            .is_some_and(|b| b.iter().all(|&x| x == 0xcc))
+                }
+                Some(_) => false,
+                None => !code.written(n_at, n_len) && (pending || check_relocatable(&n).is_ok()),
+            };
+        if !usable {
+            continue;
+        }
+        let after = code
+            .get(n_at + n_len as u64, 8)
+            .or_else(|| code.get(n_at + n_len as u64, 4))
+            .unwrap_or(&[]);
+        let mut ws = windows(q, spare, after);
+        ws.retain(|w| code.get(q, w.prefixes as usize + 5).is_some() || spare >= 5);
+        let Some((t_at, i)) = space.allocate(&ws, size) else {
+            continue;
+        };
+        let w = ws[i];
+        let trampoline = match generate(&s.insn, &s.bytes, s.id, t_at, log) {
+            Ok(t) if t.bytes.len() as u64 == size => t,
+            _ => {
+                space.release(t_at);
+                continue;
+            }
+        };
+        let read = bytes_read_past(spare, w.prefixes);
+        let Some(hop_jump) = jump_bytes(q, spare, w.prefixes, t_at, after) else {
+            space.release(t_at);
+            continue;
+        };
+        // N's own jump, unless it has one.
+        let mut neighbour_plan = None;
+        let mut planned_now = None;
+        if patched.is_none() {
+            let n_bytes = ctx.pristine.get(n_at, n_len)?.to_vec();
+            let plan = if let Some(j) = pending_index {
+                plan_one(code, &ctx.sites[j], space, log).ok()
+            } else {
+                plain_neighbour(&n, &n_bytes, space)
+            };
+            let Some(plan) = plan else {
+                space.release(t_at);
+                continue;
+            };
+            if plan.site.reads_past != 0 {
+                space.release(plan.trampoline.meta.at);
+                space.release(t_at);
+                continue;
+            }
+            planned_now = pending.then_some(n_at);
+            neighbour_plan = Some(plan);
+        }
+        let rel = q as i64 - (at as i64 + 2);
+        let mut site_jump = vec![0xeb, rel as i8 as u8];
+        site_jump.resize(len, 0xcc);
+        if let Some(p) = &neighbour_plan {
+            code.set(n_at, &p.jump);
+        }
+        code.set(q, &hop_jump);
+        code.set(at, &site_jump);
+        let mut site = patched_site(s.id, &s.bytes[..len], 0, t_at, true);
+        site.hop = Some(Hop {
+            at: q,
+            relies_on: (n_at, (n_len + read) as u8),
+        });
+        pl.push_patched(Planned {
+            at,
+            site,
+            trampoline,
+            jump: site_jump,
+        });
+        match (neighbour_plan, planned_now) {
+            (Some(p), Some(_)) => pl.push_patched(p),
+            (Some(p), None) => pl.push_evicted(p),
+            _ => {}
+        }
+        return Some(planned_now);
+    }
+    None
+}
+
+/// The instructions of at least six bytes whose sixth byte a `jmp rel8` at `at` (a site
+/// of `len` bytes) reaches, decoded from `pristine` (below the site, from the nearest
+/// pending site under the reach, a known instruction boundary; above it, from the site
+/// itself), nearest first.
+fn neighbours(pristine: &Code, at: u64, len: usize, pending: &[u64]) -> Vec<Instruction> {
+    let from = at + 2;
+    let reach = |q: u64| (q as i64 - from as i64).abs() < SHORT_REACH;
+    let decode_from = |start: u64, end: u64| -> Vec<Instruction> {
+        let left = (pristine.start + pristine.bytes.len() as u64).saturating_sub(start);
+        let Some(bytes) = pristine.get(start, (end.saturating_sub(start)).min(left) as usize)
+        else {
+            return Vec::new();
+        };
+        Decoder::with_ip(64, bytes, start, DecoderOptions::NONE)
+            .into_iter()
+            .take_while(|i| !i.is_invalid())
+            .collect()
+    };
+    let mut found: Vec<Instruction> = decode_from(at + len as u64, at + SHORT_REACH as u64 + 16)
+        .into_iter()
+        .collect();
+    // Below: decode from a known boundary (a pending site), if one is near enough.
+    let lowest = at.saturating_sub(SHORT_REACH as u64 + 8);
+    if let Some(&anchor) = pending.iter().find(|&&a| a <= lowest && lowest - a < 4096) {
+        found.extend(
+            decode_from(anchor, at)
+                .into_iter()
+                .filter(|i| i.next_ip() <= at),
+        );
+    }
+    found.retain(|i| i.len() >= 6 && reach(i.ip() + 5));
+    found.sort_by_key(|i| (i.ip() as i64 - at as i64).abs());
+    found
+}
+
+/// The plain trampoline and jump moving `n` (original `bytes`, at least five) out of the
+/// way, in space of full reach.
+fn plain_neighbour(n: &Instruction, bytes: &[u8], space: &mut CodeSpace) -> Option<Planned> {
+    let at = n.ip();
+    let size = generate_plain(n, bytes, at).ok()?.bytes.len() as u64;
+    let (t_at, _) = space.allocate(&windows(at, n.len(), &[]), size)?;
+    let trampoline = match generate_plain(n, bytes, t_at) {
+        Ok(t) if t.bytes.len() as u64 == size => t,
+        _ => {
+            space.release(t_at);
+            return None;
+        }
+    };
+    let jump = jump_bytes(at, n.len(), 0, t_at, &[])?;
+    Some(Planned {
+        at,
+        site: patched_site(u32::MAX, bytes, 0, t_at, false),
+        trampoline,
+        jump,
+    })
+}
+
 /// Out-of-line copies of sites left on breakpoints: a trampoline that runs the relocated
 /// instruction and jumps back, so that the tracer, stopped at a site's breakpoint, sends
 /// the thread there instead of single-stepping the instruction in place (one stop per
@@ -441,6 +743,80 @@ pub fn plan_out_of_line<'a>(
     out
 }
 
+/// The planned jumps that no longer reach their trampolines in the final `code`: a punned
+/// jump whose borrowed bytes a later plan changed. Each one found is a planning bug; the
+/// caller leaves such a site on the breakpoint path instead of jumping into the void.
+pub fn broken_jumps<'a>(code: &Code, plans: impl IntoIterator<Item = &'a Planned>) -> Vec<u64> {
+    plans
+        .into_iter()
+        .filter(|p| {
+            let target = |at: u64, read: usize| -> Option<u64> {
+                let bytes = code.get(at, read.max(5)).or_else(|| code.get(at, read))?;
+                let jump = Decoder::with_ip(64, bytes, at, DecoderOptions::NONE).decode();
+                (jump.mnemonic() == iced_x86::Mnemonic::Jmp).then(|| jump.near_branch_target())
+            };
+            let read = p.site.len as usize + p.site.reads_past as usize;
+            match p.site.hop {
+                None => target(p.at, read) != Some(p.trampoline.meta.at),
+                Some(h) => {
+                    let rest = (h.relies_on.0 + h.relies_on.1 as u64 - h.at) as usize;
+                    target(p.at, 2) != Some(h.at)
+                        || target(h.at, rest) != Some(p.trampoline.meta.at)
+                }
+            }
+        })
+        .map(|p| p.at)
+        .collect()
+}
+
+/// A memory function's hook to plan: the id its records carry, and where it is.
+#[derive(Debug, Clone, Copy)]
+pub struct EntryRequest {
+    /// Site id.
+    pub id: u32,
+    /// Where the hook goes.
+    pub site: EntrySite,
+}
+
+/// Plans the hooks `entries` (each at least 5 bytes, so a plain jump) in `code`, placing
+/// their trampolines in `space`; writes their jumps in `code`. An entry whose bytes an
+/// earlier plan changed, or for which no room is found, is left out (it keeps its
+/// breakpoint, or goes unhooked).
+pub fn plan_entries(
+    code: &mut Code,
+    entries: &[EntryRequest],
+    space: &mut CodeSpace,
+    log: &LogLayout,
+) -> Vec<Planned> {
+    let mut out = Vec::new();
+    for r in entries {
+        let e = &r.site;
+        let len = e.len as usize;
+        if len < 5 || code.written(e.at, len) {
+            continue;
+        }
+        let Some(original) = code.get(e.at, len).map(<[u8]>::to_vec) else {
+            continue;
+        };
+        let size = generate_entry(e, r.id, e.at, log).bytes.len() as u64;
+        let Some((t_at, _)) = space.allocate(&windows(e.at, len, &[]), size) else {
+            continue;
+        };
+        let Some(jump) = jump_bytes(e.at, len, 0, t_at, &[]) else {
+            space.release(t_at);
+            continue;
+        };
+        code.set(e.at, &jump);
+        out.push(Planned {
+            at: e.at,
+            site: patched_site(r.id, &original, 0, t_at, true),
+            trampoline: generate_entry(e, r.id, t_at, log),
+            jump,
+        });
+    }
+    out
+}
+
 /// The table's record of a patch.
 fn patched_site(
     id: u32,
@@ -458,6 +834,7 @@ fn patched_site(
         reads_past: reads_past as u8,
         trampoline,
         access,
+        hop: None,
     }
 }
 
@@ -535,6 +912,48 @@ mod tests {
     }
 
     #[test]
+    fn a_short_site_hops_through_the_spare_bytes_of_a_longer_neighbour() {
+        // mov eax,[rdi] ; ret ; movabs rax, 0x77665544332211f0 ; ret. The site's windows
+        // fall out of the free space, its successor (a ret) cannot be moved: it jumps two
+        // bytes to the movabs's sixth byte, where a jump to its trampoline is; the movabs
+        // itself is moved to a trampoline of its own.
+        let mut body = vec![0x8b, 0x07, 0xc3, 0x48, 0xb8];
+        body.extend(0x7766_5544_3322_11f0u64.to_le_bytes());
+        body.extend([0xc3, 0x90, 0x90, 0x90, 0x90]);
+        let (mut code, mut sites) = region(&body, &[0]);
+        let room = BASE + (512 << 20)..BASE + (1024 << 20);
+        let mut sp = CodeSpace::new(std::iter::once(room).collect());
+        let p = plan(&mut code, &mut sites, &mut sp, &log());
+        assert!(p.refused.is_empty(), "{:?}", p.refused);
+        let site = &p.patched[0];
+        let hop = site.site.hop.expect("a hop");
+        assert_eq!(hop.at, BASE + 3 + 5);
+        assert_eq!(code.get(BASE, 2), Some(&[0xeb, 0x06][..]));
+        assert_eq!(jump_target(&code, BASE), hop.at);
+        assert_eq!(jump_target(&code, hop.at), site.trampoline.meta.at);
+        // The neighbour starts where it did, with a jump to a trampoline that runs it.
+        let moved = &p.evicted[0];
+        assert_eq!(moved.at, BASE + 3);
+        assert_eq!(jump_target(&code, BASE + 3), moved.trampoline.meta.at);
+        // The ret after the site is untouched, and every jump reaches its trampoline.
+        assert_eq!(code.get(BASE + 2, 1), Some(&[0xc3][..]));
+        assert!(broken_jumps(&code, p.patched.iter().chain(&p.evicted)).is_empty());
+    }
+
+    #[test]
+    fn a_punned_jump_whose_borrowed_bytes_change_later_is_found_broken() {
+        // Two short sites: the first one's jump reads the second one's first bytes.
+        let body = [0x8b, 0x07, 0x89, 0x06, 0xc3, 0x90, 0x90, 0x90, 0x90, 0x90];
+        let (mut code, mut sites) = region(&body, &[0, 2]);
+        let p = plan(&mut code, &mut sites, &mut space(), &log());
+        assert!(broken_jumps(&code, &p.patched).is_empty());
+        // A later plan writes over the bytes the first jump borrowed.
+        code.set(BASE + 2, &[0xcc, 0xcc]);
+        let broken = broken_jumps(&code, &p.patched);
+        assert!(broken.contains(&BASE), "{broken:x?}");
+    }
+
+    #[test]
     fn a_site_that_needs_a_stop_gets_a_breakpoint_and_the_site_before_reads_it() {
         let body = [0x8b, 0x07, 0x89, 0x06, 0xc3, 0x90, 0x90, 0x90, 0x90, 0x90];
         let (mut code, mut sites) = region(&body, &[0, 2]);
@@ -589,7 +1008,7 @@ mod tests {
         let copies = plan_out_of_line(&sites, &mut space());
         assert_eq!(copies.len(), 2);
         for (c, s) in copies.iter().zip(&sites) {
-            assert!(!c.meta.logs);
+            assert!(!c.meta.kind.logs());
             assert_eq!(&c.bytes[..s.insn.len()], &s.bytes[..]);
             let jmp = Decoder::with_ip(
                 64,

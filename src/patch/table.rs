@@ -4,7 +4,9 @@
 //! A punned jump relies on bytes of the instructions after its site (see `jump.rs`). Before
 //! any of those bytes change (a breakpoint inserted or removed, another site restored), the
 //! jumps that read them must be taken out: [`PatchTable::dependents`] finds them, together
-//! with the jumps those removals break in turn.
+//! with the jumps those removals break in turn. A site that *hops* (a 2-byte jump to the
+//! spare bytes of a nearby instruction moved out of the way, E9Patch's neighbour eviction)
+//! relies on that instruction's bytes too: they are its [`Hop`].
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -31,6 +33,20 @@ pub struct PatchedSite {
     /// An access site (else an instruction moved out of the way of a neighbour's jump,
     /// which needs no breakpoint once restored).
     pub access: bool,
+    /// Its jump is a short one to the spare bytes of another instruction, where the jump to
+    /// its trampoline is.
+    pub hop: Option<Hop>,
+}
+
+/// Where a hopping site's jump goes on, and the bytes it relies on there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hop {
+    /// The address its short jump lands on (inside the other instruction), where the jump
+    /// to its trampoline starts.
+    pub at: u64,
+    /// The bytes whose change breaks it: the other instruction's (its own jump and the
+    /// spare bytes) and those the jump there reads past it.
+    pub relies_on: (u64, u8),
 }
 
 impl PatchedSite {
@@ -43,6 +59,12 @@ impl PatchedSite {
     fn span(&self, at: u64) -> Range<u64> {
         at..at + self.len as u64 + self.reads_past as u64
     }
+
+    /// The bytes elsewhere that its hop relies on.
+    fn hop_span(&self) -> Option<Range<u64>> {
+        self.hop
+            .map(|h| h.relies_on.0..h.relies_on.0 + h.relies_on.1 as u64)
+    }
 }
 
 /// The patches of one process.
@@ -52,6 +74,10 @@ pub struct PatchTable {
     trampolines: BTreeMap<u64, TrampolineMeta>,
     /// Out-of-line copies of sites left on breakpoints: site → trampoline.
     out_of_line: BTreeMap<u64, u64>,
+    /// Where hopping sites' short jumps land → the site.
+    hops: BTreeMap<u64, u64>,
+    /// Start of the bytes a hop relies on → the hopping sites.
+    hop_spans: BTreeMap<u64, Vec<u64>>,
     /// Where trampolines go.
     pub space: CodeSpace,
 }
@@ -67,8 +93,18 @@ impl PatchTable {
 
     /// Records the patch of the site at `at` and its trampoline.
     pub fn insert(&mut self, at: u64, site: PatchedSite, meta: TrampolineMeta) {
+        if let Some(h) = site.hop {
+            self.hops.insert(h.at, at);
+            self.hop_spans.entry(h.relies_on.0).or_default().push(at);
+        }
         self.sites.insert(at, site);
         self.trampolines.insert(meta.at, meta);
+    }
+
+    /// The hopping site whose short jump lands at `rip` (a thread stopped there has done
+    /// nothing of the site yet).
+    pub fn hop_to(&self, rip: u64) -> Option<u64> {
+        self.hops.get(&rip).copied()
     }
 
     /// Records the out-of-line copy of the site on a breakpoint at `meta.site`.
@@ -86,6 +122,15 @@ impl PatchTable {
     pub fn remove(&mut self, at: u64) -> Option<PatchedSite> {
         let site = self.sites.remove(&at)?;
         self.trampolines.remove(&site.trampoline);
+        if let Some(h) = site.hop {
+            self.hops.remove(&h.at);
+            if let Some(list) = self.hop_spans.get_mut(&h.relies_on.0) {
+                list.retain(|&s| s != at);
+                if list.is_empty() {
+                    self.hop_spans.remove(&h.relies_on.0);
+                }
+            }
+        }
         Some(site)
     }
 
@@ -133,6 +178,18 @@ impl PatchTable {
                     work.push(at..at + site.len as u64);
                 }
             }
+            // Sites hopping through these bytes.
+            for (_, hoppers) in self.hop_spans.range(from..r.end) {
+                for &at in hoppers {
+                    let Some(span) = self.sites.get(&at).and_then(PatchedSite::hop_span) else {
+                        continue;
+                    };
+                    if span.start < r.end && r.start < span.end && !out.contains(&at) {
+                        out.push(at);
+                        work.push(at..at + self.sites[&at].len as u64);
+                    }
+                }
+            }
         }
         out
     }
@@ -150,6 +207,7 @@ mod tests {
             reads_past,
             trampoline,
             access: true,
+            hop: None,
         }
     }
 
@@ -164,7 +222,7 @@ mod tests {
             insn: 56,
             back: 60,
             full: 65,
-            logs: true,
+            kind: crate::patch::trampoline::Kind::Access,
         }
     }
 
@@ -200,5 +258,30 @@ mod tests {
         assert_eq!(d, vec![0x1000, 0x1002]);
         // Past every span: nothing.
         assert!(t.dependents(0x1009..0x100a).is_empty());
+    }
+
+    #[test]
+    fn a_hop_is_taken_out_with_the_instruction_it_goes_through() {
+        let mut t = PatchTable::default();
+        // A 10-byte neighbour at 0x1040 moved out of the way; a short site at 0x1000 hops to
+        // its sixth byte.
+        let mut n = site(u32::MAX, 10, 0, 0x9200);
+        n.access = false;
+        t.insert(0x1040, n, meta(0x9200, 0x1040));
+        let mut hopper = site(3, 2, 0, 0x9300);
+        hopper.hop = Some(Hop {
+            at: 0x1045,
+            relies_on: (0x1040, 10),
+        });
+        t.insert(0x1000, hopper, meta(0x9300, 0x1000));
+        assert_eq!(t.hop_to(0x1045), Some(0x1000));
+        // A breakpoint in the neighbour takes out both; one on the site only the site.
+        let mut both = t.dependents(0x1048..0x1049);
+        both.sort_unstable();
+        assert_eq!(both, vec![0x1000, 0x1040]);
+        assert_eq!(t.dependents(0x1000..0x1001), vec![0x1000]);
+        t.remove(0x1000);
+        assert_eq!(t.hop_to(0x1045), None);
+        assert_eq!(t.dependents(0x1048..0x1049), vec![0x1040]);
     }
 }

@@ -25,10 +25,24 @@
 //! Nothing in it changes the flags (`mov`, `lea` and `jrcxz` do not), nor the stack, nor
 //! any register once the original instruction runs. [`TrampolineMeta::exit_at`] says how to
 //! put a thread stopped anywhere inside back where it would be without the trampoline.
+//!
+//! An indirect call through memory (`call [rax+0xb8]`, a C++ virtual call, CPython's slot
+//! calls) is logged the same way, then *emulated* rather than relocated, so that the callee
+//! sees the original return address (stacks, unwinding and C++ exceptions pass through the
+//! original call site, never through generated code): the target is loaded into `r11`
+//! (dead at a call by the ABI) and kept in a scratch slot, the return address pushed, and
+//! the code jumps through the slot.
+//!
+//! A call of a libc memory function the program makes (`memcpy`, `memcmp`...) is logged at
+//! the function's entry: its PLT stub, or the program's own `call`/`jmp` through the
+//! function's GOT slot ([`generate_entry`]). The flags and `r11` are dead there by the
+//! calling convention, so this code may compare and branch: it appends three records —
+//! (rdi, site id), (rsi, rdx), (return address, rcx) — when the log has room for all three,
+//! and otherwise stops into the tracer, which records the call itself.
 
 use iced_x86::{Code, Encoder, FlowControl, Instruction, MemoryOperand, OpKind, Register};
 
-use super::log_layout::{LogLayout, RECORD_BYTES};
+use super::log_layout::{LogLayout, CALL_RECORDS, RECORD_BYTES};
 
 /// Most bytes a trampoline takes.
 pub const MAX_TRAMPOLINE: u64 = 128;
@@ -36,8 +50,8 @@ pub const MAX_TRAMPOLINE: u64 = 128;
 /// Why an instruction is left to the breakpoint path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unpatchable {
-    /// A branch, call or return that reads memory: relocating it would move a return
-    /// address or a target into generated code.
+    /// A jump or return that reads memory, or a call whose operand uses `r11`: relocating
+    /// it would move a target into generated code.
     #[error("it is a branch")]
     Branch,
     /// No explicit memory operand to compute.
@@ -78,9 +92,36 @@ pub struct TrampolineMeta {
     pub back: u16,
     /// Offset of the `int3` taken when the log is full.
     pub full: u16,
-    /// It records an access (else it only runs a relocated instruction: see
-    /// [`generate_plain`]).
-    pub logs: bool,
+    /// What it does.
+    pub kind: Kind,
+}
+
+/// What a trampoline does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Records an access, runs the relocated instruction, jumps back after the site.
+    Access,
+    /// Records the pointer an indirect call reads, then makes the call (return address:
+    /// after the site). `back` is the final jump through the target slot.
+    Call,
+    /// Only runs a relocated instruction (one moved out of a neighbour's way).
+    Plain,
+    /// Records a call of a modelled memory function at its entry (`records` records), then
+    /// jumps through its GOT slot; `pushes` when the site is a call whose return address
+    /// it pushes. `back` is where the code goes on once the return address is pushed.
+    Entry {
+        /// Records one call takes.
+        records: u8,
+        /// The site is a call (the code pushes its return address).
+        pushes: bool,
+    },
+}
+
+impl Kind {
+    /// Whether it records anything.
+    pub fn logs(&self) -> bool {
+        *self != Kind::Plain
+    }
 }
 
 /// What to do with a thread stopped at some address inside a trampoline so that it is
@@ -100,6 +141,21 @@ pub enum Exit {
     },
     /// The original instruction has run: continue after the site.
     AfterInsn,
+    /// The emulated call has pushed its return address: continue at its target (in the
+    /// log header's target slot).
+    AfterCall,
+    /// At the entry of a modelled memory function, before it: move the thread to the site,
+    /// with `rax` from its slot when it may have been changed, the call's records taken
+    /// back when they were committed, and the return address popped when the code pushed
+    /// it.
+    BeforeEntry {
+        /// rax may differ from its value at the site.
+        restore_rax: bool,
+        /// Records to take back.
+        uncommit: u8,
+        /// The return address was pushed.
+        unpush: bool,
+    },
 }
 
 /// A generated trampoline.
@@ -111,8 +167,12 @@ pub struct Trampoline {
     pub meta: TrampolineMeta,
 }
 
-/// Whether `insn` (decoded at its runtime address) can be moved into a trampoline.
+/// Whether `insn` (decoded at its runtime address) can be moved into a trampoline, or, for
+/// a near indirect call through memory, emulated by one.
 pub fn check(insn: &Instruction) -> Result<(), Unpatchable> {
+    if is_emulated_call(insn) {
+        return Ok(());
+    }
     if insn.flow_control() != FlowControl::Next {
         return Err(Unpatchable::Branch);
     }
@@ -126,6 +186,17 @@ pub fn check(insn: &Instruction) -> Result<(), Unpatchable> {
         return Err(Unpatchable::GsSegment);
     }
     Ok(())
+}
+
+/// Whether `insn` is a near indirect call through memory that a trampoline can emulate (its
+/// operand does not use `r11`, which the emulation loads the target into).
+fn is_emulated_call(insn: &Instruction) -> bool {
+    insn.code() == Code::Call_rm64
+        && insn.op0_kind() == OpKind::Memory
+        && !insn.is_vsib()
+        && insn.memory_segment() != Register::GS
+        && ![Register::R11, Register::R11D].contains(&insn.memory_base())
+        && ![Register::R11, Register::R11D].contains(&insn.memory_index())
 }
 
 /// The trampoline for site `insn` (decoded at its runtime address, with its original
@@ -158,13 +229,29 @@ pub fn generate(
     abs32(&mut c, &[0x48, 0x8b, 0x0c, 0x25], log.scratch_rcx()); // mov rcx, [scratch_rcx]
     abs32(&mut c, &[0x48, 0x8b, 0x04, 0x25], log.scratch_rax()); // mov rax, [scratch_rax]
     let insn_at = c.len();
-    relocate(&mut c, insn, bytes, at + insn_at as u64)?;
+    let call = is_emulated_call(insn);
+    if call {
+        // mov r11, [operand] (the target, from the original registers); keep it in the
+        // target slot; push the return address; jmp [target slot].
+        let target = load_operand(insn, Register::R11)?;
+        encode(&mut c, &target, at + insn_at as u64)?;
+        abs32(&mut c, &[0x4c, 0x89, 0x1c, 0x25], log.scratch_target()); // mov [slot], r11
+        c.extend_from_slice(&[0x49, 0xbb]); // movabs r11, return address
+        c.extend_from_slice(&insn.next_ip().to_le_bytes());
+        c.extend_from_slice(&[0x41, 0x53]); // push r11
+    } else {
+        relocate(&mut c, insn, bytes, at + insn_at as u64)?;
+    }
     let back = c.len();
-    let after_site = insn.next_ip();
-    let rel = after_site.wrapping_sub(at + back as u64 + 5) as i64;
-    let rel = i32::try_from(rel).map_err(|_| Unpatchable::OutOfReach)?;
-    c.push(0xe9);
-    c.extend_from_slice(&rel.to_le_bytes());
+    if call {
+        abs32(&mut c, &[0xff, 0x24, 0x25], log.scratch_target()); // jmp [slot]
+    } else {
+        let after_site = insn.next_ip();
+        let rel = after_site.wrapping_sub(at + back as u64 + 5) as i64;
+        let rel = i32::try_from(rel).map_err(|_| Unpatchable::OutOfReach)?;
+        c.push(0xe9);
+        c.extend_from_slice(&rel.to_le_bytes());
+    }
     let full = c.len();
     c.push(0xcc);
     c[jrcxz + 1] = u8::try_from(full - (jrcxz + 2)).expect("jrcxz reaches the int3");
@@ -179,9 +266,150 @@ pub fn generate(
         insn: insn_at as u16,
         back: back as u16,
         full: full as u16,
-        logs: true,
+        kind: if call { Kind::Call } else { Kind::Access },
     };
     Ok(Trampoline { bytes: c, meta })
+}
+
+/// `mov reg, qword [operand of insn]`, the operand as the instruction has it (segment
+/// included; a RIP-relative one by its absolute target, re-encoded where it is placed).
+fn load_operand(insn: &Instruction, reg: Register) -> Result<Instruction, Unpatchable> {
+    let base = insn.memory_base();
+    let index = insn.memory_index();
+    let narrow = base.size() == 4 || index.size() == 4;
+    let displacement = insn.memory_displacement64() as i64;
+    // As iced wants it: a RIP-relative operand by its target; otherwise 0, 1, or 4 (32-bit
+    // addressing) or 8 (64-bit addressing) for a disp32.
+    let displ_size = match displacement {
+        _ if base == Register::RIP || base == Register::None => 8,
+        0 => 0,
+        d if i8::try_from(d).is_ok() => 1,
+        _ if narrow => 4,
+        _ => 8,
+    };
+    let displacement = if narrow {
+        displacement as i32 as i64
+    } else {
+        displacement
+    };
+    let segment = match insn.segment_prefix() {
+        Register::FS => Register::FS,
+        _ => Register::None,
+    };
+    let operand = MemoryOperand::new(
+        base,
+        index,
+        insn.memory_index_scale(),
+        displacement,
+        displ_size,
+        false,
+        segment,
+    );
+    Instruction::with2(Code::Mov_r64_rm64, reg, operand)
+        .map_err(|e| Unpatchable::Encode(e.to_string()))
+}
+
+/// Where a memory function's entry is hooked: the site's address and length, the GOT slot
+/// it goes through, and, for a call site, the return address to push.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntrySite {
+    /// The site (a PLT stub's start, or a `call`/`jmp` through the GOT).
+    pub at: u64,
+    /// Bytes the jump to the trampoline replaces (at least 5).
+    pub len: u8,
+    /// The GOT slot holding the function's address.
+    pub got: u64,
+    /// For a call through the GOT: the address after it (pushed as the return address);
+    /// None at a PLT stub or a tail jump, where `[rsp]` already is the return address.
+    pub ret: Option<u64>,
+}
+
+/// The trampoline logging a call of a modelled memory function at `e`, recording site id
+/// `site`, placed at `at`, logging into `log`:
+///
+/// ```text
+///   mov [scratch_rax], rax
+///   mov rax, [cursor]
+///   cmp rax, -48                 room for three records?   (flags are dead at a call)
+///   jg full
+///   mov [rax+end], rdi
+///   mov qword [rax+end+8], site
+///   mov [rax+end+16], rsi
+///   mov [rax+end+24], rdx
+///   mov r11, [rsp]  |  movabs r11, ret     the caller (r11 is dead at a call)
+///   mov [rax+end+32], r11
+///   mov [rax+end+40], rcx
+///   lea rax, [rax+48]
+///   mov [cursor], rax            committed
+///   mov rax, [scratch_rax]
+///   (movabs r11, ret; push r11)  a call site: the call's return address
+/// back:
+///   movabs r11, got
+///   jmp [r11]                    into the function (or the lazy binder), as the stub would
+/// full:
+///   int3                         the tracer drains the log, records the call, and resumes
+///                                at `committed`
+/// ```
+pub fn generate_entry(e: &EntrySite, site: u32, at: u64, log: &LogLayout) -> Trampoline {
+    let end = log.end() as u32;
+    let room = (CALL_RECORDS * RECORD_BYTES) as u8;
+    let mut c = Vec::with_capacity(MAX_TRAMPOLINE as usize);
+    abs32(&mut c, &[0x48, 0x89, 0x04, 0x25], log.scratch_rax()); // mov [scratch_rax], rax
+    abs32(&mut c, &[0x48, 0x8b, 0x04, 0x25], log.cursor()); // mov rax, [cursor]
+    c.extend_from_slice(&[0x48, 0x83, 0xf8, room.wrapping_neg()]); // cmp rax, -48
+    let jg = c.len();
+    c.extend_from_slice(&[0x7f, 0]); // jg full (patched below)
+    let at_end = |c: &mut Vec<u8>, op: &[u8], off: u32| {
+        c.extend_from_slice(op);
+        c.extend_from_slice(&(end + off).to_le_bytes());
+    };
+    at_end(&mut c, &[0x48, 0x89, 0xb8], 0); // mov [rax+end], rdi
+    at_end(&mut c, &[0x48, 0xc7, 0x80], 8); // mov qword [rax+end+8], site
+    c.extend_from_slice(&site.to_le_bytes());
+    at_end(&mut c, &[0x48, 0x89, 0xb0], 16); // mov [rax+end+16], rsi
+    at_end(&mut c, &[0x48, 0x89, 0x90], 24); // mov [rax+end+24], rdx
+    match e.ret {
+        None => c.extend_from_slice(&[0x4c, 0x8b, 0x1c, 0x24]), // mov r11, [rsp]
+        Some(ret) => {
+            c.extend_from_slice(&[0x49, 0xbb]); // movabs r11, ret
+            c.extend_from_slice(&ret.to_le_bytes());
+        }
+    }
+    at_end(&mut c, &[0x4c, 0x89, 0x98], 32); // mov [rax+end+32], r11
+    at_end(&mut c, &[0x48, 0x89, 0x88], 40); // mov [rax+end+40], rcx
+    c.extend_from_slice(&[0x48, 0x8d, 0x40, room]); // lea rax, [rax+48]
+    abs32(&mut c, &[0x48, 0x89, 0x04, 0x25], log.cursor()); // mov [cursor], rax
+    let committed = c.len();
+    abs32(&mut c, &[0x48, 0x8b, 0x04, 0x25], log.scratch_rax()); // mov rax, [scratch_rax]
+    if let Some(ret) = e.ret {
+        c.extend_from_slice(&[0x49, 0xbb]); // movabs r11, ret
+        c.extend_from_slice(&ret.to_le_bytes());
+        c.extend_from_slice(&[0x41, 0x53]); // push r11
+    }
+    let back = c.len();
+    c.extend_from_slice(&[0x49, 0xbb]); // movabs r11, got
+    c.extend_from_slice(&e.got.to_le_bytes());
+    c.extend_from_slice(&[0x41, 0xff, 0x23]); // jmp [r11]
+    let full = c.len();
+    c.push(0xcc);
+    c[jg + 1] = u8::try_from(full - (jg + 2)).expect("jg reaches the int3");
+    debug_assert!(c.len() as u64 <= MAX_TRAMPOLINE);
+    let meta = TrampolineMeta {
+        site: e.at,
+        site_len: e.len,
+        at,
+        len: c.len() as u16,
+        resume: committed as u16,
+        committed: committed as u16,
+        insn: committed as u16,
+        back: back as u16,
+        full: full as u16,
+        kind: Kind::Entry {
+            records: CALL_RECORDS as u8,
+            pushes: e.ret.is_some(),
+        },
+    };
+    Trampoline { bytes: c, meta }
 }
 
 /// Whether `insn` can run from a trampoline that only relocates it (an instruction moved
@@ -219,7 +447,7 @@ pub fn generate_plain(
         insn: 0,
         back: back as u16,
         full: c.len() as u16,
-        logs: false,
+        kind: Kind::Plain,
     };
     Ok(Trampoline { bytes: c, meta })
 }
@@ -314,21 +542,42 @@ impl TrampolineMeta {
     /// instruction at `rip` runs).
     pub fn exit_at(&self, rip: u64) -> Exit {
         let o = rip.wrapping_sub(self.at) as u16;
-        if o == self.back {
-            return Exit::AfterInsn;
-        }
-        if !self.logs {
-            return Exit::BeforeInsn {
-                restore_rax: false,
-                restore_rcx: false,
-                uncommit: false,
-            };
+        match self.kind {
+            Kind::Entry { records, pushes } => {
+                // Offset 0 saves rax; from `committed` to the jump the records are in.
+                let inside = o < self.full;
+                return Exit::BeforeEntry {
+                    restore_rax: o >= 8,
+                    uncommit: if inside && o >= self.committed {
+                        records
+                    } else {
+                        0
+                    },
+                    unpush: pushes && inside && o >= self.back,
+                };
+            }
+            Kind::Call if o == self.back => return Exit::AfterCall,
+            Kind::Access | Kind::Plain if o == self.back => return Exit::AfterInsn,
+            Kind::Plain => {
+                return Exit::BeforeInsn {
+                    restore_rax: false,
+                    restore_rcx: false,
+                    uncommit: false,
+                }
+            }
+            Kind::Access | Kind::Call => {}
         }
         // Offsets 0 and 8 are the two saves: rax is saved by the first, rcx by the second.
+        // An emulated call's record stays committed up to its final jump.
+        let last = if self.kind == Kind::Call {
+            self.back - 1
+        } else {
+            self.insn
+        };
         Exit::BeforeInsn {
             restore_rax: o >= 8,
             restore_rcx: o >= 16,
-            uncommit: o >= self.committed && o <= self.insn,
+            uncommit: o >= self.committed && o <= last,
         }
     }
 
@@ -425,8 +674,11 @@ mod tests {
 
     #[test]
     fn branches_and_gathers_are_left_alone() {
-        // call qword [rax]
-        assert_eq!(check(&one(&[0xff, 0x10], 0x1000)), Err(Unpatchable::Branch));
+        // call qword [r11]: its target register is the one the emulation uses.
+        assert_eq!(
+            check(&one(&[0x41, 0xff, 0x13], 0x1000)),
+            Err(Unpatchable::Branch)
+        );
         // jmp qword [rip+0]
         assert_eq!(
             check(&one(&[0xff, 0x25, 0, 0, 0, 0], 0x1000)),
@@ -509,5 +761,138 @@ mod tests {
                 uncommit: false
             }
         );
+    }
+
+    #[test]
+    fn an_indirect_call_is_logged_then_made_with_the_original_return_address() {
+        // call qword [rax+0xb8] at 0x50bab8 (6 bytes), as CPython's slot calls are.
+        let site = [0xff, 0x90, 0xb8, 0x00, 0x00, 0x00];
+        let insn = one(&site, 0x50bab8);
+        assert_eq!(check(&insn), Ok(()));
+        let log = layout();
+        let t = generate(&insn, &site, 9, 0x600000, &log).unwrap();
+        assert_eq!(t.meta.kind, Kind::Call);
+        let code = decode_all(&t.bytes, 0x600000);
+        let at = |o: u16| code.iter().find(|i| i.ip() == 0x600000 + o as u64).unwrap();
+        // The pointer is read from the original registers into r11, kept in the slot.
+        let load = at(t.meta.insn);
+        assert_eq!(load.mnemonic(), Mnemonic::Mov);
+        assert_eq!(load.op0_register(), Register::R11);
+        assert_eq!(load.memory_base(), Register::RAX);
+        assert_eq!(load.memory_displacement64(), 0xb8);
+        let pushed: Vec<&Instruction> = code
+            .iter()
+            .filter(|i| i.ip() > load.ip() && i.ip() < 0x600000 + t.meta.back as u64)
+            .collect();
+        assert_eq!(pushed[0].memory_displacement64(), log.scratch_target());
+        assert_eq!(pushed[1].immediate64(), 0x50bab8 + 6, "the return address");
+        assert_eq!(pushed[2].mnemonic(), Mnemonic::Push);
+        let jump = at(t.meta.back);
+        assert_eq!(jump.mnemonic(), Mnemonic::Jmp);
+        assert_eq!(jump.memory_displacement64(), log.scratch_target());
+        // Stopped before the push it goes back to the site; at the jump, on to the target.
+        assert_eq!(
+            t.meta.exit_at(0x600000 + t.meta.back as u64),
+            Exit::AfterCall
+        );
+        assert_eq!(
+            t.meta.exit_at(0x600000 + t.meta.insn as u64),
+            Exit::BeforeInsn {
+                restore_rax: true,
+                restore_rcx: true,
+                uncommit: true
+            }
+        );
+        assert_eq!(
+            t.meta.exit_at(0x600000 + t.meta.full as u64),
+            Exit::BeforeInsn {
+                restore_rax: true,
+                restore_rcx: true,
+                uncommit: false
+            }
+        );
+    }
+
+    #[test]
+    fn a_memory_function_entry_logs_its_arguments_and_caller() {
+        let log = layout();
+        for (ret, pushes) in [(None, false), (Some(0x401006u64), true)] {
+            let e = EntrySite {
+                at: 0x401000,
+                len: 6,
+                got: 0x404018,
+                ret,
+            };
+            let t = generate_entry(&e, 11, 0x600000, &log);
+            let code = decode_all(&t.bytes, 0x600000);
+            assert!(code.iter().all(|i| !i.is_invalid()));
+            use Mnemonic::*;
+            let mnemonics: Vec<Mnemonic> = code.iter().map(|i| i.mnemonic()).collect();
+            let mut expected = vec![
+                Mov, Mov, Cmp, Jg, Mov, Mov, Mov, Mov, Mov, Mov, Mov, Lea, Mov, Mov,
+            ];
+            if pushes {
+                expected.extend([Mov, Push]);
+            }
+            expected.extend([Mov, Jmp, Int3]);
+            assert_eq!(mnemonics, expected);
+            // Room for the three records, else the int3.
+            assert_eq!(code[2].immediate8to64(), -48);
+            assert_eq!(code[3].near_branch_target(), t.meta.full_address());
+            // The arguments and the caller go to end + cursor, in this order.
+            let stores = [
+                (4, 0, Register::RDI),
+                (6, 16, Register::RSI),
+                (7, 24, Register::RDX),
+            ];
+            for (k, off, reg) in stores
+                .into_iter()
+                .chain([(9, 32, Register::R11), (10, 40, Register::RCX)])
+            {
+                assert_eq!(
+                    code[k].memory_displacement64(),
+                    log.end() + off,
+                    "store {k}"
+                );
+                assert_eq!(code[k].op1_register(), reg, "store {k}");
+            }
+            assert_eq!(code[5].memory_displacement64(), log.end() + 8);
+            assert_eq!(code[5].immediate32(), 11);
+            match ret {
+                None => assert_eq!(code[8].memory_base(), Register::RSP),
+                Some(r) => assert_eq!(code[8].immediate64(), r),
+            }
+            // Through the GOT slot, as the stub would.
+            let n = code.len();
+            assert_eq!(code[n - 3].immediate64(), 0x404018);
+            assert_eq!(code[n - 2].memory_base(), Register::R11);
+            // Leaving it: before the records, rax only; after, the records go back too, and
+            // the pushed return address.
+            let m = t.meta;
+            assert_eq!(
+                m.exit_at(m.at + 8),
+                Exit::BeforeEntry {
+                    restore_rax: true,
+                    uncommit: 0,
+                    unpush: false
+                }
+            );
+            assert_eq!(
+                m.exit_at(m.at + m.back as u64),
+                Exit::BeforeEntry {
+                    restore_rax: true,
+                    uncommit: 3,
+                    unpush: pushes
+                }
+            );
+            assert_eq!(
+                m.exit_at(m.full_address()),
+                Exit::BeforeEntry {
+                    restore_rax: true,
+                    uncommit: 0,
+                    unpush: false
+                }
+            );
+        }
     }
 }

@@ -161,6 +161,9 @@ pub struct JsonAccessRecording {
     pub sites_on_breakpoints: u64,
     /// Instructions next to short sites that were moved to make room for their jumps.
     pub neighbours_moved: u64,
+    /// The program's calls of libc memory functions (memcpy, memcmp, memset, write...)
+    /// hooked to record their ranges without a stop: PLT stubs and calls through GOT slots.
+    pub memory_calls_patched: u64,
     /// Why sites were left on breakpoints, with how many each.
     pub breakpoint_reasons: std::collections::BTreeMap<&'static str, u64>,
     /// Times a thread was stopped inside generated code (a signal, an interrupt) and moved

@@ -13,17 +13,18 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use iced_x86::{Decoder, DecoderOptions, Instruction};
+use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
 use nix::unistd::Pid;
 
 use super::execution::{Execution, RunResult};
-use super::plan::ModulePlan;
+use super::plan::{MemFn, ModulePlan};
 use super::process::BreakpointKind;
 use super::races::Seen;
 use crate::binary::accesses::AccessKind;
 use crate::model::ThreadId;
 use crate::patch::{
-    self, free_ranges, Code, CodeSpace, Exit, LogLayout, PatchTable, Refusal, SiteRequest,
+    self, free_ranges, Code, CodeSpace, EntryRequest, EntrySite, Exit, Kind, LogLayout, PatchTable,
+    Record, Refusal, SiteRequest,
 };
 use crate::tracee::access_log::AccessLog;
 use crate::tracee::memory::Memory;
@@ -52,6 +53,9 @@ pub struct AccessSite {
     /// An atomic read-modify-write inside a system library: synchronisation mcheck does not
     /// model, recorded as an acquire and a release of its address.
     pub rmw: bool,
+    /// Not an access but the hook of a modelled libc memory function (its entry, or a call
+    /// through its GOT slot): its records are a call's arguments.
+    pub mem_fn: Option<MemFn>,
 }
 
 /// How many sites were patched and why the others were not.
@@ -71,6 +75,9 @@ pub struct PatchStats {
     pub moved_out: u64,
     /// Accesses recorded at a breakpoint (two ptrace stops each) rather than from the log.
     pub breakpoint_accesses: u64,
+    /// The program's calls of libc memory functions (memcpy, memcmp...) hooked to log
+    /// their arguments without a stop: PLT stubs and calls through GOT slots.
+    pub memory_calls_patched: u64,
 }
 
 impl PatchStats {
@@ -84,6 +91,7 @@ impl PatchStats {
     pub fn merge(&mut self, other: &PatchStats) {
         if other.patched + other.on_breakpoints() > self.patched + self.on_breakpoints() {
             self.patched = other.patched;
+            self.memory_calls_patched = other.memory_calls_patched;
             self.fallback = other.fallback.clone();
             self.unpatched = other.unpatched;
             self.moved_neighbours = other.moved_neighbours;
@@ -215,12 +223,31 @@ impl Execution<'_> {
         plan: &Arc<ModulePlan>,
         bias: u64,
     ) -> Result<()> {
-        let mem_fns: std::collections::HashMap<u64, _> =
-            plan.mem_fns.iter().map(|&(a, f)| (a + bias, f)).collect();
+        let patch_on = self.p.patching.log.is_some();
+        // Calls of memory functions whose ranges follow from their arguments are logged at
+        // their hooks when patching is on; the others, and any hook that cannot be
+        // patched, stop at a breakpoint (at PLT stubs; calls through the GOT are then not
+        // hooked at all: a stop at each of Rust's memcpys costs too much).
+        // A second run that takes the stacks of races stops at every hook: the thread
+        // must be at the call when its stack is taken.
+        let logged = |f: MemFn| patch_on && f.by_arguments() && self.stack_requests.is_empty();
+        let mem_fns: HashMap<u64, MemFn> = (plan.mem_fns.iter())
+            .map(|&(a, f)| (a + bias, f))
+            .filter(|&(_, f)| !logged(f))
+            .collect();
         let addrs: Vec<u64> = mem_fns.keys().copied().collect();
         self.p.add_breakpoints(&addrs, |a| {
             mem_fns.get(&a).map(|&f| BreakpointKind::MemFn(f))
         })?;
+        let hooks: Vec<(u64, MemFn, bool)> = (plan.mem_fns.iter())
+            .filter(|&&(_, f)| logged(f))
+            .map(|&(a, f)| (a + bias, f, true))
+            .chain(
+                (plan.mem_fn_calls.iter())
+                    .filter(|&&(_, f)| logged(f))
+                    .map(|&(a, f)| (a + bias, f, false)),
+            )
+            .collect();
         // Every site: access instructions of the code under test, and the atomic
         // instructions of a system library (recorded as acquire and release).
         let mut candidates: Vec<(&Instruction, AccessSite)> = (plan.accesses.iter())
@@ -232,6 +259,7 @@ impl Execution<'_> {
                     atomic_source: *atomic_source,
                     plain_mov: info.plain_mov,
                     rmw: false,
+                    mem_fn: None,
                 };
                 (insn, site)
             })
@@ -245,36 +273,42 @@ impl Execution<'_> {
                 atomic_source: false,
                 plain_mov: false,
                 rmw: true,
+                mem_fn: None,
             };
             (insn, site)
         }));
-        if candidates.is_empty() {
+        if candidates.is_empty() && hooks.is_empty() {
             return Ok(());
         }
         candidates.sort_by_key(|(i, _)| i.ip());
         let maps = procfs::mappings(self.p.pid)?;
-        let mut regions: Vec<(Code, Vec<SiteRequest>)> = Vec::new();
+        let mut regions: Vec<Region> = Vec::new();
         for m in maps.iter().filter(|m| m.executable()) {
             let first = candidates.partition_point(|(i, _)| i.ip() + bias < m.start);
-            if candidates
+            let has_sites = candidates
                 .get(first)
-                .is_some_and(|(i, _)| i.ip() + bias < m.end)
-            {
+                .is_some_and(|(i, _)| i.ip() + bias < m.end);
+            let has_hooks = hooks.iter().any(|&(a, _, _)| (m.start..m.end).contains(&a));
+            if has_sites || has_hooks {
                 let mut bytes = vec![0u8; (m.end - m.start) as usize];
                 self.p
                     .mem
                     .read(m.start, &mut bytes)
                     .context("reading code to patch")?;
-                regions.push((Code::new(m.start, bytes), Vec::new()));
+                regions.push(Region {
+                    code: Code::new(m.start, bytes),
+                    requests: Vec::new(),
+                    entries: Vec::new(),
+                });
             }
         }
-        let patch_on = self.p.patching.log.is_some();
         let stops = self.stop_sites();
         let mut new_sites = Vec::new();
         let first_id = self.p.patching.sites.len();
         for (insn, template) in &candidates {
             let pc = insn.ip() + bias;
-            let Some((code, requests)) = regions.iter_mut().find(|(c, _)| c.get(pc, 1).is_some())
+            let Some(Region { code, requests, .. }) =
+                regions.iter_mut().find(|r| r.code.get(pc, 1).is_some())
             else {
                 continue;
             };
@@ -306,13 +340,42 @@ impl Execution<'_> {
                 needs_stop,
             });
         }
-        Arc::make_mut(&mut self.p.patching.sites).extend(new_sites);
-        let free = self.free_space(&maps);
-        for (mut code, mut requests) in regions {
-            if requests.is_empty() {
+        for &(pc, f, stub) in &hooks {
+            let Some(region) = regions.iter_mut().find(|r| r.code.get(pc, 1).is_some()) else {
+                continue;
+            };
+            if self.p.bps.contains(pc) {
                 continue;
             }
-            self.patch_region(t, &mut code, &mut requests, &free, patch_on)?;
+            let Some(site) = entry_site(&region.code, pc, stub) else {
+                continue;
+            };
+            let id = (first_id + new_sites.len()) as u32;
+            let insn = Decoder::with_ip(
+                64,
+                region.code.get(pc, 15).unwrap_or(&[]),
+                pc,
+                DecoderOptions::NONE,
+            )
+            .decode();
+            new_sites.push(AccessSite {
+                insn,
+                size: 0,
+                write: false,
+                atomic_source: false,
+                plain_mov: false,
+                rmw: false,
+                mem_fn: Some(f),
+            });
+            region.entries.push((EntryRequest { id, site }, f, stub));
+        }
+        Arc::make_mut(&mut self.p.patching.sites).extend(new_sites);
+        let free = self.free_space(&maps);
+        for mut region in regions {
+            if region.requests.is_empty() && region.entries.is_empty() {
+                continue;
+            }
+            self.patch_region(t, &mut region, &free, patch_on)?;
         }
         Ok(())
     }
@@ -321,11 +384,15 @@ impl Execution<'_> {
     fn patch_region(
         &mut self,
         t: ThreadId,
-        code: &mut Code,
-        requests: &mut [SiteRequest],
+        region: &mut Region,
         free: &[std::ops::Range<u64>],
         patch_on: bool,
     ) -> Result<()> {
+        let Region {
+            code,
+            requests,
+            entries,
+        } = region;
         let layout = self.p.patching.log.as_ref().map_or(
             LogLayout {
                 base: 0,
@@ -340,6 +407,14 @@ impl Execution<'_> {
         } else {
             table.space.set_free(free.to_vec());
         }
+        // Hooks first: a punned jump of an access site may read the bytes of a call through
+        // the GOT right after it, which must then already be the hook's jump.
+        let entry_requests: Vec<EntryRequest> = entries.iter().map(|e| e.0).collect();
+        let mut hooked = if patch_on {
+            patch::plan_entries(code, &entry_requests, &mut table.space, &layout)
+        } else {
+            Vec::new()
+        };
         let mut planned = patch::plan(code, requests, &mut table.space, &layout);
         let by_address: HashMap<u64, &SiteRequest> =
             requests.iter().map(|r| (r.insn.ip(), r)).collect();
@@ -362,11 +437,44 @@ impl Execution<'_> {
             let table = Arc::make_mut(&mut self.p.patching.table);
             planned = patch::plan(code, requests, &mut table.space, &layout);
             out_of_line.clear();
+            hooked.clear();
+        }
+        // A PLT stub whose hook was not patched stops at a breakpoint instead; a call
+        // through the GOT is then left alone.
+        let hooked_at: HashSet<u64> = hooked.iter().map(|p| p.at).collect();
+        for (e, f, stub) in entries.iter() {
+            let at = e.site.at;
+            if *stub && !hooked_at.contains(&at) {
+                if let Some(&[original]) = code.get(at, 1) {
+                    code.set(at, &[0xcc]);
+                    self.p.bps.adopt(at, original);
+                    self.p.bp_kinds.insert(at, BreakpointKind::MemFn(*f));
+                }
+            }
+        }
+        // Every jump must reach its trampoline in the final bytes (see `broken_jumps`).
+        let broken = patch::broken_jumps(
+            code,
+            planned
+                .patched
+                .iter()
+                .chain(&planned.evicted)
+                .chain(&hooked),
+        );
+        debug_assert!(broken.is_empty(), "jumps planned wrong at {broken:x?}");
+        if !broken.is_empty() {
+            eprintln!(
+                "mcheck: internal error: {} patched site(s) would jump astray ({:#x?}); they stay on breakpoints",
+                broken.len(),
+                broken
+            );
+            self.drop_broken_jumps(code, &mut planned, &mut hooked, &broken);
         }
         let ids: HashMap<u64, u32> = requests.iter().map(|r| (r.insn.ip(), r.id)).collect();
         // Trampolines first, then breakpoints of the sites left out, then the jumps.
         let mut pieces: Vec<(u64, &[u8])> = (planned.patched.iter())
             .chain(&planned.evicted)
+            .chain(&hooked)
             .map(|p| &p.trampoline)
             .chain(&out_of_line)
             .map(|t| (t.meta.at, t.bytes.as_slice()))
@@ -396,14 +504,45 @@ impl Execution<'_> {
         }
         stats.patched += planned.patched.len() as u64;
         stats.moved_neighbours += planned.evicted.len() as u64;
+        stats.memory_calls_patched += hooked.len() as u64;
         let table = Arc::make_mut(&mut self.p.patching.table);
-        for p in planned.patched.into_iter().chain(planned.evicted) {
+        for p in (planned.patched.into_iter())
+            .chain(planned.evicted)
+            .chain(hooked)
+        {
             table.insert(p.at, p.site, p.trampoline.meta);
         }
         for t in out_of_line {
             table.insert_out_of_line(t.meta);
         }
         Ok(())
+    }
+
+    /// Takes the plans at `broken` out of `planned` and `hooked`: each site gets its original
+    /// bytes back with a breakpoint on its first byte (an access site records from there, a
+    /// memory function's hook stops; an evicted neighbour just runs in place).
+    fn drop_broken_jumps(
+        &mut self,
+        code: &mut Code,
+        planned: &mut patch::Plan,
+        hooked: &mut Vec<patch::Planned>,
+        broken: &[u64],
+    ) {
+        let mut out = Vec::new();
+        for list in [&mut planned.patched, &mut planned.evicted, hooked] {
+            let (bad, good): (Vec<_>, Vec<_>) =
+                list.drain(..).partition(|p| broken.contains(&p.at));
+            *list = good;
+            out.extend(bad);
+        }
+        for p in out {
+            let original = p.site.original_bytes().to_vec();
+            code.set(p.at, &original);
+            if p.site.access {
+                code.set(p.at, &[0xcc]);
+                planned.refused.push((p.at, original[0], Refusal::NoRoom));
+            }
+        }
     }
 
     /// Maps trampoline chunks in the tracee (through `t`); false when one could not be.
@@ -462,7 +601,8 @@ impl Execution<'_> {
     }
 
     /// At the start of an execution from a snapshot copy: the log is emptied, and sites
-    /// this execution needs stops at get their breakpoints back.
+    /// this execution needs stops at get their breakpoints back (memory-function hooks too,
+    /// in a run that takes the stacks of races).
     pub(super) fn prepare_copy_for_recording(&mut self) -> Result<()> {
         if let Some(log) = &self.p.patching.log {
             log.reset();
@@ -470,6 +610,17 @@ impl Execution<'_> {
         for pc in self.stop_sites() {
             if self.p.patching.table.get(pc).is_some() {
                 self.p.unpatch_covering(pc..pc + 1)?;
+            }
+        }
+        if !self.stack_requests.is_empty() {
+            // Stacks are taken at the calls themselves: memory-function hooks stop.
+            let sites = &self.p.patching.sites;
+            let hooks: Vec<u64> = (self.p.patching.table.sites())
+                .filter(|(_, s)| sites.get(s.id as usize).is_some_and(|x| x.mem_fn.is_some()))
+                .map(|(at, _)| at)
+                .collect();
+            for at in hooks {
+                self.p.unpatch_covering(at..at + 1)?;
             }
         }
         Ok(())
@@ -493,6 +644,14 @@ impl Execution<'_> {
         }
         let tid = self.p.threads[t].tid;
         let mut r = regs::get(tid)?;
+        if let Some(site) = self.p.patching.table.hop_to(r.rip) {
+            // Between a site's short jump and the jump it lands on: nothing done yet.
+            r.rip = site;
+            regs::set(tid, r)?;
+            self.p.threads[t].regs = r;
+            self.moved_out_of_trampolines += 1;
+            return Ok(());
+        }
         let Some(meta) = self.p.patching.table.trampoline_at(r.rip).copied() else {
             return Ok(());
         };
@@ -514,7 +673,22 @@ impl Execution<'_> {
                     r.rcx = rcx;
                 }
                 if uncommit {
-                    log.drop_last();
+                    log.drop_last(1);
+                }
+                r.rip = meta.site;
+            }
+            Exit::AfterCall => r.rip = log.call_target(),
+            Exit::BeforeEntry {
+                restore_rax,
+                uncommit,
+                unpush,
+            } => {
+                if restore_rax {
+                    r.rax = log.scratch().0;
+                }
+                log.drop_last(uncommit as u64);
+                if unpush {
+                    r.rsp += 8;
                 }
                 r.rip = meta.site;
             }
@@ -525,7 +699,8 @@ impl Execution<'_> {
         Ok(())
     }
 
-    /// Feeds what the running thread `t` logged to the race detector.
+    /// Feeds what the running thread `t` logged to the race detector: accesses, and the
+    /// calls of memory functions (a call's records hold its arguments and its caller).
     pub(super) fn drain_log(&mut self, t: ThreadId) {
         let Some(log) = self.p.patching.log.clone() else {
             return;
@@ -533,13 +708,30 @@ impl Execution<'_> {
         if log.is_empty() {
             return;
         }
+        let mut records = std::mem::take(&mut self.worker.log_buffer);
+        records.clear();
+        log.drain_into(&mut records);
         let sites = self.p.patching.sites.clone();
-        log.drain(|rec| {
-            if let Some(site) = sites.get(rec.site as usize) {
-                self.logged_since_resume.note(rec.addr, site.write);
-                self.record_access(t, site, rec.addr, Seen::Logged);
+        let mut i = 0;
+        while let Some(rec) = records.get(i) {
+            i += 1;
+            let Some(site) = sites.get(rec.site() as usize) else {
+                continue;
+            };
+            if let Some(f) = site.mem_fn {
+                let (Some(&Record { addr: a1, word: a2 }), Some(caller)) =
+                    (records.get(i), records.get(i + 1))
+                else {
+                    break;
+                };
+                i += 2;
+                self.record_mem_call(t, f, [rec.addr, a1, a2], caller.addr, Seen::LoggedCall);
+                continue;
             }
-        });
+            self.logged_since_resume.note(rec.addr, site.write);
+            self.record_access(t, site, rec.addr, Seen::Logged);
+        }
+        self.worker.log_buffer = records;
         self.sync_log_mode(t);
     }
 
@@ -583,6 +775,28 @@ impl Execution<'_> {
         }
         let tid = self.p.threads[t].tid;
         let mut r = self.p.threads[t].regs;
+        if let Kind::Entry { pushes, .. } = meta.kind {
+            // No room for a call's records (or the log is armed): what was logged goes
+            // first, then the tracer records the call from the registers, and the thread
+            // goes on past the records (the code restores rax itself).
+            self.drain_log(t);
+            let id = self.p.patching.table.get(meta.site).map(|s| s.id);
+            let f = id.and_then(|id| self.p.patching.sites.get(id as usize)?.mem_fn);
+            if let Some(f) = f {
+                let caller = if pushes {
+                    meta.site + meta.site_len as u64
+                } else {
+                    self.p.mem.read_u64(r.rsp).unwrap_or(0)
+                };
+                // Inside generated code: its stack is taken by a second run, as a logged one.
+                self.record_mem_call(t, f, [r.rdi, r.rsi, r.rdx], caller, Seen::LoggedCall);
+            }
+            r.rip = meta.at + meta.committed as u64;
+            regs::set(tid, r)?;
+            self.p.threads[t].regs = r;
+            events::resume(tid, None)?;
+            return Ok(Some(None));
+        }
         if log.is_armed() {
             let id = self.p.patching.table.get(meta.site).map(|s| s.id);
             let site = id.and_then(|id| self.p.patching.sites.get(id as usize).copied());
@@ -637,6 +851,47 @@ impl Execution<'_> {
         let mem = Memory::open(child).context("opening a forked child's memory")?;
         write_edits_by_page(&mem, &mut edits).context("cleaning a forked child's code")
     }
+}
+
+/// One executable mapping being instrumented: its code, the access sites to plan in it, and
+/// the memory-function hooks (with the function, and whether the hook is at a PLT stub).
+struct Region {
+    code: Code,
+    requests: Vec<SiteRequest>,
+    entries: Vec<(EntryRequest, MemFn, bool)>,
+}
+
+/// Where the hook of a memory function at `pc` goes: at a PLT stub (`stub`), its
+/// instructions up to its jump through the GOT slot (an `endbr64` first, in `.plt.sec`);
+/// elsewhere, a `call` or `jmp` through the slot. None when the code there is not that.
+fn entry_site(code: &Code, pc: u64, stub: bool) -> Option<EntrySite> {
+    let left = (code.start + code.bytes.len() as u64).checked_sub(pc)?;
+    let bytes = code.get(pc, left.min(16) as usize)?;
+    let mut d = Decoder::with_ip(64, bytes, pc, DecoderOptions::NONE);
+    let mut len = 0;
+    for _ in 0..2 {
+        let insn = d.decode();
+        if insn.is_invalid() {
+            return None;
+        }
+        len += insn.len();
+        let through_slot = matches!(insn.mnemonic(), Mnemonic::Jmp | Mnemonic::Call)
+            && insn.op_count() == 1
+            && insn.op0_kind() == OpKind::Memory
+            && insn.memory_base() == Register::RIP;
+        if through_slot {
+            return (len >= 5).then(|| EntrySite {
+                at: pc,
+                len: len as u8,
+                got: insn.ip_rel_memory_address(),
+                ret: (insn.mnemonic() == Mnemonic::Call).then(|| insn.next_ip()),
+            });
+        }
+        if !stub || insn.mnemonic() != Mnemonic::Endbr64 {
+            return None;
+        }
+    }
+    None
 }
 
 /// Writes `pieces` (sorted by address), merging pieces that touch into one write.

@@ -51,6 +51,22 @@ pub enum MemFn {
     StreamRead,
 }
 
+impl MemFn {
+    /// Whether the ranges it accesses follow from its arguments alone (not from a string's
+    /// length or the value it returns): such a call can be recorded from a log entry.
+    pub fn by_arguments(self) -> bool {
+        matches!(
+            self,
+            MemFn::Copy
+                | MemFn::Set
+                | MemFn::Zero
+                | MemFn::Compare
+                | MemFn::WriteFrom
+                | MemFn::StreamWrite
+        )
+    }
+}
+
 const MEM_FUNCTIONS: &[(&str, MemFn)] = &[
     ("memcpy", MemFn::Copy),
     ("memmove", MemFn::Copy),
@@ -160,6 +176,10 @@ pub struct ModulePlan {
     pub allocators: Vec<(u64, Alloc)>,
     /// PLT stubs of modelled libc memory functions.
     pub mem_fns: Vec<(u64, MemFn)>,
+    /// Calls and jumps through the GOT slots of modelled libc memory functions (code
+    /// without a PLT: Rust, `-fno-plt`): hooked only where their arguments can be logged
+    /// without a stop.
+    pub mem_fn_calls: Vec<(u64, MemFn)>,
     /// Rust's panic entry.
     pub panics: Vec<u64>,
     /// Where errno lives (libc).
@@ -308,15 +328,23 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
             // The program's own calls to libc memory functions and allocators, through its
             // PLT: glibc's internal calls never stop the program.
             // Calls through the GOT (no PLT: Rust, `-fno-plt`) to the allocator are hooked
-            // too, unless Rust's allocator shims are (they call malloc and free). Not those
-            // to the memory functions: Rust moves values with memcpy so often that a stop at
-            // each one made a small program six times slower.
+            // too, unless Rust's allocator shims are (they call malloc and free); those to
+            // the memory functions are listed apart (`mem_fn_calls`).
             let shims = !plan.allocators.is_empty();
-            let wanted = |name: &str| !shims && ALLOCATORS.iter().any(|(n, _)| *n == name);
+            let wanted = |name: &str| {
+                (!shims && ALLOCATORS.iter().any(|(n, _)| *n == name))
+                    || MEM_FUNCTIONS.iter().any(|(n, _)| *n == name)
+            };
             let got = got_calls(elf, wanted);
-            for (name, addr) in plt_entries(elf).into_iter().chain(got) {
+            let plt = plt_entries(elf);
+            let stubs = plt.len();
+            for (i, (name, addr)) in plt.into_iter().chain(got).enumerate() {
                 if let Some((_, f)) = MEM_FUNCTIONS.iter().find(|(n, _)| *n == name) {
-                    plan.mem_fns.push((addr, *f));
+                    if i < stubs {
+                        plan.mem_fns.push((addr, *f));
+                    } else {
+                        plan.mem_fn_calls.push((addr, *f));
+                    }
                 }
                 if let Some((_, k)) = ALLOCATORS.iter().find(|(n, _)| *n == name) {
                     if !shims || plan.allocators.iter().all(|&(a, _)| a != addr) {

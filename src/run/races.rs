@@ -59,6 +59,21 @@ pub enum Seen {
     InModelledCall,
     /// It was read from the access log: its thread has run on since.
     Logged,
+    /// A modelled libc call read from the access log: its pc is the call's return address,
+    /// and its thread has run on since.
+    LoggedCall,
+}
+
+impl Seen {
+    /// Its thread has run on since the access (its stack is taken by a second run).
+    fn run_on(self) -> bool {
+        matches!(self, Seen::Logged | Seen::LoggedCall)
+    }
+
+    /// Its pc is a call's return address (a modelled libc call).
+    fn in_call(self) -> bool {
+        matches!(self, Seen::InModelledCall | Seen::LoggedCall)
+    }
 }
 
 /// A race finding's accesses, to be found again by a second run of the same schedule.
@@ -294,11 +309,36 @@ impl Execution<'_> {
         self.step_and_resume(t)
     }
 
-    /// A modelled libc memory function called by the program: its ranges are accessed.
+    /// A modelled libc memory function called by the program, stopped at its entry: its
+    /// ranges are accessed.
     pub(super) fn on_mem_fn(&mut self, t: ThreadId, f: MemFn) -> Result<Option<RunResult>> {
         let r = self.p.threads[t].regs;
         let a = regs::call_args(&r);
         let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
+        if let MemFn::ReadInto | MemFn::StreamRead = f {
+            let (buf, unit) = if f == MemFn::ReadInto {
+                (a[1], 1)
+            } else {
+                (a[0], a[1])
+            };
+            self.on_return_of_call(t, ReturnAction::FilledBuffer { buf, unit, site })?;
+        } else {
+            self.record_mem_call(t, f, [a[0], a[1], a[2]], site, Seen::InModelledCall);
+        }
+        self.step_and_resume(t)
+    }
+
+    /// The call of memory function `f` with arguments `a` made from `site` (its return
+    /// address), by `t`, `seen` at its hook or from the log: the ranges it reads and writes
+    /// are accessed. (Reads into buffers are recorded when they return.)
+    pub(super) fn record_mem_call(
+        &mut self,
+        t: ThreadId,
+        f: MemFn,
+        a: [u64; 3],
+        site: u64,
+        seen: Seen,
+    ) {
         let strlen = |x: &Self, s: u64, cap: u64| x.string_length(s, cap);
         let mut accesses: Vec<(u64, u64, bool)> = Vec::new();
         match f {
@@ -320,14 +360,7 @@ impl Execution<'_> {
             }
             MemFn::WriteFrom => accesses.push((a[1], a[2], false)),
             MemFn::StreamWrite => accesses.push((a[0], a[1].saturating_mul(a[2]), false)),
-            MemFn::ReadInto | MemFn::StreamRead => {
-                let (buf, unit) = if f == MemFn::ReadInto {
-                    (a[1], 1)
-                } else {
-                    (a[0], a[1])
-                };
-                self.on_return_of_call(t, ReturnAction::FilledBuffer { buf, unit, site })?;
-            }
+            MemFn::ReadInto | MemFn::StreamRead => {}
         }
         for (addr, size, write) in accesses {
             if size == 0 || addr == 0 {
@@ -341,11 +374,10 @@ impl Execution<'_> {
                 atomic: false,
                 pc: site,
             };
-            if let Some(f) = self.detect(access, Seen::InModelledCall) {
+            if let Some(f) = self.detect(access, seen) {
                 self.race_findings.push(f);
             }
         }
-        self.step_and_resume(t)
     }
 
     /// The usable size of the glibc malloc chunk at `ptr`, from its header (for blocks
@@ -391,6 +423,11 @@ impl Execution<'_> {
         let Some(site) = self.p.patching.sites.get(id as usize).copied() else {
             return self.step_and_resume(t);
         };
+        if let Some(f) = site.mem_fn {
+            // A memory function's hook, on a breakpoint again (its patch was taken out).
+            self.enter_called_function(t, addr)?;
+            return self.on_mem_fn(t, f);
+        }
         let ea = self.p.effective_address(t, &site.insn, 0);
         let statically_atomic =
             site.atomic_source || self.atomic_ranges.iter().any(|r| r.contains(&ea));
@@ -592,7 +629,7 @@ impl Execution<'_> {
         self.race_origins.push(RaceOrigin {
             index: self.race_findings.len(),
             earlier: key(&race.earlier),
-            later: (seen == Seen::Logged).then(|| key(&race.later)),
+            later: seen.run_on().then(|| key(&race.later)),
         });
     }
 
@@ -616,7 +653,7 @@ impl Execution<'_> {
 
     /// The finding for `race`, made when its later access was `seen`.
     fn race_finding(&mut self, race: &Race, seen: Seen) -> Finding {
-        let modelled_call = seen == Seen::InModelledCall;
+        let modelled_call = seen.in_call();
         let what = |s: &crate::detect::race::Seen| {
             let rw = if s.write { "write" } else { "read" };
             let at = if s.atomic { "atomic " } else { "" };
@@ -626,10 +663,10 @@ impl Execution<'_> {
         let later_t = race.later.epoch.thread;
         let earlier_t = race.earlier.epoch.thread;
         let mut later = self.thread_report(later_t, format!("{} (this access)", what(&race.later)));
-        if seen == Seen::Logged {
+        if seen.run_on() {
             // Its thread has moved on since: the access's own frame, until a second run
             // of the schedule takes the whole stack.
-            later.stack = self.worker.symbols.frame_at(race.later.pc, false);
+            later.stack = self.worker.symbols.frame_at(race.later.pc, modelled_call);
         }
         if modelled_call {
             later.state.push_str(" inside a libc memory function");
@@ -665,7 +702,8 @@ impl Execution<'_> {
             .iter()
             .filter_map(|r| primary_location(&r.stack))
             .collect();
-        locations.dedup();
+        // One source line once, whichever instruction of it each side names.
+        locations.dedup_by(|a, b| a.file.is_some() && (&a.file, a.line) == (&b.file, b.line));
         let mut f = self.finding(FindingKind::DataRace, message, vec![later, earlier]);
         f.locations = locations;
         if let Some(b) = self

@@ -57,6 +57,8 @@ pub struct WorkerState {
     /// Shared by the search's workers: the program's file changes, undone between
     /// executions (None for a single replay, which changes files as the program does).
     pub journal: Option<Arc<Mutex<FileJournal>>>,
+    /// Where the access log is copied to when drained (kept: it grows to the log's size).
+    pub log_buffer: Vec<crate::patch::Record>,
     /// The debugger watching its executions (`mcheck replay --gdb`), if any.
     pub debug: Option<super::debugger::DebugHook>,
 }

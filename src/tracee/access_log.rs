@@ -170,11 +170,17 @@ impl AccessLog {
         )
     }
 
-    /// Takes back the last record (its access has not happened after all).
-    pub fn drop_last(&self) {
+    /// The target an emulated indirect call keeps in the log header.
+    pub fn call_target(&self) -> u64 {
+        self.read(self.layout.scratch_target())
+    }
+
+    /// Takes back the last `n` records (their accesses have not happened after all).
+    pub fn drop_last(&self, n: u64) {
         let c = self.cursor();
-        if !self.is_armed() && c > self.layout.empty_cursor() {
-            self.write(self.layout.cursor(), (c - RECORD_BYTES as i64) as u64);
+        let back = (n * RECORD_BYTES) as i64;
+        if !self.is_armed() && c - back >= self.layout.empty_cursor() {
+            self.write(self.layout.cursor(), (c - back) as u64);
         }
     }
 
@@ -191,19 +197,24 @@ impl AccessLog {
         self.len() == 0
     }
 
-    /// Hands every record to `f`, oldest first, and empties the log.
-    pub fn drain(&self, mut f: impl FnMut(Record)) -> u64 {
+    /// Appends every record to `out`, oldest first, and empties the log.
+    pub fn drain_into(&self, out: &mut Vec<Record>) -> u64 {
         let n = self.len();
         if n == 0 {
             return 0;
         }
-        let first = self.layout.records();
-        for i in 0..n {
-            let at = first + i * RECORD_BYTES;
-            f(Record {
-                addr: self.read(at),
-                site: self.read(at + 8) as u32,
-            });
+        let first = self.layout.records() - self.layout.base;
+        out.reserve(n as usize);
+        // The tracee is stopped: nothing writes the records while they are copied.
+        std::sync::atomic::fence(Ordering::Acquire);
+        // SAFETY: `n` records from the first one lie inside the mapping (`len` is clamped
+        // to the capacity); `Record` is two u64 words, `repr(C)`, like a record; `out` has
+        // room for them after `reserve`, and its length is set once they are written.
+        unsafe {
+            let src = self.view.as_ptr().add(first as usize).cast::<Record>();
+            let dst = out.as_mut_ptr().add(out.len());
+            std::ptr::copy_nonoverlapping(src, dst, n as usize);
+            out.set_len(out.len() + n as usize);
         }
         self.reset();
         n

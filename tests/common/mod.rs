@@ -128,6 +128,10 @@ fn mcheck_to(
         thread::sleep(Duration::from_millis(10));
     };
     let stderr = fs::read_to_string(&err_path).unwrap_or_default();
+    assert!(
+        !stderr.contains("mcheck: internal error"),
+        "{command}: mcheck reported an internal error:\n{stderr}"
+    );
     let json = fs::read_to_string(&json_path)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());

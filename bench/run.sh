@@ -19,7 +19,7 @@ if [[ ! -x target/release/mcheck ]]; then
     echo "bench: target/release/mcheck is missing: run 'make bench' (or 'cargo build --release')" >&2
     exit 2
 fi
-for f in bench_yield bench_mutex bench_atomic bench_two_threads bench_tiny bench_slow_init \
+for f in bench_yield bench_mutex bench_atomic bench_two_threads bench_tiny bench_slow_init bench_table_init \
          bench_sync_prefix bench_resident; do
     if [[ ! -x tracee-fixtures/build/$f ]]; then
         echo "bench: tracee-fixtures/build/$f is missing: run 'make bench' (or 'make fixtures')" >&2

@@ -51,6 +51,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             trace_lib: args.trace_lib.clone(),
             no_trace_lib: args.no_trace_lib.clone(),
             stack_requests: Vec::new(),
+            stacks_in_calls: false,
             snapshots: !args.no_snapshots,
             snapshot_memory: args.snapshot_memory,
             fair: !args.no_fair,

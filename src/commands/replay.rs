@@ -46,6 +46,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         trace_lib: schedule.options.trace_lib.clone(),
         no_trace_lib: schedule.options.no_trace_lib.clone(),
         stack_requests: Vec::new(),
+        stacks_in_calls: false,
         // One execution: nothing to gain from a snapshot.
         snapshots: false,
         snapshot_memory: 0,

@@ -72,6 +72,9 @@ pub struct ExecutionConfig {
     pub no_trace_lib: Vec<String>,
     /// Accesses whose stacks to capture (a second run of a schedule that found races).
     pub stack_requests: Vec<AccessKey>,
+    /// Some of them are calls of modelled memory functions: their hooks must stop (the
+    /// thread must be at the call when its stack is taken), not log.
+    pub stacks_in_calls: bool,
     /// Start executions from a fork snapshot taken at the first thread creation.
     pub snapshots: bool,
     /// Most resident memory a worker's snapshots may hold.
@@ -219,6 +222,8 @@ pub(super) struct Execution<'a> {
     /// Accesses whose stack to capture, as (thread, pc, epoch) (earlier sides of races
     /// found by a previous run of the same schedule).
     pub(super) stack_requests: Vec<AccessKey>,
+    /// Where the modelled memory calls of this execution were made from (return addresses).
+    pub(super) call_sites: std::collections::HashSet<u64>,
     /// Stacks captured for `stack_requests`.
     pub(super) captured_stacks: Vec<(AccessKey, Vec<crate::report::Frame>)>,
     /// The earlier access of each race finding, by index in `race_findings`.

@@ -25,6 +25,7 @@ mod point_log;
 mod process;
 mod progress;
 mod races;
+mod repeat_filter;
 mod scan_cache;
 pub mod search;
 mod snapshot;

@@ -230,7 +230,7 @@ impl Execution<'_> {
         // hooked at all: a stop at each of Rust's memcpys costs too much).
         // A second run that takes the stacks of races stops at every hook: the thread
         // must be at the call when its stack is taken.
-        let logged = |f: MemFn| patch_on && f.by_arguments() && self.stack_requests.is_empty();
+        let logged = |f: MemFn| patch_on && f.by_arguments() && !self.cfg.stacks_in_calls;
         let mem_fns: HashMap<u64, MemFn> = (plan.mem_fns.iter())
             .map(|&(a, f)| (a + bias, f))
             .filter(|&(_, f)| !logged(f))
@@ -612,7 +612,7 @@ impl Execution<'_> {
                 self.p.unpatch_covering(pc..pc + 1)?;
             }
         }
-        if !self.stack_requests.is_empty() {
+        if self.cfg.stacks_in_calls {
             // Stacks are taken at the calls themselves: memory-function hooks stop.
             let sites = &self.p.patching.sites;
             let hooks: Vec<u64> = (self.p.patching.table.sites())
@@ -712,12 +712,23 @@ impl Execution<'_> {
         records.clear();
         log.drain_into(&mut records);
         let sites = self.p.patching.sites.clone();
+        self.worker.repeats.forget();
         let mut i = 0;
         while let Some(rec) = records.get(i) {
             i += 1;
             let Some(site) = sites.get(rec.site() as usize) else {
                 continue;
             };
+            if site.mem_fn.is_none()
+                && !site.rmw
+                && !site.atomic_source
+                && self.worker.repeats.repeated(rec.addr, rec.site())
+            {
+                // The same plain access again in this stretch: nothing for the detector.
+                self.traced_accesses += 1;
+                self.logged_since_resume.note(rec.addr, site.write);
+                continue;
+            }
             if let Some(f) = site.mem_fn {
                 let (Some(&Record { addr: a1, word: a2 }), Some(caller)) =
                     (records.get(i), records.get(i + 1))

@@ -85,6 +85,8 @@ pub struct RaceOrigin {
     pub earlier: AccessKey,
     /// The later access, when its stack was not at hand.
     pub later: Option<AccessKey>,
+    /// One of the two is a call of a modelled memory function.
+    pub in_call: bool,
 }
 
 /// A return breakpoint waiting for one thread.
@@ -339,6 +341,8 @@ impl Execution<'_> {
         site: u64,
         seen: Seen,
     ) {
+        self.worker.repeats.forget();
+        self.call_sites.insert(site);
         let strlen = |x: &Self, s: u64, cap: u64| x.string_length(s, cap);
         let mut accesses: Vec<(u64, u64, bool)> = Vec::new();
         match f {
@@ -497,6 +501,7 @@ impl Execution<'_> {
         self.traced_accesses += 1;
         let pc = site.insn.ip();
         if site.rmw {
+            self.worker.repeats.forget();
             // A library's own lock or reference count: it orders what comes before and
             // after it, and the step depends on whatever else touches the word.
             self.segment.touch_word(ea, true);
@@ -521,6 +526,7 @@ impl Execution<'_> {
             pc,
         };
         if atomic {
+            self.worker.repeats.forget();
             // Partial-order reduction: the step touched this atomic location.
             self.segment.touch_word(ea, write);
             // x86: a MOV load of an atomic is an acquire, a MOV store a release.
@@ -542,6 +548,7 @@ impl Execution<'_> {
 
     /// Records an atomic read-modify-write of `size` bytes at `ea` by `t` at `pc`.
     pub(super) fn record_atomic(&mut self, t: ThreadId, ea: u64, size: u64, pc: u64) {
+        self.worker.repeats.forget();
         self.capture_if_requested(t, pc);
         self.worker.atomic_addresses.insert(ea);
         let Some(d) = self.races.as_mut() else { return };
@@ -579,6 +586,7 @@ impl Execution<'_> {
             // reported races is run again knowing it (see the search's worker loop).
             self.worker.atomic_addresses.insert(race.addr);
             self.worker.atomic_addresses.insert(access.addr);
+            self.worker.repeats.forget();
             self.unverified_races += 1;
             if self.unverified_race.is_none() {
                 let object = match self.raced_object(race.addr) {
@@ -626,10 +634,12 @@ impl Execution<'_> {
     /// from the log (its thread has moved on since).
     fn note_origin(&mut self, race: &Race, seen: Seen) {
         let key = |s: &crate::detect::race::Seen| (s.epoch.thread, s.pc, s.epoch.clock);
+        let in_call = seen.in_call() || self.call_sites.contains(&race.earlier.pc);
         self.race_origins.push(RaceOrigin {
             index: self.race_findings.len(),
             earlier: key(&race.earlier),
             later: seen.run_on().then(|| key(&race.later)),
+            in_call,
         });
     }
 

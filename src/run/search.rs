@@ -169,6 +169,7 @@ pub fn attach_earlier_stacks(
         .collect();
     let cfg = ExecutionConfig {
         stack_requests: requests,
+        stacks_in_calls: outcome.race_origins.iter().any(|o| o.in_call),
         ..cfg.clone()
     };
     let Some(again) = rerun(&cfg, &outcome.decisions, racy_before, state)? else {

@@ -245,6 +245,7 @@ static SAID: AtomicBool = AtomicBool::new(false);
 pub(super) fn key(cfg: &ExecutionConfig) -> String {
     let plain = ExecutionConfig {
         stack_requests: Vec::new(),
+        stacks_in_calls: false,
         preempt_on_races: false,
         ..cfg.clone()
     };

@@ -59,6 +59,8 @@ pub struct WorkerState {
     pub journal: Option<Arc<Mutex<FileJournal>>>,
     /// Where the access log is copied to when drained (kept: it grows to the log's size).
     pub log_buffer: Vec<crate::patch::Record>,
+    /// Accesses repeated within the stretch being drained (`repeat_filter`).
+    pub repeats: super::repeat_filter::RepeatFilter,
     /// The debugger watching its executions (`mcheck replay --gdb`), if any.
     pub debug: Option<super::debugger::DebugHook>,
 }

@@ -13,6 +13,12 @@
 //! - `also` (optional): finding kinds that must be among the findings too (a race and the
 //!   failure it causes, found by refining the search with the racy sites).
 //!
+//! A second test runs them all again on the breakpoint path (`MCHECK_PATCH=off`: every
+//! access site stops instead of being patched), so that both ways of recording accesses
+//! stay tested; a fixture may say `"on_breakpoints": {"args": [...]}` (a smaller size) or
+//! `{"skip": "why"}` (a fixture of the patched code itself, or of its speed). The two tests
+//! take turns, each using the whole machine.
+//!
 //! Environment knobs (for local use):
 //! - `MCHECK_FIXTURES=name1,name2` runs only those fixtures;
 //! - `MCHECK_FIXTURE_JOBS=N` changes the number of parallel runs (default 2).
@@ -52,6 +58,10 @@ struct Fixture {
     also: Vec<String>,
     args: Vec<String>,
     options: Vec<String>,
+    /// Arguments on the breakpoint path, when other than `args`.
+    breakpoint_args: Option<Vec<String>>,
+    /// Why it does not run on the breakpoint path.
+    breakpoint_skip: Option<String>,
 }
 
 fn fixtures_dir() -> PathBuf {
@@ -115,11 +125,19 @@ fn load_fixtures() -> Vec<Fixture> {
                 "expected.json: {name} has unknown kind {kind:?} in \"also\""
             );
         }
+        let on_breakpoints = e.get("on_breakpoints");
         out.push(Fixture {
             also,
             binary: dir.join(binary),
             args: string_list(e, "args", &name),
             options: string_list(e, "options", &name),
+            breakpoint_args: on_breakpoints
+                .filter(|o| o.get("args").is_some())
+                .map(|o| string_list(o, "args", &name)),
+            breakpoint_skip: on_breakpoints
+                .and_then(|o| o.get("skip"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
             name,
             verdict,
         });
@@ -170,7 +188,7 @@ struct RunResult {
     command: String,
 }
 
-fn run_mcheck(fx: &Fixture) -> RunResult {
+fn run_mcheck(fx: &Fixture, patching: bool) -> RunResult {
     let json_path = unique_temp(&fx.name, "json");
     let out_path = unique_temp(&fx.name, "stdout");
     let err_path = unique_temp(&fx.name, "stderr");
@@ -191,8 +209,15 @@ fn run_mcheck(fx: &Fixture) -> RunResult {
     args.extend(fx.options.iter().cloned());
     args.push("--".into());
     args.push(fx.binary.display().to_string());
-    args.extend(fx.args.iter().cloned());
-    let command = format!("mcheck {}", args.join(" "));
+    match (&fx.breakpoint_args, patching) {
+        (Some(a), false) => args.extend(a.iter().cloned()),
+        _ => args.extend(fx.args.iter().cloned()),
+    }
+    let command = format!(
+        "{}mcheck {}",
+        if patching { "" } else { "MCHECK_PATCH=off " },
+        args.join(" ")
+    );
 
     let start = Instant::now();
     // A fresh working directory: fixtures that write files write them there.
@@ -202,8 +227,11 @@ fn run_mcheck(fx: &Fixture) -> RunResult {
         .and(File::create(&out_path))
         .and_then(|out| {
             let err = File::create(&err_path)?;
-            Command::new(env!("CARGO_BIN_EXE_mcheck"))
-                .current_dir(&work)
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcheck"));
+            if !patching {
+                cmd.env("MCHECK_PATCH", "off");
+            }
+            cmd.current_dir(&work)
                 .args(&args)
                 .stdin(Stdio::null())
                 .stdout(out)
@@ -332,8 +360,25 @@ fn judge(fx: &Fixture, r: &RunResult) -> Result<String, String> {
     }
 }
 
+/// The two tests take turns: each runs `MCHECK_FIXTURE_JOBS` fixtures at a time, and
+/// timing-sensitive fixtures (`--execution-timeout`) want the CPUs they were given.
+static TURN: Mutex<()> = Mutex::new(());
+
 #[test]
 fn every_fixture_gets_its_expected_verdict() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    check_every_fixture(true);
+}
+
+#[test]
+fn every_fixture_gets_its_expected_verdict_on_breakpoints() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    check_every_fixture(false);
+}
+
+/// Runs every fixture (with patched access sites, or on breakpoints) and panics with every
+/// mismatch.
+fn check_every_fixture(patching: bool) {
     let dir = fixtures_dir();
     let build = dir.join("build");
     assert!(
@@ -371,6 +416,7 @@ fn every_fixture_gets_its_expected_verdict() {
     let runnable: Vec<Fixture> = fixtures
         .iter()
         .filter(|f| f.binary.is_file())
+        .filter(|f| patching || f.breakpoint_skip.is_none())
         .cloned()
         .collect();
 
@@ -387,7 +433,7 @@ fn every_fixture_gets_its_expected_verdict() {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(fx) = runnable.get(i) else { break };
-                let r = run_mcheck(fx);
+                let r = run_mcheck(fx, patching);
                 let verdict = judge(fx, &r).map_err(|why| {
                     format!(
                         "{}: {why}\n    command: {}\n    stderr: {}\n    stdout: {}",

@@ -4,13 +4,19 @@
 //!
 //! A thread that only reads a few bytes over and over, writing nothing, is spinning
 //! whatever tracing costs: its time counts in full. Otherwise each logged access is taken
-//! to cost at most `RECORD_COST`, and the discount never exceeds `MAX_DISCOUNT` of the
-//! time used, so a spin that reads more widely still reaches the limit.
+//! to cost at most `RECORD_COST`, each access recorded at a breakpoint (a trap into the
+//! kernel and a stop, which the thread's own CPU time shows) `TRAP_COST`, and the discount
+//! never exceeds `MAX_DISCOUNT` of the time used, so a spin that reads more widely still
+//! reaches the limit.
 
 use std::time::Duration;
 
 /// An upper bound of what appending one record costs the thread in patched code.
 const RECORD_COST: Duration = Duration::from_nanos(20);
+
+/// What an access recorded at a breakpoint costs the thread itself: the trap, the stop,
+/// the caches it comes back to (its own CPU time, not the tracer's).
+const TRAP_COST: Duration = Duration::from_micros(5);
 
 /// At most this share (n/16) of the CPU time used is taken as tracing cost.
 const MAX_DISCOUNT_SIXTEENTHS: u32 = 15;
@@ -22,6 +28,7 @@ const SPIN_SPAN: u64 = 4096;
 #[derive(Debug, Clone, Copy)]
 pub struct LoggedSinceResume {
     count: u64,
+    trapped: u64,
     wrote: bool,
     lowest: u64,
     highest: u64,
@@ -31,6 +38,7 @@ impl Default for LoggedSinceResume {
     fn default() -> Self {
         LoggedSinceResume {
             count: 0,
+            trapped: 0,
             wrote: false,
             lowest: u64::MAX,
             highest: 0,
@@ -50,6 +58,12 @@ impl LoggedSinceResume {
         }
     }
 
+    /// Notes one access recorded at a breakpoint.
+    pub fn note_trapped(&mut self, addr: u64, write: bool) {
+        self.note(addr, write);
+        self.trapped += 1;
+    }
+
     /// Whether the accesses look like a busy wait: reads only, all close together.
     fn looks_like_a_spin(&self) -> bool {
         !self.wrote && self.count > 0 && self.highest.saturating_sub(self.lowest) < SPIN_SPAN
@@ -62,8 +76,10 @@ impl LoggedSinceResume {
             return used;
         }
         let logged = (self.count + pending).min(u32::MAX as u64) as u32;
+        let trapped = self.trapped.min(u32::MAX as u64) as u32;
         let cap = used * MAX_DISCOUNT_SIXTEENTHS / 16;
-        used.saturating_sub((RECORD_COST * logged).min(cap))
+        let cost = (RECORD_COST * logged).saturating_add(TRAP_COST * trapped);
+        used.saturating_sub(cost.min(cap))
     }
 }
 
@@ -101,6 +117,24 @@ mod tests {
             l.note(0x10_0000 + 8 * i, false);
         }
         assert!(l.progress(SEC, 0) < SEC);
+    }
+
+    #[test]
+    fn accesses_at_breakpoints_are_discounted_more() {
+        let (mut logged, mut trapped) =
+            (LoggedSinceResume::default(), LoggedSinceResume::default());
+        for i in 0..10_000u64 {
+            logged.note(0x5000 + 8 * i, i % 2 == 0);
+            trapped.note_trapped(0x5000 + 8 * i, i % 2 == 0);
+        }
+        assert!(trapped.progress(SEC, 0) < logged.progress(SEC, 0));
+        assert!(trapped.progress(SEC, 0) >= SEC / 16);
+        // A spin is a spin whichever way its reads are seen.
+        let mut spin = LoggedSinceResume::default();
+        for _ in 0..100_000 {
+            spin.note_trapped(0x5000, false);
+        }
+        assert_eq!(spin.progress(SEC, 0), SEC);
     }
 
     #[test]

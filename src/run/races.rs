@@ -472,6 +472,7 @@ impl Execution<'_> {
             );
         }
         self.breakpoint_accesses += 1;
+        self.logged_since_resume.note_trapped(ea, site.write);
         let races_before = self.race_findings.len();
         self.record_access(t, &site, ea, Seen::AtAccess);
         if self.debugging() {

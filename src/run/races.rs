@@ -665,15 +665,31 @@ impl Execution<'_> {
     /// The finding for `race`, made when its later access was `seen`.
     fn race_finding(&mut self, race: &Race, seen: Seen) -> Finding {
         let modelled_call = seen.in_call();
-        let what = |s: &crate::detect::race::Seen| {
+        // A plain MOV counts as atomic only because of its address (a LOCK instruction or a
+        // race in code without debug information touched it): it may be one, or not.
+        let presumed = |s: &crate::detect::race::Seen| {
+            s.atomic
+                && !self.atomic_ranges.iter().any(|r| r.contains(&race.addr))
+                && (self.p.patching.sites.iter())
+                    .any(|x| x.insn.ip() == s.pc && x.plain_mov && !x.atomic_source)
+        };
+        let (earlier_presumed, later_presumed) = (presumed(&race.earlier), presumed(&race.later));
+        let what = |s: &crate::detect::race::Seen, presumed: bool| {
             let rw = if s.write { "write" } else { "read" };
-            let at = if s.atomic { "atomic " } else { "" };
+            let at = match (s.atomic, presumed) {
+                (true, true) => "possibly atomic ",
+                (true, false) => "atomic ",
+                _ => "",
+            };
             format!("{at}{rw} of {} byte(s)", s.size)
         };
         let object = self.raced_object(race.addr);
         let later_t = race.later.epoch.thread;
         let earlier_t = race.earlier.epoch.thread;
-        let mut later = self.thread_report(later_t, format!("{} (this access)", what(&race.later)));
+        let mut later = self.thread_report(
+            later_t,
+            format!("{} (this access)", what(&race.later, later_presumed)),
+        );
         if seen.run_on() {
             // Its thread has moved on since: the access's own frame, until a second run
             // of the schedule takes the whole stack.
@@ -688,7 +704,10 @@ impl Execution<'_> {
             id: earlier_t,
             tid: earlier_tid,
             name: self.thread_name(earlier_tid),
-            state: format!("{} (the earlier access)", what(&race.earlier)),
+            state: format!(
+                "{} (the earlier access)",
+                what(&race.earlier, earlier_presumed)
+            ),
             stack: earlier_stack,
         };
         let loc = |r: &ThreadReport| {
@@ -704,9 +723,9 @@ impl Execution<'_> {
         };
         let message = format!(
             "data race {on}: {} by thread T{later_t} at {} and {} by thread T{earlier_t} at {} are not ordered by any synchronisation",
-            what(&race.later),
+            what(&race.later, later_presumed),
             loc(&later),
-            what(&race.earlier),
+            what(&race.earlier, earlier_presumed),
             loc(&earlier)
         );
         let mut locations: Vec<_> = [&later, &earlier]
@@ -717,6 +736,11 @@ impl Execution<'_> {
         locations.dedup_by(|a, b| a.file.is_some() && (&a.file, a.line) == (&b.file, b.line));
         let mut f = self.finding(FindingKind::DataRace, message, vec![later, earlier]);
         f.locations = locations;
+        if earlier_presumed || later_presumed {
+            f.details.push(
+                "a possibly atomic access is a plain load or store (a MOV) at an address that an atomic instruction, or a race between plain accesses in code without debug information, touched: mcheck treats it as a relaxed atomic that may order other accesses. A plain access racing with it is a data race whether it is atomic or not".into(),
+            );
+        }
         if let Some(b) = self
             .races
             .as_ref()

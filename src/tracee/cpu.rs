@@ -5,14 +5,16 @@
 //! The load of a CPU is the share of a short sample it was busy (`/proc/stat`) plus the
 //! threads runnable on it at both ends of the sample (state R in `/proc/*/task/*/stat`):
 //! on a saturated machine every CPU is busy all the time, and the queue tells them apart.
+//! On an idle machine (no other runnable thread, a load average well below the CPUs) the
+//! sample is skipped: any CPU will do, and every run of mcheck would otherwise wait for it.
 
 use std::time::Duration;
 
 use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
 
-/// How long the load of the CPUs is sampled.
-const SAMPLE: Duration = Duration::from_millis(50);
+/// How long the load of the CPUs is sampled (a few scheduler ticks).
+const SAMPLE: Duration = Duration::from_millis(12);
 
 /// Pins the calling thread to `cpu`. Children forked afterwards inherit the pinning.
 pub fn pin_current_thread(cpu: usize) -> nix::Result<()> {
@@ -41,15 +43,28 @@ pub fn idlest_cpus(n: usize) -> Vec<usize> {
     } else {
         let before = cpu_times();
         let mut queued = runnable_threads();
-        std::thread::sleep(SAMPLE);
-        let after = cpu_times();
-        queued.extend(runnable_threads());
-        rank_by_load(&allowed, &before, &after, &queued)
+        if queued.is_empty() && load_average() < 0.25 * allowed.len() as f64 {
+            // Idle: no CPU is better than another.
+            allowed
+        } else {
+            std::thread::sleep(SAMPLE);
+            let after = cpu_times();
+            queued.extend(runnable_threads());
+            rank_by_load(&allowed, &before, &after, &queued)
+        }
     };
     if ranked.is_empty() {
         return vec![0; n.max(1)];
     }
     (0..n.max(1)).map(|i| ranked[i % ranked.len()]).collect()
+}
+
+/// The one-minute load average (`/proc/loadavg`), or a large number when unknown.
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(f64::MAX)
 }
 
 /// Per-CPU (cpu, busy, total) jiffies from `/proc/stat`.

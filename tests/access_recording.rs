@@ -65,6 +65,7 @@ fn patched_sites_and_breakpoints_report_the_same_races() {
         "race_fn_pointer",
         "race_virtual_throw_ok",
         "race_memcpy",
+        "race_strlen",
     ];
     let opts = [
         "--strategy",

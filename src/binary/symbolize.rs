@@ -57,11 +57,16 @@ impl Symbolizer {
     /// Empty when nothing is known. For a return address, pass `return address - 1`.
     pub fn frames(&mut self, path: &Path, svma: u64) -> Vec<SourceFrame> {
         let mut frames = self.dwarf_frames(path, svma);
+        // An ELF symbol, else a PLT stub named after the function it calls (`memcpy@plt`).
         let symbol_name = || {
-            ElfFile::load(path)
-                .ok()
-                .and_then(|elf| elf.symbolize(svma))
+            let elf = ElfFile::load(path).ok()?;
+            elf.symbolize(svma)
                 .map(|(name, _)| demangle(&name))
+                .or_else(|| {
+                    (super::plt_entries(&elf).into_iter())
+                        .find(|&(_, stub)| (stub..stub + 16).contains(&svma))
+                        .map(|(name, _)| format!("{name}@plt"))
+                })
         };
         match frames.last_mut() {
             Some(outer) if outer.function.is_none() => outer.function = symbol_name(),

@@ -23,4 +23,4 @@ pub use planner::{
 };
 pub use space::{free_ranges, CodeSpace};
 pub use table::{PatchTable, PatchedSite};
-pub use trampoline::{EntrySite, Exit, Kind, TrampolineMeta};
+pub use trampoline::{EntrySite, Exit, Kind, Measure, TrampolineMeta};

@@ -724,6 +724,7 @@ fn plain_neighbour(n: &Instruction, bytes: &[u8], space: &mut CodeSpace) -> Opti
 pub fn plan_out_of_line<'a>(
     sites: impl IntoIterator<Item = &'a SiteRequest>,
     space: &mut CodeSpace,
+    mapped_only: bool,
 ) -> Vec<Trampoline> {
     let mut out = Vec::new();
     for s in sites {
@@ -732,7 +733,13 @@ pub fn plan_out_of_line<'a>(
             continue;
         };
         let size = probe.bytes.len() as u64;
-        let Some((t_at, _)) = space.allocate(&windows(at, 5, &[]), size) else {
+        let ws = windows(at, 5, &[]);
+        let placed = if mapped_only {
+            space.allocate_mapped(&ws, size)
+        } else {
+            space.allocate(&ws, size)
+        };
+        let Some((t_at, _)) = placed else {
             continue;
         };
         match generate_plain(&s.insn, &s.bytes, t_at) {
@@ -1005,7 +1012,7 @@ mod tests {
     fn sites_left_on_breakpoints_get_out_of_line_copies() {
         let body = [0x8b, 0x07, 0x89, 0x06, 0xc3, 0x90, 0x90, 0x90, 0x90, 0x90];
         let (_, sites) = region(&body, &[0, 2]);
-        let copies = plan_out_of_line(&sites, &mut space());
+        let copies = plan_out_of_line(&sites, &mut space(), false);
         assert_eq!(copies.len(), 2);
         for (c, s) in copies.iter().zip(&sites) {
             assert!(!c.meta.kind.logs());

@@ -151,6 +151,22 @@ impl CodeSpace {
         None
     }
 
+    /// [`CodeSpace::allocate`], but only in chunks already mapped (none is added): for a
+    /// caller that cannot map one now.
+    pub fn allocate_mapped(&mut self, windows: &[Window], size: u64) -> Option<(u64, usize)> {
+        let before = self.new_chunks.len();
+        let found = self.allocate(windows, size)?;
+        if self.new_chunks.len() == before {
+            return Some(found);
+        }
+        for chunk in self.new_chunks.drain(before..) {
+            self.chunks.remove(&chunk);
+            self.bump.retain(|_, &mut c| c != chunk);
+        }
+        self.used.remove(&found.0);
+        None
+    }
+
     /// Gives back the range handed out at `a`.
     pub fn release(&mut self, a: u64) {
         self.used.remove(&a);

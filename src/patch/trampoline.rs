@@ -45,7 +45,7 @@ use iced_x86::{Code, Encoder, FlowControl, Instruction, MemoryOperand, OpKind, R
 use super::log_layout::{LogLayout, CALL_RECORDS, RECORD_BYTES};
 
 /// Most bytes a trampoline takes.
-pub const MAX_TRAMPOLINE: u64 = 128;
+pub const MAX_TRAMPOLINE: u64 = 192;
 
 /// Why an instruction is left to the breakpoint path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -271,6 +271,49 @@ pub fn generate(
     Ok(Trampoline { bytes: c, meta })
 }
 
+/// Appends code leaving in r11 the bytes the string function of `m` reads: the string's
+/// length with its NUL, at most rdx when bounded. Uses r11, r10 and the flags (dead at a
+/// function's entry).
+///
+/// ```text
+///   mov r11, src
+///   (lea r10, [src+rdx])         the bound
+/// next:
+///   (cmp r11, r10; jae done)
+///   cmp byte [r11], 0
+///   je nul
+///   inc r11
+///   jmp next
+/// nul:
+///   inc r11                      the NUL is read too
+/// done:
+///   sub r11, src
+/// ```
+fn measure_string(c: &mut Vec<u8>, m: Measure) {
+    // ModRM register field of the source (rdi 7, rsi 6), and SIB of [src + rdx].
+    let (modrm, sib) = if m.second { (0xf3, 0x16) } else { (0xfb, 0x17) };
+    c.extend_from_slice(&[0x49, 0x89, modrm]); // mov r11, src
+    if m.bounded {
+        c.extend_from_slice(&[0x4c, 0x8d, 0x14, sib]); // lea r10, [src+rdx]
+    }
+    let next = c.len();
+    let jae = m.bounded.then(|| {
+        c.extend_from_slice(&[0x4d, 0x39, 0xd3]); // cmp r11, r10
+        c.extend_from_slice(&[0x73, 0]); // jae done (patched below)
+        c.len() - 1
+    });
+    c.extend_from_slice(&[0x41, 0x80, 0x3b, 0x00]); // cmp byte [r11], 0
+    c.extend_from_slice(&[0x74, 0x05]); // je nul (over inc and jmp)
+    c.extend_from_slice(&[0x49, 0xff, 0xc3]); // inc r11
+    let back = next as i64 - (c.len() as i64 + 2);
+    c.extend_from_slice(&[0xeb, back as i8 as u8]); // jmp next
+    c.extend_from_slice(&[0x49, 0xff, 0xc3]); // nul: inc r11
+    if let Some(at) = jae {
+        c[at] = u8::try_from(c.len() - (at + 1)).expect("short"); // done
+    }
+    c.extend_from_slice(&[0x49, 0x29, modrm]); // done: sub r11, src
+}
+
 /// `mov reg, qword [operand of insn]`, the operand as the instruction has it (segment
 /// included; a RIP-relative one by its absolute target, re-encoded where it is placed).
 fn load_operand(insn: &Instruction, reg: Register) -> Result<Instruction, Unpatchable> {
@@ -322,6 +365,18 @@ pub struct EntrySite {
     /// For a call through the GOT: the address after it (pushed as the return address);
     /// None at a PLT stub or a tail jump, where `[rsp]` already is the return address.
     pub ret: Option<u64>,
+    /// The function reads a string: its length is measured at the entry and logged.
+    pub measure: Option<Measure>,
+}
+
+/// The string a function reads (strlen, strcpy, strncpy), measured by the code at its
+/// entry: the bytes read, its NUL included, up to a bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Measure {
+    /// The string is the second argument (rsi), not the first (rdi).
+    pub second: bool,
+    /// At most the third argument (rdx) bytes are read.
+    pub bounded: bool,
 }
 
 /// The trampoline logging a call of a modelled memory function at `e`, recording site id
@@ -338,7 +393,8 @@ pub struct EntrySite {
 ///   mov [rax+end+24], rdx
 ///   mov r11, [rsp]  |  movabs r11, ret     the caller (r11 is dead at a call)
 ///   mov [rax+end+32], r11
-///   mov [rax+end+40], rcx
+///   mov [rax+end+40], rcx        (or, for a string function, the string's length with its
+///                                NUL, counted here in r11/r10, dead at a call too)
 ///   lea rax, [rax+48]
 ///   mov [cursor], rax            committed
 ///   mov rax, [scratch_rax]
@@ -376,7 +432,13 @@ pub fn generate_entry(e: &EntrySite, site: u32, at: u64, log: &LogLayout) -> Tra
         }
     }
     at_end(&mut c, &[0x4c, 0x89, 0x98], 32); // mov [rax+end+32], r11
-    at_end(&mut c, &[0x48, 0x89, 0x88], 40); // mov [rax+end+40], rcx
+    match e.measure {
+        None => at_end(&mut c, &[0x48, 0x89, 0x88], 40), // mov [rax+end+40], rcx
+        Some(m) => {
+            measure_string(&mut c, m);
+            at_end(&mut c, &[0x4c, 0x89, 0x98], 40); // mov [rax+end+40], r11
+        }
+    }
     c.extend_from_slice(&[0x48, 0x8d, 0x40, room]); // lea rax, [rax+48]
     abs32(&mut c, &[0x48, 0x89, 0x04, 0x25], log.cursor()); // mov [cursor], rax
     let committed = c.len();
@@ -822,6 +884,7 @@ mod tests {
                 len: 6,
                 got: 0x404018,
                 ret,
+                measure: None,
             };
             let t = generate_entry(&e, 11, 0x600000, &log);
             let code = decode_all(&t.bytes, 0x600000);
@@ -893,6 +956,88 @@ mod tests {
                     unpush: false
                 }
             );
+        }
+    }
+
+    #[test]
+    fn a_string_function_entry_measures_its_string() {
+        let log = layout();
+        for (m, src) in [
+            (
+                Measure {
+                    second: false,
+                    bounded: false,
+                },
+                Register::RDI,
+            ),
+            (
+                Measure {
+                    second: true,
+                    bounded: false,
+                },
+                Register::RSI,
+            ),
+            (
+                Measure {
+                    second: true,
+                    bounded: true,
+                },
+                Register::RSI,
+            ),
+        ] {
+            let e = EntrySite {
+                at: 0x401000,
+                len: 6,
+                got: 0x404018,
+                ret: None,
+                measure: Some(m),
+            };
+            let t = generate_entry(&e, 5, 0x600000, &log);
+            assert!(t.bytes.len() as u64 <= MAX_TRAMPOLINE);
+            let code = decode_all(&t.bytes, 0x600000);
+            assert!(code.iter().all(|i| !i.is_invalid()));
+            use Mnemonic::*;
+            // r11 starts at the string, walks to its NUL (or the bound in r10), and ends as
+            // the count of bytes read; the count goes to the third record.
+            let start = code
+                .iter()
+                .position(|i| {
+                    i.mnemonic() == Mov
+                        && i.op0_register() == Register::R11
+                        && i.op1_register() == src
+                })
+                .expect("mov r11, src");
+            let walk: Vec<Mnemonic> = code[start..]
+                .iter()
+                .map(|i| i.mnemonic())
+                .take_while(|&x| x != Sub)
+                .collect();
+            let expected: &[Mnemonic] = if m.bounded {
+                &[Mov, Lea, Cmp, Jae, Cmp, Je, Inc, Jmp, Inc]
+            } else {
+                &[Mov, Cmp, Je, Inc, Jmp, Inc]
+            };
+            assert_eq!(walk, expected);
+            let sub = &code[start + walk.len()];
+            assert_eq!(
+                (sub.op0_register(), sub.op1_register()),
+                (Register::R11, src)
+            );
+            let store = &code[start + walk.len() + 1];
+            assert_eq!(store.memory_displacement64(), log.end() + 40);
+            assert_eq!(store.op1_register(), Register::R11);
+            // The loop jumps back to its compare; je lands on the final inc; jae on the sub.
+            let at = |k: usize| code[start + k].ip();
+            let jmp = code[start..]
+                .iter()
+                .find(|i| i.mnemonic() == Jmp && i.near_branch_target() < i.ip())
+                .unwrap();
+            assert_eq!(jmp.near_branch_target(), at(if m.bounded { 2 } else { 1 }));
+            let je = code[start..].iter().find(|i| i.mnemonic() == Je).unwrap();
+            assert_eq!(je.near_branch_target(), at(walk.len() - 1));
+            if m.bounded {
+                assert_eq!(code[start + 3].near_branch_target(), sub.ip());
+            }
         }
     }
 }

@@ -230,7 +230,7 @@ impl Execution<'_> {
         // hooked at all: a stop at each of Rust's memcpys costs too much).
         // A second run that takes the stacks of races stops at every hook: the thread
         // must be at the call when its stack is taken.
-        let logged = |f: MemFn| patch_on && f.by_arguments() && !self.cfg.stacks_in_calls;
+        let logged = |f: MemFn| patch_on && f.logged_at_entry() && !self.cfg.stacks_in_calls;
         let mem_fns: HashMap<u64, MemFn> = (plan.mem_fns.iter())
             .map(|&(a, f)| (a + bias, f))
             .filter(|&(_, f)| !logged(f))
@@ -347,7 +347,7 @@ impl Execution<'_> {
             if self.p.bps.contains(pc) {
                 continue;
             }
-            let Some(site) = entry_site(&region.code, pc, stub) else {
+            let Some(site) = entry_site(&region.code, pc, stub, f.measure()) else {
                 continue;
             };
             let id = (first_id + new_sites.len()) as u32;
@@ -423,7 +423,7 @@ impl Execution<'_> {
                 .filter(|(_, _, why)| *why != Refusal::NotOriginal)
                 .filter_map(|(at, _, _)| by_address.get(at).copied())
                 .collect();
-            patch::plan_out_of_line(left, &mut table.space)
+            patch::plan_out_of_line(left, &mut table.space, false)
         } else {
             Vec::new()
         };
@@ -736,7 +736,16 @@ impl Execution<'_> {
                     break;
                 };
                 i += 2;
-                self.record_mem_call(t, f, [rec.addr, a1, a2], caller.addr, Seen::LoggedCall);
+                // A string function's third record holds the length measured at its entry.
+                let measured = f.measure().map(|_| caller.word);
+                self.record_mem_call(
+                    t,
+                    f,
+                    [rec.addr, a1, a2],
+                    measured,
+                    caller.addr,
+                    Seen::LoggedCall,
+                );
                 continue;
             }
             self.logged_since_resume.note(rec.addr, site.write);
@@ -800,7 +809,7 @@ impl Execution<'_> {
                     self.p.mem.read_u64(r.rsp).unwrap_or(0)
                 };
                 // Inside generated code: its stack is taken by a second run, as a logged one.
-                self.record_mem_call(t, f, [r.rdi, r.rsi, r.rdx], caller, Seen::LoggedCall);
+                self.record_mem_call(t, f, [r.rdi, r.rsi, r.rdx], None, caller, Seen::LoggedCall);
             }
             r.rip = meta.at + meta.committed as u64;
             regs::set(tid, r)?;
@@ -874,8 +883,14 @@ struct Region {
 
 /// Where the hook of a memory function at `pc` goes: at a PLT stub (`stub`), its
 /// instructions up to its jump through the GOT slot (an `endbr64` first, in `.plt.sec`);
-/// elsewhere, a `call` or `jmp` through the slot. None when the code there is not that.
-fn entry_site(code: &Code, pc: u64, stub: bool) -> Option<EntrySite> {
+/// elsewhere, a `call` or `jmp` through the slot; `measure` for a string function. None
+/// when the code there is not that.
+fn entry_site(
+    code: &Code,
+    pc: u64,
+    stub: bool,
+    measure: Option<patch::Measure>,
+) -> Option<EntrySite> {
     let left = (code.start + code.bytes.len() as u64).checked_sub(pc)?;
     let bytes = code.get(pc, left.min(16) as usize)?;
     let mut d = Decoder::with_ip(64, bytes, pc, DecoderOptions::NONE);
@@ -896,6 +911,7 @@ fn entry_site(code: &Code, pc: u64, stub: bool) -> Option<EntrySite> {
                 len: len as u8,
                 got: insn.ip_rel_memory_address(),
                 ret: (insn.mnemonic() == Mnemonic::Call).then(|| insn.next_ip()),
+                measure,
             });
         }
         if !stub || insn.mnemonic() != Mnemonic::Endbr64 {

@@ -52,18 +52,31 @@ pub enum MemFn {
 }
 
 impl MemFn {
-    /// Whether the ranges it accesses follow from its arguments alone (not from a string's
-    /// length or the value it returns): such a call can be recorded from a log entry.
-    pub fn by_arguments(self) -> bool {
-        matches!(
-            self,
-            MemFn::Copy
-                | MemFn::Set
-                | MemFn::Zero
-                | MemFn::Compare
-                | MemFn::WriteFrom
-                | MemFn::StreamWrite
-        )
+    /// Whether a call can be recorded from a log entry made at its entry: the ranges it
+    /// accesses follow from its arguments, or from the length of a string, which the code
+    /// at the entry measures (not from the value it returns).
+    pub fn logged_at_entry(self) -> bool {
+        !matches!(self, MemFn::ReadInto | MemFn::StreamRead)
+    }
+
+    /// The string the code at its entry must measure, for a string function.
+    pub fn measure(self) -> Option<crate::patch::Measure> {
+        use crate::patch::Measure;
+        match self {
+            MemFn::StrLen => Some(Measure {
+                second: false,
+                bounded: false,
+            }),
+            MemFn::StrCopy => Some(Measure {
+                second: true,
+                bounded: false,
+            }),
+            MemFn::StrNCopy => Some(Measure {
+                second: true,
+                bounded: true,
+            }),
+            _ => None,
+        }
     }
 }
 

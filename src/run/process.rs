@@ -260,15 +260,37 @@ impl Process {
         for at in sites {
             if let Some(site) = table.remove(at) {
                 self.mem.write(at, site.original_bytes())?;
+                table.space.release(site.trampoline);
                 if site.access {
-                    removed.push((at, site.id));
+                    removed.push((at, site.id, site.original_bytes().to_vec()));
                 }
             }
         }
-        for (at, id) in removed {
+        for (at, id, bytes) in removed {
             self.bp_kinds.insert(at, BreakpointKind::Access(id));
             self.bps.insert(&self.mem, at)?;
             self.patching.stats.unpatched += 1;
+            // A copy to run the instruction out of line, so that a hit costs one stop and
+            // no single-step (in trampoline space already mapped: nothing can be mapped
+            // from here).
+            let table = Arc::make_mut(&mut self.patching.table);
+            let Some(site) = self.patching.sites.get(id as usize) else {
+                continue;
+            };
+            if table.out_of_line(at).is_some() || site.mem_fn.is_some() {
+                continue;
+            }
+            let req = crate::patch::SiteRequest {
+                id,
+                insn: site.insn,
+                bytes,
+                needs_stop: true,
+            };
+            if let Some(copy) = crate::patch::plan_out_of_line([&req], &mut table.space, true).pop()
+            {
+                self.mem.write(copy.meta.at, &copy.bytes)?;
+                table.insert_out_of_line(copy.meta);
+            }
         }
         Ok(())
     }

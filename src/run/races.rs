@@ -325,19 +325,22 @@ impl Execution<'_> {
             };
             self.on_return_of_call(t, ReturnAction::FilledBuffer { buf, unit, site })?;
         } else {
-            self.record_mem_call(t, f, [a[0], a[1], a[2]], site, Seen::InModelledCall);
+            self.record_mem_call(t, f, [a[0], a[1], a[2]], None, site, Seen::InModelledCall);
         }
         self.step_and_resume(t)
     }
 
     /// The call of memory function `f` with arguments `a` made from `site` (its return
     /// address), by `t`, `seen` at its hook or from the log: the ranges it reads and writes
-    /// are accessed. (Reads into buffers are recorded when they return.)
+    /// are accessed. (Reads into buffers are recorded when they return.) A string
+    /// function's bytes are `measured` at its entry, or measured here, from the thread
+    /// stopped at the call.
     pub(super) fn record_mem_call(
         &mut self,
         t: ThreadId,
         f: MemFn,
         a: [u64; 3],
+        measured: Option<u64>,
         site: u64,
         seen: Seen,
     ) {
@@ -350,16 +353,16 @@ impl Execution<'_> {
             MemFn::Set => accesses.push((a[0], a[2], true)),
             MemFn::Zero => accesses.push((a[0], a[1], true)),
             MemFn::StrCopy => {
-                let n = strlen(self, a[1], MAX_STRING) + 1;
+                let n = measured.unwrap_or_else(|| strlen(self, a[1], MAX_STRING) + 1);
                 accesses.extend([(a[1], n, false), (a[0], n, true)]);
             }
             MemFn::StrNCopy => {
-                let n = (strlen(self, a[1], a[2]) + 1).min(a[2]);
+                let n = measured.unwrap_or_else(|| (strlen(self, a[1], a[2]) + 1).min(a[2]));
                 accesses.extend([(a[1], n, false), (a[0], a[2], true)]);
             }
             MemFn::Compare => accesses.extend([(a[0], a[2], false), (a[1], a[2], false)]),
             MemFn::StrLen => {
-                let n = strlen(self, a[0], MAX_STRING) + 1;
+                let n = measured.unwrap_or_else(|| strlen(self, a[0], MAX_STRING) + 1);
                 accesses.push((a[0], n, false));
             }
             MemFn::WriteFrom => accesses.push((a[1], a[2], false)),
@@ -698,7 +701,13 @@ impl Execution<'_> {
         if modelled_call {
             later.state.push_str(" inside a libc memory function");
         }
-        let earlier_stack = self.worker.symbols.frame_at(race.earlier.pc, modelled_call);
+        // Each side by its own kind: the earlier access was a modelled call when its pc is
+        // one of this execution's call sites (a return address).
+        let earlier_in_call = self.call_sites.contains(&race.earlier.pc);
+        let earlier_stack = self
+            .worker
+            .symbols
+            .frame_at(race.earlier.pc, earlier_in_call);
         let earlier_tid = self.p.threads.get(earlier_t).map_or(0, |x| x.tid.as_raw());
         let earlier = ThreadReport {
             id: earlier_t,

@@ -20,6 +20,17 @@ const INPUT: &[u8] = b"some input that every execution must read whole\n";
 /// Runs `program ARGS` with stdin from `input`: natively when `mcheck` is empty, else under
 /// `mcheck MCHECK -- program ARGS`. Returns the exit status and stderr.
 fn run(mcheck: &[&str], program: &Path, args: &[&str], input: &Path) -> (Option<i32>, String) {
+    run_to(mcheck, program, args, input, Stdio::null())
+}
+
+/// [`run`] with stdout to `stdout`.
+fn run_to(
+    mcheck: &[&str],
+    program: &Path,
+    args: &[&str],
+    input: &Path,
+    stdout: Stdio,
+) -> (Option<i32>, String) {
     let err = temp_path("stderr");
     let mut cmd = if mcheck.is_empty() {
         Command::new(program)
@@ -31,7 +42,7 @@ fn run(mcheck: &[&str], program: &Path, args: &[&str], input: &Path) -> (Option<
     let mut child = cmd
         .args(args)
         .stdin(File::open(input).expect("input"))
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(File::create(&err).expect("stderr file"))
         .spawn()
         .expect("spawn");
@@ -108,6 +119,81 @@ fn branch_snapshot_copies_put_files_back_too() {
             mode,
             &["--jobs", "1", "--strategy", "dfs", "--max-executions", "12"],
             b"earlier contents\n",
+        );
+    }
+}
+
+/// `snapshot_output_file_ok - MODE` with stdout redirected to a file holding `initial`
+/// (appended to when `append`, as `>>` does, else written from its start as `>` does after
+/// truncating), natively and under `mcheck OPTIONS`; after each run the test writes one more
+/// line through its own description of the file, as a shell's next command would. Returns
+/// the two files and mcheck's stderr.
+fn stdout_file_after(
+    mode: &str,
+    append: bool,
+    options: &[&str],
+    initial: &[u8],
+) -> (Vec<u8>, Vec<u8>, String) {
+    use std::io::Write;
+    let program = fixture("snapshot_output_file_ok");
+    let input = temp_path("input");
+    fs::write(&input, INPUT).unwrap();
+    let out = temp_path("stdout.txt");
+    let schedules = temp_path("schedules");
+    let once = |mcheck: &[&str]| {
+        fs::write(&out, initial).unwrap();
+        let mut file = fs::OpenOptions::new()
+            .append(append)
+            .write(true)
+            .open(&out)
+            .unwrap();
+        let (code, stderr) = run_to(
+            mcheck,
+            &program,
+            &["-", mode],
+            &input,
+            Stdio::from(file.try_clone().unwrap()),
+        );
+        assert_eq!(code, Some(0), "{mcheck:?} on mode {mode}: {stderr}");
+        file.write_all(b"the shell's next line\n").unwrap();
+        (fs::read(&out).unwrap(), stderr)
+    };
+    let (native, _) = once(&[]);
+    let mut m: Vec<&str> = vec!["--out", schedules.to_str().unwrap()];
+    m.extend(options);
+    let (checked, stderr) = once(&m);
+    let _ = fs::remove_file(&out);
+    let _ = fs::remove_file(&input);
+    let _ = fs::remove_dir_all(&schedules);
+    (native, checked, stderr)
+}
+
+#[test]
+fn stdout_redirected_to_a_file_holds_one_run_of_output_not_one_per_execution() {
+    let cases: &[(&str, bool, &[&str])] = &[
+        // The default command, two workers.
+        ("trunc", false, &["--max-executions", "12"]),
+        ("trunc", true, &["--max-executions", "12"]),
+        ("keep", false, &["--max-executions", "12"]),
+        // Branch snapshots.
+        (
+            "trunc",
+            false,
+            &["--jobs", "1", "--strategy", "dfs", "--max-executions", "12"],
+        ),
+    ];
+    for &(mode, append, options) in cases {
+        let (native, checked, stderr) =
+            stdout_file_after(mode, append, options, b"earlier contents\n");
+        assert!(
+            String::from_utf8_lossy(&native).contains("byte(s) of input"),
+            "the native run wrote its report"
+        );
+        assert!(
+            native == checked,
+            "mode {mode}, append {append}, mcheck {options:?}: the file has {} byte(s) instead of the native run's {}\n{stderr}",
+            checked.len(),
+            native.len()
         );
     }
 }

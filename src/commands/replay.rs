@@ -76,6 +76,9 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
     let mut sched = ReplayScheduler::new(schedule.decisions.clone());
     let outcome = run_single(&cfg, &mut sched, &racy, &schedule.options.atomic_addresses)
         .context("replaying the schedule")?;
+    // The program wrote its stdout file through a description of its own: what the shell
+    // writes next goes after it.
+    crate::tracee::files::advance_user_outputs(cfg.quiet_program);
 
     eprint!("{}", format_trace(&outcome.trace));
     if let Some(d) = outcome.divergence {

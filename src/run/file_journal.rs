@@ -96,6 +96,9 @@ pub struct FileJournal {
     checkpoints: Vec<Checkpoint>,
     /// Paths changed since the last restore (the files are not in a known state).
     dirty: bool,
+    /// Files the program writes through descriptors it was started with (stdout redirected
+    /// to a file): every execution may have changed them without a call the journal sees.
+    outputs: bool,
     /// The state the paths were last put in.
     current: StateId,
     /// The state the first execution that ran to its end left.
@@ -146,6 +149,21 @@ impl FileJournal {
         }
     }
 
+    /// Before the search: files the program was started with open for writing (mcheck's
+    /// stdout redirected to a file). Their origin is saved now, and since executions write
+    /// them without a system call that names them, they are put back before every execution.
+    pub fn note_outputs<'p>(&mut self, paths: impl IntoIterator<Item = &'p Path>) {
+        let before = self.entries.len();
+        self.note_change(paths);
+        self.outputs |= self.entries.len() > before;
+    }
+
+    /// Whether the program writes files the journal holds without naming them
+    /// ([`FileJournal::note_outputs`]): every execution then changes files.
+    pub fn has_outputs(&self) -> bool {
+        self.outputs
+    }
+
     /// At a fork snapshot: records the state of every path changed so far, `held_open`
     /// being the files (device, inode) the snapshot keeps open. Returns the state its copies
     /// must start from.
@@ -168,14 +186,14 @@ impl FileJournal {
 
     /// Whether the paths must be put back before an execution starting from state `to`.
     pub fn needs_restore(&self, to: StateId) -> bool {
-        !self.entries.is_empty() && (self.dirty || self.current != to)
+        !self.entries.is_empty() && (self.dirty || self.outputs || self.current != to)
     }
 
     /// Puts every journaled path in state `to` before an execution starting from it. Err when
     /// a file the snapshot of `to` holds open was replaced: the paths are then at the
     /// origin, for an execution from exec.
     pub fn restore(&mut self, to: StateId) -> Result<(), NotFaithful> {
-        if !self.dirty && self.current == to {
+        if !self.dirty && !self.outputs && self.current == to {
             return Ok(());
         }
         let result = match self.checkpoints.get(to.wrapping_sub(1)) {

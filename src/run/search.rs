@@ -28,7 +28,7 @@ use crate::explore::{
     StateTable, TreePool, TreeSearch,
 };
 use crate::report::{Finding, FindingKind};
-use crate::tracee::{cpu, interrupt, watchdog::Watchdog};
+use crate::tracee::{self, cpu, interrupt, watchdog::Watchdog};
 
 /// Which strategy to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -888,6 +888,18 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         outside_share: AtomicU64::new(0),
         digest: AtomicU64::new(0),
     };
+    // Files the program writes through descriptors it was started with (stdout redirected
+    // to a file) are the program's output: each execution writes them from where a single
+    // run would, and the search leaves them as the first complete execution did.
+    let outputs = tracee::files::user_files()
+        .iter()
+        .filter(|f| !(f.fd == 1 && cfg.execution.quiet_program))
+        .filter_map(|f| f.output.as_deref());
+    shared
+        .journal
+        .lock()
+        .expect("file journal")
+        .note_outputs(outputs);
     let mut guard = MemoryGuard::new(cfg.max_memory);
     // The least loaded CPUs mcheck may use, one per worker (reused when fewer).
     let cpus = cpu::idlest_cpus(cfg.jobs.max(1));
@@ -920,6 +932,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     });
     // The files as the first execution that ran to its end left them (also after an error).
     shared.journal.lock().expect("file journal").finish();
+    tracee::files::advance_user_outputs(cfg.execution.quiet_program);
     if let Some(e) = shared.error.lock().expect("lock").take() {
         return Err(e);
     }

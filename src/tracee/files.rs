@@ -6,12 +6,15 @@
 //! file is cut back to its size at the snapshot, so that what an abandoned execution
 //! appended is not there twice (bytes it overwrote below that size stay overwritten).
 //!
-//! Descriptions shared with mcheck itself (a stream mcheck was started with and passes on,
-//! such as stdout redirected to a file, perhaps also mcheck's own stderr) are the user's:
-//! they are written like a terminal, by every execution, and never rewound. A regular file
-//! mcheck was given open read-only (stdin from a file) gets a description of its own in every
-//! launched program instead ([`user_input_files`]), so that each execution reads the same
-//! input from the same place and copies can be rewound without touching mcheck's.
+//! A regular file mcheck was started with and passes on (stdin from a file, stdout
+//! redirected to one) gets a description of its own in every launched program
+//! ([`user_files`]), opened at the offset where mcheck found it: each execution reads the
+//! same input from the same place, and writes its output where a single run of the program
+//! would, instead of after every earlier execution's (the search's file journal puts the
+//! file back before each execution and leaves it as the first complete execution wrote it).
+//! Copies can then be rewound without touching mcheck's own description. Only a file that
+//! mcheck also writes its own messages to (stdout and stderr into one log) stays shared: it
+//! is written like a terminal, by every execution, and never rewound.
 
 use std::ffi::CString;
 use std::fs;
@@ -66,7 +69,7 @@ impl FileStates {
                 continue; // devices: no offset a copy could move that matters
             }
             if mine.iter().any(|&m| same_description(pid, fd, m)) {
-                continue; // the user's stream, written like a terminal
+                continue; // a stream shared with mcheck's own messages, written like a terminal
             }
             let offset = seek(handle.as_raw_fd(), 0, libc::SEEK_CUR).map_err(cannot)?;
             // SAFETY: fcntl(F_GETFL) on a descriptor we own reads its flags only.
@@ -123,40 +126,105 @@ impl FileStates {
     }
 }
 
-/// A regular file mcheck was given open read-only, to be opened anew in each launched
-/// program at the same offset (see the module comment).
+/// A regular file mcheck was started with, to be opened anew in each launched program at
+/// the same offset (see the module comment).
 #[derive(Debug)]
-pub struct InputFile {
+pub struct UserFile {
     /// The descriptor number.
     pub fd: RawFd,
     /// `/proc/self/fd/N`, which the launched child opens (it inherited the descriptor).
     pub path: CString,
     /// Where mcheck found the offset.
     pub offset: i64,
+    /// How the child opens it: the access mode and `O_APPEND` of mcheck's description.
+    pub flags: libc::c_int,
+    /// A lower descriptor of mcheck's that is the same description (`>out 3>&1`): the child
+    /// makes this one a duplicate of that one's new description, as natively.
+    pub dup_of: Option<RawFd>,
+    /// Where the file is, for a writable one (the journal saves and restores it); None
+    /// for a read-only one.
+    pub output: Option<std::path::PathBuf>,
 }
 
-/// mcheck's read-only regular files passed on to programs (stdin from a file), found once.
-pub fn user_input_files() -> &'static [InputFile] {
-    static FILES: OnceLock<Vec<InputFile>> = OnceLock::new();
+/// mcheck's regular files passed on to programs (stdin from a file, stdout to one), found
+/// once. A writable file mcheck writes its own messages to (the same file as its stderr)
+/// is left out, and so is one that has no path any more.
+pub fn user_files() -> &'static [UserFile] {
+    static FILES: OnceLock<Vec<UserFile>> = OnceLock::new();
     FILES.get_or_init(|| {
-        user_streams()
-            .iter()
-            .filter_map(|&fd| {
-                let stat = fstat(fd).ok()?;
-                // SAFETY: fcntl(F_GETFL) reads the flags of one of our descriptors.
-                let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-                let regular = stat.st_mode & libc::S_IFMT == libc::S_IFREG;
-                if !regular || flags < 0 || flags & libc::O_ACCMODE != libc::O_RDONLY {
-                    return None;
+        let own_messages = fstat(2).ok().map(|st| (st.st_dev, st.st_ino));
+        let mut found: Vec<UserFile> = Vec::new();
+        let mut ids: Vec<(RawFd, (u64, u64))> = Vec::new();
+        for &fd in user_streams() {
+            let Ok(stat) = fstat(fd) else { continue };
+            // SAFETY: fcntl(F_GETFL) reads the flags of one of our descriptors.
+            let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+            if stat.st_mode & libc::S_IFMT != libc::S_IFREG || flags < 0 {
+                continue;
+            }
+            let id = (stat.st_dev, stat.st_ino);
+            let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
+            let output = if writable {
+                if fd == 2 || Some(id) == own_messages {
+                    continue;
                 }
-                Some(InputFile {
-                    fd,
-                    path: CString::new(format!("/proc/self/fd/{fd}")).ok()?,
-                    offset: seek(fd, 0, libc::SEEK_CUR).ok()? as i64,
-                })
-            })
-            .collect()
+                match output_path(fd, id) {
+                    Some(p) => Some(p),
+                    None => continue,
+                }
+            } else {
+                None
+            };
+            let dup_of = ids
+                .iter()
+                .find(|&&(other, other_id)| other_id == id && same_own_description(fd, other))
+                .map(|&(other, _)| other);
+            let Ok(path) = CString::new(format!("/proc/self/fd/{fd}")) else {
+                continue;
+            };
+            let Ok(offset) = seek(fd, 0, libc::SEEK_CUR) else {
+                continue;
+            };
+            ids.push((fd, id));
+            found.push(UserFile {
+                fd,
+                path,
+                offset: offset as i64,
+                flags: flags & (libc::O_ACCMODE | libc::O_APPEND),
+                dup_of,
+                output,
+            });
+        }
+        found
     })
+}
+
+/// The path of mcheck's writable descriptor `fd`, when it still names file `id`.
+fn output_path(fd: RawFd, id: (u64, u64)) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let path = fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
+    let meta = fs::metadata(&path).ok()?;
+    (meta.is_file() && (meta.dev(), meta.ino()) == id).then_some(path)
+}
+
+/// At the end of a search: mcheck's descriptions of its output files ([`user_files`]) are
+/// moved to the end of what the program left there, where a single run would have left
+/// them, so that what the user's shell writes next comes after the program's output.
+/// `stdout_silenced`: the program's stdout went to /dev/null, so mcheck's fd 1 stays.
+pub fn advance_user_outputs(stdout_silenced: bool) {
+    for f in user_files() {
+        let written = f.output.is_some() && !(f.fd == 1 && stdout_silenced);
+        if written && f.flags & libc::O_APPEND == 0 && f.dup_of.is_none() {
+            let _ = seek(f.fd, 0, libc::SEEK_END);
+        }
+    }
+}
+
+/// Whether mcheck's descriptors `a` and `b` are one open file description (kcmp).
+fn same_own_description(a: RawFd, b: RawFd) -> bool {
+    // SAFETY: getpid has no preconditions.
+    let me = Pid::from_raw(unsafe { libc::getpid() });
+    same_description(me, a, b)
 }
 
 /// mcheck's descriptors without close-on-exec: what it was started with and every

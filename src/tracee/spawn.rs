@@ -79,8 +79,9 @@ pub fn spawn_traced(
     // SAFETY: getpid has no preconditions.
     let tracer_pid = unsafe { libc::getpid() };
     let err_fd = stdio.stderr.as_ref().map(|f| f.as_raw_fd());
-    // Input files mcheck was given (stdin from a file) get a description of their own.
-    let inputs = super::files::user_input_files();
+    // Regular files mcheck was given (stdin from a file, stdout to one) get a description of
+    // their own.
+    let files = super::files::user_files();
 
     // SAFETY: fork in a possibly multi-threaded process: the child only calls
     // async-signal-safe functions (open, lseek, dup2, close, personality, kill, prctl,
@@ -95,13 +96,17 @@ pub fn spawn_traced(
     if pid == 0 {
         // SAFETY: child side of fork, async-signal-safe calls only (see above).
         unsafe {
-            for input in inputs {
-                // Each execution reads its input from where mcheck found it, whatever
-                // other executions read; on failure the shared description stays.
-                let own = libc::open(input.path.as_ptr(), libc::O_RDONLY);
+            for file in files {
+                // Each execution reads and writes from where mcheck found the offset,
+                // whatever other executions did; on failure the shared description stays.
+                if let Some(first) = file.dup_of {
+                    libc::dup2(first, file.fd);
+                    continue;
+                }
+                let own = libc::open(file.path.as_ptr(), file.flags);
                 if own >= 0 {
-                    if libc::lseek(own, input.offset, libc::SEEK_SET) >= 0 {
-                        libc::dup2(own, input.fd);
+                    if libc::lseek(own, file.offset, libc::SEEK_SET) >= 0 {
+                        libc::dup2(own, file.fd);
                     }
                     libc::close(own);
                 }

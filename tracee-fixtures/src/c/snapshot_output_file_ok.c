@@ -4,7 +4,9 @@
  * after the first one's bytes (the file grows by one report per execution) and reads stdin
  * at its end.
  *
- * Usage: snapshot_output_file_ok [OUT [MODE [check]]], OUT defaulting to /dev/null.
+ * Usage: snapshot_output_file_ok [OUT [MODE [check]]], OUT defaulting to /dev/null; OUT "-"
+ * writes to the stdout the program was started with (a file the shell opened), MODE then
+ * choosing only whether a header comes first (trunc, append) or the file is cut (keep).
  *   trunc   open with O_TRUNC, a header before the threads, the body after them
  *   keep    open without O_TRUNC and, after the threads, ftruncate(1, 0) and write all (sort)
  *   append  open with O_APPEND, a header before the threads, the body after them
@@ -73,12 +75,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;
     }
-    int fd = open(out, flags, 0644);
-    if (fd < 0 || dup2(fd, 1) != 1) {
-        perror(out);
-        return 2;
+    if (strcmp(out, "-") != 0) {
+        int fd = open(out, flags, 0644);
+        if (fd < 0 || dup2(fd, 1) != 1) {
+            perror(out);
+            return 2;
+        }
+        close(fd);
     }
-    close(fd);
     off_t before = size_of_stdout();
     long written = 0;
     if (strcmp(mode, "keep") != 0)

@@ -221,12 +221,71 @@ fn the_default_portfolio_proves_a_program_by_its_reduced_tree() {
     assert!(json["executions"].as_u64().unwrap() < 200, "{json}");
 }
 
+/// The default command (no `--max-executions`) proves a correct program whose reduced tree
+/// holds up to 1,000 executions: `atomic_pair 6` has C(12, 6) = 924 traces (see
+/// `dpor_explores_one_execution_per_order_of_the_dependent_increments`). The reduced tree
+/// has about half of the 1,000 slots of the default budget, then goes on alone until it
+/// has had 1,000 itself. A budget given on the command line stays a hard bound.
+#[test]
+fn the_default_command_proves_a_program_whose_reduced_tree_holds_924_traces() {
+    let (n, complete) = executions(&["--strategy", "dfs", "--jobs", "1"], &["atomic_pair", "6"]);
+    assert!(complete);
+    assert_eq!(n, 924, "C(12, 6) traces");
+    for jobs in ["1", "2"] {
+        let json = report_args(&["--jobs", jobs], &["atomic_pair", "6"], 0);
+        assert_eq!(json["complete"], true, "--jobs {jobs}: {json}");
+        assert_eq!(json["coverage"]["exhausted"], true, "{json}");
+        let n = json["executions"].as_u64().unwrap();
+        assert!((924..=2000).contains(&n), "--jobs {jobs}: {n} executions");
+    }
+    let json = report_args(&["--max-executions", "1000"], &["atomic_pair", "6"], 0);
+    assert_eq!(
+        json["executions"], 1000,
+        "an explicit budget is a hard bound: {json}"
+    );
+    assert_eq!(json["complete"], false, "{json}");
+}
+
+/// `--no-races` explores the order of synchronisation only: the orders of plain accesses
+/// are not points, so a run that exhausts its tree must not say the search space is
+/// exhausted. `race_reorder` has the assertion that only a switch between two plain stores
+/// reaches.
+#[test]
+fn without_race_detection_exhaustion_covers_the_synchronisation_order_only() {
+    let json = report_args(&["--no-races"], &["race_reorder"], 0);
+    let cov = &json["coverage"];
+    assert_eq!(cov["synchronisation_exhausted"], true, "{json}");
+    assert_eq!(cov["exhausted"], false, "{json}");
+    assert_eq!(json["complete"], false, "{json}");
+    let statement = cov["statement"].as_str().unwrap();
+    assert!(
+        statement.contains("exhausted for synchronisation order only")
+            && statement.contains("--no-races"),
+        "{statement}"
+    );
+    // With races on, the default command follows the race to the assertion.
+    let json = report_args(&[], &["race_reorder"], 1);
+    let kinds: Vec<&str> = json["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["kind"].as_str())
+        .collect();
+    assert!(kinds.contains(&"assertion"), "{kinds:?}");
+}
+
 /// Runs `mcheck <options> -- <fixture>` and returns its JSON report, checking the exit status.
 fn report(options: &[&str], program: &str, code: i32) -> serde_json::Value {
+    report_args(options, &[program], code)
+}
+
+/// [`report`] with arguments: `program[0]` is the fixture, the rest its arguments.
+fn report_args(options: &[&str], program: &[&str], code: i32) -> serde_json::Value {
     let mut a = args(&["--quiet-program"]);
     a.extend(args(options));
     a.push("--".into());
-    a.push(fixture(program).display().to_string());
+    a.push(fixture(program[0]).display().to_string());
+    a.extend(args(&program[1..]));
     let r = mcheck(&a, true, LIMIT);
     assert_eq!(r.code, Some(code), "{}: {}", r.command, r.stderr);
     r.json.expect("JSON report")

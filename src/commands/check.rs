@@ -61,6 +61,10 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             .jobs
             .map_or_else(crate::tracee::cpu::available_cpus, |j| j as usize),
         max_executions: share.max_executions,
+        // The default budget lets the reduced tree finish a proof of up to that many
+        // executions of its own; a budget the user set, or a shard's part, is a hard bound.
+        proof_budget: (args.max_executions.is_none() && share.tree.is_none())
+            .then_some(share.max_executions),
         time_limit: args.time_limit.map(Duration::from_secs_f64),
         max_memory: args
             .max_memory
@@ -200,7 +204,7 @@ fn shard_of(args: &CheckArgs) -> Result<ShareOfSearch, Failure> {
         tree: None,
         seed: args.seed,
         first_execution: 0,
-        max_executions: args.max_executions,
+        max_executions: args.max_executions(),
     };
     let Some(shard) = args.shard.filter(|s| s.count > 1) else {
         return Ok(whole);
@@ -220,7 +224,7 @@ fn shard_of(args: &CheckArgs) -> Result<ShareOfSearch, Failure> {
         )));
     }
     let tree_only = matches!(args.strategy, StrategyName::Dfs | StrategyName::Icb);
-    let part = shard.part(tree_only, args.seed, args.max_executions);
+    let part = shard.part(tree_only, args.seed, args.max_executions());
     let has_tree = tree_only || args.strategy == StrategyName::Portfolio;
     Ok(ShareOfSearch {
         tree: has_tree.then_some(TreeShard {
@@ -402,6 +406,21 @@ pub fn coverage_statement(
     }
     if synchronisation_exhausted && !racy_sites_not_explored.is_empty() {
         return sync_only(format!("{n} execution(s) explored"));
+    }
+    if synchronisation_exhausted && !result.races_checked {
+        return format!(
+            "{n} execution(s) explored, search space exhausted for synchronisation order only: data races were not checked (--no-races), so the orders of plain loads and stores were not explored{included}; {verdict}"
+        );
+    }
+    if let (true, count @ 1.., first) = (
+        synchronisation_exhausted,
+        result.unverified_races.0,
+        &result.unverified_races.1,
+    ) {
+        return format!(
+            "{n} execution(s) explored, search space exhausted for synchronisation order only: {count} race(s) between plain accesses without debug information (the first {}) were taken for relaxed atomics, their orders not explored{included}; {verdict}",
+            first.as_deref().unwrap_or("?")
+        );
     }
     match (strategy, preemption_bound_completed) {
         ("icb", Some(c)) => format!(

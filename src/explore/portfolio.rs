@@ -5,8 +5,9 @@
 //!
 //! The mix (two random executions, one icb and one PCT per cycle of four) comes from the
 //! measurements in docs/performance.md; a reduced tree (dfs with partial-order reduction)
-//! takes every other slot, so that a correct program whose reduced tree is small (up to
-//! half the execution budget) is proved correct by the default command.
+//! takes every other slot, so that a correct program whose reduced tree is small is proved
+//! correct by the default command (which also lets the reduced tree run on alone past the
+//! budget until it has had a whole budget itself: see the search's `proof_budget`).
 
 use super::{PctScheduler, RandomScheduler, Scheduler};
 

@@ -127,6 +127,9 @@ pub struct SearchConfig {
     pub jobs: usize,
     /// Most executions.
     pub max_executions: u64,
+    /// When set, the portfolio's reduced tree may go on alone past `max_executions` until
+    /// it has run this many executions itself (the default budget: see `--max-executions`).
+    pub proof_budget: Option<u64>,
     /// Wall-clock budget.
     pub time_limit: Option<Duration>,
     /// Most memory mcheck may hold (its own and its snapshots'), in bytes.
@@ -248,6 +251,8 @@ pub struct SearchResult {
     /// Races between plain loads and stores in code without debug information (maybe
     /// relaxed atomics), not reported; and the first, described.
     pub unverified_races: (u64, Option<String>),
+    /// Data races were looked for (not `--no-races`).
+    pub races_checked: bool,
     /// Executions started from a fork snapshot instead of exec.
     pub from_snapshots: u64,
     /// Of those, executions started from a snapshot at a branch point of a tree search.
@@ -504,6 +509,11 @@ struct Shared<'a> {
     outside_share: AtomicU64,
     /// Sum of the schedule hashes of the executions run to their end.
     digest: AtomicU64,
+    /// Executions of the portfolio's reduced tree so far (all rounds).
+    reduced_runs: AtomicU64,
+    /// Reduced-tree slots that found no free work (another worker held it), to be given
+    /// back to the reduced tree by the worker that holds it.
+    reduced_owed: AtomicU64,
 }
 
 impl Shared<'_> {
@@ -649,6 +659,32 @@ impl Shared<'_> {
     /// Whether the search has stopped.
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Takes one slot owed to the reduced tree, if any.
+    fn repay_reduced(&self) -> bool {
+        self.reduced_owed
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    /// Whether the portfolio's reduced tree may run past the execution budget: with the
+    /// default budget (`proof_budget`), while it has had fewer executions than that and is
+    /// not finished, so that the default command proves a program whose reduced tree fits.
+    fn proof_may_go_on(&self) -> bool {
+        let Some(budget) = self.cfg.proof_budget else {
+            return false;
+        };
+        // Never past two budgets in all (the reduced tree has about half of the first).
+        let most = budget.saturating_mul(2);
+        if self.stopped()
+            || self.reduced_runs.load(Ordering::SeqCst) >= budget
+            || self.reserved.load(Ordering::SeqCst) > most
+        {
+            return false;
+        }
+        self.round(1)
+            .is_some_and(|(_, pool, _)| !pool.is_finished())
     }
 
     fn stop_because(&self, why: String) {
@@ -887,6 +923,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         nothing_to_explore: Mutex::new(None),
         outside_share: AtomicU64::new(0),
         digest: AtomicU64::new(0),
+        reduced_runs: AtomicU64::new(0),
+        reduced_owed: AtomicU64::new(0),
     };
     // Files the program writes through descriptors it was started with (stdout redirected
     // to a file) are the program's output: each execution writes them from where a single
@@ -955,6 +993,14 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     if library_sync.0 > 0 {
         coverage.exhausted = false;
     }
+    // A tree of synchronisation points covers every behaviour only when the program's
+    // plain accesses do not race (CHESS): without race detection nobody knows, and races
+    // taken for relaxed atomics (plain accesses without debug information) were not
+    // explored as racy sites. One execution that had nothing to explore covers every order.
+    let races_checked = cfg.execution.races;
+    if nothing_to_explore.is_none() && (!races_checked || unverified_races.0 > 0) {
+        coverage.exhausted = false;
+    }
     let complete = coverage.exhausted;
     let stopped_because = (findings.stopped_because)
         .map(|why| {
@@ -992,6 +1038,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         patch_stats,
         library_sync,
         unverified_races,
+        races_checked,
         from_snapshots: shared.from_snapshots.load(Ordering::SeqCst),
         from_branch_snapshots: shared.from_branch.load(Ordering::SeqCst),
         branch_snapshots: shared.branches.load(Ordering::SeqCst),
@@ -1111,16 +1158,27 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         if shared.follow_up_spent() {
             break Ok(());
         }
-        if shared.reserved.fetch_add(1, Ordering::SeqCst) >= cfg.max_executions {
+        // Past the budget, the default budget's proof extension: the reduced tree alone.
+        let proving = shared.reserved.fetch_add(1, Ordering::SeqCst) >= cfg.max_executions;
+        if proving && !shared.proof_may_go_on() {
             break Ok(());
         }
-        let mut slot = cycle[slot_index % cycle.len()];
-        slot_index += 1;
+        let mut slot = if proving {
+            Slot::ReducedTree
+        } else {
+            slot_index += 1;
+            cycle[(slot_index - 1) % cycle.len()]
+        };
         if slot == Slot::ReducedTree && (!cfg.execution.races || cfg.shard.is_some()) {
             // Without race tracing steps cannot be reduced, and a reduced tree cannot be
             // split over shards (it learns from other shards' subtrees): the slot goes to
             // the tree.
             slot = Slot::Tree;
+        }
+        if matches!(slot, Slot::Randomized(_)) && trees[1].is_some() && shared.repay_reduced() {
+            // Another worker's reduced slot found no free work (this worker holds it): the
+            // reduced tree gets the slot back here, so it keeps its share of the budget.
+            slot = Slot::ReducedTree;
         }
         if let Some(member) = slot.tree_member() {
             let tree = &mut trees[member];
@@ -1171,7 +1229,9 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                     // The tree was replaced by a refinement round while this worker
                     // looked for work in it: the slot goes to the new tree.
                     shared.reserved.fetch_sub(1, Ordering::SeqCst);
-                    slot_index -= 1;
+                    if !proving {
+                        slot_index -= 1;
+                    }
                     continue;
                 }
                 if pool.is_finished() {
@@ -1179,9 +1239,20 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                     shared.reserved.fetch_sub(1, Ordering::SeqCst);
                     break Ok(());
                 }
+                if proving {
+                    // Another worker holds what is left of the proof: this one is done.
+                    break Ok(());
+                }
+                if member == 1 {
+                    // Owed to the reduced tree by the worker that holds its work.
+                    shared.reduced_owed.fetch_add(1, Ordering::SeqCst);
+                }
                 // The tree has no free work now: run a randomised execution instead.
                 slot = Slot::Randomized(0);
             }
+        }
+        if slot == Slot::ReducedTree {
+            shared.reduced_runs.fetch_add(1, Ordering::SeqCst);
         }
         let (sched, name, seed): (&mut dyn Scheduler, String, u64) = match slot {
             Slot::Tree | Slot::ReducedTree => {

@@ -195,6 +195,14 @@ fn stdout_redirected_to_a_file_holds_one_run_of_output_not_one_per_execution() {
             checked.len(),
             native.len()
         );
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if !options.contains(&"--jobs") && cpus > 1 {
+            assert!(
+                stderr.contains("writes a file it was given open")
+                    && stderr.contains("on one worker"),
+                "the second worker stands down, and says why: {stderr}"
+            );
+        }
     }
 }
 

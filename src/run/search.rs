@@ -933,11 +933,15 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         .iter()
         .filter(|f| !(f.fd == 1 && cfg.execution.quiet_program))
         .filter_map(|f| f.output.as_deref());
+    let writes_output = {
+        let mut journal = shared.journal.lock().expect("file journal");
+        journal.note_outputs(outputs);
+        journal.has_outputs()
+    };
+    // Every execution writes the output file: one at a time (see `worker`).
     shared
-        .journal
-        .lock()
-        .expect("file journal")
-        .note_outputs(outputs);
+        .changes_files
+        .fetch_or(writes_output, Ordering::SeqCst);
     let mut guard = MemoryGuard::new(cfg.max_memory);
     // The least loaded CPUs mcheck may use, one per worker (reused when fewer).
     let cpus = cpu::idlest_cpus(cfg.jobs.max(1));
@@ -1085,9 +1089,12 @@ fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         drop(done);
         if shared.changes_files.load(Ordering::SeqCst) {
             if w == 1 {
-                eprintln!(
-                    "mcheck: note: the program changes files (its first execution did): executions run one at a time, on one worker"
-                );
+                let why = if shared.journal.lock().expect("file journal").has_outputs() {
+                    "the program writes a file it was given open (stdout redirected to a file; --quiet-program sends it to /dev/null)"
+                } else {
+                    "the program changes files (its first execution did)"
+                };
+                eprintln!("mcheck: note: {why}: executions run one at a time, on one worker");
             }
             return Ok(());
         }

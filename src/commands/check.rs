@@ -407,6 +407,12 @@ pub fn coverage_statement(
     if synchronisation_exhausted && !racy_sites_not_explored.is_empty() {
         return sync_only(format!("{n} execution(s) explored"));
     }
+    if synchronisation_exhausted && result.cut_by_step_limit > 0 {
+        return format!(
+            "{n} execution(s) explored, search space exhausted only up to --max-steps: {} execution(s) reached the step limit under an unfair schedule and were cut short{included}; {verdict}",
+            result.cut_by_step_limit
+        );
+    }
     if synchronisation_exhausted && !result.races_checked {
         return format!(
             "{n} execution(s) explored, search space exhausted for synchronisation order only: data races were not checked (--no-races), so the orders of plain loads and stores were not explored{included}; {verdict}"

@@ -576,7 +576,7 @@ mod tests {
 
     use crate::explore::testing::{binomial, Program, SynOp};
     use crate::explore::{Scheduler, TreeSearch};
-    use rand::{Rng, SeedableRng};
+    use rand::SeedableRng;
     use SynOp::*;
 
     /// Runs `prog` exhaustively with and without reduction: the reduced search must see every
@@ -699,31 +699,7 @@ mod tests {
         let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(7);
         let (mut full_total, mut reduced_total) = (0, 0);
         for _ in 0..400 {
-            let threads = rng.random_range(2..=3);
-            let prog = Program {
-                threads: (0..threads)
-                    .map(|_| {
-                        let mut ops = Vec::new();
-                        for _ in 0..rng.random_range(1..=4 - threads) {
-                            let obj = rng.random_range(0..3);
-                            match rng.random_range(0..5) {
-                                0 => ops.push(Read(obj)),
-                                1 => ops.push(Local),
-                                2 => {
-                                    let m = 10 + rng.random_range(0..2);
-                                    ops.extend([Lock(m), Write(obj), Unlock(m)]);
-                                }
-                                3 => {
-                                    let (m, n) = (10, 11);
-                                    ops.extend([Lock(m), Lock(n), Unlock(n), Unlock(m)]);
-                                }
-                                _ => ops.push(Write(obj)),
-                            }
-                        }
-                        ops
-                    })
-                    .collect(),
-            };
+            let prog = Program::random(&mut rng, 4);
             let (full, reduced, _, _) = compare(&prog);
             assert!(reduced <= full);
             full_total += full;

@@ -43,7 +43,7 @@ pub use random::RandomScheduler;
 pub use refine::RacySites;
 pub use replay::{Decision, ReplayScheduler};
 pub use state_cache::{counter_of, CacheStats, EndTable, SharedStateTable, StateTable, Visit};
-pub use tree::TreeSearch;
+pub use tree::{Split, TreeSearch};
 
 use crate::model::{Footprint, ThreadId};
 

@@ -12,8 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::prefix::Prefix;
+use super::tree::Split;
 use super::Coverage;
-use crate::model::ThreadId;
+use crate::model::{Footprint, ThreadId};
 
 /// A work item: explore below `prefix` at preemption bound `bound`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +23,25 @@ pub struct WorkItem {
     pub prefix: Vec<ThreadId>,
     /// Preemption bound of the item.
     pub bound: u32,
+    /// The sleep set of its branch node, when it was split off a reduced subtree
+    /// ([`Split`]; `TreeSearch::with_branch_sleep`).
+    pub sleep: Vec<(ThreadId, Footprint)>,
+}
+
+/// A queued prefix, with the sleep set of its branch node when it has one.
+#[derive(Debug)]
+struct Queued {
+    prefix: Prefix,
+    sleep: Vec<(ThreadId, Footprint)>,
+}
+
+impl From<Prefix> for Queued {
+    fn from(prefix: Prefix) -> Queued {
+        Queued {
+            prefix,
+            sleep: Vec::new(),
+        }
+    }
 }
 
 /// The subtrees (as the prefixes leading to them) that some worker of a reduced search
@@ -56,7 +76,7 @@ impl Claims {
 
 #[derive(Debug)]
 struct PoolState {
-    queue: VecDeque<Prefix>,
+    queue: VecDeque<Queued>,
     deferred: Vec<Prefix>,
     bound: u32,
     busy: usize,
@@ -82,7 +102,7 @@ impl TreePool {
         TreePool {
             max_bound,
             state: Mutex::new(PoolState {
-                queue: VecDeque::from([Prefix::from_vec(&[])]),
+                queue: VecDeque::from([Queued::from(Prefix::from_vec(&[]))]),
                 deferred: Vec::new(),
                 bound: 0,
                 busy: 0,
@@ -109,11 +129,12 @@ impl TreePool {
             if s.finished {
                 return None;
             }
-            if let Some(prefix) = s.queue.pop_front() {
+            if let Some(q) = s.queue.pop_front() {
                 s.busy += 1;
                 return Some(WorkItem {
-                    prefix: prefix.to_vec(),
+                    prefix: q.prefix.to_vec(),
                     bound: s.bound,
+                    sleep: q.sleep,
                 });
             }
             if s.busy == 0 {
@@ -123,7 +144,7 @@ impl TreePool {
                     s.completed_bound = Some(s.bound);
                     s.bound += 1;
                     let next = std::mem::take(&mut s.deferred);
-                    s.queue.extend(next);
+                    s.queue.extend(next.into_iter().map(Queued::from));
                     continue;
                 }
                 s.finished = true;
@@ -150,24 +171,31 @@ impl TreePool {
         self.hungry.load(Ordering::Relaxed) > 0
     }
 
-    /// Hands a prefix split off a subtree to the pool.
-    pub fn donate(&self, prefix: Vec<ThreadId>) {
+    /// Hands a subtree split off a worker's to the pool.
+    pub fn donate(&self, split: Split) {
         let mut s = self.state.lock().expect("pool lock");
-        s.queue.push_back(Prefix::from_vec(&prefix));
+        s.queue.push_back(Queued {
+            prefix: Prefix::from_vec(&split.prefix),
+            sleep: split.sleep,
+        });
         self.changed.notify_one();
     }
 
-    /// Partial-order reduction in one subtree wants `prefix` explored, in a part of the tree
-    /// held by another worker (or already done): queued unless claimed before.
-    pub fn request(&self, prefix: Vec<ThreadId>) {
-        if !self.claims.claim(&prefix) {
+    /// Partial-order reduction in one subtree wants `split.prefix` explored, in a part of the
+    /// tree held by another worker (or already done): queued, with the sleep set its branch
+    /// node would have in a sequential search, unless claimed before.
+    pub fn request(&self, split: Split) {
+        if !self.claims.claim(&split.prefix) {
             return;
         }
         let mut s = self.state.lock().expect("pool lock");
         if s.finished {
             return;
         }
-        s.queue.push_back(Prefix::from_vec(&prefix));
+        s.queue.push_back(Queued {
+            prefix: Prefix::from_vec(&split.prefix),
+            sleep: split.sleep,
+        });
         self.changed.notify_one();
     }
 
@@ -251,7 +279,10 @@ mod tests {
                 if slot.is_none() {
                     if let Some(item) = pool.take(false) {
                         let tree = TreeSearch::subtree(max_bound, item.bound, item.prefix);
-                        let tree = tree.with_shard(shard).with_por(por);
+                        let tree = tree
+                            .with_shard(shard)
+                            .with_por(por)
+                            .with_branch_sleep(item.sleep);
                         *slot = Some((tree.with_claims(pool.claims()), 0));
                     }
                 }
@@ -279,7 +310,17 @@ mod tests {
                     pool.donate(p);
                 }
             }
-            if !progressed && pool.take(false).map(|i| pool.donate(i.prefix)).is_none() {
+            if !progressed
+                && pool
+                    .take(false)
+                    .map(|i| {
+                        pool.donate(Split {
+                            prefix: i.prefix,
+                            sleep: i.sleep,
+                        })
+                    })
+                    .is_none()
+            {
                 // Nothing held and nothing to take: the pool finished (or advanced a bound
                 // and we put the item back above).
                 if pool.is_finished() {
@@ -306,6 +347,30 @@ mod tests {
     }
 
     #[test]
+    fn parallel_dpor_loses_no_trace_on_random_programs() {
+        use crate::explore::testing::Program;
+        use rand::SeedableRng;
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(11);
+        let (mut sequential, mut parallel) = (0, 0);
+        for _ in 0..300 {
+            let prog = Program::random(&mut rng, 5);
+            let full: HashSet<_> = simulate_with(None, false, 1, None, |t| prog.run_once(t).1)
+                .into_iter()
+                .collect();
+            sequential += simulate_with(None, true, 1, None, |t| prog.run_once(t).1).len();
+            for workers in [2, 3] {
+                let runs = simulate_with(None, true, workers, None, |t| prog.run_once(t).1);
+                let seen: HashSet<_> = runs.iter().cloned().collect();
+                assert_eq!(seen, full, "{workers} workers on {:?}", prog.threads);
+                parallel += runs.len();
+            }
+        }
+        eprintln!(
+            "random programs: {sequential} executions split by 1 worker, {parallel} by 2 and 3"
+        );
+    }
+
+    #[test]
     fn parallel_dpor_loses_no_trace() {
         use crate::explore::testing::{Program, SynOp::*};
         // Qadeer's example plus a lock: 6 orders of the g writes × 2 lock orders.
@@ -321,8 +386,11 @@ mod tests {
             let runs = simulate_with(None, true, workers, None, |t| prog.run_once(t).1);
             let seen: HashSet<_> = runs.iter().cloned().collect();
             assert_eq!(seen, full, "{workers} workers");
-            // Splitting after every execution loses sleep sets across work items: some
-            // equivalent executions run more than once, far fewer than without reduction.
+            eprintln!(
+                "{workers} workers: {} runs, {} traces",
+                runs.len(),
+                full.len()
+            );
             assert!(runs.len() * 4 < unreduced.len(), "{}", runs.len());
         }
     }

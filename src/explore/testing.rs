@@ -248,6 +248,44 @@ pub enum SynOp {
     Local,
 }
 
+impl Program {
+    /// A small random program: 2 or 3 threads, each with up to `size` − threads operation
+    /// groups (a read, a local step, a write, a write under one of two locks, or the two
+    /// locks nested).
+    pub fn random(rng: &mut impl rand::Rng, size: usize) -> Program {
+        let threads = rng.random_range(2..=3);
+        Program {
+            threads: (0..threads)
+                .map(|_| {
+                    let mut ops = Vec::new();
+                    for _ in 0..rng.random_range(1..=size.saturating_sub(threads).max(1)) {
+                        let obj = rng.random_range(0..3);
+                        match rng.random_range(0..5) {
+                            0 => ops.push(SynOp::Read(obj)),
+                            1 => ops.push(SynOp::Local),
+                            2 => {
+                                let m = 10 + rng.random_range(0..2);
+                                ops.extend([SynOp::Lock(m), SynOp::Write(obj), SynOp::Unlock(m)]);
+                            }
+                            3 => {
+                                let (m, n) = (10, 11);
+                                ops.extend([
+                                    SynOp::Lock(m),
+                                    SynOp::Lock(n),
+                                    SynOp::Unlock(n),
+                                    SynOp::Unlock(m),
+                                ]);
+                            }
+                            _ => ops.push(SynOp::Write(obj)),
+                        }
+                    }
+                    ops
+                })
+                .collect(),
+        }
+    }
+}
+
 impl SynOp {
     fn footprint(self) -> Footprint {
         let mut f = Footprint::default();

@@ -102,7 +102,7 @@ pub struct TreeSearch {
     redundant: u64,
     /// Alternatives the race analysis wants at nodes of the work item's prefix, as prefixes
     /// for the pool (another worker's part of the tree).
-    outside: Vec<Vec<ThreadId>>,
+    outside: Vec<Split>,
     /// Every prefix put in `outside` so far.
     requested: HashSet<Vec<ThreadId>>,
     /// Alternatives claimed by the workers of a parallel reduced search.
@@ -116,6 +116,22 @@ pub struct TreeSearch {
     /// The current execution stopped at a node with no child of this shard within the
     /// bound: it is not one of this shard's executions.
     left_share: bool,
+    /// The work item's sleep set at its branch node (the last node of its prefix): the
+    /// threads the worker that gave the item away explored, or had asleep, there
+    /// ([`Split`]). Set as that node's explored alternatives, so that they sleep below it.
+    branch_sleep: Vec<(ThreadId, Footprint)>,
+}
+
+/// A subtree given away by [`TreeSearch::split`]: the prefix that leads to it, and the
+/// threads that sleep at its branch node (see [`TreeSearch::with_branch_sleep`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Split {
+    /// The choices leading to the subtree; the last is the alternative given away.
+    pub prefix: Vec<ThreadId>,
+    /// With partial-order reduction: the threads asleep at the branch node or explored
+    /// from it by the giver (the choice of its current path included), with their steps'
+    /// footprints.
+    pub sleep: Vec<(ThreadId, Footprint)>,
 }
 
 impl TreeSearch {
@@ -184,7 +200,7 @@ impl TreeSearch {
 
     /// Prefixes that partial-order reduction wants explored in the part of the tree above
     /// this work item (for the pool); each is given once.
-    pub fn take_requests(&mut self) -> Vec<Vec<ThreadId>> {
+    pub fn take_requests(&mut self) -> Vec<Split> {
         std::mem::take(&mut self.outside)
     }
 
@@ -220,7 +236,17 @@ impl TreeSearch {
             pruned: 0,
             shard: None,
             left_share: false,
+            branch_sleep: Vec::new(),
         }
+    }
+
+    /// The sleep set a work item brings for its branch node (a [`Split`]'s `sleep`): the
+    /// giver explores (or has explored, or had asleep) those threads at that node, so in
+    /// this subtree they sleep as long as the steps taken are independent of theirs, as if
+    /// one worker had explored them first. Reduced searches only; ignored otherwise.
+    pub fn with_branch_sleep(mut self, sleep: Vec<(ThreadId, Footprint)>) -> TreeSearch {
+        self.branch_sleep = sleep;
+        self
     }
 
     /// Makes the search shard `shard` of a search split among machines (unreduced searches
@@ -266,8 +292,16 @@ impl TreeSearch {
     }
 
     /// Gives away the shallowest unexplored alternative of the current path, as the prefix
-    /// that leads to it, so that another worker explores that subtree.
-    pub fn split(&mut self) -> Option<Vec<ThreadId>> {
+    /// that leads to it, so that another worker explores that subtree. Call between
+    /// executions (every step of the current path has run).
+    ///
+    /// With partial-order reduction the split carries the branch node's sleep set for the
+    /// new subtree: the threads asleep there, those explored from there, and the choice of
+    /// the current path, which this worker goes on exploring: an order in which the given
+    /// alternative comes after them, as in a sequential search. This worker does not put the
+    /// given alternative to sleep in its own later alternatives there (its step's footprint
+    /// is not known here), which only costs reduction.
+    pub fn split(&mut self) -> Option<Split> {
         loop {
             let i = (self.fixed..self.stack.len()).find(|&i| !self.stack[i].todo.is_empty())?;
             let alt = self.stack[i].todo.remove(0);
@@ -281,7 +315,20 @@ impl TreeSearch {
                 c.claim_path(&path);
             }
             prefix.push(alt);
-            return Some(prefix);
+            let sleep = if self.por && i + 1 < self.stack.len() {
+                let node = &self.stack[i];
+                let por = node.por();
+                por.sleep
+                    .iter()
+                    .chain(&por.done)
+                    .cloned()
+                    .chain(std::iter::once((node.chosen, por.step.clone())))
+                    .filter(|(u, _)| *u != alt)
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            return Some(Split { prefix, sleep });
         }
     }
 
@@ -509,7 +556,20 @@ impl TreeSearch {
             let mut prefix: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
             prefix.push(q);
             if self.requested.insert(prefix.clone()) {
-                self.outside.push(prefix);
+                // As a sequential search would explore q at node i: after the threads
+                // asleep or explored there and after the choice of this path, whose
+                // subtree is explored (it holds this work item).
+                let node = &self.stack[i];
+                let por = node.por();
+                let sleep = por
+                    .sleep
+                    .iter()
+                    .chain(&por.done)
+                    .cloned()
+                    .chain(std::iter::once((node.chosen, por.step.clone())))
+                    .filter(|(u, _)| *u != q)
+                    .collect();
+                self.outside.push(Split { prefix, sleep });
             }
         }
     }
@@ -607,7 +667,11 @@ impl Scheduler for TreeSearch {
                 }
             } else {
                 // A node of the work item's prefix: its alternatives belong to others.
-                let por = self.por.then(|| Box::new(self.por_node(point)));
+                let mut por = self.por.then(|| Box::new(self.por_node(point)));
+                if let Some(node) = por.as_mut().filter(|_| k + 1 == self.fixed) {
+                    // The branch node: what the giver explores there sleeps below it.
+                    node.done = self.branch_sleep.clone();
+                }
                 let range = self.range_at(k);
                 self.stack.push(Node {
                     chosen,

@@ -1005,6 +1005,11 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     if nothing_to_explore.is_none() && (!races_checked || unverified_races.0 > 0) {
         coverage.exhausted = false;
     }
+    // Executions cut short at --max-steps (under an unfair schedule) were not explored to
+    // their ends: the tree ran out only up to that depth.
+    if shared.cut.load(Ordering::SeqCst) > 0 {
+        coverage.exhausted = false;
+    }
     let complete = coverage.exhausted;
     let stopped_because = (findings.stopped_because)
         .map(|why| {
@@ -1210,6 +1215,7 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                                 TreeSearch::subtree(pool.max_bound(), item.bound, item.prefix)
                                     .with_shard(cfg.shard)
                                     .with_por(cfg.plan.por() || member == 1)
+                                    .with_branch_sleep(item.sleep)
                                     .with_state_cache(shared.cache.clone())
                                     .with_claims(pool.claims()),
                                 0,

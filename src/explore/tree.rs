@@ -63,6 +63,20 @@ impl Node {
     fn por_mut(&mut self) -> &mut PorNode {
         self.por.get_or_insert_with(Default::default)
     }
+
+    /// The sleep set alternative `alt` gets here when it is explored after the threads
+    /// asleep here, those explored from here and this path's choice (whose step has run),
+    /// as in a sequential search: for a subtree given to or asked of another worker.
+    fn sleep_before(&self, alt: ThreadId) -> Vec<(ThreadId, Footprint)> {
+        let por = self.por();
+        por.sleep
+            .iter()
+            .chain(&por.done)
+            .cloned()
+            .chain(std::iter::once((self.chosen, por.step.clone())))
+            .filter(|(u, _)| *u != alt)
+            .collect()
+    }
 }
 
 /// DFS (`bound: None`) or iterative preemption bounding (`bound: Some(max)`).
@@ -316,15 +330,7 @@ impl TreeSearch {
             }
             prefix.push(alt);
             let sleep = if self.por && i + 1 < self.stack.len() {
-                let node = &self.stack[i];
-                let por = node.por();
-                por.sleep
-                    .iter()
-                    .chain(&por.done)
-                    .cloned()
-                    .chain(std::iter::once((node.chosen, por.step.clone())))
-                    .filter(|(u, _)| *u != alt)
-                    .collect()
+                self.stack[i].sleep_before(alt)
             } else {
                 Vec::new()
             };
@@ -559,16 +565,7 @@ impl TreeSearch {
                 // As a sequential search would explore q at node i: after the threads
                 // asleep or explored there and after the choice of this path, whose
                 // subtree is explored (it holds this work item).
-                let node = &self.stack[i];
-                let por = node.por();
-                let sleep = por
-                    .sleep
-                    .iter()
-                    .chain(&por.done)
-                    .cloned()
-                    .chain(std::iter::once((node.chosen, por.step.clone())))
-                    .filter(|(u, _)| *u != q)
-                    .collect();
+                let sleep = self.stack[i].sleep_before(q);
                 self.outside.push(Split { prefix, sleep });
             }
         }

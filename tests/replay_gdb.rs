@@ -425,10 +425,61 @@ fn reverse_continue_goes_back_breakpoint_by_breakpoint_with_the_earlier_values()
 }
 
 #[test]
+fn reverse_continue_finds_a_breakpoint_set_only_at_the_finding() {
+    // rr's way of working: run to the failure, then set a breakpoint and go back to it.
+    let (Debugged { text, err, .. }, _) = debug_fixture(
+        "race_counter",
+        &[
+            "continue",
+            "break bump",
+            "reverse-continue",
+            "p counter",
+            "reverse-continue",
+            "p counter",
+            "reverse-continue",
+            "kill",
+        ],
+        How::default(),
+    );
+    let back = text.split("Breakpoint 1 at").nth(1).unwrap_or("");
+    // T2's entry (T1 has incremented), then T1's, then the beginning.
+    let second = back.find("$1 = 1");
+    let first = back.find("$2 = 0");
+    assert!(second.is_some() && first > second, "{text}\n{err}");
+    assert_eq!(
+        back.matches("hit Breakpoint 1, bump (").count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        back.contains("No more reverse-execution history."),
+        "{text}"
+    );
+}
+
+#[test]
+fn next_at_a_scheduling_point_ends_with_the_reason() {
+    // gdb's `next` would ask again and again for a step the schedule refuses.
+    let (Debugged { text, err, .. }, _) = debug_fixture(
+        "abba_O0",
+        &["continue", "thread 2", "next", "p $pc != 0", "kill"],
+        How::default(),
+    );
+    assert!(text.contains("received signal SIGINT"), "{text}\n{err}");
+    assert_eq!(
+        text.matches("T1 cannot step here").count(),
+        1,
+        "{text}\n{err}"
+    );
+    assert!(text.contains("$1 = 1"), "{text}");
+}
+
+#[test]
 fn reverse_stepi_undoes_steps_over_extended_remote() {
     let (Debugged { text, err, .. }, _) = debug_fixture(
         "abba_O0",
         &[
+            "reverse-stepi",
             "break t1",
             "continue",
             "p/x $pc",
@@ -452,15 +503,76 @@ fn reverse_stepi_undoes_steps_over_extended_remote() {
         .filter_map(|l| l.strip_prefix('$').and_then(|l| l.split(" = ").nth(1)))
         .collect();
     assert_eq!(pcs.len(), 4, "{text}\n{err}");
-    // Two steps forward, two back: at the breakpoint again; one more back is refused,
-    // with the reason in gdb's console.
+    // Two steps forward, two back: at the breakpoint again. One more back would step
+    // through the thread's start in glibc, which makes system calls (mcheck's to run):
+    // refused, with the reason in gdb's console.
     assert_ne!(pcs[0], pcs[1], "{text}");
     assert_eq!(pcs[0], pcs[2], "{text}");
     assert_eq!(pcs[0], pcs[3], "{text}");
     assert!(
-        text.contains("mcheck: T1 cannot go back one instruction from here"),
+        text.contains("mcheck: T1 cannot go back one instruction from here: on the way"),
         "{text}"
     );
+    // Nothing is before the first stop.
+    assert!(
+        text.contains(
+            "mcheck: T0 cannot go back one instruction from here: this is the first stop"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn reverse_stepi_and_reverse_next_go_back_from_a_deadlock() {
+    let (Debugged { text, err, .. }, _) = debug_fixture(
+        "abba_O0",
+        &[
+            "break t1",
+            "continue",
+            "delete",
+            "continue",
+            "p/x $pc",
+            "reverse-stepi",
+            "p/x $pc",
+            "reverse-stepi",
+            "p/x $pc",
+            "reverse-next",
+            "p/x $pc",
+            "info line 21",
+            "stepi",
+            "p/x $pc",
+            "kill",
+        ],
+        How::default(),
+    );
+    let pcs: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix('$').and_then(|l| l.split(" = ").nth(1)))
+        .collect();
+    assert_eq!(pcs.len(), 5, "{text}\n{err}");
+    // The deadlock stops T1 in its second lock call; one instruction back is the PLT
+    // stub's jump, one more the call in t1 (line 21), and reverse-next goes back to the
+    // start of line 21. Every stop is a different place.
+    assert!(
+        text.contains("in pthread_mutex_lock@plt ()"),
+        "{text}\n{err}"
+    );
+    assert!(
+        text.contains("in t1 (arg=0x0) at src/c/abba.c:21"),
+        "{text}"
+    );
+    let line21 = text
+        .split("Line 21 of \"src/c/abba.c\" starts at address ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .unwrap_or("");
+    assert_eq!(pcs[3], line21, "{text}");
+    for i in 1..4 {
+        assert_ne!(pcs[i], pcs[i - 1], "{text}");
+    }
+    // Stepping forward again from there follows the same path.
+    assert_ne!(pcs[4], pcs[3], "{text}");
+    assert!(!text.contains("cannot go back"), "{text}");
 }
 
 #[test]

@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::arch::Regs;
-use super::timeline::{self, Action, Found, Plan, Scan, Segment, Then, Timeline, WatchSpec};
+use super::timeline::{
+    self, regs_key, Action, Found, Plan, Scan, Segment, StepBack, Then, Timeline, WatchSpec,
+};
 use crate::model::ThreadId;
 use crate::report::{human, Finding, FindingKind};
 use crate::run::debugger::{DebugEvent, Debugger, ProgramView, Resume, ThreadInfo};
@@ -118,6 +120,9 @@ pub enum StopKind {
     Killed(i32),
     /// gdb's interrupt (Ctrl-C) stopped this thread.
     Interrupted(ThreadId),
+    /// A step of this thread was refused (the reason is in gdb's console): shown as an
+    /// interrupt, so that gdb's `step` and `next` end instead of asking again.
+    Refused(ThreadId),
     /// Going back found nothing earlier: the first stop, as the beginning of the history.
     Begin(ThreadId),
 }
@@ -133,6 +138,7 @@ impl StopKind {
             | StopKind::Stepped(t)
             | StopKind::Finding(t, _)
             | StopKind::Interrupted(t)
+            | StopKind::Refused(t)
             | StopKind::Begin(t) => Some(t),
             StopKind::Exited(_) | StopKind::Killed(_) => None,
         }
@@ -208,6 +214,17 @@ pub struct Bridge {
     polls: u64,
     /// The last hit of the scan's breakpoints before the present stop.
     found: Option<Found>,
+    /// Anchors of a step back noted so far in the last segment ([`Then::FindAnchors`]).
+    anchors: Vec<u64>,
+    /// The anchors before the last scheduling decision of the last segment, when the
+    /// step back's thread was there in its present state (the present stop is at that
+    /// decision's operation, which it has not yet run).
+    anchors_before_point: Vec<u64>,
+    /// The last scheduling decision of the last segment that ran the step back's thread
+    /// away from its present state ([`StepBack::point`]).
+    anchor_point: Option<u64>,
+    /// A step back counting its steps from its anchor ([`Then::CountFrom`]).
+    counting: Option<(StepBack, u64)>,
     /// Set by the gdb thread on Ctrl-C.
     interrupt: Arc<AtomicBool>,
     /// Messages for gdb's console, sent with the next stop.
@@ -250,6 +267,10 @@ impl Bridge {
             moments: 0,
             polls: 0,
             found: None,
+            anchors: Vec::new(),
+            anchors_before_point: Vec::new(),
+            anchor_point: None,
+            counting: None,
             interrupt,
             said: Vec::new(),
             again,
@@ -292,7 +313,15 @@ impl Bridge {
                 }
             }
         }
-        self.install(view, &seg.bps, &seg.watches);
+        // A scan's breakpoints trap too, but only the segment's own end it.
+        let (bps, watches) = match self.scan() {
+            Some(scan) => {
+                let merged = timeline::with_scan(&seg, scan);
+                (merged.bps, merged.watches)
+            }
+            None => (seg.bps.clone(), seg.watches.clone()),
+        };
+        self.install(view, &bps, &watches);
         self.moments = 0;
         self.polls = 0;
         let resume = match seg.goal {
@@ -315,7 +344,11 @@ impl Bridge {
         scan_hit: bool,
     ) -> Resume {
         if let (Some(plan), Some(seg)) = (&self.plan, self.seg.as_mut()) {
-            self.moments += 1;
+            // Counted as the segment, run with the scan's sets too, would stop at them
+            // (what a plan going to a scan's hit passes with `skip`).
+            if ends || scan_hit {
+                self.moments += 1;
+            }
             let ends = ends
                 && if seg.skip > 0 {
                     seg.skip -= 1;
@@ -392,28 +425,58 @@ impl Bridge {
         self.stop_index += 1;
         if let Some(plan) = self.plan.take() {
             if let Some(seg) = plan.segments.get(index).cloned() {
-                let seg = match &plan.then {
-                    Then::Scanned(scan) => timeline::with_scan(&seg, scan),
-                    _ => seg,
-                };
+                if index + 1 == plan.segments.len() && matches!(plan.then, Then::FindAnchors(_)) {
+                    // The stop the last segment starts from is the first candidate.
+                    self.anchors = vec![0];
+                }
                 self.plan = Some(plan);
                 return self.run_segment(view, seg);
             }
             let mut session = lock(&self.session);
-            if let Then::Scanned(scan) = &plan.then {
-                let path = Timeline {
-                    until: plan.until,
-                    path: plan.segments.clone(),
-                };
-                session.restart = Some(path.after_scan(scan, self.found));
-                return Resume::Kill;
-            }
-            if plan.then == Then::Begin {
-                kind = StopKind::Begin(kind.thread().unwrap_or(0));
-                self.said.push(
-                    "mcheck: no hit of a breakpoint or watchpoint before this: at the first stop"
-                        .into(),
-                );
+            match &plan.then {
+                Then::Scanned(scan) => {
+                    let path = Timeline {
+                        until: plan.until,
+                        path: plan.segments.clone(),
+                    };
+                    session.restart = Some(path.after_scan(scan, self.found));
+                    return Resume::Kill;
+                }
+                Then::FindAnchors(back) => {
+                    let mut back = back.clone();
+                    back.anchors = std::mem::take(&mut self.anchors_before_point);
+                    back.point = self.anchor_point.take();
+                    back.anchors.append(&mut self.anchors);
+                    let why = cannot_go_back(
+                        back.thread,
+                        "since its last scheduling decision it passed none of mcheck's breakpoints, where the replay could stop it and step it forward again",
+                    );
+                    session.restart = Some(match back.clone().count_from_last_anchor() {
+                        Some(p) => p,
+                        None => back.refused(why),
+                    });
+                    return Resume::Kill;
+                }
+                Then::CountFrom(back) => {
+                    drop(session);
+                    return self.count_steps(view, back.clone(), 0);
+                }
+                Then::Begin => {
+                    kind = StopKind::Begin(kind.thread().unwrap_or(0));
+                    self.said.push(
+                        "mcheck: no hit of a breakpoint or watchpoint before this: at the first stop"
+                            .into(),
+                    );
+                }
+                Then::SteppedBack => kind = StopKind::Stepped(kind.thread().unwrap_or(0)),
+                Then::Refused(why) => {
+                    // The end of the history a step can reach: gdb's reverse-step stops
+                    // there instead of asking again.
+                    kind = StopKind::Begin(kind.thread().unwrap_or(0));
+                    eprintln!("{why}");
+                    self.said.push(why.clone());
+                }
+                Then::Stop => {}
             }
             session.timeline = Timeline {
                 until: plan.until,
@@ -485,21 +548,37 @@ impl Bridge {
                         // gdb's `bs` names the thread of its last `Hc`, not always the one
                         // it shows: the stopped thread is the one stepped back.
                         Back::Instruction(_) => match tl.one_instruction_back() {
-                            Some(i) => tl.back_to(i, Then::Stop),
+                            Some(i) => tl.back_to(i, Then::SteppedBack),
                             None => {
-                                drop(session);
                                 let t = stop.kind.thread().unwrap_or(0);
-                                // Refused: the same stop again, with the reason.
-                                let mut again = stop.clone();
-                                again.kind = StopKind::Stepped(t);
-                                again.messages = vec![format!(
-                                    "mcheck: T{t} cannot go back one instruction from here: this stop was not reached by a stepi; `reverse-continue` goes back to a breakpoint, `monitor goto STEP` to a scheduling decision"
-                                )];
-                                eprintln!("{}", again.messages[0]);
-                                if self.stops.send(again).is_err() {
-                                    return Resume::Kill;
+                                let back = view.registers(t).and_then(|r| {
+                                    StepBack {
+                                        thread: t,
+                                        target: regs_key(&r),
+                                        present: tl.clone(),
+                                        anchors: Vec::new(),
+                                        point: None,
+                                    }
+                                    .find_anchors()
+                                });
+                                match back {
+                                    Some(plan) => plan,
+                                    None => {
+                                        drop(session);
+                                        // Refused: the same stop again, with the reason.
+                                        let mut again = stop.clone();
+                                        again.kind = StopKind::Begin(t);
+                                        again.messages = vec![cannot_go_back(
+                                            t,
+                                            "this is the first stop of the replay",
+                                        )];
+                                        eprintln!("{}", again.messages[0]);
+                                        if self.stops.send(again).is_err() {
+                                            return Resume::Kill;
+                                        }
+                                        continue;
+                                    }
                                 }
-                                continue;
                             }
                         },
                     };
@@ -569,6 +648,115 @@ impl Bridge {
         }
     }
 
+    /// A step back counting from its anchor: `steps` instructions of its thread executed
+    /// so far. When the thread's registers are those of the present stop, the step back is
+    /// re-executed one instruction short of it; otherwise the thread steps on (or, when it
+    /// cannot, the step back is refused).
+    fn count_steps(&mut self, view: &mut dyn ProgramView, back: StepBack, steps: u64) -> Resume {
+        let t = back.thread;
+        let here = view.registers(t).map(|r| regs_key(&r)) == Some(back.target);
+        let plan = if here && steps == 0 {
+            // The present stop is at the anchor itself: step from the one before, or, when
+            // the thread did not move in the whole last segment, from the stop before it.
+            let mut earlier = back.clone();
+            let stepped_from = if earlier.anchors.pop() == Some(0) {
+                back.back_from_stop_before()
+            } else {
+                // Before the first anchor: the decision whose operation mcheck ran.
+                let at_point = || back.point.map(|n| back.at_point(n));
+                earlier.count_from_last_anchor().or_else(at_point)
+            };
+            stepped_from.unwrap_or_else(|| {
+                back.refused(cannot_go_back(
+                    t,
+                    "the instruction before is one that only mcheck executes (a scheduling point or a hook)",
+                ))
+            })
+        } else if here {
+            back.stepped_back(steps - 1)
+        } else if steps >= MAX_STEPS_BACK {
+            back.refused(cannot_go_back(
+                t,
+                &format!("it ran more than {MAX_STEPS_BACK} instructions since the last of mcheck's breakpoints it passed"),
+            ))
+        } else {
+            self.counting = Some((back, steps));
+            return Resume::Step(t);
+        };
+        self.counting = None;
+        lock(&self.session).restart = Some(plan);
+        Resume::Kill
+    }
+
+    /// An event while a step back counts its steps: a stepped instruction counts; anything
+    /// else (a refused step: a system call or one of mcheck's hooks on the way) refuses the
+    /// step back.
+    fn counted(&mut self, view: &mut dyn ProgramView, ev: &DebugEvent) -> Resume {
+        let Some((back, steps)) = self.counting.take() else {
+            return Resume::Continue;
+        };
+        match ev {
+            DebugEvent::Stepped { moved: true, .. } | DebugEvent::Watch { .. } => {
+                self.count_steps(view, back, steps + 1)
+            }
+            _ => {
+                let why = cannot_go_back(
+                    back.thread,
+                    "on the way from the last of mcheck's breakpoints it passed lies an instruction that only mcheck executes (a system call or a hook)",
+                );
+                lock(&self.session).restart = Some(back.refused(why));
+                Resume::Kill
+            }
+        }
+    }
+
+    /// A scheduling decision that does not stop, seen by a re-execution noting a step
+    /// back's anchors: a step back steps from where its thread ran since the last decision,
+    /// or from before the decision when the thread is still there in its present state.
+    fn anchors_at_point(&mut self, view: &mut dyn ProgramView, step: u64, thread: ThreadId) {
+        let Some(Plan {
+            then: Then::FindAnchors(back),
+            segments,
+            ..
+        }) = &self.plan
+        else {
+            return;
+        };
+        if self.stop_index != segments.len() {
+            return;
+        }
+        let unmoved = view.registers(back.thread).map(|r| regs_key(&r)) == Some(back.target);
+        self.anchors_before_point = if unmoved {
+            std::mem::take(&mut self.anchors)
+        } else {
+            self.anchor_point = (thread == back.thread).then_some(step);
+            Vec::new()
+        };
+        self.anchors.clear();
+    }
+
+    /// Counts one interrupt poll of the running segment (`thread`: the thread at one of
+    /// mcheck's breakpoints; None at a scheduling decision); whether to stop there.
+    fn poll(&mut self, thread: Option<ThreadId>) -> bool {
+        if !self.started {
+            return false;
+        }
+        self.polls += 1;
+        match (&self.plan, &self.seg) {
+            (Some(plan), Some(seg)) => {
+                if let Then::FindAnchors(back) = &plan.then {
+                    let last = self.stop_index == plan.segments.len();
+                    if last && thread == Some(back.thread) {
+                        self.anchors.push(self.polls);
+                    }
+                }
+                seg.interrupt_at == Some(self.polls)
+            }
+            (Some(_), None) => false,
+            (None, _) => self.interrupt.swap(false, Ordering::SeqCst),
+        }
+    }
+
     /// The report of `f`, as plain `mcheck replay` prints it.
     fn report(&self, f: &Finding) -> String {
         human::format_finding(f, &self.again)
@@ -580,6 +768,16 @@ impl Bridge {
         self.said.push(text);
     }
 }
+
+/// Why thread `t` cannot go back one instruction, as gdb's console shows it.
+fn cannot_go_back(t: ThreadId, why: &str) -> String {
+    format!(
+        "mcheck: T{t} cannot go back one instruction from here: {why}; `reverse-continue` goes back to a breakpoint, `monitor goto STEP` to a scheduling decision"
+    )
+}
+
+/// Instructions a step back single-steps at most to find the present stop again.
+const MAX_STEPS_BACK: u64 = 1_000_000;
 
 fn lock(s: &Mutex<Session>) -> std::sync::MutexGuard<'_, Session> {
     s.lock().unwrap_or_else(|e| e.into_inner())
@@ -614,6 +812,9 @@ fn finding_signal(f: &Finding) -> i32 {
 
 impl Debugger for Bridge {
     fn on_event(&mut self, view: &mut dyn ProgramView, ev: &DebugEvent) -> Resume {
+        if self.counting.is_some() {
+            return self.counted(view, ev);
+        }
         match ev {
             DebugEvent::Started => {
                 if self.until.is_none() {
@@ -643,10 +844,13 @@ impl Debugger for Bridge {
                 if initial {
                     return self.stop(view, StopKind::Initial(*thread), None);
                 }
-                if self.poll_interrupt() {
+                if self.poll(None) {
                     return self.stop(view, StopKind::Interrupted(*thread), None);
                 }
                 let wanted = self.goal_stops_at(*step);
+                if !wanted {
+                    self.anchors_at_point(view, *step, *thread);
+                }
                 self.moment(view, StopKind::Point(*thread), None, wanted, false)
             }
             DebugEvent::Race { thread, finding } => {
@@ -670,8 +874,21 @@ impl Debugger for Bridge {
                     scan,
                 )
             }
-            DebugEvent::Stepped { thread, .. } => {
-                self.moment(view, StopKind::Stepped(*thread), None, true, false)
+            DebugEvent::Stepped { thread, moved } => {
+                // A step onto one of a scan's breakpoints is a hit of it (stepping runs
+                // over breakpoints without trapping).
+                let scan_hit = *moved
+                    && self.scan().is_some_and(|s| {
+                        (view.registers(*thread)).is_some_and(|r| s.bps.contains(&r.rip))
+                    });
+                // A refused step is shown as an interrupt: gdb's `step`/`next` would
+                // otherwise ask again and again for a step that cannot happen.
+                let kind = if *moved {
+                    StopKind::Stepped(*thread)
+                } else {
+                    StopKind::Refused(*thread)
+                };
+                self.moment(view, kind, None, true, scan_hit)
             }
             DebugEvent::Interrupted { thread } => {
                 self.stop(view, StopKind::Interrupted(*thread), None)
@@ -698,20 +915,12 @@ impl Debugger for Bridge {
     }
 
     fn say(&mut self, text: String) {
-        if self.plan.is_none() {
+        if self.plan.is_none() && self.counting.is_none() {
             self.tell(text);
         }
     }
 
-    fn poll_interrupt(&mut self) -> bool {
-        if !self.started {
-            return false;
-        }
-        self.polls += 1;
-        match (&self.plan, &self.seg) {
-            (Some(_), Some(seg)) => seg.interrupt_at == Some(self.polls),
-            (Some(_), None) => false,
-            (None, _) => self.interrupt.swap(false, Ordering::SeqCst),
-        }
+    fn poll_interrupt(&mut self, thread: ThreadId) -> bool {
+        self.poll(Some(thread))
     }
 }

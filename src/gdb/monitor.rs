@@ -114,6 +114,7 @@ impl ReplayTarget {
                     StopKind::Exited(c) => format!("the program exited with status {c}"),
                     StopKind::Killed(s) => format!("the program was killed by signal {s}"),
                     StopKind::Interrupted(t) => format!("T{t} interrupted"),
+                    StopKind::Refused(t) => format!("T{t} could not step"),
                     StopKind::Begin(t) => format!("T{t} at the first stop"),
                 };
                 outputln!(out, "mcheck: stopped after step {step}: {what}");

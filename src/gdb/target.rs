@@ -182,10 +182,12 @@ impl ReplayTarget {
                 tid: tid(t),
                 signal: Signal(sig as u8),
             },
-            StopKind::Interrupted(t) => MultiThreadStopReason::SignalWithThread {
-                tid: tid(t),
-                signal: Signal::SIGINT,
-            },
+            StopKind::Interrupted(t) | StopKind::Refused(t) => {
+                MultiThreadStopReason::SignalWithThread {
+                    tid: tid(t),
+                    signal: Signal::SIGINT,
+                }
+            }
             StopKind::Begin(t) => MultiThreadStopReason::ReplayLog {
                 tid: Some(tid(t)),
                 pos: ReplayLogPosition::Begin,

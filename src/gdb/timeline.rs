@@ -4,8 +4,12 @@
 //! silently reaches exactly the same stop again; going back is such a re-execution
 //! ([`Plan`]). `reverse-continue` first re-executes the whole path with gdb's current
 //! breakpoints and watchpoints added (a scan), notes the last moment one of them was hit
-//! before the present, and then re-executes up to that moment. Pure bookkeeping: no
-//! ptrace here.
+//! before the present, and then re-executes up to that moment. `reverse-stepi` from a stop
+//! not reached by a stepi takes three re-executions ([`StepBack`]): one notes where the
+//! thread last passed one of mcheck's breakpoints (an *anchor*: a moment the replay can stop
+//! the thread and step it), one stops there and single-steps the thread until its
+//! registers are those of the present stop, counting, and one stops one instruction short
+//! of that. Pure bookkeeping: no ptrace here.
 
 use std::collections::BTreeSet;
 
@@ -17,7 +21,7 @@ use crate::model::ThreadId;
 pub type WatchSpec = (u64, u64, WatchWhat);
 
 /// A change gdb made to the stopped program, applied again at the same stop on re-execution.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
     /// Bytes written at an address.
     Memory(u64, Vec<u8>),
@@ -26,7 +30,7 @@ pub enum Action {
 }
 
 /// How the replay went from one stop to the next.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
     /// What gdb changed at the stop before resuming.
     pub actions: Vec<Action>,
@@ -45,7 +49,7 @@ pub struct Segment {
 }
 
 /// The stops of the current execution's path.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Timeline {
     /// Where the path's first stop is: `main`, or scheduling decision N.
     pub until: Option<u64>,
@@ -71,6 +75,165 @@ pub enum Then {
     Begin,
     /// The path was replayed with these added to find the last hit before its end.
     Scanned(Scan),
+    /// The path was replayed to note the anchors of a step back in its last segment.
+    FindAnchors(StepBack),
+    /// The replay stopped at the step back's last anchor: step the thread to the
+    /// present stop, counting.
+    CountFrom(StepBack),
+    /// Show the stop as the end of a step back (a stepped instruction).
+    SteppedBack,
+    /// Show the stop (the present one again) with this reason for refusing to go back.
+    Refused(String),
+}
+
+/// The registers that tell two moments of one thread apart: rax..r15, rip, and the
+/// arithmetic flags (the trap and resume flags differ between stepping and running).
+pub type RegsKey = [u64; 18];
+
+/// The key of ptrace's registers `r`.
+pub fn regs_key(r: &libc::user_regs_struct) -> RegsKey {
+    /// CF, PF, AF, ZF, SF, DF, OF.
+    const FLAGS: u64 = 0x0cd5;
+    [
+        r.rax,
+        r.rbx,
+        r.rcx,
+        r.rdx,
+        r.rsi,
+        r.rdi,
+        r.rbp,
+        r.rsp,
+        r.r8,
+        r.r9,
+        r.r10,
+        r.r11,
+        r.r12,
+        r.r13,
+        r.r14,
+        r.r15,
+        r.rip,
+        r.eflags & FLAGS,
+    ]
+}
+
+/// Going back one instruction of `thread` from the present stop of `present` when it was
+/// not reached by a stepi.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepBack {
+    /// The thread going back.
+    pub thread: ThreadId,
+    /// Its registers at the present stop.
+    pub target: RegsKey,
+    /// The path up to the present stop.
+    pub present: Timeline,
+    /// Where `thread` could be stopped and stepped in the last segment with no scheduling
+    /// decision between there and the present stop, in order: 0 for the stop the segment
+    /// starts from, N for its N-th interrupt poll (one of mcheck's breakpoints, or the
+    /// thread about to run after a decision).
+    pub anchors: Vec<u64>,
+    /// The scheduling decision of the last segment (its number) that ran `thread` before
+    /// the anchors: the moment before the first anchor, when mcheck executed the
+    /// decision's operation (a lock call, say) for the thread.
+    pub point: Option<u64>,
+}
+
+impl StepBack {
+    /// Re-executes the present path, noting the anchors (None: there is no segment, the
+    /// present stop is the first).
+    pub fn find_anchors(self) -> Option<Plan> {
+        (!self.present.path.is_empty()).then(|| Plan {
+            until: self.present.until,
+            segments: self.present.path.clone(),
+            then: Then::FindAnchors(self),
+        })
+    }
+
+    /// Re-executes the present path up to the last anchor, to count the steps from there
+    /// (None: no anchor left).
+    pub fn count_from_last_anchor(self) -> Option<Plan> {
+        let segments = self.to_last_anchor()?;
+        Some(Plan {
+            until: self.present.until,
+            segments,
+            then: Then::CountFrom(self),
+        })
+    }
+
+    /// The segments that reach the last anchor: anchor 0 is the stop the last segment
+    /// starts from, anchor N the N-th interrupt poll of that segment.
+    fn to_last_anchor(&self) -> Option<Vec<Segment>> {
+        let anchor = *self.anchors.last()?;
+        let mut segments = self.present.path.clone();
+        if anchor == 0 {
+            segments.pop()?;
+        } else {
+            segments.last_mut()?.interrupt_at = Some(anchor);
+        }
+        Some(segments)
+    }
+
+    /// The step back found: the present path up to the last anchor, then `steps` stepped
+    /// instructions of the thread.
+    pub fn stepped_back(&self, steps: u64) -> Plan {
+        let (Some(mut segments), Some(last)) = (self.to_last_anchor(), self.present.path.last())
+        else {
+            return self.refused(String::new());
+        };
+        let step = Segment {
+            actions: Vec::new(),
+            goal: Goal::Instruction(self.thread),
+            bps: last.bps.clone(),
+            watches: last.watches.clone(),
+            skip: 0,
+            interrupt_at: None,
+        };
+        segments.extend(std::iter::repeat_n(step, steps as usize));
+        Plan {
+            until: self.present.until,
+            segments,
+            then: Then::SteppedBack,
+        }
+    }
+
+    /// Going back one instruction from the stop before the present one, when the thread
+    /// did not move since (None: that is the first stop).
+    pub fn back_from_stop_before(&self) -> Option<Plan> {
+        let mut before = self.present.clone();
+        before.path.pop()?;
+        if let Some(i) = before.one_instruction_back() {
+            return Some(before.back_to(i, Then::SteppedBack));
+        }
+        StepBack {
+            present: before,
+            anchors: Vec::new(),
+            point: None,
+            ..self.clone()
+        }
+        .find_anchors()
+    }
+
+    /// The present path, its last segment stopping at scheduling decision `n` instead.
+    pub fn at_point(&self, n: u64) -> Plan {
+        let mut segments = self.present.path.clone();
+        if let Some(last) = segments.last_mut() {
+            last.goal = Goal::Step(n);
+            last.interrupt_at = None;
+        }
+        Plan {
+            until: self.present.until,
+            segments,
+            then: Then::SteppedBack,
+        }
+    }
+
+    /// Back to the present stop, saying `why` going back is refused.
+    pub fn refused(&self, why: String) -> Plan {
+        Plan {
+            until: self.present.until,
+            segments: self.present.path.clone(),
+            then: Then::Refused(why),
+        }
+    }
 }
 
 /// A re-execution: the first stop, the segments to apply silently, and what then.
@@ -204,6 +367,63 @@ mod tests {
         // Nothing found: the beginning.
         let p = tl.after_scan(&scan, None);
         assert_eq!((p.segments.len(), p.then), (0, Then::Begin));
+    }
+
+    fn step_back(path: Vec<Segment>, anchors: &[u64]) -> StepBack {
+        StepBack {
+            thread: 1,
+            target: [7; 18],
+            present: Timeline { until: None, path },
+            anchors: anchors.to_vec(),
+            point: None,
+        }
+    }
+
+    #[test]
+    fn a_step_back_counts_from_its_last_anchor_and_stops_one_step_short() {
+        // Anchor N: the last segment runs to its N-th poll.
+        let p = step_back(timeline().path, &[0, 4])
+            .count_from_last_anchor()
+            .unwrap();
+        assert!(matches!(p.then, Then::CountFrom(_)));
+        assert_eq!(p.segments.len(), 3);
+        assert_eq!(p.segments[2].interrupt_at, Some(4));
+        // Anchor 0: the stop the last segment starts from.
+        let back = step_back(timeline().path, &[0]);
+        let p = back.clone().count_from_last_anchor().unwrap();
+        assert_eq!(p.segments.len(), 2);
+        // Found 3 steps from the anchor: stop after 2 of them, shown as a step.
+        let p = back.stepped_back(2);
+        assert_eq!(p.then, Then::SteppedBack);
+        assert_eq!(p.segments.len(), 4);
+        assert!(p.segments[2..]
+            .iter()
+            .all(|s| s.goal == Goal::Instruction(1) && s.actions.is_empty()));
+        // No anchor: nothing to count from.
+        assert!(step_back(timeline().path, &[])
+            .count_from_last_anchor()
+            .is_none());
+        assert!(step_back(Vec::new(), &[]).find_anchors().is_none());
+    }
+
+    #[test]
+    fn a_thread_that_did_not_move_goes_back_from_the_stop_before() {
+        // The stop before was reached by a stepi: undo it.
+        let mut path = timeline().path;
+        path.insert(2, seg(Goal::Instruction(1), &[]));
+        let p = step_back(path, &[0]).back_from_stop_before().unwrap();
+        assert_eq!((p.segments.len(), p.then), (2, Then::SteppedBack));
+        // Otherwise its anchors are looked for in the segment before.
+        let path = vec![seg(Goal::Continue, &[]); 3];
+        let p = step_back(path, &[0]).back_from_stop_before().unwrap();
+        assert_eq!(p.segments.len(), 2);
+        let Then::FindAnchors(b) = p.then else {
+            panic!("{:?}", p.then)
+        };
+        assert_eq!((b.present.path.len(), b.anchors.len()), (2, 0));
+        assert!(step_back(vec![seg(Goal::Continue, &[])], &[0])
+            .back_from_stop_before()
+            .is_none());
     }
 
     #[test]

@@ -102,7 +102,9 @@ pub trait Debugger {
     /// Asked at each of mcheck's own breakpoints the running thread reaches: whether to
     /// stop there for the debugger ([`DebugEvent::Interrupted`]). The calls happen at the
     /// same moments in every execution of a schedule, so a debugger may count them.
-    fn poll_interrupt(&mut self) -> bool {
+    /// `thread` is the running thread, stopped at the breakpoint.
+    fn poll_interrupt(&mut self, thread: ThreadId) -> bool {
+        let _ = thread;
         false
     }
 }
@@ -273,7 +275,7 @@ impl Execution<'_> {
         let gdb_bp = hook.breakpoints.contains(&addr);
         // Polled at every breakpoint of mcheck's, whatever gdb set: the same count in
         // every execution.
-        let interrupt = mcheck_bp && hook.debugger.poll_interrupt();
+        let interrupt = mcheck_bp && hook.debugger.poll_interrupt(t);
         if !gdb_bp && !interrupt {
             return Ok(None);
         }
@@ -332,6 +334,48 @@ impl Execution<'_> {
 }
 
 impl Execution<'_> {
+    /// Before thread `t` runs natively after a scheduling decision (or at its start): the
+    /// debugger is polled as at mcheck's breakpoints, and may stop the thread there and
+    /// step it (gdb's Ctrl-C, a step back's anchor). Some when that ended the execution.
+    pub(super) fn debug_before_running(
+        &mut self,
+        t: ThreadId,
+    ) -> anyhow::Result<Option<super::execution::RunResult>> {
+        // A thread at a system call's stop resumes into the call: nothing to step there.
+        if self.p.threads[t].place == StopPlace::Syscall {
+            return Ok(None);
+        }
+        let Some(hook) = self.worker.debug.as_mut() else {
+            return Ok(None);
+        };
+        if !hook.debugger.poll_interrupt(t) {
+            return Ok(None);
+        }
+        let mut ev = DebugEvent::Interrupted { thread: t };
+        loop {
+            let stepper = self.steppable(t).then_some(t);
+            match self.debug_event_stepping(ev, stepper) {
+                Resume::Kill => return Ok(Some(super::execution::RunResult::CutShort)),
+                Resume::Continue => return Ok(None),
+                Resume::Step(_) => {
+                    if let Some(done) = self.debug_step(t)? {
+                        return Ok(Some(done));
+                    }
+                    ev = match self.watch_hit(t)? {
+                        Some(watched) => DebugEvent::Watch {
+                            thread: t,
+                            addr: watched,
+                        },
+                        None => DebugEvent::Stepped {
+                            thread: t,
+                            moved: true,
+                        },
+                    };
+                }
+            }
+        }
+    }
+
     /// The instruction thread `t` (the running one, stopped for the debugger) is at.
     fn debug_pc(&self, t: ThreadId) -> u64 {
         match self.p.threads[t].place {
@@ -344,10 +388,13 @@ impl Execution<'_> {
     /// the instruction is one of mcheck's breakpoints other than an access site (a
     /// scheduling point, a hook: only the executor may pass it) or a system call (which
     /// the executor traps).
-    fn steppable(&self, t: ThreadId) -> bool {
+    fn steppable(&mut self, t: ThreadId) -> bool {
         let pc = self.debug_pc(t);
-        match self.p.bp_kinds.get(&pc) {
-            Some(super::process::BreakpointKind::Access(_)) if !self.cfg.preempt_on_races => {}
+        match self.p.bp_kinds.get(&pc).cloned() {
+            Some(super::process::BreakpointKind::Access(id)) if self.access_is_point(t, pc, id) => {
+                return false
+            }
+            Some(super::process::BreakpointKind::Access(_)) => {}
             Some(_) => return false,
             None => {}
         }
@@ -363,6 +410,28 @@ impl Execution<'_> {
             .original_byte(pc + 1)
             .unwrap_or_else(|| self.p.mem.read_u8(pc + 1).unwrap_or(0));
         code != [0x0f, 0x05]
+    }
+
+    /// Whether the access of site `id` at `pc`, which `t` is about to make, is one of the
+    /// schedule's scheduling points (an access to an address found racing, when the
+    /// schedule preempts there): only the executor may pass it.
+    fn access_is_point(&mut self, t: ThreadId, pc: u64, id: u32) -> bool {
+        if !self.cfg.preempt_on_races {
+            return false;
+        }
+        let Some(site) = self.p.patching.sites.get(id as usize).copied() else {
+            return true;
+        };
+        let Ok(mut regs) = crate::tracee::regs::get(self.p.threads[t].tid) else {
+            return true;
+        };
+        regs.rip = pc;
+        let cached = std::mem::replace(&mut self.p.threads[t].regs, regs);
+        let ea = self.p.effective_address(t, &site.insn, 0);
+        self.p.threads[t].regs = cached;
+        self.model.thread_count() > 1
+            && self.worker.racy_addresses.contains(&ea)
+            && (self.worker.racy_sites.is_empty() || self.worker.racy_sites.contains(&pc))
     }
 
     /// Executes one instruction of `t` (an access site's access is recorded first); Some

@@ -46,6 +46,9 @@ impl Execution<'_> {
         self.ensure_started(t)?;
         if self.debugging() {
             self.debug_arm(t)?;
+            if let Some(r) = self.debug_before_running(t)? {
+                return Ok(r);
+            }
         }
         let th = &mut self.p.threads[t];
         let sig = th.pending_signal.take();

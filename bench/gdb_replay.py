@@ -4,12 +4,15 @@
     python3 bench/gdb_replay.py       # also run by `make bench` (bench/run.sh)
 
 For each fixture: find its bug once, then, medians over --reps repetitions,
-  - forward: wall time of plain `mcheck replay SCHEDULE` (the whole execution);
-  - gdb forward: inside one gdb session, `monitor goto LAST` from main (the rest of the
-    execution, run forward under gdb);
-  - gdb back: then `monitor goto 0` (going back over the whole execution: mcheck
-    replays the program again from its start; no fork snapshot yet).
-The two gdb figures are timed inside gdb (its Python), so gdb's start-up is not counted.
+  - plain replay: wall time of plain `mcheck replay SCHEDULE` (the whole execution);
+  - inside one gdb session, timed by gdb's Python (gdb's start-up is not counted):
+    - continue: from main to the first stop (the finding, or a race's later access);
+    - reverse-continue: from there, with a breakpoint at `main` set at the finding, back
+      over the whole execution (a scan re-executes the path looking for the last hit, at
+      the start of main, and a second execution goes there);
+    - goto end / goto 0: `monitor goto LAST` forward to the last decision, then
+      `monitor goto 0` back to the first (one re-execution from the start).
+Going back replays the program again from its start; no fork snapshot yet.
 Prints a markdown table; writes target/gdb-replay-results.json. Exit 0 whatever the
 figures; 2 when the harness cannot measure (no gdb).
 """
@@ -56,11 +59,17 @@ def gdb_session(prog, schedule, last):
         return None
     script = [
         "set sysroot /", "set remotetimeout 30", f"target remote {address}",
-        "python import time; t0 = time.time()",
+        "python import time; t = [time.time()]",
+        "continue",
+        "python t.append(time.time())",
+        "break main",
+        "reverse-continue",
+        "python t.append(time.time())",
         f"monitor goto {last}",
-        "python t1 = time.time()",
+        "python t.append(time.time())",
         "monitor goto 0",
-        "python t2 = time.time(); print('TIMES %f %f' % (t1 - t0, t2 - t1))",
+        "python t.append(time.time())",
+        "python print('TIMES ' + ' '.join('%f' % (b - a) for a, b in zip(t, t[1:])))",
         "kill",
     ]
     cmd = ["gdb", "-batch", "-nx"]
@@ -72,8 +81,10 @@ def gdb_session(prog, schedule, last):
     except subprocess.TimeoutExpired:
         mc.kill()
         mc.wait()
-    m = re.search(r"TIMES ([0-9.]+) ([0-9.]+)", out)
-    return (float(m.group(1)), float(m.group(2))) if m else None
+    m = re.search(r"TIMES ([0-9.]+) ([0-9.]+) ([0-9.]+) ([0-9.]+)", out)
+    if not m:
+        return None
+    return tuple(float(g) for g in m.groups())
 
 
 def main():
@@ -91,7 +102,7 @@ def main():
             if schedule is None:
                 continue
             last = steps_of(schedule)
-            fwd, gfwd, gback = [], [], []
+            fwd, timed = [], []
             for _ in range(opts.reps):
                 t = time.time()
                 subprocess.run([MCHECK, "replay", "--quiet-program", schedule],
@@ -99,18 +110,20 @@ def main():
                 fwd.append(time.time() - t)
                 s = gdb_session(prog, schedule, last)
                 if s:
-                    gfwd.append(s[0])
-                    gback.append(s[1])
+                    timed.append(s)
+            col = lambda i: median([s[i] for s in timed]) if timed else None
             rows.append({"fixture": name, "steps": last, "replay_s": median(fwd),
-                         "gdb_forward_s": median(gfwd) if gfwd else None,
-                         "gdb_back_s": median(gback) if gback else None})
-    print("\n### Going back under gdb (`monitor goto 0` from the end) vs a forward replay\n")
-    print("| fixture | steps | plain replay (s) | gdb: forward to end (s) | gdb: back to step 0 (s) |")
-    print("|---|---:|---:|---:|---:|")
+                         "gdb_continue_s": col(0), "gdb_reverse_continue_s": col(1),
+                         "gdb_goto_end_s": col(2), "gdb_goto_0_s": col(3)})
+    print("\n### Going back under gdb vs a forward replay (medians, seconds)\n")
+    print("| fixture | steps | plain replay | gdb: continue to the finding | "
+          "gdb: reverse-continue over it all | gdb: goto end | gdb: goto 0 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     fmt = lambda x: "n/a" if x is None else f"{x:.3f}"
     for r in rows:
         print(f"| {r['fixture']} | {r['steps']} | {fmt(r['replay_s'])} | "
-              f"{fmt(r['gdb_forward_s'])} | {fmt(r['gdb_back_s'])} |")
+              f"{fmt(r['gdb_continue_s'])} | {fmt(r['gdb_reverse_continue_s'])} | "
+              f"{fmt(r['gdb_goto_end_s'])} | {fmt(r['gdb_goto_0_s'])} |")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with open(os.path.join(root, "target", "gdb-replay-results.json"), "w") as f:
         json.dump(rows, f, indent=1)

@@ -349,6 +349,18 @@ fn a_python_lost_update_behind_the_gil_is_found() {
             .is_some_and(|m| m.contains("status 1")),
         "{finding}"
     );
+    // The schedule replays to the same failure. Python lists the script's directory, which
+    // holds the schedules directory: it must have been there in the search too (it used to
+    // appear only at the end, and the replay diverged around step 6,400).
+    let schedule = finding["schedule"].as_str().expect("a schedule file");
+    let again = mcheck(
+        &args(&["replay", "--quiet-program", schedule]),
+        true,
+        Duration::from_secs(120),
+    );
+    assert_eq!(again.code, Some(1), "{}\n{}", again.command, again.stderr);
+    let replayed = &again.json.as_ref().expect("a replay report")["findings"][0];
+    assert_eq!(replayed["kind"], "exit_status", "{}", again.stderr);
     let _ = fs::remove_dir_all(&dir);
 }
 

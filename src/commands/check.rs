@@ -76,10 +76,13 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     let strategy = cfg.plan.name();
     // SIGINT and SIGTERM end the search cleanly, with its report.
     crate::tracee::interrupt::install().context("installing the SIGINT/SIGTERM handlers")?;
+    let json_file = args.output.json.as_deref();
+    let claimed = super::claimed_outputs::claim(Some(&args.out), json_file.as_slice());
     let mut display = ProgressDisplay::new(args.progress, share.max_executions, cfg.time_limit);
     let mut result = search(&cfg, &mut |r| display.update(r)).context("running the search")?;
     display.finish();
     let findings = write_schedules(args, &program, &env, &mut result)?;
+    claimed.release();
     for f in &findings {
         let replay = match &f.schedule {
             Some(p) => format!("mcheck replay {}", shell_quote(p)),

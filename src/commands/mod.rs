@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod check;
+pub mod claimed_outputs;
 pub mod progress;
 pub mod replay;
 

@@ -58,6 +58,9 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
                 || schedule.options.racy_addresses.is_empty()),
     };
     let racy = racy_points(&schedule);
+    // A report file that appeared only afterwards would be one more name in the program's
+    // directory (see `claimed_outputs`).
+    super::claimed_outputs::claim(None, args.output.json.as_deref().as_slice());
     if let Some(address) = &args.gdb {
         // Under gdb every access site keeps a breakpoint, so that a data race stops at its
         // later access (patched sites record without stopping) and gdb reads the
@@ -83,7 +86,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
     eprint!("{}", format_trace(&outcome.trace));
     if let Some(d) = outcome.divergence {
         return Err(Failure::Usage(format!(
-            "{}: {d}; no finding is reported",
+            "{}: {d}; no finding is reported (a program also depends on its input files, the directories it lists and its environment: did they change since the search?)",
             args.schedule.display()
         )));
     }

@@ -10,7 +10,9 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
-use common::{args, buggy_fixtures, fixture, mcheck, temp_path};
+use common::{
+    args, buggy_fixtures, fixture, mcheck, mcheck_with_piped_stdout, mcheck_with_stdout, temp_path,
+};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -109,6 +111,79 @@ fn replay_prints_the_interleaving_and_until_stops_early() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert!(r.stderr.contains("stopped after step 2"), "{}", r.stderr);
     assert_eq!(r.json.unwrap()["findings"].as_array().unwrap().len(), 0);
+    let _ = fs::remove_dir_all(&out);
+}
+
+/// `stdout_kind_abba` takes one more lock when its stdout is a pipe, so a schedule replays
+/// only if the program gets the kind of stdout it was found with, whatever mcheck's own
+/// stdout is at the replay: /dev/null for a schedule found with `--quiet-program`, a pipe
+/// (its output passed on, or dropped under `--quiet-program`), a regular file (a temporary
+/// one, shown at the end).
+#[test]
+fn a_schedule_replays_with_the_kind_of_stdout_it_was_found_with() {
+    let out = temp_path("stdout-kinds");
+    let out_s = out.display().to_string();
+    let program = fixture("stdout_kind_abba").display().to_string();
+    let replay = |schedule: &str, quiet: bool, to_file: Option<&std::path::Path>| {
+        let mut a = args(&["replay", schedule]);
+        if quiet {
+            a.push("--quiet-program".into());
+        }
+        let r = match to_file {
+            Some(path) => mcheck_with_stdout(&a, true, LIMIT, path),
+            None => mcheck_with_piped_stdout(&a, true, LIMIT),
+        };
+        let kind =
+            (r.json.as_ref()).and_then(|j| j["findings"][0]["kind"].as_str().map(String::from));
+        assert_eq!(
+            kind.as_deref(),
+            Some("deadlock"),
+            "{}: {}",
+            r.command,
+            r.stderr
+        );
+        r
+    };
+
+    // Found with stdout on /dev/null, replayed with mcheck's stdout on a pipe.
+    let (schedule, _) = find(&program, &[], &[], &out_s);
+    let r = replay(&schedule, false, None);
+    assert!(
+        r.stderr.contains("stdout goes to /dev/null"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stdout.contains("stdout is"), "{}", r.stdout);
+
+    // Found with stdout on a pipe (shown), replayed with mcheck's on a file or hidden.
+    let mut a = args(&["--out", &out_s, "--", &program]);
+    a.insert(0, "--max-executions".into());
+    a.insert(1, "100".into());
+    let found = mcheck_with_piped_stdout(&a, true, LIMIT);
+    assert!(
+        found.stdout.contains("stdout is a pipe"),
+        "{}",
+        found.stdout
+    );
+    let schedule = found.json.as_ref().expect("a report")["findings"][0]["schedule"]
+        .as_str()
+        .expect("a schedule")
+        .to_string();
+    let file = out.join("replay-stdout.txt");
+    replay(&schedule, false, Some(&file));
+    let shown = fs::read_to_string(&file).unwrap_or_default();
+    assert!(shown.contains("stdout is a pipe"), "{shown}");
+    replay(&schedule, true, None);
+
+    // Found with stdout on a file, replayed with mcheck's on a pipe: the program writes to
+    // a temporary file, shown once it ended.
+    let found = mcheck_with_stdout(&a, true, LIMIT, &file);
+    let schedule = found.json.as_ref().expect("a report")["findings"][0]["schedule"]
+        .as_str()
+        .expect("a schedule")
+        .to_string();
+    let r = replay(&schedule, false, None);
+    assert!(r.stdout.contains("stdout is not a pipe"), "{}", r.stdout);
     let _ = fs::remove_dir_all(&out);
 }
 

@@ -36,6 +36,9 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             args: args.command[1..].to_vec(),
             env: env.clone(),
             quiet_program: args.output.quiet_program,
+            stdio: Some(crate::run::program_stdio::search_kinds(
+                args.output.quiet_program,
+            )),
             expect_exit: args.expect_exit,
             execution_timeout: Duration::from_secs_f64(args.execution_timeout),
             max_steps: Some(args.max_steps),
@@ -313,6 +316,9 @@ fn write_schedules(
                     .map_or_else(Vec::new, |r| r.addresses.clone()),
                 racy_sites: w.racy.as_ref().map(|r| r.sites.clone()),
                 atomic_addresses: w.atomic_addresses.clone(),
+                stdio: Some(crate::run::program_stdio::search_kinds(
+                    args.output.quiet_program,
+                )),
             },
             w.strategy.clone(),
             &f,

@@ -33,6 +33,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
             .map(|(k, v)| (OsString::from(k), OsString::from(v)))
             .collect(),
         quiet_program: args.output.quiet_program,
+        stdio: schedule.options.stdio,
         expect_exit: schedule.options.expect_exit,
         execution_timeout: Duration::from_secs_f64(schedule.options.execution_timeout.max(0.001)),
         max_steps: Some(schedule.options.max_steps),
@@ -58,6 +59,11 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
                 || schedule.options.racy_addresses.is_empty()),
     };
     let racy = racy_points(&schedule);
+    if let Some(recorded) = schedule.options.stdio {
+        for note in crate::run::program_stdio::replay_notes(recorded, args.output.quiet_program) {
+            eprintln!("mcheck: note: {note}");
+        }
+    }
     // A report file that appeared only afterwards would be one more name in the program's
     // directory (see `claimed_outputs`).
     super::claimed_outputs::claim(None, args.output.json.as_deref().as_slice());

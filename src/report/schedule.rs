@@ -68,6 +68,55 @@ pub struct ExecutionOptions {
     /// Addresses known to hold atomics (plain loads and stores of them are atomic).
     #[serde(default)]
     pub atomic_addresses: Vec<u64>,
+    /// What the program's stdin and stdout were (absent in files written before they were
+    /// recorded: the replay passes on its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdio: Option<StdioKinds>,
+}
+
+/// The kind of file a standard stream is: programs take other paths on each (a terminal
+/// is line-buffered, a pipe cannot seek...), so a replay gives the program the same kinds.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamKind {
+    /// /dev/null.
+    Null,
+    /// A terminal.
+    Terminal,
+    /// A pipe or FIFO.
+    Pipe,
+    /// A regular file.
+    File,
+    /// A socket.
+    Socket,
+    /// Another kind of file.
+    Other,
+    /// Not open.
+    Closed,
+}
+
+impl StreamKind {
+    /// How a user calls it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            StreamKind::Null => "/dev/null",
+            StreamKind::Terminal => "a terminal",
+            StreamKind::Pipe => "a pipe",
+            StreamKind::File => "a regular file",
+            StreamKind::Socket => "a socket",
+            StreamKind::Other => "a device",
+            StreamKind::Closed => "closed",
+        }
+    }
+}
+
+/// The kinds of the program's stdin and stdout (its stderr is always mcheck's pipe).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct StdioKinds {
+    /// Its stdin.
+    pub stdin: StreamKind,
+    /// Its stdout.
+    pub stdout: StreamKind,
 }
 
 fn yes() -> bool {

@@ -46,6 +46,9 @@ pub struct ExecutionConfig {
     pub env: Vec<(OsString, OsString)>,
     /// Hide the program's stdout and stderr.
     pub quiet_program: bool,
+    /// The kinds of stdin and stdout the program gets (`program_stdio`; None: mcheck's
+    /// own, or /dev/null for a hidden stdout).
+    pub stdio: Option<super::program_stdio::StdioKinds>,
     /// The exit status that is not a finding.
     pub expect_exit: i32,
     /// Longest a thread may run without reaching a scheduling point.

@@ -14,6 +14,7 @@ use super::determinism::Determinism;
 use super::execution::{Execution, ExecutionConfig, ExecutionOutcome};
 use super::file_journal::{NotFaithful, ORIGIN};
 use super::process::Process;
+use super::program_stdio;
 use super::snapshot::{self, Restored};
 use super::state_hash;
 use super::stops::reap_all;
@@ -111,6 +112,7 @@ pub fn run_execution(
         .as_ref()
         .map(StderrCapture::finish_execution)
         .unwrap_or_default();
+    worker.outputs.finish_execution();
     let mut outcome = result?;
     let ran_to_end = outcome.exit.is_some()
         && outcome.divergence.is_none()
@@ -187,21 +189,18 @@ fn put_files_back(
 }
 
 /// Starts the program under ptrace, stopped at its exec.
-fn launch(cfg: &ExecutionConfig, worker: &WorkerState) -> Result<Process> {
+fn launch(cfg: &ExecutionConfig, worker: &mut WorkerState) -> Result<Process> {
     let stderr_fd = match &worker.capture {
         Some(c) => Some(c.writer()?),
         None => None,
     };
-    let stdout = if cfg.quiet_program || worker.quiet_rerun {
-        Some(
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open("/dev/null")?
-                .into(),
-        )
-    } else {
-        None
+    let shown = !(cfg.quiet_program || worker.quiet_rerun);
+    let stdout = match cfg.stdio {
+        Some(kinds) => worker.outputs.stdout(kinds.stdout, shown)?,
+        None if shown => None,
+        None => Some(program_stdio::dev_null()?),
     };
+    let stdin = program_stdio::stdin(cfg.stdio)?;
     let path = CString::new(cfg.program.as_os_str().as_bytes())?;
     let mut argv = vec![path.clone()];
     for a in &cfg.args {
@@ -214,6 +213,7 @@ fn launch(cfg: &ExecutionConfig, worker: &WorkerState) -> Result<Process> {
         &envp,
         StdioSetup {
             trap_rdtsc: cfg.trap_rdtsc,
+            stdin,
             stdout,
             stderr: stderr_fd,
         },

@@ -23,6 +23,7 @@ mod patching;
 mod plan;
 mod point_log;
 mod process;
+pub mod program_stdio;
 mod progress;
 mod races;
 mod repeat_filter;

@@ -61,6 +61,8 @@ pub struct WorkerState {
     pub log_buffer: Vec<crate::patch::Record>,
     /// Accesses repeated within the stretch being drained (`repeat_filter`).
     pub repeats: super::repeat_filter::RepeatFilter,
+    /// Where the program's stdout goes when it is not mcheck's own (`program_stdio`).
+    pub outputs: super::program_stdio::OutputSinks,
     /// The debugger watching its executions (`mcheck replay --gdb`), if any.
     pub debug: Option<super::debugger::DebugHook>,
 }

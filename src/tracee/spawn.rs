@@ -16,6 +16,8 @@ use super::seccomp::filter_program;
 pub struct StdioSetup {
     /// Make rdtsc/rdtscp fault (PR_SET_TSC) so the tracer can answer them.
     pub trap_rdtsc: bool,
+    /// fd to install as the child's stdin (None: inherit).
+    pub stdin: Option<OwnedFd>,
     /// fd to install as the child's stdout (None: inherit).
     pub stdout: Option<OwnedFd>,
     /// fd to install as the child's stderr (None: inherit).
@@ -75,6 +77,7 @@ pub fn spawn_traced(
     let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
     envp_ptrs.push(std::ptr::null());
     let trap_rdtsc = stdio.trap_rdtsc;
+    let in_fd = stdio.stdin.as_ref().map(|f| f.as_raw_fd());
     let out_fd = stdio.stdout.as_ref().map(|f| f.as_raw_fd());
     // SAFETY: getpid has no preconditions.
     let tracer_pid = unsafe { libc::getpid() };
@@ -110,6 +113,9 @@ pub fn spawn_traced(
                     }
                     libc::close(own);
                 }
+            }
+            if let Some(fd) = in_fd {
+                libc::dup2(fd, 0);
             }
             if let Some(fd) = out_fd {
                 libc::dup2(fd, 1);

@@ -22,6 +22,15 @@ pub struct Run {
     pub json: Option<Value>,
     /// The command line, for messages.
     pub command: String,
+    /// Its stdout, when it went to a pipe ([`mcheck_with_piped_stdout`]); else empty.
+    pub stdout: String,
+}
+
+/// Where an mcheck run's stdout goes.
+enum StdoutTo<'a> {
+    Null,
+    File(&'a Path),
+    Pipe,
 }
 
 /// The fixtures directory.
@@ -58,12 +67,17 @@ pub fn mcheck(args: &[String], json: bool, limit: Duration) -> Run {
 
 /// [`mcheck`] with extra environment variables for mcheck itself.
 pub fn mcheck_with_env(args: &[String], env: &[(&str, &str)], json: bool, limit: Duration) -> Run {
-    mcheck_to(args, env, json, limit, None)
+    mcheck_to(args, env, json, limit, StdoutTo::Null)
 }
 
 /// [`mcheck`] with its stdout (the program's, passed through) written to `stdout`.
 pub fn mcheck_with_stdout(args: &[String], json: bool, limit: Duration, stdout: &Path) -> Run {
-    mcheck_to(args, &[], json, limit, Some(stdout))
+    mcheck_to(args, &[], json, limit, StdoutTo::File(stdout))
+}
+
+/// [`mcheck`] with its stdout on a pipe, read into [`Run::stdout`].
+pub fn mcheck_with_piped_stdout(args: &[String], json: bool, limit: Duration) -> Run {
+    mcheck_to(args, &[], json, limit, StdoutTo::Pipe)
 }
 
 fn mcheck_to(
@@ -71,7 +85,7 @@ fn mcheck_to(
     env: &[(&str, &str)],
     json: bool,
     limit: Duration,
-    stdout: Option<&Path>,
+    stdout: StdoutTo<'_>,
 ) -> Run {
     let json_path = temp_path("report.json");
     let err_path = temp_path("stderr");
@@ -109,12 +123,20 @@ fn mcheck_to(
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(match stdout {
-            Some(path) => Stdio::from(File::create(path).expect("stdout file")),
-            None => Stdio::null(),
+            StdoutTo::File(path) => Stdio::from(File::create(path).expect("stdout file")),
+            StdoutTo::Null => Stdio::null(),
+            StdoutTo::Pipe => Stdio::piped(),
         })
         .stderr(err)
         .spawn()
         .expect("spawn mcheck");
+    let reader = child.stdout.take().map(|mut out| {
+        thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut out, &mut text);
+            text
+        })
+    });
     let start = Instant::now();
     let code = loop {
         if let Some(status) = child.try_wait().expect("wait") {
@@ -128,6 +150,9 @@ fn mcheck_to(
         thread::sleep(Duration::from_millis(10));
     };
     let stderr = fs::read_to_string(&err_path).unwrap_or_default();
+    let stdout = reader
+        .map(|r| r.join().unwrap_or_default())
+        .unwrap_or_default();
     assert!(
         !stderr.contains("mcheck: internal error"),
         "{command}: mcheck reported an internal error:\n{stderr}"
@@ -143,6 +168,7 @@ fn mcheck_to(
         stderr,
         json,
         command,
+        stdout,
     }
 }
 

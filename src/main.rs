@@ -9,6 +9,8 @@ use mcheck::cli::{Cli, Command, EXIT_INTERNAL, EXIT_USAGE};
 use mcheck::commands::{audit, check::check, replay::replay, Failure};
 
 fn main() -> ExitCode {
+    // Before mcheck installs handlers of its own: the programs start with what it was given.
+    mcheck::tracee::signals::note_at_start();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -114,7 +114,7 @@ fn replay_prints_the_interleaving_and_until_stops_early() {
     let _ = fs::remove_dir_all(&out);
 }
 
-/// `stdout_kind_abba` takes one more lock when its stdout is a pipe, so a schedule replays
+/// `startup_state_abba` takes one more lock when its stdout is a pipe, so a schedule replays
 /// only if the program gets the kind of stdout it was found with, whatever mcheck's own
 /// stdout is at the replay: /dev/null for a schedule found with `--quiet-program`, a pipe
 /// (its output passed on, or dropped under `--quiet-program`), a regular file (a temporary
@@ -123,7 +123,7 @@ fn replay_prints_the_interleaving_and_until_stops_early() {
 fn a_schedule_replays_with_the_kind_of_stdout_it_was_found_with() {
     let out = temp_path("stdout-kinds");
     let out_s = out.display().to_string();
-    let program = fixture("stdout_kind_abba").display().to_string();
+    let program = fixture("startup_state_abba").display().to_string();
     let replay = |schedule: &str, quiet: bool, to_file: Option<&std::path::Path>| {
         let mut a = args(&["replay", schedule]);
         if quiet {
@@ -184,6 +184,58 @@ fn a_schedule_replays_with_the_kind_of_stdout_it_was_found_with() {
         .to_string();
     let r = replay(&schedule, false, None);
     assert!(r.stdout.contains("stdout is not a pipe"), "{}", r.stdout);
+    let _ = fs::remove_dir_all(&out);
+}
+
+/// Runs `mcheck ARGS` under `env SIGNAL_OPTION` (coreutils: `--ignore-signal=INT` or
+/// `--default-signal=INT`), its stdout on a pipe; returns its exit code, stdout and stderr.
+fn mcheck_with_signal(signal_option: &str, a: &[String]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new("timeout")
+        .arg("120")
+        .arg("env")
+        .arg(signal_option)
+        .arg(env!("CARGO_BIN_EXE_mcheck"))
+        .args(a)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run mcheck under env");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `startup_state_abba` takes one more lock when SIGINT is ignored: a schedule found in the
+/// foreground replays in a background job (whose shell ignores SIGINT) because the program
+/// gets the dispositions recorded in the schedule, and the program starts with SIGPIPE's
+/// default action as natively (the Rust runtime's SIG_IGN is not passed on).
+#[test]
+fn a_schedule_replays_with_the_signal_dispositions_it_was_found_with() {
+    let out = temp_path("signals");
+    let out_s = out.display().to_string();
+    let program = fixture("startup_state_abba").display().to_string();
+    let search = args(&["--max-executions", "100", "--out", &out_s, "--", &program]);
+    let (code, stdout, err) = mcheck_with_signal("--default-signal=INT", &search);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(stdout.contains("SIGPIPE is not ignored"), "{stdout}");
+    let schedule = (fs::read_dir(&out).expect("schedules").flatten())
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("a schedule")
+        .display()
+        .to_string();
+    let doc: Value = serde_json::from_str(&fs::read_to_string(&schedule).unwrap()).unwrap();
+    let ignored = doc["options"]["ignored_signals"]
+        .as_array()
+        .expect("recorded");
+    const SIGINT: i64 = 2;
+    assert!(!ignored.contains(&Value::from(SIGINT)), "{ignored:?}");
+    let (code, stdout, err) =
+        mcheck_with_signal("--ignore-signal=INT", &args(&["replay", &schedule]));
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("deadlock:"), "{err}");
+    assert!(stdout.contains("SIGPIPE is not ignored"), "{stdout}");
     let _ = fs::remove_dir_all(&out);
 }
 

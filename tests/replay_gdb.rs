@@ -622,6 +622,30 @@ fn cpp_rust_static_and_stripped_programs_reach_their_deadlock() {
     }
 }
 
+/// A wrong exit status stops gdb at the exit_group that makes it, where the exiting thread
+/// and its stack can still be read (after the exit nothing can); `continue` then shows the
+/// program's exit with that status.
+#[test]
+fn a_wrong_exit_status_stops_at_the_exit_with_its_stack() {
+    let (Debugged { text, code, err }, _) = debug_fixture(
+        "exit_status_3",
+        &["continue", "bt", "info threads", "continue"],
+        How::default(),
+    );
+    assert_eq!(code, Some(1), "{text}\n{err}");
+    assert!(
+        text.contains("mcheck: stopped at the finding: exit_status"),
+        "{text}"
+    );
+    assert!(text.contains("_exit (status=3)"), "{text}");
+    assert!(
+        text.contains("__libc_start_call_main"),
+        "bt reads the stack: {text}"
+    );
+    assert!(!text.contains("Could not read registers"), "{text}");
+    assert!(text.contains("exited with code 03"), "{text}");
+}
+
 #[test]
 fn goto_back_and_forth_shows_the_same_state() {
     let flush = "maintenance flush register-cache";

@@ -39,6 +39,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             stdio: Some(crate::run::program_stdio::search_kinds(
                 args.output.quiet_program,
             )),
+            signals: crate::tracee::signals::at_start(),
             expect_exit: args.expect_exit,
             execution_timeout: Duration::from_secs_f64(args.execution_timeout),
             max_steps: Some(args.max_steps),
@@ -319,6 +320,8 @@ fn write_schedules(
                 stdio: Some(crate::run::program_stdio::search_kinds(
                     args.output.quiet_program,
                 )),
+                ignored_signals: Some(crate::tracee::signals::at_start().ignored),
+                blocked_signals: Some(crate::tracee::signals::at_start().blocked),
             },
             w.strategy.clone(),
             &f,

@@ -16,6 +16,7 @@ use crate::report::schedule::ScheduleFile;
 use crate::report::{human, json};
 use crate::run::search::run_single;
 use crate::run::{patching_enabled, ExecutionConfig, RacyPoints, TraceStep};
+use crate::tracee::signals::SignalSetup;
 
 /// Replays a schedule file; returns the exit status.
 pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
@@ -34,6 +35,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
             .collect(),
         quiet_program: args.output.quiet_program,
         stdio: schedule.options.stdio,
+        signals: recorded_signals(&schedule),
         expect_exit: schedule.options.expect_exit,
         execution_timeout: Duration::from_secs_f64(schedule.options.execution_timeout.max(0.001)),
         max_steps: Some(schedule.options.max_steps),
@@ -139,6 +141,24 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
 }
 
 /// What the recorded execution made scheduling points of (`--preempt-on-races`).
+/// The signals the program started with in the search (what mcheck was given, for a file
+/// that does not say).
+fn recorded_signals(schedule: &ScheduleFile) -> SignalSetup {
+    let now = crate::tracee::signals::at_start();
+    SignalSetup {
+        ignored: schedule
+            .options
+            .ignored_signals
+            .clone()
+            .unwrap_or(now.ignored),
+        blocked: schedule
+            .options
+            .blocked_signals
+            .clone()
+            .unwrap_or(now.blocked),
+    }
+}
+
 fn racy_points(schedule: &ScheduleFile) -> RacyPoints {
     RacyPoints {
         addresses: schedule.options.racy_addresses.clone(),

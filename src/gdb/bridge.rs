@@ -231,6 +231,8 @@ pub struct Bridge {
     said: Vec<String>,
     /// How to replay the schedule again (for the finding's report).
     again: String,
+    /// The finding was shown at the exit_group that makes it ([`DebugEvent::Exiting`]).
+    exit_shown: bool,
 }
 
 impl Bridge {
@@ -274,6 +276,7 @@ impl Bridge {
             interrupt,
             said: Vec::new(),
             again,
+            exit_shown: false,
         }
     }
 
@@ -757,6 +760,24 @@ impl Bridge {
         }
     }
 
+    /// Stops at finding `f`, in `thread`.
+    fn finding_stop(
+        &mut self,
+        view: &mut dyn ProgramView,
+        thread: ThreadId,
+        f: &Finding,
+    ) -> Resume {
+        let report = self.report(f);
+        if self.plan.is_none() {
+            self.tell(format!(
+                "mcheck: stopped at the finding: {} (monitor finding)",
+                f.kind.name()
+            ));
+        }
+        let kind = StopKind::Finding(thread, finding_signal(f));
+        self.moment(view, kind, Some(report), true, false)
+    }
+
     /// The report of `f`, as plain `mcheck replay` prints it.
     fn report(&self, f: &Finding) -> String {
         human::format_finding(f, &self.again)
@@ -893,23 +914,18 @@ impl Debugger for Bridge {
             DebugEvent::Interrupted { thread } => {
                 self.stop(view, StopKind::Interrupted(*thread), None)
             }
-            DebugEvent::End { finding, exit } => match finding {
+            DebugEvent::Exiting { thread, finding } => {
+                self.exit_shown = true;
+                self.finding_stop(view, *thread, finding)
+            }
+            // Shown at the exit_group already, where the thread could still be read.
+            DebugEvent::End { .. } if self.exit_shown => Resume::Continue,
+            DebugEvent::End { finding, .. } => match finding {
                 Some(f) => {
                     let thread = f.threads.first().map_or(0, |t| t.id);
-                    let report = self.report(f);
-                    if self.plan.is_none() {
-                        self.tell(format!(
-                            "mcheck: stopped at the finding: {} (monitor finding)",
-                            f.kind.name()
-                        ));
-                    }
-                    let kind = StopKind::Finding(thread, finding_signal(f));
-                    self.moment(view, kind, Some(report), true, false)
+                    self.finding_stop(view, thread, f)
                 }
-                None => {
-                    let _ = exit;
-                    Resume::Continue
-                }
+                None => Resume::Continue,
             },
         }
     }

@@ -72,6 +72,13 @@ pub struct ExecutionOptions {
     /// recorded: the replay passes on its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdio: Option<StdioKinds>,
+    /// The signals ignored when the program started (absent in files written before they
+    /// were recorded: the replay gives what mcheck was given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignored_signals: Option<Vec<i32>>,
+    /// The signals blocked when the program started (as `ignored_signals`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_signals: Option<Vec<i32>>,
 }
 
 /// The kind of file a standard stream is: programs take other paths on each (a terminal

@@ -68,6 +68,14 @@ pub enum DebugEvent {
         /// The watchpoint's address.
         addr: u64,
     },
+    /// `thread` is about to end the process (its exit_group) with a status that is a
+    /// finding: shown here, where its registers and stack can still be read.
+    Exiting {
+        /// The thread ending the process.
+        thread: ThreadId,
+        /// The exit status finding (or the panic the status reports).
+        finding: Box<Finding>,
+    },
     /// The execution is over: with its finding, or how the process ended. Threads still in
     /// the process can be inspected until the debugger lets go.
     End {
@@ -253,6 +261,23 @@ impl Execution<'_> {
             exit: out.exit.clone(),
         };
         self.debug_event(ev);
+    }
+
+    /// Thread `t` is at its exit_group: when the status is a finding, the debugger is shown
+    /// it there (once the process is gone, nothing of it can be read).
+    pub(super) fn debug_exiting(&mut self, t: ThreadId) -> anyhow::Result<Resume> {
+        if !self.debugging() {
+            return Ok(Resume::Continue);
+        }
+        let code = (self.p.load_regs(t)?.rdi & 0xff) as i32;
+        let Some(finding) = self.exit_finding(super::execution::ProcessEnd::Exited(code)) else {
+            return Ok(Resume::Continue);
+        };
+        self.p.threads[t].place = StopPlace::Syscall;
+        Ok(self.debug_event(DebugEvent::Exiting {
+            thread: t,
+            finding: Box::new(finding),
+        }))
     }
 
     /// Whether a debugger watches this execution.

@@ -49,6 +49,8 @@ pub struct ExecutionConfig {
     /// The kinds of stdin and stdout the program gets (`program_stdio`; None: mcheck's
     /// own, or /dev/null for a hidden stdout).
     pub stdio: Option<super::program_stdio::StdioKinds>,
+    /// The signals ignored and blocked when the program starts (`tracee/signals.rs`).
+    pub signals: crate::tracee::signals::SignalSetup,
     /// The exit status that is not a finding.
     pub expect_exit: i32,
     /// Longest a thread may run without reaching a scheduling point.
@@ -482,6 +484,11 @@ impl Execution<'_> {
                     thread: t,
                 };
                 if self.debug_event(ev) == super::debugger::Resume::Kill {
+                    return Ok(self.cut_short());
+                }
+                if self.model.pending(t) == Some(&Op::ExitGroup)
+                    && self.debug_exiting(t)? == super::debugger::Resume::Kill
+                {
                     return Ok(self.cut_short());
                 }
             }

@@ -213,6 +213,7 @@ fn launch(cfg: &ExecutionConfig, worker: &mut WorkerState) -> Result<Process> {
         &envp,
         StdioSetup {
             trap_rdtsc: cfg.trap_rdtsc,
+            signals: cfg.signals.clone(),
             stdin,
             stdout,
             stderr: stderr_fd,

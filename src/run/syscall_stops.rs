@@ -70,7 +70,12 @@ impl Execution<'_> {
                 let site = self.p.mem.read_u64(r.rsp).unwrap_or(r.rip);
                 return self.point(t, Op::ExitGroup, site);
             }
-            nr::EXIT_GROUP => self.group_exiting = true,
+            nr::EXIT_GROUP => {
+                self.group_exiting = true;
+                if self.debug_exiting(t)? == super::debugger::Resume::Kill {
+                    return Ok(Some(RunResult::CutShort));
+                }
+            }
             _ => {}
         }
         let site = || self.p.mem.read_u64(r.rsp).unwrap_or(r.rip);

@@ -19,6 +19,7 @@ pub mod pagemap;
 pub mod procfs;
 pub mod regs;
 pub mod seccomp;
+pub mod signals;
 pub mod spawn;
 pub mod threads;
 pub mod watchdog;

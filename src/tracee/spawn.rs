@@ -16,6 +16,8 @@ use super::seccomp::filter_program;
 pub struct StdioSetup {
     /// Make rdtsc/rdtscp fault (PR_SET_TSC) so the tracer can answer them.
     pub trap_rdtsc: bool,
+    /// The signals ignored and blocked when the program starts.
+    pub signals: super::signals::SignalSetup,
     /// fd to install as the child's stdin (None: inherit).
     pub stdin: Option<OwnedFd>,
     /// fd to install as the child's stdout (None: inherit).
@@ -77,6 +79,7 @@ pub fn spawn_traced(
     let mut envp_ptrs: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
     envp_ptrs.push(std::ptr::null());
     let trap_rdtsc = stdio.trap_rdtsc;
+    let signals = super::signals::PreparedSignals::new(&stdio.signals);
     let in_fd = stdio.stdin.as_ref().map(|f| f.as_raw_fd());
     let out_fd = stdio.stdout.as_ref().map(|f| f.as_raw_fd());
     // SAFETY: getpid has no preconditions.
@@ -87,8 +90,9 @@ pub fn spawn_traced(
     let files = super::files::user_files();
 
     // SAFETY: fork in a possibly multi-threaded process: the child only calls
-    // async-signal-safe functions (open, lseek, dup2, close, personality, kill, prctl,
-    // execve, _exit) on data prepared before the fork, then execs or exits.
+    // async-signal-safe functions (sigaction, sigprocmask, open, lseek, dup2, close,
+    // personality, kill, prctl, execve, _exit) on data prepared before the fork, then
+    // execs or exits.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
         return Err(SpawnError::Sys {
@@ -99,6 +103,7 @@ pub fn spawn_traced(
     if pid == 0 {
         // SAFETY: child side of fork, async-signal-safe calls only (see above).
         unsafe {
+            signals.apply();
             for file in files {
                 // Each execution reads and writes from where mcheck found the offset,
                 // whatever other executions did; on failure the shared description stays.

@@ -44,8 +44,12 @@ struct Server {
 }
 
 impl Server {
-    fn start(schedule: &str) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcheck"))
+    fn start(schedule: &str, how: &How) -> Server {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcheck"));
+        if how.every_access_stops {
+            command.env("MCHECK_PATCH", "off");
+        }
+        let mut child = command
             .args(["replay", "--quiet-program", "--gdb", schedule])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -137,6 +141,8 @@ struct How {
     extended: bool,
     /// Send gdb SIGINT (the user's Ctrl-C) this long after it started continuing.
     interrupt_after: Option<Duration>,
+    /// Every access site on a breakpoint (`MCHECK_PATCH=off`), as in mcheck's slow mode.
+    every_access_stops: bool,
 }
 
 /// Runs gdb in batch mode against `server` with `commands`; its whole output.
@@ -208,7 +214,7 @@ struct Debugged {
 
 /// Replays `schedule` of `program` under gdb running `commands`.
 fn debug_schedule(schedule: &str, program: &Path, commands: &[&str], how: How) -> Debugged {
-    let server = Server::start(schedule);
+    let server = Server::start(schedule, &how);
     let text = gdb(&server, program, commands, how);
     let (code, err) = server.finish();
     Debugged { text, code, err }
@@ -351,6 +357,40 @@ fn race_stops_at_the_later_access_with_the_value_of_that_moment() {
     );
     assert!(
         text.contains("mcheck: stopped at the later access of a data race"),
+        "{text}"
+    );
+}
+
+/// Memory reads show the program's own code: the jumps of patched access sites (and
+/// mcheck's breakpoints) are hidden, so gdb's bytes of `main`, whose load of `counter` is
+/// patched by the time the replay stops at the race, are those of the file.
+#[test]
+fn code_reads_show_the_programs_own_bytes() {
+    let (Debugged { text, code, err }, _) = debug_fixture(
+        "race_counter",
+        &["continue", "x/160xb main", "kill"],
+        How::default(),
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(text.contains("received signal SIGTRAP"), "{text}");
+    let program = fixture("race_counter");
+    let file = Command::new("gdb")
+        .args(["-batch", "-nx", "-ex", "x/160xb main"])
+        .arg(&program)
+        .output()
+        .expect("gdb on the file");
+    let bytes = |text: &str| -> Vec<String> {
+        (text.lines())
+            .filter(|l| l.contains("<main"))
+            .flat_map(|l| l.split(':').nth(1).unwrap_or("").split_whitespace())
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let live = bytes(&text);
+    assert_eq!(live.len(), 160, "{text}");
+    assert_eq!(
+        live,
+        bytes(&String::from_utf8_lossy(&file.stdout)),
         "{text}"
     );
 }
@@ -575,15 +615,19 @@ fn reverse_stepi_and_reverse_next_go_back_from_a_deadlock() {
     assert!(!text.contains("cannot go back"), "{text}");
 }
 
+/// The racy slices sum long arrays in loops without a call: Ctrl-C stops such a loop at its
+/// next memory access when every access site is a breakpoint (`MCHECK_PATCH=off`; with
+/// patched sites, where the replay reaches the race in a moment, a loop is interrupted
+/// only at its next scheduling point or hooked call). Under breakpoints the replay runs
+/// for a minute before the race.
 #[test]
 fn ctrl_c_stops_a_running_replay() {
-    // The racy slices sum long arrays: under gdb, where every access stops, the replay
-    // runs for a minute before the race.
     let (Debugged { text, err, .. }, _) = debug_fixture(
         "bench_slices_racy",
         &["continue", "info threads", "p s", "kill"],
         How {
             interrupt_after: Some(Duration::from_millis(1500)),
+            every_access_stops: true,
             ..How::default()
         },
     );
@@ -735,7 +779,7 @@ fn killing_gdb_leaves_no_traced_process() {
     let out = temp_path("gdb-kill");
     let program = fixture("abba_O0");
     let schedule = schedule_of(&program, &out);
-    let mut server = Server::start(&schedule);
+    let mut server = Server::start(&schedule, &How::default());
     let mut gdb = Command::new("gdb")
         .args(["-nx", "-q", "-ex", "set sysroot /", "-ex"])
         .arg(format!("target remote {}", server.address))

@@ -55,6 +55,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             trace_lib: args.trace_lib.clone(),
             no_trace_lib: args.no_trace_lib.clone(),
             stack_requests: Vec::new(),
+            stop_at_sites: Vec::new(),
             stacks_in_calls: false,
             snapshots: !args.no_snapshots,
             snapshot_memory: args.snapshot_memory,

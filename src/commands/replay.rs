@@ -49,6 +49,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         trace_lib: schedule.options.trace_lib.clone(),
         no_trace_lib: schedule.options.no_trace_lib.clone(),
         stack_requests: Vec::new(),
+        stop_at_sites: Vec::new(),
         stacks_in_calls: false,
         // One execution: nothing to gain from a snapshot.
         snapshots: false,
@@ -70,14 +71,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
     // directory (see `claimed_outputs`).
     super::claimed_outputs::claim(None, args.output.json.as_deref().as_slice());
     if let Some(address) = &args.gdb {
-        // Under gdb every access site keeps a breakpoint, so that a data race stops at its
-        // later access (patched sites record without stopping) and gdb reads the
-        // program's own code.
-        let cfg = ExecutionConfig {
-            patch: false,
-            trace: false,
-            ..cfg
-        };
+        let cfg = gdb_config(cfg, &schedule, &racy);
         let path = args.schedule.to_string_lossy();
         return crate::gdb::serve(address, &schedule, &path, &cfg, &racy, args.until);
     }
@@ -141,6 +135,38 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
 }
 
 /// What the recorded execution made scheduling points of (`--preempt-on-races`).
+/// The configuration of the executions gdb watches. Accesses are recorded inside the
+/// program (patched sites) as in a search, which keeps a real program as fast under gdb
+/// as in a plain replay (every access on a breakpoint made python3 twelve times slower);
+/// the later access of each data race the execution finds stays a breakpoint, so that gdb
+/// stops there: a first run of the schedule without gdb finds them. When that run does
+/// not follow the schedule, every access site keeps a breakpoint.
+fn gdb_config(cfg: ExecutionConfig, schedule: &ScheduleFile, racy: &RacyPoints) -> ExecutionConfig {
+    let cfg = ExecutionConfig {
+        trace: false,
+        ..cfg
+    };
+    if !cfg.patch {
+        return cfg;
+    }
+    let quiet = ExecutionConfig {
+        quiet_program: true,
+        ..cfg.clone()
+    };
+    let mut sched = ReplayScheduler::new(schedule.decisions.clone());
+    let atomics = &schedule.options.atomic_addresses;
+    match crate::run::search::race_sites(&quiet, &mut sched, racy, atomics) {
+        Ok(Some(sites)) => ExecutionConfig {
+            stop_at_sites: sites,
+            ..cfg
+        },
+        _ => ExecutionConfig {
+            patch: false,
+            ..cfg
+        },
+    }
+}
+
 /// The signals the program started with in the search (what mcheck was given, for a file
 /// that does not say).
 fn recorded_signals(schedule: &ScheduleFile) -> SignalSetup {

@@ -163,6 +163,15 @@ impl PatchTable {
         self.sites.iter().map(|(&a, s)| (a, s))
     }
 
+    /// The patched sites that overlap `range`, each with its original bytes: laid over
+    /// the process's memory, they give the program's own code (a debugger reads that).
+    pub fn originals_overlapping(&self, range: Range<u64>) -> impl Iterator<Item = (u64, &[u8])> {
+        let from = range.start.saturating_sub(16);
+        (self.sites.range(from..range.end))
+            .filter(move |(&at, s)| at + s.len as u64 > range.start)
+            .map(|(&at, s)| (at, s.original_bytes()))
+    }
+
     /// The sites whose patches must be taken out before the bytes `range` change, in the
     /// order to take them out: each one's jump covers bytes in `range` or bytes that an
     /// earlier one's restoration changes.
@@ -224,6 +233,23 @@ mod tests {
             full: 65,
             kind: crate::patch::trampoline::Kind::Access,
         }
+    }
+
+    #[test]
+    fn the_original_bytes_of_the_sites_a_range_overlaps_are_found() {
+        let mut t = PatchTable::default();
+        t.insert(0x1000, site(0, 2, 3, 0x9000), meta(0x9000, 0x1000));
+        t.insert(0x1010, site(1, 7, 0, 0x9100), meta(0x9100, 0x1010));
+        let at = |r: std::ops::Range<u64>| -> Vec<u64> {
+            t.originals_overlapping(r).map(|(a, _)| a).collect()
+        };
+        assert_eq!(at(0x1001..0x1002), vec![0x1000]);
+        assert_eq!(at(0x1002..0x1010), Vec::<u64>::new());
+        assert_eq!(at(0x1000..0x1011), vec![0x1000, 0x1010]);
+        assert_eq!(at(0x1016..0x1100), vec![0x1010]);
+        assert_eq!(at(0x1017..0x1100), Vec::<u64>::new());
+        let (_, bytes) = t.originals_overlapping(0x1010..0x1011).next().expect("one");
+        assert_eq!(bytes.len(), 7);
     }
 
     #[test]

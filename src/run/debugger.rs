@@ -18,6 +18,7 @@ use crate::model::ThreadId;
 use crate::report::Finding;
 use crate::tracee::debugregs::{self, Watch};
 use crate::tracee::regs::Regs;
+use crate::tracee::Event;
 
 /// A moment of the execution reported to the debugger.
 #[derive(Debug)]
@@ -376,7 +377,17 @@ impl Execution<'_> {
         if !hook.debugger.poll_interrupt(t) {
             return Ok(None);
         }
-        let mut ev = DebugEvent::Interrupted { thread: t };
+        self.debug_stop_stepping(t, DebugEvent::Interrupted { thread: t })
+    }
+
+    /// Shows the debugger `ev` of `t`, the running thread, stopped where it can be
+    /// stepped, and steps it for as long as the debugger asks. Some when that ended the
+    /// execution; None when the thread is to run on from where it is.
+    pub(super) fn debug_stop_stepping(
+        &mut self,
+        t: ThreadId,
+        mut ev: DebugEvent,
+    ) -> anyhow::Result<Option<super::execution::RunResult>> {
         loop {
             let stepper = self.steppable(t).then_some(t);
             match self.debug_event_stepping(ev, stepper) {
@@ -464,6 +475,8 @@ impl Execution<'_> {
     fn debug_step(&mut self, t: ThreadId) -> anyhow::Result<Option<super::execution::RunResult>> {
         let pc = self.debug_pc(t);
         let tid = self.p.threads[t].tid;
+        // An empty log: a trampoline stepped through below cannot find it full.
+        self.drain_log(t);
         let r = crate::tracee::regs::get(tid)?;
         self.p.threads[t].regs = r;
         if let Some(super::process::BreakpointKind::Access(id)) = self.p.bp_kinds.get(&pc).cloned()
@@ -485,14 +498,11 @@ impl Execution<'_> {
             crate::tracee::regs::set(tid, regs)?;
             crate::tracee::events::step(tid)?;
             self.p.threads[t].place = StopPlace::Event;
-            loop {
-                match crate::tracee::events::wait(Some(tid))? {
-                    crate::tracee::WaitOutcome::Interrupted => continue,
-                    crate::tracee::WaitOutcome::Event(_, crate::tracee::Event::Trap) => break None,
-                    crate::tracee::WaitOutcome::Event(_, ev) => break Some(ev),
-                    crate::tracee::WaitOutcome::NoChildren => break None,
-                }
-            }
+            step_done(tid)?
+        };
+        let event = match event {
+            None => self.step_out_of_patches(t)?,
+            ev => ev,
         };
         self.p.load_regs(t)?;
         if let Some(crate::tracee::Event::Signal(sig)) = event {
@@ -506,6 +516,25 @@ impl Execution<'_> {
 }
 
 impl Execution<'_> {
+    /// After a step into patched code (a site's jump towards its trampoline): steps on
+    /// until the thread is back in the program's own code, so that a step is one of the
+    /// program's instructions. The event that ended the steps, when not a step's trap.
+    fn step_out_of_patches(&mut self, t: ThreadId) -> anyhow::Result<Option<Event>> {
+        let tid = self.p.threads[t].tid;
+        for _ in 0..MAX_PATCH_STEPS {
+            let rip = crate::tracee::regs::get(tid)?.rip;
+            let table = &self.p.patching.table;
+            if table.trampoline_at(rip).is_none() && table.hop_to(rip).is_none() {
+                break;
+            }
+            crate::tracee::events::step(tid)?;
+            if let Some(ev) = step_done(tid)? {
+                return Ok(Some(ev));
+            }
+        }
+        Ok(None)
+    }
+
     /// Brings thread `t`'s debug registers up to the debugger's watchpoints before it runs.
     pub(super) fn debug_arm(&mut self, t: ThreadId) -> anyhow::Result<()> {
         let tid = self.p.threads[t].tid;
@@ -545,6 +574,22 @@ impl Execution<'_> {
         match self.watch_hit(t)? {
             Some(addr) => self.debug_watch_hit(t, addr),
             None => Ok(Resume::Continue),
+        }
+    }
+}
+
+/// Most instructions a step runs through one site's patched code (a trampoline is at most
+/// 192 bytes of straight-line code).
+const MAX_PATCH_STEPS: usize = 256;
+
+/// Waits for the end of a single step of `tid`: None for its trap, else the event.
+fn step_done(tid: crate::tracee::Pid) -> anyhow::Result<Option<Event>> {
+    loop {
+        match crate::tracee::events::wait(Some(tid))? {
+            crate::tracee::WaitOutcome::Interrupted => continue,
+            crate::tracee::WaitOutcome::Event(_, Event::Trap) => return Ok(None),
+            crate::tracee::WaitOutcome::Event(_, ev) => return Ok(Some(ev)),
+            crate::tracee::WaitOutcome::NoChildren => return Ok(None),
         }
     }
 }
@@ -621,6 +666,16 @@ impl ProgramView for View<'_, '_> {
         for (i, b) in buf[..n].iter_mut().enumerate() {
             if let Some(orig) = self.exec.p.bps.original_byte(addr + i as u64) {
                 *b = orig;
+            }
+        }
+        // Patched sites show the instructions they replaced.
+        let end = addr + n as u64;
+        for (at, original) in self.exec.p.patching.table.originals_overlapping(addr..end) {
+            for (j, &byte) in original.iter().enumerate() {
+                let a = at + j as u64;
+                if (addr..end).contains(&a) {
+                    buf[(a - addr) as usize] = byte;
+                }
             }
         }
         n

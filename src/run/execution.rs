@@ -77,6 +77,9 @@ pub struct ExecutionConfig {
     pub no_trace_lib: Vec<String>,
     /// Accesses whose stacks to capture (a second run of a schedule that found races).
     pub stack_requests: Vec<AccessKey>,
+    /// Access sites kept on breakpoints although they could be patched (under gdb: the
+    /// later accesses of the execution's races, so that the replay stops at them).
+    pub stop_at_sites: Vec<u64>,
     /// Some of them are calls of modelled memory functions: their hooks must stop (the
     /// thread must be at the call when its stack is taken), not log.
     pub stacks_in_calls: bool,

@@ -591,9 +591,11 @@ impl Execution<'_> {
     }
 
     /// Sites this execution needs a real stop at: racy sites under `--preempt-on-races`,
-    /// and the earlier accesses whose stacks it is asked to capture.
+    /// the earlier accesses whose stacks it is asked to capture, and those the
+    /// configuration names (`stop_at_sites`).
     fn stop_sites(&self) -> HashSet<u64> {
         let mut s: HashSet<u64> = self.stack_requests.iter().map(|r| r.1).collect();
+        s.extend(self.cfg.stop_at_sites.iter().copied());
         if self.cfg.preempt_on_races {
             s.extend(self.worker.racy_sites.iter().copied());
         }
@@ -638,7 +640,7 @@ impl Execution<'_> {
     }
 
     /// Moves `t`, stopped inside a trampoline, to its site (or past it).
-    fn leave_trampoline(&mut self, t: ThreadId) -> Result<()> {
+    pub(super) fn leave_trampoline(&mut self, t: ThreadId) -> Result<()> {
         if self.p.patching.table.is_empty() {
             return Ok(());
         }

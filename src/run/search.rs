@@ -396,6 +396,29 @@ fn replay_worker(racy: &RacyPoints, atomic_addresses: &[u64]) -> Result<(WorkerS
     Ok((worker, tick))
 }
 
+/// The instructions at which the execution of `sched` finds its data races (their later
+/// accesses), or None when it does not follow the schedule: a replay under gdb keeps them
+/// on breakpoints so that it stops at them.
+pub fn race_sites(
+    cfg: &ExecutionConfig,
+    sched: &mut dyn Scheduler,
+    racy: &RacyPoints,
+    atomic_addresses: &[u64],
+) -> Result<Option<Vec<u64>>> {
+    let (mut worker, _tick) = replay_worker(racy, atomic_addresses)?;
+    sched.begin_execution(0);
+    let outcome = run_execution(cfg, sched, &mut worker)?;
+    if outcome.divergence.is_some() || outcome.stopped_early {
+        return Ok(None);
+    }
+    let mut sites: Vec<u64> = (outcome.race_origins.iter())
+        .filter_map(|o| o.later.map(|key| key.1))
+        .collect();
+    sites.sort_unstable();
+    sites.dedup();
+    Ok(Some(sites))
+}
+
 /// Runs one execution of `cfg` under `sched` watched by a debugger (`replay --gdb`): like
 /// [`run_single`], without the second run that fetches the earlier stacks of races.
 pub fn run_debugged(

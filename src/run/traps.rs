@@ -16,9 +16,17 @@ impl Execution<'_> {
         let addr = r.rip.wrapping_sub(1);
         if self.debugging() {
             if let Some(watched) = self.watch_hit(t)? {
-                // A hardware watchpoint of the debugger fired after the instruction.
-                if self.debug_watch_hit(t, watched)? == super::debugger::Resume::Kill {
-                    return Ok(Some(RunResult::CutShort));
+                // A hardware watchpoint of the debugger fired after the instruction (in a
+                // trampoline: shown past its site, where the program goes on from).
+                self.leave_trampoline(t)?;
+                self.p.load_regs(t)?;
+                self.p.threads[t].place = StopPlace::Event;
+                let ev = super::debugger::DebugEvent::Watch {
+                    thread: t,
+                    addr: watched,
+                };
+                if let Some(done) = self.debug_stop_stepping(t, ev)? {
+                    return Ok(Some(done));
                 }
                 let sig = self.p.threads[t].pending_signal.take();
                 events::resume(self.p.threads[t].tid, sig)?;

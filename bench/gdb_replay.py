@@ -13,6 +13,10 @@ For each fixture: find its bug once, then, medians over --reps repetitions,
     - goto end / goto 0: `monitor goto LAST` forward to the last decision, then
       `monitor goto 0` back to the first (one re-execution from the start).
 Going back replays the program again from its start; no fork snapshot yet.
+Then a real program, CPython's lost update (the script of tests/real_programs.rs; skipped
+without /usr/bin/python3), once with patched access sites (the default) and once with
+every access site on a breakpoint (MCHECK_PATCH=off), its breakpoint on Py_BytesMain
+(python3 is stripped; main is not exported).
 Prints a markdown table; writes target/gdb-replay-results.json. Exit 0 whatever the
 figures; 2 when the harness cannot measure (no gdb).
 """
@@ -31,10 +35,39 @@ from bench import FIXTURES, MCHECK, median
 
 FIXTURE_NAMES = ["abba_O0", "race_counter", "order_null_deref"]
 
+PYTHON = "/usr/bin/python3"
+LOST_UPDATE = """import threading
+N = 50
+counter = 0
+calls = 0
+calls_lock = threading.Lock()
+start = threading.Barrier(4)
 
-def find_schedule(prog, out):
-    subprocess.run([MCHECK, "--quiet-program", "--progress", "never", "--out", out, "--", prog],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+def f(x):
+    global calls
+    with calls_lock:
+        calls += 1
+    return x + 1
+
+def work():
+    global counter
+    start.wait()
+    for _ in range(N):
+        counter = f(counter)
+
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+assert counter == 4 * N, f"lost updates: counter is {counter}, expected {4 * N}"
+"""
+
+
+def find_schedule(argv, out, extra=()):
+    subprocess.run([MCHECK, "--quiet-program", "--progress", "never", *extra, "--out", out,
+                    "--", *argv],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
     files = sorted(f for f in os.listdir(out) if f.endswith(".json")) if os.path.isdir(out) else []
     return os.path.join(out, files[0]) if files else None
 
@@ -44,9 +77,10 @@ def steps_of(schedule):
         return len(json.load(f)["decisions"])
 
 
-def gdb_session(prog, schedule, last):
+def gdb_session(prog, schedule, last, where="main", env=None):
     mc = subprocess.Popen([MCHECK, "replay", "--quiet-program", "--gdb", schedule],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env=env)
     address = None
     for line in mc.stderr:
         m = re.search(r"target remote ([^']+)'", line)
@@ -58,11 +92,11 @@ def gdb_session(prog, schedule, last):
         mc.wait()
         return None
     script = [
-        "set sysroot /", "set remotetimeout 30", f"target remote {address}",
+        "set sysroot /", "set remotetimeout 900", f"target remote {address}",
         "python import time; t = [time.time()]",
         "continue",
         "python t.append(time.time())",
-        "break main",
+        f"break {where}",
         "reverse-continue",
         "python t.append(time.time())",
         f"monitor goto {last}",
@@ -75,7 +109,7 @@ def gdb_session(prog, schedule, last):
     cmd = ["gdb", "-batch", "-nx"]
     for c in script:
         cmd += ["-ex", c]
-    out = subprocess.run(cmd + [prog], capture_output=True, text=True, timeout=120).stdout
+    out = subprocess.run(cmd + [prog], capture_output=True, text=True, timeout=900).stdout
     try:
         mc.wait(timeout=30)
     except subprocess.TimeoutExpired:
@@ -96,19 +130,37 @@ def main():
         return 2
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name in FIXTURE_NAMES:
-            prog = os.path.join(FIXTURES, name)
-            schedule = find_schedule(prog, os.path.join(tmp, name))
+        cases = [(name, [os.path.join(FIXTURES, name)], "main", None, opts.reps, ())
+                 for name in FIXTURE_NAMES]
+        if os.access(PYTHON, os.X_OK):
+            script = os.path.join(tmp, "python", "lost_update.py")
+            os.makedirs(os.path.dirname(script))
+            with open(script, "w") as f:
+                f.write(LOST_UPDATE)
+            search = ("--seed", "1", "--execution-timeout", "120", "--time-limit", "200")
+            off = dict(os.environ, MCHECK_PATCH="off")
+            cases.append(("python3 lost update", [PYTHON, script], "Py_BytesMain", None, 1,
+                          search))
+            cases.append(("same, MCHECK_PATCH=off", [PYTHON, script], "Py_BytesMain", off, 1,
+                          search))
+        found = {}
+        for name, argv, where, env, reps, extra in cases:
+            key = tuple(argv)
+            if key not in found:
+                found[key] = find_schedule(argv, os.path.join(tmp, "out-" + str(len(found))),
+                                           extra)
+            schedule = found[key]
             if schedule is None:
                 continue
             last = steps_of(schedule)
             fwd, timed = [], []
-            for _ in range(opts.reps):
+            for _ in range(reps):
                 t = time.time()
                 subprocess.run([MCHECK, "replay", "--quiet-program", schedule],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               timeout=600, env=env)
                 fwd.append(time.time() - t)
-                s = gdb_session(prog, schedule, last)
+                s = gdb_session(argv[0], schedule, last, where, env)
                 if s:
                     timed.append(s)
             col = lambda i: median([s[i] for s in timed]) if timed else None

@@ -79,10 +79,12 @@ impl ReplayTarget {
         }
         if n < at {
             // Back: the program is replayed again from its start up to decision n.
-            let said = match self.go_back(Back::Step(n)) {
+            let mut started = false;
+            let said = match self.go_back(Back::Step(n), &mut || keep_alive(out, &mut started)) {
                 Ok(stop) => format!("mcheck: replayed again up to step {}", stop.step),
                 Err(_) => "mcheck: the replay has ended".to_string(),
             };
+            end_keep_alive(out, started);
             self.say_console(out);
             outputln!(out, "{said}");
             return;
@@ -98,7 +100,9 @@ impl ReplayTarget {
     }
 
     fn run_and_say(&mut self, goal: Goal, out: &mut ConsoleOutput<'_>) {
-        let stop = self.run_to_next_stop(goal).cloned();
+        let mut started = false;
+        let stop = (self.run_to_next_stop(goal, &mut || keep_alive(out, &mut started))).cloned();
+        end_keep_alive(out, started);
         self.say_console(out);
         match stop {
             Ok(stop) => {
@@ -121,5 +125,24 @@ impl ReplayTarget {
             }
             Err(_) => outputln!(out, "mcheck: the replay has ended"),
         }
+    }
+}
+
+/// Said every second while a monitor command runs the program: gdb waits for a reply no
+/// longer than `remotetimeout` (2 s by default), and a console packet counts as one.
+fn keep_alive(out: &mut ConsoleOutput<'_>, started: &mut bool) {
+    if *started {
+        gdbstub::output!(out, ".");
+    } else {
+        gdbstub::output!(out, "mcheck: running the replay");
+        *started = true;
+    }
+    out.flush();
+}
+
+/// Ends the line of [`keep_alive`]'s dots, if it began one.
+fn end_keep_alive(out: &mut ConsoleOutput<'_>, started: bool) {
+    if started {
+        outputln!(out, "");
     }
 }

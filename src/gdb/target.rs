@@ -36,6 +36,9 @@ use super::bridge::{Back, Goal, Reply, Request, Stop, StopKind, WatchWhat};
 use crate::explore::Decision;
 use crate::run::debugger::ThreadInfo;
 
+/// How often a long monitor command tells gdb it is still at work.
+const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// What the replay target knows on the gdb thread.
 pub struct ReplayTarget {
     requests: Sender<Request>,
@@ -119,25 +122,44 @@ impl ReplayTarget {
         self.last = Some(stop);
     }
 
-    /// Sends the executor on to the next stop and waits for it (monitor commands).
-    pub(super) fn run_to_next_stop(&mut self, goal: Goal) -> Result<&Stop, Gone> {
+    /// Sends the executor on to the next stop and waits for it (monitor commands), calling
+    /// `tick` every second meanwhile.
+    pub(super) fn run_to_next_stop(
+        &mut self,
+        goal: Goal,
+        tick: &mut dyn FnMut(),
+    ) -> Result<&Stop, Gone> {
         if self.ended {
             return Err(Gone);
         }
         self.requests
             .send(Request::Resume(goal))
             .map_err(|_| Gone)?;
-        let stop = self.stops.recv().map_err(|_| Gone)?;
+        let stop = self.wait_stop(tick)?;
         self.note_stop(stop);
         self.last.as_ref().ok_or(Gone)
     }
 
-    /// Goes back (the program is executed again up to there) and waits for that stop.
-    pub(super) fn go_back(&mut self, back: Back) -> Result<&Stop, Gone> {
+    /// Goes back (the program is executed again up to there) and waits for that stop,
+    /// calling `tick` every second meanwhile.
+    pub(super) fn go_back(&mut self, back: Back, tick: &mut dyn FnMut()) -> Result<&Stop, Gone> {
         self.send_back(back).map_err(|_| Gone)?;
-        let stop = self.stops.recv().map_err(|_| Gone)?;
+        let stop = self.wait_stop(tick)?;
         self.note_stop(stop);
         self.last.as_ref().ok_or(Gone)
+    }
+
+    /// Waits for the executor's next stop, calling `tick` every second meanwhile: a monitor
+    /// command sends gdb something then, since gdb gives up on a packet it waited
+    /// `remotetimeout` for (2 s by default) and the session breaks.
+    fn wait_stop(&mut self, tick: &mut dyn FnMut()) -> Result<Stop, Gone> {
+        loop {
+            match self.stops.recv_timeout(KEEPALIVE) {
+                Ok(stop) => return Ok(stop),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => tick(),
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return Err(Gone),
+            }
+        }
     }
 
     /// Asks the executor to go back; the stop comes later.

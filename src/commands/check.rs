@@ -99,6 +99,19 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     if let Some(s) = args.shard.filter(|s| s.count > 1) {
         statement = format!("shard {s} of a split search (its part only): {statement}");
     }
+    if cfg.proof_budget.is_some() && result.executions > cfg.max_executions {
+        // The default budget's proof extension: say why the count passes the budget.
+        let outcome = if result.complete {
+            "which finished it"
+        } else {
+            "trying to finish its proof"
+        };
+        statement = format!(
+            "{statement} (the last {} execution(s), past the budget of {}, were the reduced search's, {outcome})",
+            result.executions - cfg.max_executions,
+            cfg.max_executions
+        );
+    }
     let cache = match &result.state_cache {
         Some(c) => format!(
             ", state cache: {} state(s), {} pruned, {} revisit(s) with another state, {} page(s) hashed, {} kept",

@@ -66,10 +66,17 @@ impl ProgressDisplay {
         let limit = self
             .time_limit
             .map_or(String::new(), |l| format!(" of {:.0} s", l.as_secs_f64()));
+        let executions = if r.executions > self.max_executions {
+            // The default budget is spent; the reduced search goes on to finish its proof.
+            format!(
+                "{} execution(s) (budget {} spent; the reduced search goes on to finish its proof)",
+                r.executions, self.max_executions
+            )
+        } else {
+            format!("{}/{} execution(s)", r.executions, self.max_executions)
+        };
         format!(
-            "mcheck: progress: {}/{} execution(s), {} finding(s), {:.0} s{limit}, {} MiB",
-            r.executions,
-            self.max_executions,
+            "mcheck: progress: {executions}, {} finding(s), {:.0} s{limit}, {} MiB",
             r.findings,
             r.elapsed.as_secs_f64(),
             r.memory >> 20

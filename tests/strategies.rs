@@ -126,6 +126,33 @@ fn dpor_runs_the_three_thread_qadeer_example_once_per_trace() {
     assert_eq!(n, 6);
 }
 
+/// `wakeup_locks`: main creates A (lock m, store x, unlock), B (lock m, store y, unlock) and
+/// C (load x), then joins A (Ja), B (Jb) and C (Jc); the stores and the load are atomics.
+///
+/// Without reduction: main's first step runs through the three clones to Ja, and the
+/// threads start within it up to their first operation. A's three steps and B's three
+/// cannot interleave (the lock blocks), and the step after an unlock runs to the thread's
+/// exit. With A's section first, Ja comes after A's unlock and before Jb (4 places among B's
+/// steps), Jb after B's unlock; C's load goes anywhere before Jc (9 places among the 8
+/// steps), and Jc is last: 4 · 9 = 36. With B's first, Ja and Jb both follow all six: C's
+/// load has the same 9 places. 45 executions.
+///
+/// With reduction: the order of the critical sections (2) times whether the load comes
+/// before or after the store of x (2): 4 traces. Source sets alone explore 5 here (one
+/// execution is sleep-set blocked); the wakeup trees of optimal DPOR explore exactly 4.
+#[test]
+fn optimal_dpor_runs_one_execution_where_source_sets_run_a_redundant_one() {
+    let (n, complete) = executions(
+        &["--strategy", "dfs", "--no-por", "--jobs", "1"],
+        &["wakeup_locks"],
+    );
+    assert!(complete);
+    assert_eq!(n, 45);
+    let (n, complete) = executions(&["--strategy", "dfs", "--jobs", "1"], &["wakeup_locks"]);
+    assert!(complete);
+    assert_eq!(n, 4);
+}
+
 #[test]
 fn icb_at_bound_zero_explores_exactly_the_non_preemptive_executions() {
     // Without preemptions main runs to its first join (C0, J1 blocked); then a

@@ -33,6 +33,7 @@ pub mod shard;
 mod state_cache;
 mod timeout_steps;
 mod tree;
+mod wakeup;
 
 pub use fair::FairFilter;
 pub use pct::PctScheduler;

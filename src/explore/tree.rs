@@ -9,7 +9,8 @@
 //! any with c+1. Switching away from a blocked, yielding or exited thread is free.
 //!
 //! Unbounded DFS can be reduced by dynamic partial-order reduction ([`super::dpor`]): a new
-//! node then starts with only its default choice (or another thread that does not sleep),
+//! node then starts with the first step of the wakeup tree planned for it
+//! ([`super::wakeup`]), else its default choice (or another thread that does not sleep),
 //! and alternatives are added by the race analysis of each finished execution.
 //!
 //! Unbounded DFS can instead prune with a table of visited states ([`super::state_cache`],
@@ -22,11 +23,12 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use super::dpor::{self, PorNode, Step};
+use super::dpor::{self, PorNode, Reversal, Step};
 use super::pool::Claims;
 use super::prefix::{PendingBranches, Prefix};
 use super::shard::{ShardRange, TreeShard};
 use super::state_cache::{counter_of, SharedStateTable, Visit};
+use super::wakeup::{self, Branch, Event};
 use super::{Coverage, Divergence, ExecutionSummary, Point, Scheduler};
 use crate::model::{Footprint, ThreadId};
 
@@ -114,6 +116,13 @@ pub struct TreeSearch {
     sleep_blocked: Option<usize>,
     /// Executions that were sleep-set blocked (redundant).
     redundant: u64,
+    /// The wakeup tree to follow from node `planned_at` on: the subtree of the alternative
+    /// this execution explores (partial-order reduction).
+    planned: Vec<Branch>,
+    /// The node `planned` applies to.
+    planned_at: usize,
+    /// How races are reversed (optimal or source sets) and the wakeup trees' budget.
+    reduction: Reduction,
     /// Alternatives the race analysis wants at nodes of the work item's prefix, as prefixes
     /// for the pool (another worker's part of the tree).
     outside: Vec<Split>,
@@ -243,6 +252,9 @@ impl TreeSearch {
             segment: Footprint::default(),
             sleep_blocked: None,
             redundant: 0,
+            planned: Vec::new(),
+            planned_at: 0,
+            reduction: Reduction::default(),
             outside: Vec::new(),
             requested: HashSet::new(),
             claims: None,
@@ -301,6 +313,9 @@ impl TreeSearch {
         t.bound = bound;
         t.managed = true;
         t.started = true;
+        // A subtree given away is explored without the sequences the giver's other
+        // alternatives found for it: only source sets keep every trace there.
+        t.reduction.optimal = prefix.is_empty();
         t.queue.push_back(Prefix::from_vec(&prefix));
         t
     }
@@ -319,6 +334,8 @@ impl TreeSearch {
         loop {
             let i = (self.fixed..self.stack.len()).find(|&i| !self.stack[i].todo.is_empty())?;
             let alt = self.stack[i].todo.remove(0);
+            // The receiver explores the subtree by source sets, without this wakeup tree.
+            self.take_branch(i, alt);
             if !self.claim(i, alt) {
                 continue;
             }
@@ -334,6 +351,9 @@ impl TreeSearch {
             } else {
                 Vec::new()
             };
+            // The receiver's sequences for our later alternatives reach the pool, not our
+            // wakeup trees: source sets from now on (see `Reduction::optimal`).
+            self.reduction.optimal = false;
             return Some(Split { prefix, sleep });
         }
     }
@@ -383,7 +403,10 @@ impl TreeSearch {
             let last = self.stack.len() - 1;
             while !self.stack[last].todo.is_empty() {
                 let alt = self.stack[last].todo.remove(0);
+                let branch = self.take_branch(last, alt);
                 if !self.claim(last, alt) {
+                    // Another worker explores it, without this tree's sequences.
+                    self.reduction.optimal = false;
                     continue;
                 }
                 // The subtree left is explored: nobody should be asked to explore it again.
@@ -399,6 +422,8 @@ impl TreeSearch {
                 }
                 node.chosen = alt;
                 self.replay = self.stack.iter().map(|n| n.chosen).collect();
+                self.planned = branch.map(|b| b.children).unwrap_or_default();
+                self.planned_at = last + 1;
                 return true;
             }
             self.stack.pop();
@@ -407,6 +432,7 @@ impl TreeSearch {
         loop {
             if let Some(prefix) = self.queue.pop_front() {
                 self.stack.clear();
+                self.planned.clear();
                 self.fixed = prefix.len();
                 self.replay = prefix.to_vec();
                 return true;
@@ -450,12 +476,40 @@ impl TreeSearch {
         }
     }
 
-    /// A node beyond the replayed prefix: its default choice unless that thread sleeps,
-    /// else another thread that does not; no alternatives until the race analysis adds them.
+    /// A node beyond the replayed prefix: the first branch of the wakeup tree planned for
+    /// it whose thread can run and does not sleep (the others become its alternatives);
+    /// without one, its default choice unless that thread sleeps, else another thread that
+    /// does not. Further alternatives come from the race analysis.
     fn choose_reduced(&mut self, point: &Point<'_>, preemptions_before: u32) -> ThreadId {
-        let node = self.por_node(point);
+        let mut node = self.por_node(point);
+        let planned = if self.planned_at == point.step {
+            std::mem::take(&mut self.planned)
+        } else {
+            Vec::new()
+        };
+        self.planned.clear();
+        // A planned step that cannot run here (a dependency the footprints did not show)
+        // is dropped; the race analysis of this execution reverses what it had to.
+        let planned_len = planned.len();
+        let mut usable = planned
+            .into_iter()
+            .filter(|b| point.enabled.contains(&b.event.thread) && !node.asleep(b.event.thread))
+            .peekable();
+        if planned_len > 0 && (usable.peek().is_none() || self.sleep_blocked.is_some()) {
+            self.reduction.optimal = false;
+        }
+        let followed = if self.sleep_blocked.is_none() {
+            usable.next()
+        } else {
+            None
+        };
+        node.wakeup = usable.collect();
         let default = point.default_choice();
-        let chosen = if self.sleep_blocked.is_some() || !node.asleep(default) {
+        let chosen = if let Some(b) = followed {
+            self.planned = b.children;
+            self.planned_at = point.step + 1;
+            b.event.thread
+        } else if self.sleep_blocked.is_some() || !node.asleep(default) {
             default
         } else if let Some(&t) = point.enabled.iter().find(|&&t| !node.asleep(t)) {
             t
@@ -466,7 +520,7 @@ impl TreeSearch {
         };
         self.stack.push(Node {
             chosen,
-            todo: Vec::new(),
+            todo: node.wakeup.iter().map(|b| b.event.thread).collect(),
             preemptions_before,
             chosen_preempts: point.is_preemption(chosen),
             enabled: point.enabled.to_vec(),
@@ -474,6 +528,14 @@ impl TreeSearch {
             range: self.range_at(point.step),
         });
         chosen
+    }
+
+    /// Removes alternative `alt`'s branch from node `i`'s wakeup tree (its to-do entry is
+    /// removed by the caller) and returns it.
+    fn take_branch(&mut self, i: usize, alt: ThreadId) -> Option<Branch> {
+        let por = self.stack[i].por.as_deref_mut()?;
+        let at = por.wakeup.iter().position(|b| b.event.thread == alt)?;
+        Some(por.wakeup.remove(at))
     }
 
     /// The step chosen at node `i` has run: its footprint is its operation's, what it
@@ -532,6 +594,12 @@ impl TreeSearch {
             .map(|(&t, f)| (t, f.clone()))
             .chain(at_end.por().blocked.iter().cloned())
             .collect();
+        // The wakeup trees change while the steps (borrowed from the path) are read.
+        let mut trees: Vec<(Vec<ThreadId>, Vec<Branch>)> = Vec::with_capacity(limit);
+        for n in &mut self.stack[..limit] {
+            let todo = std::mem::take(&mut n.todo);
+            trees.push((todo, std::mem::take(&mut n.por_mut().wakeup)));
+        }
         let steps: Vec<Step<'_>> = self.stack[..limit]
             .iter()
             .map(|n| Step {
@@ -541,34 +609,185 @@ impl TreeSearch {
                 created: &n.por().created,
             })
             .collect();
-        let races = dpor::races(&steps, &pending);
-        for r in races {
-            self.schedule_reversal(r.node, &r.initials);
+        let mut above = Vec::new();
+        dpor::reversals(&steps, &pending, |r| {
+            let i = r.race.node;
+            let (todo, tree) = &mut trees[i];
+            if i >= self.fixed {
+                reverse_at(
+                    &self.stack[i],
+                    todo,
+                    tree,
+                    &r,
+                    &steps,
+                    &pending,
+                    &mut self.reduction,
+                );
+            } else {
+                let add = additions_at(&self.stack[i], todo, &r.race.initials);
+                above.extend(add.into_iter().map(|q| (i, q)));
+            }
+        });
+        drop(steps);
+        for (n, (todo, tree)) in self.stack.iter_mut().zip(trees) {
+            n.todo = todo;
+            n.por_mut().wakeup = tree;
+        }
+        for (i, q) in above {
+            self.request_above(i, q);
         }
     }
 
-    /// Adds what reverses a race at node `i` (or asks the pool, above the work item).
-    fn schedule_reversal(&mut self, i: usize, initials: &[ThreadId]) {
-        let node = &self.stack[i];
-        let mut scheduled = vec![node.chosen];
-        scheduled.extend(&node.todo);
-        scheduled.extend(node.por().done.iter().map(|(t, _)| *t));
-        let add = dpor::additions(initials, &node.enabled, &scheduled, node.por());
-        if i >= self.fixed {
-            self.stack[i].todo.extend(add);
-            return;
+    /// Asks the pool to explore `q` at node `i`, which belongs to the work item's prefix.
+    fn request_above(&mut self, i: usize, q: ThreadId) {
+        let mut prefix: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
+        prefix.push(q);
+        if self.requested.insert(prefix.clone()) {
+            // As a sequential search would explore q at node i: after the threads
+            // asleep or explored there and after the choice of this path, whose
+            // subtree is explored (it holds this work item).
+            let sleep = self.stack[i].sleep_before(q);
+            self.outside.push(Split { prefix, sleep });
         }
-        for q in add {
-            let mut prefix: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
-            prefix.push(q);
-            if self.requested.insert(prefix.clone()) {
-                // As a sequential search would explore q at node i: after the threads
-                // asleep or explored there and after the choice of this path, whose
-                // subtree is explored (it holds this work item).
-                let sleep = self.stack[i].sleep_before(q);
-                self.outside.push(Split { prefix, sleep });
+    }
+}
+
+/// The longest reversing sequence put in a wakeup tree; a longer one is cut there.
+const MAX_FOLLOWED: usize = 1_000;
+
+/// The most steps the wakeup trees of one search take in all (then sequences are cut to
+/// their first step), which bounds their memory on executions of a million steps.
+const WAKEUP_BUDGET: usize = 500_000;
+
+/// How the reduced search reverses races, and what it may still put in wakeup trees.
+#[derive(Debug)]
+struct Reduction {
+    /// Whether a reversing sequence is skipped when a thread asleep or explored at its node
+    /// is a *weak* initial of it (optimal DPOR: exactly one execution per trace). That rule
+    /// relies on every sequence being followed in full, and on the later alternatives of a
+    /// node getting the sequences found while exploring the earlier ones; it goes off for
+    /// the rest of the search as soon as a sequence is cut or a planned step cannot run,
+    /// and is never on for a search split among workers. Off, a sequence is skipped only
+    /// when one of its initials is scheduled or asleep there (source sets, which keep every
+    /// trace whatever is followed, at the cost of some redundant executions).
+    optimal: bool,
+    /// Steps the wakeup trees may still take ([`WAKEUP_BUDGET`]).
+    budget: usize,
+}
+
+impl Default for Reduction {
+    fn default() -> Self {
+        Reduction {
+            optimal: true,
+            budget: WAKEUP_BUDGET,
+        }
+    }
+}
+
+impl Reduction {
+    /// How many steps of a sequence of `len` may be added; cutting it ends optimality.
+    fn allow(&mut self, len: usize) -> usize {
+        let n = len.min(MAX_FOLLOWED).min(self.budget);
+        if n < len {
+            self.optimal = false;
+        }
+        n
+    }
+}
+
+/// The source-set rule at `node` for a race whose reversal starts with one of `initials`:
+/// the threads to add to its alternatives (`todo`), see [`dpor::additions`].
+fn additions_at(node: &Node, todo: &[ThreadId], initials: &[ThreadId]) -> Vec<ThreadId> {
+    let mut scheduled = vec![node.chosen];
+    scheduled.extend(todo);
+    scheduled.extend(node.por().done.iter().map(|(t, _)| *t));
+    dpor::additions(initials, &node.enabled, &scheduled, node.por())
+}
+
+/// Adds what reverses race `r` at `node` of the work item to its alternatives (`todo`) and
+/// wakeup tree (`tree`). Nothing when the exploration of a thread asleep, explored or
+/// chosen there covers the reversing sequence (see [`Reduction::optimal`] for which).
+/// Else the sequence, starting with an initial that can run there: inserted in the tree
+/// ([`wakeup::insert`]) by the optimal rule, or as a new alternative by source sets. When
+/// no initial can run there (a dependency the footprints do not show), every enabled thread
+/// not yet scheduled.
+fn reverse_at(
+    node: &Node,
+    todo: &mut Vec<ThreadId>,
+    tree: &mut Vec<Branch>,
+    r: &Reversal,
+    steps: &[Step<'_>],
+    pending: &[(ThreadId, Footprint)],
+    reduction: &mut Reduction,
+) {
+    let mut v: Vec<Step<'_>> = r
+        .sequence
+        .iter()
+        .map(|&j| match steps.get(j) {
+            Some(s) => *s,
+            None => {
+                let (thread, footprint) = &pending[j - steps.len()];
+                Step {
+                    thread: *thread,
+                    enabled: &[],
+                    footprint,
+                    created: &[],
+                }
             }
+        })
+        .collect();
+    let por = node.por();
+    let covered = if reduction.optimal {
+        let chosen = Step {
+            thread: node.chosen,
+            enabled: &[],
+            footprint: &por.step,
+            created: &por.created,
+        };
+        std::iter::once(chosen)
+            .chain(
+                por.sleep
+                    .iter()
+                    .chain(&por.done)
+                    .map(|(thread, footprint)| Step {
+                        thread: *thread,
+                        enabled: &[],
+                        footprint,
+                        created: &[],
+                    }),
+            )
+            .any(|s| wakeup::weak_initial(&s, &v).is_some())
+    } else {
+        additions_at(node, todo, &r.race.initials).is_empty()
+    };
+    if covered {
+        return;
+    }
+    let runnable = wakeup::initials(&v)
+        .into_iter()
+        .find(|&j| node.enabled.contains(&v[j].thread));
+    let Some(j) = runnable else {
+        reduction.optimal = false;
+        for q in additions_at(node, todo, &r.race.initials) {
+            todo.push(q);
+            tree.push(Branch::leaf(Event::unknown(q)));
         }
+        return;
+    };
+    let first = v.remove(j);
+    v.insert(0, first);
+    let max_new = reduction.allow(v.len());
+    if reduction.optimal {
+        let (how, added) = wakeup::insert(tree, &v, max_new);
+        reduction.budget = reduction.budget.saturating_sub(added);
+        if let wakeup::Inserted::Root(q) = how {
+            todo.push(q);
+        }
+    } else {
+        reduction.budget = reduction
+            .budget
+            .saturating_sub(wakeup::append(tree, &v, max_new));
+        todo.push(v[0].thread);
     }
 }
 

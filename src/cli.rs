@@ -225,7 +225,7 @@ pub struct CheckArgs {
     /// model) is hashed, and a state already seen after the same number of steps of each
     /// thread ends the execution there. Executions that take the same steps but end with
     /// another exit status or stderr output are reported as `nondeterminism`. dfs only;
-    /// turns partial-order reduction off.
+    /// partial-order reduction becomes sleep sets kept with the states (`--no-por`: none).
     #[arg(long)]
     pub state_cache: bool,
     /// Make the accesses found racy in earlier executions scheduling points, to show what a

@@ -114,8 +114,17 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     }
     let cache = match &result.state_cache {
         Some(c) => format!(
-            ", state cache: {} state(s), {} pruned, {} revisit(s) with another state, {} page(s) hashed, {} kept",
-            c.states, c.hits, c.different, c.pages_hashed, c.pages_reused
+            ", state cache: {} state(s), {} pruned, {} revisit(s) with another state, {}{} page(s) hashed, {} kept",
+            c.states,
+            c.hits,
+            c.different,
+            if c.reexplored > 0 {
+                format!("{} explored again (a thread asleep before was awake), ", c.reexplored)
+            } else {
+                String::new()
+            },
+            c.pages_hashed,
+            c.pages_reused
         ),
         None => String::new(),
     };

@@ -10,6 +10,10 @@
 //!   explored from its first visit, so the search prunes there.
 //! - A revisit with a different hash is recorded (it counts as `different`): the state at
 //!   that lattice point depends on the order of the steps.
+//! - With sleep sets (Godefroid, Holzmann & Pirottin, "State-space caching revisited",
+//!   CAV'92), each state keeps the threads that slept at its first visit: they were not
+//!   explored from it. A revisit prunes only when every one of them sleeps again; otherwise
+//!   the state is explored again (`reexplored`) and keeps only the threads asleep both times.
 //!
 //! [`EndTable`] keeps, per final counter, the result of the first execution that ended
 //! there, so that executions of the same steps in another order that end with a different
@@ -47,6 +51,9 @@ pub enum Visit {
     Different,
     /// The same state was seen before: prune.
     Same,
+    /// The same state was seen before, but with a thread asleep that is awake now: explore
+    /// it again.
+    Again,
 }
 
 /// Counts of what the table saw.
@@ -58,6 +65,9 @@ pub struct CacheStats {
     pub hits: u64,
     /// Visits of a known counter with a hash not seen there before.
     pub different: u64,
+    /// Revisits of a recorded state explored again, because a thread asleep at an earlier
+    /// visit is awake now (with sleep sets).
+    pub reexplored: u64,
     /// Memory pages read and hashed at hashed points.
     pub pages_hashed: u64,
     /// Present pages whose hash was kept from the execution's previous point (not written
@@ -68,29 +78,37 @@ pub struct CacheStats {
 /// The table of visited states.
 #[derive(Debug, Default)]
 pub struct StateTable {
-    seen: HashMap<Counter, Vec<u64>>,
+    /// Per counter, the hashes seen there, each with the threads that slept at it (sorted;
+    /// empty without sleep sets).
+    seen: HashMap<Counter, Vec<(u64, Vec<ThreadId>)>>,
     stats: CacheStats,
 }
 
 impl StateTable {
-    /// Looks up `(counter, hash)` and records it when new.
-    pub fn visit(&mut self, counter: &[u32], hash: u64) -> Visit {
+    /// Looks up `(counter, hash)` reached with the threads `sleep` asleep (sorted), and
+    /// records it when new.
+    pub fn visit(&mut self, counter: &[u32], hash: u64, sleep: &[ThreadId]) -> Visit {
         let key = trimmed(counter);
-        match self.seen.get_mut(key) {
-            Some(hashes) if hashes.contains(&hash) => {
+        let Some(states) = self.seen.get_mut(key) else {
+            self.seen.insert(key.to_vec(), vec![(hash, sleep.to_vec())]);
+            self.stats.states += 1;
+            return Visit::New;
+        };
+        match states.iter_mut().find(|(h, _)| *h == hash) {
+            Some((_, slept)) if slept.iter().all(|t| sleep.contains(t)) => {
                 self.stats.hits += 1;
                 Visit::Same
             }
-            Some(hashes) => {
-                hashes.push(hash);
+            Some((_, slept)) => {
+                slept.retain(|t| sleep.contains(t));
+                self.stats.reexplored += 1;
+                Visit::Again
+            }
+            None => {
+                states.push((hash, sleep.to_vec()));
                 self.stats.states += 1;
                 self.stats.different += 1;
                 Visit::Different
-            }
-            None => {
-                self.seen.insert(key.to_vec(), vec![hash]);
-                self.stats.states += 1;
-                Visit::New
             }
         }
     }
@@ -157,14 +175,14 @@ mod tests {
     #[test]
     fn same_state_prunes_different_state_is_recorded() {
         let mut t = StateTable::default();
-        assert_eq!(t.visit(&[1, 1], 7), Visit::New);
-        assert_eq!(t.visit(&[1, 1], 7), Visit::Same);
-        assert_eq!(t.visit(&[1, 1], 8), Visit::Different);
-        assert_eq!(t.visit(&[1, 1], 8), Visit::Same);
+        assert_eq!(t.visit(&[1, 1], 7, &[]), Visit::New);
+        assert_eq!(t.visit(&[1, 1], 7, &[]), Visit::Same);
+        assert_eq!(t.visit(&[1, 1], 8, &[]), Visit::Different);
+        assert_eq!(t.visit(&[1, 1], 8, &[]), Visit::Same);
         // The same hash at another counter is another state.
-        assert_eq!(t.visit(&[2, 0], 7), Visit::New);
+        assert_eq!(t.visit(&[2, 0], 7, &[]), Visit::New);
         // A trailing zero is the same counter.
-        assert_eq!(t.visit(&[2, 0, 0], 7), Visit::Same);
+        assert_eq!(t.visit(&[2, 0, 0], 7, &[]), Visit::Same);
         assert_eq!(
             t.stats(),
             CacheStats {
@@ -176,6 +194,21 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_state_first_seen_with_more_threads_asleep_is_explored_again() {
+        let mut t = StateTable::default();
+        assert_eq!(t.visit(&[1, 1], 7, &[1, 2]), Visit::New);
+        // T1 and T2 asleep again (and T0 too): nothing new below.
+        assert_eq!(t.visit(&[1, 1], 7, &[0, 1, 2]), Visit::Same);
+        // T2 awake now: its steps were never explored from this state.
+        assert_eq!(t.visit(&[1, 1], 7, &[1]), Visit::Again);
+        // Explored with only T1 asleep from now on.
+        assert_eq!(t.visit(&[1, 1], 7, &[1]), Visit::Same);
+        assert_eq!(t.visit(&[1, 1], 7, &[]), Visit::Again);
+        assert_eq!(t.visit(&[1, 1], 7, &[2]), Visit::Same);
+        assert_eq!(t.stats().reexplored, 2);
+    }
+
     /// The interleavings of two threads of `k` steps each whose states depend only on the
     /// counter (both append the same character): with the table, every lattice point is
     /// expanded once, so the transitions taken are the lattice's edges, 2k(k+1), instead of
@@ -184,7 +217,7 @@ mod tests {
     fn a_lattice_is_explored_once_per_point() {
         fn explore(k: u32, c: (u32, u32), t: &mut StateTable, edges: &mut u64) {
             let hash = 0; // the state is a function of the counter
-            if t.visit(&[c.0, c.1], hash) == Visit::Same {
+            if t.visit(&[c.0, c.1], hash, &[]) == Visit::Same {
                 return;
             }
             if c.0 < k {

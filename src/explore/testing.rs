@@ -310,6 +310,18 @@ pub struct Program {
     pub threads: Vec<Vec<SynOp>>,
 }
 
+/// What a [`Program`] execution ends with: memory (word, value written), the values each
+/// thread read, and how many operations each thread performed.
+pub type Outcome = (Vec<(u64, u64)>, Vec<Vec<u64>>, Vec<usize>);
+
+/// A 64-bit hash of a synthetic program's state.
+pub fn hash_of(state: &impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    state.hash(&mut h);
+    h.finish()
+}
+
 /// A Mazurkiewicz trace in canonical form: for every pair of dependent operations of
 /// different threads, which came first, as ((thread, index), (thread, index)) pairs, sorted;
 /// then how many operations each thread performed (a deadlock leaves some undone).
@@ -326,11 +338,22 @@ impl Program {
 
     /// Runs one execution under `s`; returns the chosen threads and the execution's trace.
     pub fn run_once(&self, s: &mut dyn Scheduler) -> (Vec<ThreadId>, Trace) {
+        let (schedule, trace, _) = self.run_observed(s);
+        (schedule, trace)
+    }
+
+    /// Runs one execution under `s`, showing it the hash of the program state (positions,
+    /// held locks, memory, what each thread read) wherever it asks; returns the chosen
+    /// threads, the trace, and the final state unless the strategy pruned the execution.
+    fn run_observed(&self, s: &mut dyn Scheduler) -> (Vec<ThreadId>, Trace, Option<Outcome>) {
         let mut next = vec![0; self.threads.len()];
         let mut held: HashMap<u64, ThreadId> = HashMap::new();
+        let mut memory: std::collections::BTreeMap<u64, u64> = Default::default();
+        let mut reads: Vec<Vec<u64>> = vec![Vec::new(); self.threads.len()];
         let mut current = None;
         let mut schedule = Vec::new();
         let mut events: Vec<(ThreadId, usize)> = Vec::new();
+        let mut pruned = false;
         loop {
             let live: Vec<ThreadId> = (0..self.threads.len())
                 .filter(|&t| next[t] < self.threads[t].len())
@@ -342,6 +365,15 @@ impl Program {
                 .collect();
             if enabled.is_empty() {
                 break;
+            }
+            if s.wants_state(schedule.len()) {
+                let mut held_sorted: Vec<_> = held.iter().collect();
+                held_sorted.sort_unstable();
+                let hash = hash_of(&(&next, held_sorted, &memory, &reads));
+                if s.visit_state(schedule.len(), hash) {
+                    pruned = true;
+                    break;
+                }
             }
             let blocked: Vec<(ThreadId, Footprint)> = live
                 .iter()
@@ -373,7 +405,11 @@ impl Program {
                 SynOp::Unlock(m) => {
                     held.remove(&m);
                 }
-                _ => {}
+                SynOp::Write(n) => {
+                    memory.insert(n, (t * 100 + next[t] + 1) as u64);
+                }
+                SynOp::Read(n) => reads[t].push(memory.get(&n).copied().unwrap_or(0)),
+                SynOp::Local => {}
             }
             events.push((t, next[t]));
             next[t] += 1;
@@ -395,7 +431,20 @@ impl Program {
             }
         }
         trace.sort_unstable();
-        (schedule, (trace, next))
+        let outcome = (!pruned).then(|| (memory.into_iter().collect(), reads, next.clone()));
+        (schedule, (trace, next), outcome)
+    }
+
+    /// Runs `s` (which may prune at visited states) until it is exhausted or `limit`
+    /// executions; returns the number of executions and the distinct final states seen.
+    pub fn run_all_stateful(&self, s: &mut dyn Scheduler, limit: u64) -> (u64, HashSet<Outcome>) {
+        let mut outcomes = HashSet::new();
+        let mut n = 0;
+        while n < limit && s.begin_execution(n).is_some() {
+            outcomes.extend(self.run_observed(s).2);
+            n += 1;
+        }
+        (n, outcomes)
     }
 
     /// Runs `s` until it is exhausted or `limit` executions; returns the number of

@@ -353,7 +353,7 @@ impl TreeSearch {
             let i = (self.fixed..self.stack.len()).find(|&i| !self.stack[i].todo.is_empty())?;
             let alt = self.stack[i].todo.remove(0);
             // The receiver explores the subtree by source sets, without this wakeup tree.
-            self.take_branch(i, alt);
+            let branch = self.take_branch(i, alt);
             if !self.claim(i, alt) {
                 continue;
             }
@@ -372,6 +372,12 @@ impl TreeSearch {
             // The receiver's sequences for our later alternatives reach the pool, not our
             // wakeup trees: source sets from now on (see `Reduction::optimal`).
             self.reduction.optimal = false;
+            // The given alternative comes before our later ones there, as in a sequential
+            // search: when a race analysis saw its step run (its wakeup branch), it sleeps
+            // in them as if explored here.
+            if let Some(event) = branch.map(|b| b.event).filter(|e| e.complete) {
+                self.stack[i].por_mut().done.push((alt, event.footprint));
+            }
             return Some(Split { prefix, sleep });
         }
     }

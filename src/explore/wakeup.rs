@@ -28,6 +28,9 @@ pub(super) struct Event {
     pub footprint: Footprint,
     /// The threads it creates.
     pub created: Vec<ThreadId>,
+    /// Whether the footprint is the whole step's, as it ran in an execution (not only a
+    /// pending operation's, whose native part is unknown).
+    pub complete: bool,
 }
 
 impl Event {
@@ -37,14 +40,19 @@ impl Event {
             thread,
             footprint: Footprint::everything(),
             created: Vec::new(),
+            complete: false,
         }
     }
 
+    /// The event of `s`: a step of an execution carries the enabled set of its node, a
+    /// pending operation analysed after the last step an empty one (see
+    /// [`super::tree`]'s analysis), which tells whether its footprint is complete.
     fn of(s: &Step<'_>) -> Event {
         Event {
             thread: s.thread,
             footprint: s.footprint.clone(),
             created: s.created.to_vec(),
+            complete: !s.enabled.is_empty(),
         }
     }
 

@@ -715,8 +715,13 @@ POR_FIXTURES = [
     ("atomic_pair", [3], 20),
     ("qadeer", [], 6),
     ("qadeer3", [], 6),
+    ("wakeup_locks", [], 4),
     ("race_mutex_handoff_ok", [], None),
+    ("race_barrier_phases_ok", [], None),
 ]
+# (column, extra options, environment): no reduction, source sets alone, wakeup trees.
+POR_MODES = [("full", ["--no-por"], {}), ("source", [], {"MCHECK_DPOR": "source"}),
+             ("reduced", [], {})]
 
 
 # ------------------------------------------------ race-directed refinement
@@ -771,19 +776,20 @@ def print_refine(rows, opts):
 
 
 def measure_por(mc, opts):
-    """Exhaustive dfs of each POR fixture with and without reduction, --jobs 1, jobs_reps
-    runs each; returns rows of executions, completeness and median wall clock."""
+    """Exhaustive dfs of each POR fixture without reduction, with source sets alone and with
+    wakeup trees (POR_MODES), --jobs 1, jobs_reps runs each; returns rows of executions,
+    completeness and median wall clock."""
     rows = []
     for n, a, traces in POR_FIXTURES:
         if not os.access(fixture(n), os.X_OK):
             raise HarnessError("%s is missing: run `make fixtures`" % fixture(n))
         row = {"fixture": label_of(n, a), "traces": traces}
-        for key, extra in (("full", ["--no-por"]), ("reduced", [])):
+        for key, extra, env in POR_MODES:
             walls, execs, complete = [], [], []
             for _ in range(opts.jobs_reps):
                 wall, rc, r = mc.check(["--strategy", "dfs", "--jobs", "1", "--quiet-program",
                                         "--max-executions", str(POR_CAP)] + extra,
-                                       fixture(n), a, timeout=600)
+                                       fixture(n), a, timeout=600, env=env)
                 if rc != 0 or r is None or r.get("findings"):
                     raise HarnessError("dfs %s on %s: exit %d" % (key, label_of(n, a), rc))
                 walls.append(wall)
@@ -796,20 +802,24 @@ def measure_por(mc, opts):
 
 
 def print_por(rows, opts):
-    print("Exhaustive dfs with and without partial-order reduction (--jobs 1, median of %d runs)"
-          % opts.jobs_reps)
-    cols = "  %-26s %8s %12s %10s %12s %10s"
-    print(cols % ("fixture", "traces", "full execs", "full s", "dpor execs", "dpor s"))
+    print("Exhaustive dfs: no reduction, source sets alone, wakeup trees (--jobs 1, median of "
+          "%d runs)" % opts.jobs_reps)
+    cols = "  %-26s %8s" + " %12s %8s" * len(POR_MODES) + " %10s"
+    head = ["fixture", "traces"]
+    for key, _, _ in POR_MODES:
+        head += [key + " execs", "s"]
+    print(cols % tuple(head + ["full/wakeup"]))
     for r in rows:
-        print(cols % (r["fixture"], "?" if r["traces"] is None else r["traces"],
-                      "/".join(str(x) for x in r["full"]["executions"])
-                      + ("" if r["full"]["complete"] else "+"),
-                      "%.2f" % r["full"]["median_wall_s"],
-                      "/".join(str(x) for x in r["reduced"]["executions"])
-                      + ("" if r["reduced"]["complete"] else "+"),
-                      "%.2f" % r["reduced"]["median_wall_s"]))
-    print("  command: mcheck --strategy dfs [--no-por] --jobs 1 --quiet-program "
-          "--max-executions %d -- FIXTURE ARGS; '+': search not complete (cap reached)" % POR_CAP)
+        cells = [r["fixture"], "?" if r["traces"] is None else r["traces"]]
+        for key, _, _ in POR_MODES:
+            m = r[key]
+            cells += ["/".join(str(x) for x in m["executions"]) + ("" if m["complete"] else "+"),
+                      "%.2f" % m["median_wall_s"]]
+        ratio = r["full"]["executions"][0] / max(1, r["reduced"]["executions"][0])
+        print(cols % tuple(cells + ["%.1fx" % ratio]))
+    print("  command: [MCHECK_DPOR=source] mcheck --strategy dfs [--no-por] --jobs 1 "
+          "--quiet-program --max-executions %d -- FIXTURE ARGS; '+': search not complete "
+          "(cap reached)" % POR_CAP)
     print()
 
 
@@ -823,10 +833,13 @@ CACHE_FIXTURES = [
     ("holt_append", [5]),
     ("holt_append", [6]),
     ("race_mutex_handoff_ok", []),
+    ("race_barrier_phases_ok", []),
+    ("sem_ok", []),
 ]
-# (column, extra options): no reduction, partial-order reduction, state cache. The cache
-# turns partial-order reduction off, so there is no column with both.
-CACHE_MODES = [("full", ["--no-por"]), ("dpor", []), ("cache", ["--state-cache"])]
+# (column, extra options): no reduction, partial-order reduction, state cache alone, state
+# cache with the sleep sets partial-order reduction becomes under it.
+CACHE_MODES = [("full", ["--no-por"]), ("dpor", []), ("cache", ["--state-cache", "--no-por"]),
+               ("cache+sleep", ["--state-cache"])]
 
 
 def measure_cache(mc, opts):
@@ -868,7 +881,7 @@ def print_cache(rows, opts):
                                       "" if m["complete"] else "+"),
                       "%.2f" % m["wall_s"]]
         print(cols % tuple(cells))
-    print("  command: mcheck --strategy dfs [--no-por | --state-cache] --jobs 1 --quiet-program "
+    print("  command: mcheck --strategy dfs [--no-por] [--state-cache] --jobs 1 --quiet-program "
           "--max-executions %d -- FIXTURE ARGS; trans = transitions beyond replayed prefixes, "
           "states = those chosen among several threads; "
           "'+': search not complete (cap reached)" % POR_CAP)
@@ -895,7 +908,9 @@ def measure_hashing(mc, opts):
                 wall, rc, r = mc.check(["--strategy", "dfs", "--jobs", "1", "--state-cache",
                                         "--no-races", "--quiet-program"],
                                        fixture(n), a, timeout=600, env=env)
-                if rc != 0 or r is None or r.get("findings") or not r.get("complete"):
+                # --no-races: the search exhausts the synchronisation order only.
+                done = r is not None and r.get("coverage", {}).get("synchronisation_exhausted")
+                if rc != 0 or r is None or r.get("findings") or not done:
                     raise HarnessError("dfs --state-cache %s on %s: exit %d"
                                        % (key, label_of(n, a), rc))
                 walls[key].append(wall)

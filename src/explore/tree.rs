@@ -195,6 +195,14 @@ impl TreeSearch {
         self
     }
 
+    /// With `false`, partial-order reduction uses source sets from the start instead of
+    /// wakeup trees (`MCHECK_DPOR=source`, for benchmarks that measure what wakeup trees
+    /// save).
+    pub fn with_wakeup_trees(mut self, on: bool) -> TreeSearch {
+        self.reduction.optimal &= on;
+        self
+    }
+
     /// Whether nodes keep footprints and sleep sets (reduction, or sleep sets alone).
     fn keeps_sleep(&self) -> bool {
         self.por || self.sleep_sets

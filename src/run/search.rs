@@ -1240,6 +1240,7 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                                     .with_por(cfg.plan.por() || member == 1)
                                     .with_branch_sleep(item.sleep)
                                     .with_state_cache(shared.cache.clone())
+                                    .with_wakeup_trees(wakeup_trees())
                                     .with_claims(pool.claims()),
                                 0,
                                 round,
@@ -1484,4 +1485,10 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             .get_or_insert_with(|| why.to_string());
     }
     result
+}
+
+/// Whether partial-order reduction uses wakeup trees (optimal DPOR); `MCHECK_DPOR=source`
+/// makes it use source sets alone, for benchmarks that measure the difference.
+fn wakeup_trees() -> bool {
+    std::env::var("MCHECK_DPOR").map_or(true, |v| v != "source")
 }

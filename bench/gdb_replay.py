@@ -36,32 +36,10 @@ from bench import FIXTURES, MCHECK, median
 FIXTURE_NAMES = ["abba_O0", "race_counter", "order_null_deref"]
 
 PYTHON = "/usr/bin/python3"
-LOST_UPDATE = """import threading
-N = 50
-counter = 0
-calls = 0
-calls_lock = threading.Lock()
-start = threading.Barrier(4)
-
-def f(x):
-    global calls
-    with calls_lock:
-        calls += 1
-    return x + 1
-
-def work():
-    global counter
-    start.wait()
-    for _ in range(N):
-        counter = f(counter)
-
-threads = [threading.Thread(target=work) for _ in range(4)]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-assert counter == 4 * N, f"lost updates: counter is {counter}, expected {4 * N}"
-"""
+# The script tests/real_programs.rs checks: four threads, counter = f(counter).
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
+                       "lost_update.py")) as _script:
+    LOST_UPDATE = _script.read()
 
 
 def find_schedule(argv, out, extra=()):

@@ -730,9 +730,10 @@ impl TreeSearch {
 /// The longest reversing sequence put in a wakeup tree; a longer one is cut there.
 const MAX_FOLLOWED: usize = 1_000;
 
-/// The most steps the wakeup trees of one search take in all (then sequences are cut to
-/// their first step), which bounds their memory on executions of a million steps.
-const WAKEUP_BUDGET: usize = 500_000;
+/// The most the wakeup trees of one search hold in all, in steps plus the objects they touch
+/// (then sequences are cut to their first step): some tens of MB at most, whatever the
+/// length of the executions.
+const WAKEUP_BUDGET: usize = 1_000_000;
 
 /// How the reduced search reverses races, and what it may still put in wakeup trees.
 #[derive(Debug)]
@@ -746,7 +747,7 @@ struct Reduction {
     /// when one of its initials is scheduled or asleep there (source sets, which keep every
     /// trace whatever is followed, at the cost of some redundant executions).
     optimal: bool,
-    /// Steps the wakeup trees may still take ([`WAKEUP_BUDGET`]).
+    /// What the wakeup trees may still take ([`WAKEUP_BUDGET`], [`wakeup::size_of`]).
     budget: usize,
 }
 
@@ -760,7 +761,8 @@ impl Default for Reduction {
 }
 
 impl Reduction {
-    /// How many steps of a sequence of `len` may be added; cutting it ends optimality.
+    /// How many steps of a sequence of `len` may be added (each weighs at least one);
+    /// cutting it ends optimality.
     fn allow(&mut self, len: usize) -> usize {
         let n = len.min(MAX_FOLLOWED).min(self.budget);
         if n < len {

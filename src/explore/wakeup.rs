@@ -138,7 +138,8 @@ pub(super) enum Inserted {
 }
 
 /// Inserts the sequence `v` into the tree whose branches are `tree`, adding at most
-/// `max_new` steps (the rest of `v` is cut); returns what it did and how many steps it added.
+/// `max_new` steps (the rest of `v` is cut); returns what it did and the size of what it
+/// added ([`size_of`]).
 pub(super) fn insert(tree: &mut Vec<Branch>, v: &[Step<'_>], max_new: usize) -> (Inserted, usize) {
     let mut v = v.to_vec();
     let mut level = tree;
@@ -171,11 +172,17 @@ pub(super) fn insert(tree: &mut Vec<Branch>, v: &[Step<'_>], max_new: usize) -> 
 }
 
 /// Adds `v` (at most `max_new` of its steps, at least its first) as the last branch of
-/// `level`; returns how many steps it added.
+/// `level`; returns the size of what it added ([`size_of`]).
 pub(super) fn append(level: &mut Vec<Branch>, v: &[Step<'_>], max_new: usize) -> usize {
     let n = v.len().min(max_new.max(1));
     level.extend(Branch::chain(&v[..n]));
-    n
+    size_of(&v[..n])
+}
+
+/// What the steps `v` weigh in a tree, for its memory bound: one per step and one per
+/// object each touches (a step's native part can touch many).
+pub(super) fn size_of(v: &[Step<'_>]) -> usize {
+    v.iter().map(|s| 1 + s.footprint.touches.len()).sum()
 }
 
 #[cfg(test)]
@@ -220,7 +227,7 @@ mod tests {
         // v1 = T1:a T2:b
         assert_eq!(
             insert(&mut tree, &[step(1, &wa), step(2, &wb)], 9),
-            (Inserted::Root(1), 2)
+            (Inserted::Root(1), 4)
         );
         // v2 = T2:b T1:a is the same trace: covered.
         assert_eq!(
@@ -237,13 +244,13 @@ mod tests {
         // v4 = T1:a T3:b conflicts with T2's b: below T1 as a second child.
         assert_eq!(
             insert(&mut tree, &[step(1, &wa), step(3, &wb)], 9),
-            (Inserted::Below, 1)
+            (Inserted::Below, 2)
         );
         assert_eq!(tree[0].children.len(), 2);
         // v5 = T3:a conflicts with T1's a: a new root.
         assert_eq!(
             insert(&mut tree, &[step(3, &wa)], 9),
-            (Inserted::Root(3), 1)
+            (Inserted::Root(3), 2)
         );
         assert_eq!(tree.len(), 2);
     }
@@ -253,7 +260,8 @@ mod tests {
         let w = fp(&[(1, true)]);
         let v: Vec<Step<'_>> = (0..200).map(|_| step(1, &w)).collect();
         let mut tree = Vec::new();
-        assert_eq!(insert(&mut tree, &v, 64), (Inserted::Root(1), 64));
+        // Each step weighs 2: itself and the object it touches.
+        assert_eq!(insert(&mut tree, &v, 64), (Inserted::Root(1), 128));
         let mut depth = 0;
         let mut level = &tree;
         while let Some(b) = level.first() {

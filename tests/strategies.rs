@@ -93,12 +93,12 @@ fn dpor_runs_qadeers_example_once_per_order_of_the_shared_increments() {
     let (n, complete) = executions(&["--strategy", "dfs", "--jobs", "1"], &["qadeer"]);
     assert!(complete);
     assert_eq!(n, 6);
-    // Two workers share the tree; a given-away alternative does not sleep in the giver's
-    // later ones (docs/architecture.md), so a few equivalent
-    // executions may run twice, never fewer than one per trace.
+    // Two workers share the tree: a work item brings what its giver explored at every node
+    // above it (docs/architecture.md), so a reversal one worker covered is not asked of
+    // another (9 executions before). The split depends on timing: allow a little slack.
     let (n, complete) = executions(&["--strategy", "dfs", "--jobs", "2"], &["qadeer"]);
     assert!(complete);
-    assert!((6..=40).contains(&n), "{n}");
+    assert!((6..=8).contains(&n), "{n}");
 }
 
 /// The three-thread variant (`qadeer3`): main creates T1 (x++ g++ x++ g++) and T2 (y++ g++

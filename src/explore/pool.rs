@@ -26,6 +26,9 @@ pub struct WorkItem {
     /// The sleep set of its branch node, when it was split off a reduced subtree
     /// ([`Split`]; `TreeSearch::with_branch_sleep`).
     pub sleep: Vec<(ThreadId, Footprint)>,
+    /// The explored alternatives of the nodes above it ([`Split::above`];
+    /// `TreeSearch::with_branch_above`).
+    pub above: Vec<Vec<(ThreadId, Footprint)>>,
 }
 
 /// A queued prefix, with the sleep set of its branch node when it has one.
@@ -33,6 +36,7 @@ pub struct WorkItem {
 struct Queued {
     prefix: Prefix,
     sleep: Vec<(ThreadId, Footprint)>,
+    above: Vec<Vec<(ThreadId, Footprint)>>,
 }
 
 impl From<Prefix> for Queued {
@@ -40,6 +44,7 @@ impl From<Prefix> for Queued {
         Queued {
             prefix,
             sleep: Vec::new(),
+            above: Vec::new(),
         }
     }
 }
@@ -135,6 +140,7 @@ impl TreePool {
                     prefix: q.prefix.to_vec(),
                     bound: s.bound,
                     sleep: q.sleep,
+                    above: q.above,
                 });
             }
             if s.busy == 0 {
@@ -177,6 +183,7 @@ impl TreePool {
         s.queue.push_back(Queued {
             prefix: Prefix::from_vec(&split.prefix),
             sleep: split.sleep,
+            above: split.above,
         });
         self.changed.notify_one();
     }
@@ -195,6 +202,7 @@ impl TreePool {
         s.queue.push_back(Queued {
             prefix: Prefix::from_vec(&split.prefix),
             sleep: split.sleep,
+            above: split.above,
         });
         self.changed.notify_one();
     }
@@ -282,7 +290,8 @@ mod tests {
                         let tree = tree
                             .with_shard(shard)
                             .with_por(por)
-                            .with_branch_sleep(item.sleep);
+                            .with_branch_sleep(item.sleep)
+                            .with_branch_above(item.above);
                         *slot = Some((tree.with_claims(pool.claims()), 0));
                     }
                 }
@@ -317,6 +326,7 @@ mod tests {
                         pool.donate(Split {
                             prefix: i.prefix,
                             sleep: i.sleep,
+                            above: i.above,
                         })
                     })
                     .is_none()
@@ -368,6 +378,25 @@ mod tests {
         eprintln!(
             "random programs: {sequential} executions split by 1 worker, {parallel} by 2 and 3"
         );
+    }
+
+    /// Qadeer's example split after every execution: a work item brings what its giver
+    /// explored at every node above it (`Split::above`), so no worker asks again for a
+    /// reversal another one covered: one execution per trace, as with one worker.
+    #[test]
+    fn a_search_split_after_every_execution_runs_qadeers_example_once_per_trace() {
+        use crate::explore::testing::{Program, SynOp::*};
+        let prog = Program {
+            threads: vec![
+                vec![Write(0), Write(2), Write(0), Write(2)],
+                vec![Write(1), Write(2), Write(1), Write(2)],
+            ],
+        };
+        for workers in [1, 2, 3] {
+            let runs = simulate_with(None, true, workers, None, |t| prog.run_once(t).1);
+            let traces: HashSet<_> = runs.iter().cloned().collect();
+            assert_eq!((runs.len(), traces.len()), (6, 6), "{workers} workers");
+        }
     }
 
     #[test]

@@ -150,6 +150,8 @@ pub struct TreeSearch {
     /// threads the worker that gave the item away explored, or had asleep, there
     /// ([`Split`]). Set as that node's explored alternatives, so that they sleep below it.
     branch_sleep: Vec<(ThreadId, Footprint)>,
+    /// The explored alternatives of the nodes above the branch node ([`Split::above`]).
+    branch_above: Vec<Vec<(ThreadId, Footprint)>>,
 }
 
 /// A subtree given away by [`TreeSearch::split`]: the prefix that leads to it, and the
@@ -162,6 +164,11 @@ pub struct Split {
     /// from it by the giver (the choice of its current path included), with their steps'
     /// footprints.
     pub sleep: Vec<(ThreadId, Footprint)>,
+    /// With partial-order reduction: for each node above the branch node, the threads the
+    /// giver (or whoever gave it its own work item) explored from there, with their
+    /// steps' footprints: they come before the prefix's choice there, so they sleep below
+    /// it, and reversals they cover are not asked for again.
+    pub above: Vec<Vec<(ThreadId, Footprint)>>,
 }
 
 impl TreeSearch {
@@ -288,6 +295,7 @@ impl TreeSearch {
             shard: None,
             left_share: false,
             branch_sleep: Vec::new(),
+            branch_above: Vec::new(),
         }
     }
 
@@ -298,6 +306,25 @@ impl TreeSearch {
     pub fn with_branch_sleep(mut self, sleep: Vec<(ThreadId, Footprint)>) -> TreeSearch {
         self.branch_sleep = sleep;
         self
+    }
+
+    /// The explored alternatives a work item brings for the nodes above its branch node (a
+    /// [`Split`]'s `above`), set as those nodes' explored alternatives. Reduced searches
+    /// only; ignored otherwise.
+    pub fn with_branch_above(mut self, above: Vec<Vec<(ThreadId, Footprint)>>) -> TreeSearch {
+        self.branch_above = above;
+        self
+    }
+
+    /// What the nodes above node `i` of the current path had explored ([`Split::above`]).
+    fn explored_above(&self, i: usize) -> Vec<Vec<(ThreadId, Footprint)>> {
+        if !self.keeps_sleep() {
+            return Vec::new();
+        }
+        self.stack[..i]
+            .iter()
+            .map(|n| n.por().done.clone())
+            .collect()
     }
 
     /// Makes the search shard `shard` of a search split among machines (unreduced searches
@@ -386,7 +413,12 @@ impl TreeSearch {
             if let Some(event) = branch.map(|b| b.event).filter(|e| e.complete) {
                 self.stack[i].por_mut().done.push((alt, event.footprint));
             }
-            return Some(Split { prefix, sleep });
+            let above = self.explored_above(i);
+            return Some(Split {
+                prefix,
+                sleep,
+                above,
+            });
         }
     }
 
@@ -722,7 +754,12 @@ impl TreeSearch {
             // asleep or explored there and after the choice of this path, whose
             // subtree is explored (it holds this work item).
             let sleep = self.stack[i].sleep_before(q);
-            self.outside.push(Split { prefix, sleep });
+            let above = self.explored_above(i);
+            self.outside.push(Split {
+                prefix,
+                sleep,
+                above,
+            });
         }
     }
 }
@@ -973,9 +1010,13 @@ impl Scheduler for TreeSearch {
             } else {
                 // A node of the work item's prefix: its alternatives belong to others.
                 let mut por = self.keeps_sleep().then(|| Box::new(self.por_node(point)));
-                if let Some(node) = por.as_mut().filter(|_| k + 1 == self.fixed) {
-                    // The branch node: what the giver explores there sleeps below it.
-                    node.done = self.branch_sleep.clone();
+                if let Some(node) = por.as_mut() {
+                    if k + 1 == self.fixed {
+                        // The branch node: what the giver explores there sleeps below it.
+                        node.done = self.branch_sleep.clone();
+                    } else if let Some(done) = self.branch_above.get(k) {
+                        node.done = done.clone();
+                    }
                 }
                 let range = self.range_at(k);
                 self.stack.push(Node {

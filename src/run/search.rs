@@ -1239,6 +1239,7 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                                     .with_shard(cfg.shard)
                                     .with_por(cfg.plan.por() || member == 1)
                                     .with_branch_sleep(item.sleep)
+                                    .with_branch_above(item.above)
                                     .with_state_cache(shared.cache.clone())
                                     .with_wakeup_trees(wakeup_trees())
                                     .with_claims(pool.claims()),

@@ -176,21 +176,29 @@ fn sleep_sets_kept_with_the_states_explore_less_and_find_the_same_bugs() {
         ("sem_deadlock", "deadlock"),
         ("order_assert", "assertion"),
     ] {
-        let a = args(&[
-            "--quiet-program",
-            "--jobs",
-            "1",
-            "--strategy",
-            "dfs",
-            "--state-cache",
-            "--",
-            &fixture(program).display().to_string(),
-        ]);
-        let r = mcheck(&a, true, LIMIT);
-        assert_eq!(r.code, Some(1), "{program}: {}", r.stderr);
-        let json = r.json.expect("JSON report");
-        assert_eq!(json["findings"][0]["kind"], kind, "{program}");
+        assert_eq!(first_finding(&[program])["kind"], kind, "{program}");
     }
+}
+
+/// The first finding of `dfs --state-cache --jobs 1` on `program` (fixture and arguments),
+/// which must report one (exit status 1).
+fn first_finding(program: &[&str]) -> serde_json::Value {
+    let fixture_path = fixture(program[0]).display().to_string();
+    let mut a = args(&[
+        "--quiet-program",
+        "--jobs",
+        "1",
+        "--strategy",
+        "dfs",
+        "--state-cache",
+        "--",
+        &fixture_path,
+    ]);
+    a.extend(args(&program[1..]));
+    let r = mcheck(&a, true, LIMIT);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let json = r.json.expect("JSON report");
+    json["findings"][0].clone()
 }
 
 #[test]
@@ -276,22 +284,7 @@ fn incremental_hashing_agrees_with_full_hashing() {
 
 #[test]
 fn a_schedule_dependent_output_is_nondeterminism() {
-    let a = args(&[
-        "--quiet-program",
-        "--jobs",
-        "1",
-        "--strategy",
-        "dfs",
-        "--state-cache",
-        "--",
-        &fixture("holt_append").display().to_string(),
-        "2",
-        "distinct",
-    ]);
-    let r = mcheck(&a, true, LIMIT);
-    assert_eq!(r.code, Some(1), "{}", r.stderr);
-    let json = r.json.expect("JSON report");
-    let f = &json["findings"][0];
+    let f = first_finding(&["holt_append", "2", "distinct"]);
     assert_eq!(f["kind"], "nondeterminism");
     assert!(f["details"].to_string().contains("the earlier schedule"));
 }

@@ -78,15 +78,25 @@ impl PorNode {
         self.sleep.iter().any(|(u, _)| *u == t)
     }
 
-    /// The sleep set of the node reached by taking `chosen`, whose step was `step`: the
-    /// threads asleep or already explored here whose steps are independent of it.
+    /// The sleep set of the node reached by taking `chosen`, whose step has run (`step`):
+    /// the threads asleep or already explored here whose steps are independent of it.
     pub fn child_sleep(&self, chosen: ThreadId) -> Vec<(ThreadId, Footprint)> {
+        self.sleep_after(chosen, &self.step)
+            .map(|(u, f)| (*u, f.clone()))
+            .collect()
+    }
+
+    /// The threads asleep or already explored here, other than `chosen`, whose steps are
+    /// independent of `taken` (the step of `chosen`, as far as it is known).
+    pub fn sleep_after<'a>(
+        &'a self,
+        chosen: ThreadId,
+        taken: &'a Footprint,
+    ) -> impl Iterator<Item = &'a (ThreadId, Footprint)> + 'a {
         self.sleep
             .iter()
             .chain(&self.done)
-            .filter(|(u, f)| *u != chosen && !f.conflicts(&self.step))
-            .cloned()
-            .collect()
+            .filter(move |(u, f)| *u != chosen && !f.conflicts(taken))
     }
 }
 
@@ -427,13 +437,7 @@ pub(super) fn additions(
 mod tests {
     use super::*;
 
-    fn fp(objects: &[(u64, bool)]) -> Footprint {
-        let mut f = Footprint::default();
-        for &(a, w) in objects {
-            f.touch(ObjectKind::Mutex, a, w);
-        }
-        f
-    }
+    use crate::explore::testing::mutex_footprint as fp;
 
     #[test]
     fn two_writes_race_and_reading_twice_does_not() {
@@ -631,13 +635,7 @@ mod tests {
 
     #[test]
     fn qadeers_example_needs_one_execution_per_order_of_the_shared_increments() {
-        // x, y private to threads 0 and 1, g (2) shared: x++ g++ x++ g++ ‖ y++ g++ y++ g++.
-        let prog = Program {
-            threads: vec![
-                vec![Write(0), Write(2), Write(0), Write(2)],
-                vec![Write(1), Write(2), Write(1), Write(2)],
-            ],
-        };
+        let prog = Program::qadeer();
         let (full, reduced, traces, redundant) = compare(&prog);
         assert_eq!(full, binomial(8, 4));
         assert_eq!(traces, 6, "C(4,2) orders of the four g++");

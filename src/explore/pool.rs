@@ -385,13 +385,7 @@ mod tests {
     /// reversal another one covered: one execution per trace, as with one worker.
     #[test]
     fn a_search_split_after_every_execution_runs_qadeers_example_once_per_trace() {
-        use crate::explore::testing::{Program, SynOp::*};
-        let prog = Program {
-            threads: vec![
-                vec![Write(0), Write(2), Write(0), Write(2)],
-                vec![Write(1), Write(2), Write(1), Write(2)],
-            ],
-        };
+        let prog = crate::explore::testing::Program::qadeer();
         for workers in [1, 2, 3] {
             let runs = simulate_with(None, true, workers, None, |t| prog.run_once(t).1);
             let traces: HashSet<_> = runs.iter().cloned().collect();

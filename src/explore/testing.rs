@@ -310,6 +310,15 @@ pub struct Program {
     pub threads: Vec<Vec<SynOp>>,
 }
 
+/// A footprint touching the mutexes `objects` (address, written?), for analysis tests.
+pub fn mutex_footprint(objects: &[(u64, bool)]) -> Footprint {
+    let mut f = Footprint::default();
+    for &(a, w) in objects {
+        f.touch(ObjectKind::Mutex, a, w);
+    }
+    f
+}
+
 /// What a [`Program`] execution ends with: memory (word, value written), the values each
 /// thread read, and how many operations each thread performed.
 pub type Outcome = (Vec<(u64, u64)>, Vec<Vec<u64>>, Vec<usize>);
@@ -438,25 +447,46 @@ impl Program {
     /// Runs `s` (which may prune at visited states) until it is exhausted or `limit`
     /// executions; returns the number of executions and the distinct final states seen.
     pub fn run_all_stateful(&self, s: &mut dyn Scheduler, limit: u64) -> (u64, HashSet<Outcome>) {
-        let mut outcomes = HashSet::new();
-        let mut n = 0;
-        while n < limit && s.begin_execution(n).is_some() {
-            outcomes.extend(self.run_observed(s).2);
-            n += 1;
-        }
+        let (n, _, outcomes) = self.run_all_observed(s, limit);
         (n, outcomes)
     }
 
     /// Runs `s` until it is exhausted or `limit` executions; returns the number of
     /// executions and the distinct traces seen.
     pub fn run_all(&self, s: &mut dyn Scheduler, limit: u64) -> (u64, HashSet<Trace>) {
-        let mut traces = HashSet::new();
+        let (n, traces, _) = self.run_all_observed(s, limit);
+        (n, traces)
+    }
+
+    /// Runs `s` until it is exhausted or `limit` executions; returns the number of
+    /// executions, the distinct traces and the distinct final states (of the executions
+    /// not pruned) seen.
+    fn run_all_observed(
+        &self,
+        s: &mut dyn Scheduler,
+        limit: u64,
+    ) -> (u64, HashSet<Trace>, HashSet<Outcome>) {
+        let (mut traces, mut outcomes) = (HashSet::new(), HashSet::new());
         let mut n = 0;
         while n < limit && s.begin_execution(n).is_some() {
-            traces.insert(self.run_once(s).1);
+            let (_, trace, outcome) = self.run_observed(s);
+            traces.insert(trace);
+            outcomes.extend(outcome);
             n += 1;
         }
-        (n, traces)
+        (n, traces, outcomes)
+    }
+
+    /// Qadeer's example: x and y private to threads 0 and 1, g (word 2) shared:
+    /// x++ g++ x++ g++ ‖ y++ g++ y++ g++ (6 orders of the four g++).
+    pub fn qadeer() -> Program {
+        use SynOp::Write;
+        Program {
+            threads: vec![
+                vec![Write(0), Write(2), Write(0), Write(2)],
+                vec![Write(1), Write(2), Write(1), Write(2)],
+            ],
+        }
     }
 }
 

@@ -66,6 +66,14 @@ impl Node {
         self.por.get_or_insert_with(Default::default)
     }
 
+    /// The footprint of the step chosen here as far as it has run: its operation's, and
+    /// `segment`, what the thread touched natively since.
+    fn step_so_far(&self, segment: &Footprint) -> Footprint {
+        let mut taken = self.por().pending_of(&self.enabled, self.chosen);
+        taken.extend_plain(segment);
+        taken
+    }
+
     /// The sleep set alternative `alt` gets here when it is explored after the threads
     /// asleep here, those explored from here and this path's choice (whose step has run),
     /// as in a sequential search: for a subtree given to or asked of another worker.
@@ -605,14 +613,9 @@ impl TreeSearch {
         if !self.sleep_sets {
             return Vec::new();
         }
-        let por = parent.por();
-        let mut taken = por.pending_of(&parent.enabled, parent.chosen);
-        taken.extend_plain(&self.segment);
-        let mut sleep: Vec<ThreadId> = por
-            .sleep
-            .iter()
-            .chain(&por.done)
-            .filter(|(u, f)| *u != parent.chosen && !f.conflicts(&taken))
+        let taken = parent.step_so_far(&self.segment);
+        let mut sleep: Vec<ThreadId> = (parent.por())
+            .sleep_after(parent.chosen, &taken)
             .map(|(u, _)| *u)
             .collect();
         sleep.sort_unstable();
@@ -631,8 +634,7 @@ impl TreeSearch {
         }
         let segment = std::mem::take(&mut self.segment);
         if let Some(node) = step.checked_sub(1).and_then(|p| self.stack.get_mut(p)) {
-            let mut taken = node.por().pending_of(&node.enabled, node.chosen);
-            taken.extend_plain(&segment);
+            let taken = node.step_so_far(&segment);
             node.por_mut().step = taken;
         }
     }
@@ -650,8 +652,7 @@ impl TreeSearch {
     /// when the execution ended there, which is global when other threads were left).
     fn finish_step(&mut self, i: usize, next: Option<&Point<'_>>) {
         let node = &mut self.stack[i];
-        let mut step = node.por().pending_of(&node.enabled, node.chosen);
-        step.extend_plain(&std::mem::take(&mut self.segment));
+        let mut step = node.step_so_far(&std::mem::take(&mut self.segment));
         match next {
             Some(p) => {
                 let present =

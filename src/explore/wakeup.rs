@@ -188,15 +188,8 @@ pub(super) fn size_of(v: &[Step<'_>]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ObjectKind;
 
-    fn fp(objects: &[(u64, bool)]) -> Footprint {
-        let mut f = Footprint::default();
-        for &(a, w) in objects {
-            f.touch(ObjectKind::Mutex, a, w);
-        }
-        f
-    }
+    use crate::explore::testing::mutex_footprint as fp;
 
     fn step(thread: ThreadId, f: &Footprint) -> Step<'_> {
         Step {

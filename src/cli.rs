@@ -21,7 +21,8 @@ pub enum StrategyName {
     Portfolio,
     /// Exhaustive depth-first search over the scheduling choices.
     Dfs,
-    /// Iterative preemption bounding: all executions with ≤ c preemptions before c+1.
+    /// Iterative preemption bounding: all executions with ≤ c preemptions before c+1
+    /// (reduced by bounded partial-order reduction unless --no-por).
     Icb,
     /// PCT (probabilistic concurrency testing) with `--pct-depth`.
     Pct,
@@ -214,10 +215,11 @@ pub struct CheckArgs {
     /// spin loops included, and such executions are cut short.
     #[arg(long)]
     pub no_fair: bool,
-    /// Explore every interleaving with dfs, without dynamic partial-order reduction (by
-    /// default dfs runs one execution per class of executions that differ only in the
-    /// order of independent steps; reduction needs race tracing, so --no-races turns it
-    /// off too; icb and the portfolio are never reduced).
+    /// Explore every interleaving, without dynamic partial-order reduction (by default dfs
+    /// runs one execution per class of executions that differ only in the order of
+    /// independent steps, and icb, also the portfolio's, at least one per class that has an
+    /// execution within the preemption bound: bounded partial-order reduction; reduction
+    /// needs race tracing, so --no-races turns it off too, and shards of icb are unreduced).
     #[arg(long)]
     pub no_por: bool,
     /// Prune dfs with a table of visited states (Holt's One Page Model Checker): at every

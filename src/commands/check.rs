@@ -272,6 +272,7 @@ fn plan(args: &CheckArgs, seed: u64) -> Plan {
         StrategyName::Portfolio => Plan::Portfolio {
             seed,
             preemption_bound: args.preemption_bound,
+            por: !args.no_por && !args.no_races,
         },
         // Without race tracing the executor cannot see the atomic accesses made between
         // scheduling points, so steps could look independent when they are not.
@@ -280,6 +281,7 @@ fn plan(args: &CheckArgs, seed: u64) -> Plan {
         },
         StrategyName::Icb => Plan::Icb {
             preemption_bound: args.preemption_bound,
+            por: !args.no_por && !args.no_races,
         },
         StrategyName::Pct => Plan::Pct {
             depth: args.pct_depth,
@@ -396,6 +398,8 @@ pub fn coverage_statement(
         exhausted,
         synchronisation_exhausted,
         preemption_bound_completed,
+        preemption_bound_reduced,
+        beyond_preemption_bound,
         systematic_executions,
         ref racy_sites_included,
         ref racy_sites_not_explored,
@@ -430,7 +434,22 @@ pub fn coverage_statement(
             why.describe()
         );
     }
+    // What a completed bound covers: with bounded partial-order reduction, every
+    // execution up to the order of independent steps.
+    let within = |c: u32| {
+        if preemption_bound_reduced {
+            format!("every execution with ≤ {c} preemption(s) explored up to the order of independent steps")
+        } else {
+            format!("all executions with ≤ {c} preemption(s) explored")
+        }
+    };
     if exhausted && result.complete {
+        if let (true, Some(c)) = (beyond_preemption_bound, preemption_bound_completed) {
+            return format!(
+                "search space exhausted up to the preemption bound: {} ({n} execution(s)), executions with more preemptions not explored{included}; {verdict}",
+                within(c)
+            );
+        }
         return format!("search space exhausted: {n} execution(s) explored{included}, {verdict}");
     }
     if let (count @ 1.., library) = &result.library_sync {
@@ -465,10 +484,12 @@ pub fn coverage_statement(
     }
     match (strategy, preemption_bound_completed) {
         ("icb", Some(c)) => format!(
-            "all executions with ≤ {c} preemption(s) explored ({n} execution(s)){included}, {verdict}"
+            "{} ({n} execution(s)){included}, {verdict}",
+            within(c)
         ),
         ("portfolio", Some(c)) => format!(
-            "{n} execution(s), of which {systematic_executions} systematic: all executions with ≤ {c} preemption(s) explored{included}; {verdict}"
+            "{n} execution(s), of which {systematic_executions} systematic: {}{included}; {verdict}",
+            within(c)
         ),
         ("dfs", _) | ("icb", None) | ("portfolio", None) => format!(
             "{n} execution(s) explored, search space not exhausted{included}, {verdict}"

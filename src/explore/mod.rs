@@ -44,7 +44,7 @@ pub use random::RandomScheduler;
 pub use refine::RacySites;
 pub use replay::{Decision, ReplayScheduler};
 pub use state_cache::{counter_of, CacheStats, EndTable, SharedStateTable, StateTable, Visit};
-pub use tree::{Split, TreeSearch};
+pub use tree::{Deferred, Split, TreeSearch};
 
 use crate::model::{Footprint, ThreadId};
 
@@ -140,8 +140,16 @@ pub struct Coverage {
     pub racy_sites_not_explored: Vec<u64>,
     /// Refinement rounds: trees begun anew with more racy sites as scheduling points.
     pub refinement_rounds: u32,
-    /// Every execution with at most this many preemptions was explored (ICB).
+    /// Every execution with at most this many preemptions was explored (ICB), or with
+    /// `preemption_bound_reduced` an execution of every Mazurkiewicz trace that has one.
     pub preemption_bound_completed: Option<u32>,
+    /// The cap of icb (`--preemption-bound`) left executions with more preemptions
+    /// unexplored: `exhausted` then holds up to that bound only.
+    pub beyond_preemption_bound: bool,
+    /// icb was reduced by bounded partial-order reduction: the bound counts traces (every
+    /// class of executions that differ only in the order of independent steps with an
+    /// execution within it had one explored), not executions.
+    pub preemption_bound_reduced: bool,
     /// Executions explored by the systematic part of the strategy.
     pub systematic_executions: u64,
 }

@@ -3,7 +3,8 @@
 //! its item, and gives away its shallowest unexplored alternative when another worker waits
 //! for work. For icb, prefixes beyond the current bound are collected, and the bound moves
 //! to c+1 only once no worker holds an item at c: every execution with ≤ c preemptions runs
-//! before any with c+1, and no schedule is explored twice.
+//! before any with c+1, and no schedule is explored twice. Reduced icb (bounded partial-order
+//! reduction) defers the empty prefix instead: the next bound explores the whole tree anew.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashSet, VecDeque};
@@ -12,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::prefix::Prefix;
-use super::tree::Split;
+use super::tree::{Deferred, Split};
 use super::Coverage;
 use crate::model::{Footprint, ThreadId};
 
@@ -67,6 +68,11 @@ impl Claims {
         self.0.lock().expect("claims lock").insert(h.finish())
     }
 
+    /// Forgets every claim (a new tree begins).
+    pub fn clear(&self) {
+        self.0.lock().expect("claims lock").clear();
+    }
+
     /// Claims every prefix of `path` (the path a worker is exploring when it gives work
     /// away: nobody else needs to explore it).
     pub fn claim_path(&self, path: &[ThreadId]) {
@@ -88,6 +94,8 @@ struct PoolState {
     finished: bool,
     completed_bound: Option<u32>,
     executions: u64,
+    /// Executions beyond the cap were left unexplored.
+    beyond_cap: bool,
 }
 
 /// Shared work pool of one parallel tree search.
@@ -114,6 +122,7 @@ impl TreePool {
                 finished: false,
                 completed_bound: None,
                 executions: 0,
+                beyond_cap: false,
             }),
             changed: Condvar::new(),
             hungry: AtomicUsize::new(0),
@@ -149,8 +158,14 @@ impl TreePool {
                 if more {
                     s.completed_bound = Some(s.bound);
                     s.bound += 1;
-                    let next = std::mem::take(&mut s.deferred);
+                    let mut next = std::mem::take(&mut s.deferred);
+                    if next.iter().any(Prefix::is_empty) {
+                        // Bounded partial-order reduction explores the whole tree anew.
+                        next = vec![Prefix::from_vec(&[])];
+                    }
                     s.queue.extend(next.into_iter().map(Queued::from));
+                    // Claims name the alternatives of the previous bound's trees.
+                    self.claims.clear();
                     continue;
                 }
                 s.finished = true;
@@ -207,17 +222,19 @@ impl TreePool {
         self.changed.notify_one();
     }
 
-    /// A worker finished its item; `deferred` are its prefixes beyond the bound.
-    pub fn release(&self, deferred: Vec<Prefix>, executions: u64) {
+    /// A worker finished its item; `deferred` is what it left beyond the bound.
+    pub fn release(&self, deferred: Deferred, executions: u64) {
         let mut s = self.state.lock().expect("pool lock");
         s.busy -= 1;
         s.executions += executions;
         let cap = self.max_bound;
         let bound = s.bound;
+        s.beyond_cap |= deferred.beyond_cap;
         if cap.is_some_and(|m| bound < m) {
-            s.deferred.extend(deferred);
-        } else if !deferred.is_empty() {
+            s.deferred.extend(deferred.prefixes);
+        } else if !deferred.prefixes.is_empty() {
             // Beyond the cap: those executions are never explored.
+            s.beyond_cap = true;
         }
         self.changed.notify_all();
     }
@@ -252,6 +269,7 @@ impl TreePool {
             },
             systematic_executions: s.executions,
             synchronisation_exhausted: exhausted,
+            beyond_preemption_bound: s.beyond_cap,
             ..Coverage::default()
         }
     }
@@ -453,5 +471,32 @@ mod tests {
         assert_eq!(all.len(), 90);
         let p: Vec<usize> = all.iter().map(|s| preemptions(s, &prog.steps)).collect();
         assert!(p.windows(2).all(|w| w[0] <= w[1]), "{p:?}");
+    }
+
+    #[test]
+    fn parallel_bounded_por_loses_no_trace_of_icb_on_random_programs() {
+        use crate::explore::testing::Program;
+        use rand::SeedableRng;
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(13);
+        for _ in 0..150 {
+            let prog = Program::random(&mut rng, 5);
+            for bound in [0, 1, 2] {
+                let icb: HashSet<_> =
+                    simulate_with(Some(bound), false, 1, None, |t| prog.run_once(t).1)
+                        .into_iter()
+                        .collect();
+                for workers in [1, 2, 3] {
+                    let seen: HashSet<_> =
+                        simulate_with(Some(bound), true, workers, None, |t| prog.run_once(t).1)
+                            .into_iter()
+                            .collect();
+                    assert!(
+                        icb.is_subset(&seen),
+                        "{workers} workers at bound {bound} on {:?}",
+                        prog.threads
+                    );
+                }
+            }
+        }
     }
 }

@@ -40,6 +40,8 @@ pub enum Plan {
         seed: u64,
         /// Preemption cap of the icb member.
         preemption_bound: Option<u32>,
+        /// The icb member is reduced by bounded partial-order reduction.
+        por: bool,
     },
     /// Exhaustive depth-first search.
     Dfs {
@@ -50,6 +52,8 @@ pub enum Plan {
     Icb {
         /// Preemption cap.
         preemption_bound: Option<u32>,
+        /// Reduced by bounded partial-order reduction.
+        por: bool,
     },
     /// PCT with bug depth `depth`.
     Pct {
@@ -82,15 +86,23 @@ impl Plan {
             Plan::Portfolio {
                 preemption_bound, ..
             } => Some(Some(preemption_bound.unwrap_or(u32::MAX))),
-            Plan::Icb { preemption_bound } => Some(Some(preemption_bound.unwrap_or(u32::MAX))),
+            Plan::Icb {
+                preemption_bound, ..
+            } => Some(Some(preemption_bound.unwrap_or(u32::MAX))),
             Plan::Dfs { .. } => Some(None),
             _ => None,
         }
     }
 
-    /// Whether the tree search is reduced by partial-order reduction (dfs only).
+    /// Whether the tree search (dfs, icb or the portfolio's icb member) is reduced by
+    /// partial-order reduction (bounded, for icb).
     fn por(&self) -> bool {
-        matches!(self, Plan::Dfs { por: true })
+        matches!(
+            self,
+            Plan::Dfs { por: true }
+                | Plan::Icb { por: true, .. }
+                | Plan::Portfolio { por: true, .. }
+        )
     }
 
     /// The randomised members and the cycle of slots of one worker.
@@ -612,11 +624,15 @@ impl Shared<'_> {
             // Either tree running out covers every schedule.
             let d = reduced.coverage(closed_early);
             tree_coverage.exhausted |= d.exhausted;
+            // The reduced tree has no preemption bound.
+            tree_coverage.beyond_preemption_bound &= !d.exhausted;
             tree_coverage.synchronisation_exhausted |= d.synchronisation_exhausted;
             tree_coverage.systematic_executions += d.systematic_executions;
         }
         let mut c = (racy.sites).qualify(tree_coverage);
         c.systematic_executions += r.earlier_executions;
+        // A shard explores its part of the tree unreduced (`TreeSearch::with_shard`).
+        c.preemption_bound_reduced = self.cfg.plan.por() && self.cfg.shard.is_none();
         c
     }
 

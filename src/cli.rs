@@ -168,9 +168,10 @@ pub struct CheckArgs {
     #[arg(long, value_name = "N")]
     pub max_executions: Option<u64>,
     /// Run shard I of N (1-based) of a search split among N machines (docs/audits.md):
-    /// dfs (with --no-por) and icb explore disjoint subtrees, each shard capped by the whole
+    /// dfs and icb (with --no-por) explore disjoint subtrees, each shard capped by the whole
     /// --max-executions; random and pct run the shard's range of the executions (and so of
-    /// the seeds) of --max-executions; the portfolio does both. Together the shards run the
+    /// the seeds) of --max-executions; the portfolio does both (its icb member unreduced,
+    /// its reduced dfs not run). Together the shards of dfs, icb, random or pct run the
     /// unsharded search's executions, none twice.
     #[arg(long, value_name = "I/N", value_parser = clap::value_parser!(crate::audit::shard::Shard))]
     pub shard: Option<crate::audit::shard::Shard>,

@@ -239,21 +239,25 @@ fn shard_of(args: &CheckArgs) -> Result<ShareOfSearch, Failure> {
     let Some(shard) = args.shard.filter(|s| s.count > 1) else {
         return Ok(whole);
     };
-    let reduced = args.strategy == StrategyName::Dfs && !args.no_por && !args.no_races;
+    // The portfolio's icb member is explored unreduced in a shard (as its reduced dfs is
+    // not split); dfs and icb alone must say so.
+    let tree_only = matches!(args.strategy, StrategyName::Dfs | StrategyName::Icb);
+    let reduced = tree_only && !args.no_por && !args.no_races;
     if reduced || args.state_cache {
+        let strategy = if args.strategy == StrategyName::Dfs {
+            "dfs's partial-order reduction"
+        } else {
+            "icb's bounded partial-order reduction"
+        };
         let (what, fix) = if args.state_cache {
             ("--state-cache", "drop --state-cache")
         } else {
-            (
-                "dfs's partial-order reduction",
-                "add --no-por, or use --strategy icb",
-            )
+            (strategy, "add --no-por")
         };
         return Err(Failure::Usage(format!(
             "--shard splits the unreduced tree of a search, but {what} learns from executions in other subtrees (another shard's): {fix}"
         )));
     }
-    let tree_only = matches!(args.strategy, StrategyName::Dfs | StrategyName::Icb);
     let part = shard.part(tree_only, args.seed, args.max_executions());
     let has_tree = tree_only || args.strategy == StrategyName::Portfolio;
     Ok(ShareOfSearch {

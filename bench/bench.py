@@ -823,56 +823,6 @@ def print_por(rows, opts):
     print()
 
 
-# Preemption bounds at which icb is measured with and without bounded partial-order
-# reduction (None: no cap, the whole tree, every bound in turn).
-BPOR_BOUNDS = [1, 2, None]
-
-
-def measure_bpor(mc, opts):
-    """icb of each POR fixture without reduction (--no-por) and with bounded partial-order
-    reduction (the default), at each of BPOR_BOUNDS, --jobs 1, jobs_reps runs each; returns
-    rows of executions, completeness and median wall clock."""
-    rows = []
-    for n, a, _traces in POR_FIXTURES:
-        for bound in BPOR_BOUNDS:
-            row = {"fixture": label_of(n, a), "bound": bound}
-            cap = [] if bound is None else ["--preemption-bound", str(bound)]
-            for key, extra in (("icb", ["--no-por"]), ("bpor", [])):
-                walls, execs, complete = [], [], []
-                for _ in range(opts.jobs_reps):
-                    wall, rc, r = mc.check(["--strategy", "icb", "--jobs", "1", "--quiet-program",
-                                            "--max-executions", str(POR_CAP)] + cap + extra,
-                                           fixture(n), a, timeout=600)
-                    if rc != 0 or r is None or r.get("findings"):
-                        raise HarnessError("icb %s on %s: exit %d" % (key, label_of(n, a), rc))
-                    walls.append(wall)
-                    execs.append(r["executions"])
-                    complete.append(r.get("complete"))
-                row[key] = {"executions": sorted(set(execs)), "complete": all(complete),
-                            "median_wall_s": median(walls)}
-            rows.append(row)
-    return rows
-
-
-def print_bpor(rows, opts):
-    print("icb unreduced vs bounded partial-order reduction (--jobs 1, median of %d runs)"
-          % opts.jobs_reps)
-    cols = "  %-26s %6s %12s %8s %12s %8s %10s"
-    print(cols % ("fixture", "bound", "icb execs", "s", "BPOR execs", "s", "icb/BPOR"))
-    for r in rows:
-        cells = [r["fixture"], "all" if r["bound"] is None else "<= %d" % r["bound"]]
-        for key in ("icb", "bpor"):
-            m = r[key]
-            cells += ["/".join(str(x) for x in m["executions"]) + ("" if m["complete"] else "+"),
-                      "%.2f" % m["median_wall_s"]]
-        ratio = r["icb"]["executions"][0] / max(1, r["bpor"]["executions"][0])
-        print(cols % tuple(cells + ["%.1fx" % ratio]))
-    print("  command: mcheck --strategy icb [--no-por] [--preemption-bound C] --jobs 1 "
-          "--quiet-program --max-executions %d -- FIXTURE ARGS; '+': search not complete "
-          "(cap reached); BPOR explores the whole tree anew at each bound" % POR_CAP)
-    print()
-
-
 # ------------------------------------------------ state caching
 
 CACHE_FIXTURES = [
@@ -1344,7 +1294,7 @@ def main():
     for n in notes:
         print("  check: " + n)
     print()
-    rates = jobs = stress = fair = por = bpor = cache = hashing = audit = refine = None
+    rates = jobs = stress = fair = por = cache = hashing = audit = refine = None
     jobs_failed, jobs_notes = [], []
 
     section_seconds = {}
@@ -1368,7 +1318,6 @@ def main():
             progress("dfs with and without partial-order reduction")
             t = time.perf_counter()
             por = measure_por(mc, opts)
-            bpor = measure_bpor(mc, opts)
             section_seconds["por"] = time.perf_counter() - t
         if "refine" in sections:
             progress("race-directed refinement")
@@ -1415,8 +1364,6 @@ def main():
     if por is not None:
         print_por(por, opts)
         results["partial_order_reduction"] = por
-        print_bpor(bpor, opts)
-        results["bounded_partial_order_reduction"] = bpor
     if refine is not None:
         print_refine(refine, opts)
         results["race_refinement"] = refine

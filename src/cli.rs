@@ -21,8 +21,7 @@ pub enum StrategyName {
     Portfolio,
     /// Exhaustive depth-first search over the scheduling choices.
     Dfs,
-    /// Iterative preemption bounding: all executions with ≤ c preemptions before c+1
-    /// (reduced by bounded partial-order reduction unless --no-por).
+    /// Iterative preemption bounding: all executions with ≤ c preemptions before c+1.
     Icb,
     /// PCT (probabilistic concurrency testing) with `--pct-depth`.
     Pct,
@@ -168,10 +167,9 @@ pub struct CheckArgs {
     #[arg(long, value_name = "N")]
     pub max_executions: Option<u64>,
     /// Run shard I of N (1-based) of a search split among N machines (docs/audits.md):
-    /// dfs and icb (with --no-por) explore disjoint subtrees, each shard capped by the whole
+    /// dfs (with --no-por) and icb explore disjoint subtrees, each shard capped by the whole
     /// --max-executions; random and pct run the shard's range of the executions (and so of
-    /// the seeds) of --max-executions; the portfolio does both (its icb member unreduced,
-    /// its reduced dfs not run). Together the shards of dfs, icb, random or pct run the
+    /// the seeds) of --max-executions; the portfolio does both. Together the shards run the
     /// unsharded search's executions, none twice.
     #[arg(long, value_name = "I/N", value_parser = clap::value_parser!(crate::audit::shard::Shard))]
     pub shard: Option<crate::audit::shard::Shard>,
@@ -216,11 +214,10 @@ pub struct CheckArgs {
     /// spin loops included, and such executions are cut short.
     #[arg(long)]
     pub no_fair: bool,
-    /// Explore every interleaving, without dynamic partial-order reduction (by default dfs
-    /// runs one execution per class of executions that differ only in the order of
-    /// independent steps, and icb, also the portfolio's, at least one per class that has an
-    /// execution within the preemption bound: bounded partial-order reduction; reduction
-    /// needs race tracing, so --no-races turns it off too, and shards of icb are unreduced).
+    /// Explore every interleaving with dfs, without dynamic partial-order reduction (by
+    /// default dfs runs one execution per class of executions that differ only in the
+    /// order of independent steps; reduction needs race tracing, so --no-races turns it
+    /// off too; icb and the portfolio are never reduced).
     #[arg(long)]
     pub no_por: bool,
     /// Prune dfs with a table of visited states (Holt's One Page Model Checker): at every

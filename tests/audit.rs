@@ -469,15 +469,6 @@ fn bad_manifests_are_one_error_with_the_line() {
             5,
             "--no-por",
         ),
-        (
-            // Nor a reduced icb.
-            format!(
-                "[[target]]\nname = \"a\"\ncommand = [\"{}\"]\nstrategy = \"icb\"\nsplit = true\n",
-                prog.display()
-            ),
-            5,
-            "--no-por",
-        ),
     ];
     for (text, line, word) in &cases {
         let m = manifest(&dir, text);
@@ -572,7 +563,7 @@ fn four_shards_merge_to_the_unsharded_audit() {
     text += &target(
         "split_icb",
         "once_ok",
-        "strategy = \"icb\"\njobs = 2\nmax_executions = 500\nsplit = true\noptions = [\"--no-por\"]",
+        "strategy = \"icb\"\njobs = 2\nmax_executions = 500\nsplit = true",
     );
     text += &target(
         "split_random",

@@ -302,15 +302,14 @@ impl Target {
         };
         let split = t.split.as_ref().is_some_and(|s| *s.get_ref());
         let has = |flag: &str| options.iter().any(|o| o == flag);
-        let reduced = matches!(strategy, StrategyName::Dfs | StrategyName::Icb)
-            && !has("--no-por")
-            && !has("--no-races");
+        let reduced =
+            matches!(strategy, StrategyName::Dfs) && !has("--no-por") && !has("--no-races");
         if split && (reduced || has("--state-cache")) {
             let span = t.split.as_ref().map(Spanned::span).unwrap_or_default();
             return Err((
                 span,
                 format!(
-                    "target `{name}`: `split` divides the unreduced tree among the shards: a dfs or icb target needs options = [\"--no-por\"] and no \"--state-cache\""
+                    "target `{name}`: `split` divides the unreduced tree among the shards: a dfs target needs options = [\"--no-por\"] and no \"--state-cache\" (or use strategy \"icb\")"
                 ),
             ));
         }

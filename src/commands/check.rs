@@ -239,25 +239,21 @@ fn shard_of(args: &CheckArgs) -> Result<ShareOfSearch, Failure> {
     let Some(shard) = args.shard.filter(|s| s.count > 1) else {
         return Ok(whole);
     };
-    // The portfolio's icb member is explored unreduced in a shard (as its reduced dfs is
-    // not split); dfs and icb alone must say so.
-    let tree_only = matches!(args.strategy, StrategyName::Dfs | StrategyName::Icb);
-    let reduced = tree_only && !args.no_por && !args.no_races;
+    let reduced = args.strategy == StrategyName::Dfs && !args.no_por && !args.no_races;
     if reduced || args.state_cache {
-        let strategy = if args.strategy == StrategyName::Dfs {
-            "dfs's partial-order reduction"
-        } else {
-            "icb's bounded partial-order reduction"
-        };
         let (what, fix) = if args.state_cache {
             ("--state-cache", "drop --state-cache")
         } else {
-            (strategy, "add --no-por")
+            (
+                "dfs's partial-order reduction",
+                "add --no-por, or use --strategy icb",
+            )
         };
         return Err(Failure::Usage(format!(
             "--shard splits the unreduced tree of a search, but {what} learns from executions in other subtrees (another shard's): {fix}"
         )));
     }
+    let tree_only = matches!(args.strategy, StrategyName::Dfs | StrategyName::Icb);
     let part = shard.part(tree_only, args.seed, args.max_executions());
     let has_tree = tree_only || args.strategy == StrategyName::Portfolio;
     Ok(ShareOfSearch {
@@ -276,7 +272,6 @@ fn plan(args: &CheckArgs, seed: u64) -> Plan {
         StrategyName::Portfolio => Plan::Portfolio {
             seed,
             preemption_bound: args.preemption_bound,
-            por: !args.no_por && !args.no_races,
         },
         // Without race tracing the executor cannot see the atomic accesses made between
         // scheduling points, so steps could look independent when they are not.
@@ -285,7 +280,6 @@ fn plan(args: &CheckArgs, seed: u64) -> Plan {
         },
         StrategyName::Icb => Plan::Icb {
             preemption_bound: args.preemption_bound,
-            por: !args.no_por && !args.no_races,
         },
         StrategyName::Pct => Plan::Pct {
             depth: args.pct_depth,
@@ -402,7 +396,6 @@ pub fn coverage_statement(
         exhausted,
         synchronisation_exhausted,
         preemption_bound_completed,
-        preemption_bound_reduced,
         beyond_preemption_bound,
         systematic_executions,
         ref racy_sites_included,
@@ -438,20 +431,10 @@ pub fn coverage_statement(
             why.describe()
         );
     }
-    // What a completed bound covers: with bounded partial-order reduction, every
-    // execution up to the order of independent steps.
-    let within = |c: u32| {
-        if preemption_bound_reduced {
-            format!("every execution with ≤ {c} preemption(s) explored up to the order of independent steps")
-        } else {
-            format!("all executions with ≤ {c} preemption(s) explored")
-        }
-    };
     if exhausted && result.complete {
         if let (true, Some(c)) = (beyond_preemption_bound, preemption_bound_completed) {
             return format!(
-                "search space exhausted up to the preemption bound: {} ({n} execution(s)), executions with more preemptions not explored{included}; {verdict}",
-                within(c)
+                "search space exhausted up to the preemption bound: all executions with ≤ {c} preemption(s) explored ({n} execution(s)), executions with more preemptions not explored{included}; {verdict}"
             );
         }
         return format!("search space exhausted: {n} execution(s) explored{included}, {verdict}");
@@ -488,12 +471,10 @@ pub fn coverage_statement(
     }
     match (strategy, preemption_bound_completed) {
         ("icb", Some(c)) => format!(
-            "{} ({n} execution(s)){included}, {verdict}",
-            within(c)
+            "all executions with ≤ {c} preemption(s) explored ({n} execution(s)){included}, {verdict}"
         ),
         ("portfolio", Some(c)) => format!(
-            "{n} execution(s), of which {systematic_executions} systematic: {}{included}; {verdict}",
-            within(c)
+            "{n} execution(s), of which {systematic_executions} systematic: all executions with ≤ {c} preemption(s) explored{included}; {verdict}"
         ),
         ("dfs", _) | ("icb", None) | ("portfolio", None) => format!(
             "{n} execution(s) explored, search space not exhausted{included}, {verdict}"

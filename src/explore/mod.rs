@@ -140,16 +140,11 @@ pub struct Coverage {
     pub racy_sites_not_explored: Vec<u64>,
     /// Refinement rounds: trees begun anew with more racy sites as scheduling points.
     pub refinement_rounds: u32,
-    /// Every execution with at most this many preemptions was explored (ICB), or with
-    /// `preemption_bound_reduced` an execution of every Mazurkiewicz trace that has one.
+    /// Every execution with at most this many preemptions was explored (ICB).
     pub preemption_bound_completed: Option<u32>,
     /// The cap of icb (`--preemption-bound`) left executions with more preemptions
     /// unexplored: `exhausted` then holds up to that bound only.
     pub beyond_preemption_bound: bool,
-    /// icb was reduced by bounded partial-order reduction: the bound counts traces (every
-    /// class of executions that differ only in the order of independent steps with an
-    /// execution within it had one explored), not executions.
-    pub preemption_bound_reduced: bool,
     /// Executions explored by the systematic part of the strategy.
     pub systematic_executions: u64,
 }

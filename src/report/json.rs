@@ -45,11 +45,8 @@ pub struct JsonCoverage {
     pub racy_sites_not_explored: Vec<JsonSite>,
     /// Refinement rounds of the tree (new trees with more racy sites as points).
     pub refinement_rounds: u32,
-    /// Every execution with at most this many preemptions was explored (with
-    /// `preemption_bound_reduced`: an execution of every trace that has one).
+    /// Every execution with at most this many preemptions was explored.
     pub preemption_bound_completed: Option<u32>,
-    /// icb was reduced by bounded partial-order reduction.
-    pub preemption_bound_reduced: bool,
     /// The preemption cap left executions with more preemptions unexplored (`exhausted`
     /// then holds up to the cap).
     pub beyond_preemption_bound: bool,
@@ -73,8 +70,6 @@ impl JsonCoverage {
             racy_sites_not_explored: JsonSite::list(&c.racy_sites_not_explored, findings),
             refinement_rounds: c.refinement_rounds,
             preemption_bound_completed: c.preemption_bound_completed,
-            preemption_bound_reduced: c.preemption_bound_completed.is_some()
-                && c.preemption_bound_reduced,
             beyond_preemption_bound: c.beyond_preemption_bound,
             systematic_executions: c.systematic_executions,
             nothing_to_explore: None,

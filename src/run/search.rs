@@ -40,8 +40,6 @@ pub enum Plan {
         seed: u64,
         /// Preemption cap of the icb member.
         preemption_bound: Option<u32>,
-        /// The icb member is reduced by bounded partial-order reduction.
-        por: bool,
     },
     /// Exhaustive depth-first search.
     Dfs {
@@ -52,8 +50,6 @@ pub enum Plan {
     Icb {
         /// Preemption cap.
         preemption_bound: Option<u32>,
-        /// Reduced by bounded partial-order reduction.
-        por: bool,
     },
     /// PCT with bug depth `depth`.
     Pct {
@@ -86,23 +82,15 @@ impl Plan {
             Plan::Portfolio {
                 preemption_bound, ..
             } => Some(Some(preemption_bound.unwrap_or(u32::MAX))),
-            Plan::Icb {
-                preemption_bound, ..
-            } => Some(Some(preemption_bound.unwrap_or(u32::MAX))),
+            Plan::Icb { preemption_bound } => Some(Some(preemption_bound.unwrap_or(u32::MAX))),
             Plan::Dfs { .. } => Some(None),
             _ => None,
         }
     }
 
-    /// Whether the tree search (dfs, icb or the portfolio's icb member) is reduced by
-    /// partial-order reduction (bounded, for icb).
+    /// Whether the tree search is reduced by partial-order reduction (dfs only).
     fn por(&self) -> bool {
-        matches!(
-            self,
-            Plan::Dfs { por: true }
-                | Plan::Icb { por: true, .. }
-                | Plan::Portfolio { por: true, .. }
-        )
+        matches!(self, Plan::Dfs { por: true })
     }
 
     /// The randomised members and the cycle of slots of one worker.
@@ -631,8 +619,6 @@ impl Shared<'_> {
         }
         let mut c = (racy.sites).qualify(tree_coverage);
         c.systematic_executions += r.earlier_executions;
-        // A shard explores its part of the tree unreduced (`TreeSearch::with_shard`).
-        c.preemption_bound_reduced = self.cfg.plan.por() && self.cfg.shard.is_none();
         c
     }
 

@@ -386,6 +386,28 @@ mod tests {
         );
     }
 
+    /// Larger programs (6 and 7 operation groups) split after every execution: a given-away
+    /// alternative once slept in the giver's later alternatives, and with `Split::above`
+    /// a receiver then took it for explored: traces were lost on every seed tried.
+    #[test]
+    fn parallel_dpor_loses_no_trace_on_larger_random_programs() {
+        use crate::explore::testing::Program;
+        use rand::SeedableRng;
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(302);
+        for size in [6, 7] {
+            for _ in 0..60 {
+                let prog = Program::random(&mut rng, size);
+                // Sequential DPOR's traces (those of full DFS, see the dpor tests).
+                let (_, reference) = prog.run_all(&mut TreeSearch::dpor(), 1_000_000);
+                for workers in [2, 3] {
+                    let runs = simulate_with(None, true, workers, None, |t| prog.run_once(t).1);
+                    let seen: HashSet<_> = runs.into_iter().collect();
+                    assert_eq!(seen, reference, "{workers} workers on {:?}", prog.threads);
+                }
+            }
+        }
+    }
+
     /// Qadeer's example split after every execution: a work item brings what its giver
     /// explored at every node above it (`Split::above`), so no worker asks again for a
     /// reversal another one covered: one execution per trace, as with one worker.

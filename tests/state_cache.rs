@@ -183,7 +183,17 @@ fn sleep_sets_kept_with_the_states_explore_less_and_find_the_same_bugs() {
 /// The first finding of `dfs --state-cache --jobs 1` on `program` (fixture and arguments),
 /// which must report one (exit status 1).
 fn first_finding(program: &[&str]) -> serde_json::Value {
-    let fixture_path = fixture(program[0]).display().to_string();
+    cached_dfs(&[], &[], program, 1)["findings"][0].clone()
+}
+
+/// The JSON report of `dfs --state-cache --jobs 1` with `options` on `program` (fixture
+/// and arguments), mcheck run with `env`, which must exit with `code`.
+fn cached_dfs(
+    options: &[&str],
+    env: &[(&str, &str)],
+    program: &[&str],
+    code: i32,
+) -> serde_json::Value {
     let mut a = args(&[
         "--quiet-program",
         "--jobs",
@@ -191,14 +201,14 @@ fn first_finding(program: &[&str]) -> serde_json::Value {
         "--strategy",
         "dfs",
         "--state-cache",
-        "--",
-        &fixture_path,
     ]);
+    a.extend(args(options));
+    a.push("--".into());
+    a.push(fixture(program[0]).display().to_string());
     a.extend(args(&program[1..]));
-    let r = mcheck(&a, true, LIMIT);
-    assert_eq!(r.code, Some(1), "{}", r.stderr);
-    let json = r.json.expect("JSON report");
-    json["findings"][0].clone()
+    let r = common::mcheck_with_env(&a, env, true, LIMIT);
+    assert_eq!(r.code, Some(code), "{}: {}", r.command, r.stderr);
+    r.json.expect("JSON report")
 }
 
 #[test]
@@ -225,23 +235,8 @@ fn snapshots_and_fresh_executions_prune_alike() {
 #[test]
 fn incremental_hashing_agrees_with_full_hashing() {
     let search = |env: &[(&str, &str)], program: &[&str]| {
-        let mut a = args(&[
-            "--quiet-program",
-            "--jobs",
-            "1",
-            "--strategy",
-            "dfs",
-            "--state-cache",
-            "--no-races",
-            "--max-executions",
-            "80",
-            "--",
-        ]);
-        a.push(fixture(program[0]).display().to_string());
-        a.extend(args(&program[1..]));
-        let r = common::mcheck_with_env(&a, env, true, LIMIT);
-        assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
-        let json = r.json.expect("JSON report");
+        let options = ["--no-races", "--max-executions", "80"];
+        let json = cached_dfs(&options, env, program, 0);
         let cache = &json["state_cache"];
         let from_branches = &json["snapshots"]["executions_from_branch_snapshot"];
         (

@@ -49,8 +49,12 @@ impl Server {
         if how.every_access_stops {
             command.env("MCHECK_PATCH", "off");
         }
+        command.args(["replay", "--quiet-program", "--gdb"]);
+        if let Some(n) = how.snapshot_every {
+            command.args(["--gdb-snapshot-every".to_string(), n.to_string()]);
+        }
         let mut child = command
-            .args(["replay", "--quiet-program", "--gdb", schedule])
+            .arg(schedule)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -143,6 +147,8 @@ struct How {
     interrupt_after: Option<Duration>,
     /// Every access site on a breakpoint (`MCHECK_PATCH=off`), as in mcheck's slow mode.
     every_access_stops: bool,
+    /// `--gdb-snapshot-every N` (the default when None).
+    snapshot_every: Option<u64>,
 }
 
 /// Runs gdb in batch mode against `server` with `commands`; its whole output.
@@ -808,4 +814,104 @@ fn killing_gdb_leaves_no_traced_process() {
             "process {pid} left behind: {err}"
         );
     }
+}
+
+/// What a gdb session showed of the program: values printed, breakpoint and watchpoint
+/// stops, source lines, mcheck's console lines about steps (not addresses of the
+/// connection or thread announcements, which differ between sessions).
+fn shown(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| {
+            l.starts_with('$')
+                || l.contains("hit Breakpoint")
+                || l.contains("atchpoint")
+                || l.contains("Old value")
+                || l.contains("New value")
+                || l.starts_with("mcheck: replayed again")
+                || l.starts_with("mcheck: stopped after")
+                || l.split('\t')
+                    .next()
+                    .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn going_back_from_fork_snapshots_shows_what_going_back_from_the_start_shows() {
+    // About 250 decisions before the assertion: snapshots every 8 leave several on the way.
+    let program = fixture("turns_last_assert");
+    let out = temp_path("gdb-snapshots");
+    let schedule = schedule_of(&program, &out);
+    let flush = "maintenance flush register-cache";
+    let commands = [
+        "break record",
+        "continue",
+        "continue",
+        "print taken",
+        "delete",
+        "continue",
+        "print taken",
+        "break record",
+        "reverse-continue",
+        "print taken",
+        "print turns[taken - 1]",
+        "reverse-continue",
+        "print taken",
+        "delete",
+        "watch taken",
+        "reverse-continue",
+        "print taken",
+        "delete",
+        "monitor goto 100",
+        flush,
+        "print taken",
+        "monitor goto 40",
+        flush,
+        "print taken",
+        "monitor goto 200",
+        flush,
+        "print taken",
+        "monitor goto 120",
+        flush,
+        "print taken",
+        "monitor snapshots",
+        "kill",
+    ];
+    let run = |every: u64| {
+        let how = How {
+            snapshot_every: Some(every),
+            ..How::default()
+        };
+        debug_schedule(&schedule, &program, &commands, how)
+    };
+    let from_start = run(0);
+    let from_snapshots = run(8);
+    let _ = fs::remove_dir_all(&out);
+    let (a, b) = (&from_start.text, &from_snapshots.text);
+    // Both went back, and saw the history as it was.
+    assert!(a.contains("$3 = 119") && a.contains("$4 = 2"), "{a}");
+    assert!(
+        a.contains("re-execution(s), each from the program's start"),
+        "{a}"
+    );
+    assert_eq!(
+        shown(a),
+        shown(b),
+        "\n--- from the start:\n{a}\n--- from snapshots:\n{b}"
+    );
+    // The second went back from snapshots (the goto to 40 and the first scan of each
+    // reverse-continue may not; the others do).
+    let used = b
+        .lines()
+        .find_map(|l| {
+            l.split("; ")
+                .nth(1)?
+                .split(" of ")
+                .next()?
+                .parse::<u32>()
+                .ok()
+        })
+        .unwrap_or(0);
+    assert!(used >= 4, "{b}\n{}", from_snapshots.err);
 }

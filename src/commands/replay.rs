@@ -73,7 +73,8 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
     if let Some(address) = &args.gdb {
         let cfg = gdb_config(cfg, &schedule, &racy);
         let path = args.schedule.to_string_lossy();
-        return crate::gdb::serve(address, &schedule, &path, &cfg, &racy, args.until);
+        let every = args.gdb_snapshot_every;
+        return crate::gdb::serve(address, &schedule, &path, &cfg, &racy, args.until, every);
     }
     if schedule.finding.kind == crate::report::FindingKind::Nondeterminism {
         return replay_both(args, &schedule, &cfg);
@@ -144,6 +145,8 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
 fn gdb_config(cfg: ExecutionConfig, schedule: &ScheduleFile, racy: &RacyPoints) -> ExecutionConfig {
     let cfg = ExecutionConfig {
         trace: false,
+        // The session's snapshots (`--gdb-snapshot-every`): a search's default budget.
+        snapshot_memory: 1 << 30,
         ..cfg
     };
     if !cfg.patch {

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::arch::Regs;
+use super::checkpoints::{Checkpoint, Resumed, Running, SnapshotLog};
 use super::timeline::{
     self, regs_key, Action, Found, Plan, Scan, Segment, StepBack, Then, Timeline, WatchSpec,
 };
@@ -181,6 +182,12 @@ pub struct Session {
     pub gdb_bps: BTreeSet<u64>,
     /// The watchpoints gdb set.
     pub gdb_watches: Vec<WatchSpec>,
+    /// The bridge's state at each fork snapshot kept, by decision (a snapshot taken again
+    /// at the same decision replaces the one before).
+    pub checkpoints: std::collections::BTreeMap<u64, Checkpoint>,
+    /// What `monitor snapshots` says (shared with the gdb thread); its `every` says how
+    /// many decisions apart one execution's snapshots are (0: none are taken).
+    pub log: Arc<Mutex<SnapshotLog>>,
 }
 
 /// The executor-side end of the channels to the gdb thread.
@@ -210,6 +217,12 @@ pub struct Bridge {
     actions: Vec<Action>,
     /// Stopping moments seen in the running segment.
     moments: u32,
+    /// Of those, the segment's own passed because of its `skip`.
+    ends_passed: u32,
+    /// The decision of this execution's last snapshot (or the one it started from).
+    last_snapshot: u64,
+    /// gdb's sets to put into a copy of a snapshot at its first event.
+    pending_install: Option<(BTreeSet<u64>, Vec<WatchSpec>)>,
     /// Interrupt polls in the running segment.
     polls: u64,
     /// The last hit of the scan's breakpoints before the present stop.
@@ -267,6 +280,9 @@ impl Bridge {
             seg: None,
             actions: Vec::new(),
             moments: 0,
+            ends_passed: 0,
+            last_snapshot: 0,
+            pending_install: None,
             polls: 0,
             found: None,
             anchors: Vec::new(),
@@ -277,6 +293,80 @@ impl Bridge {
             said: Vec::new(),
             again,
             exit_shown: false,
+        }
+    }
+
+    /// Makes this bridge that of a re-execution starting from a copy of the snapshot of
+    /// `r` (the copy stops first at the decision it was taken at).
+    pub fn resume_from(&mut self, r: Resumed) {
+        self.last_snapshot = r.depth;
+        let Some(s) = r.running else {
+            return;
+        };
+        self.started = true;
+        self.stop_index = s.stop_index;
+        self.moments = s.moments;
+        self.ends_passed = s.ends_passed;
+        self.polls = s.polls;
+        self.found = s.found;
+        self.seg = Some(s.seg);
+        self.pending_install = Some((s.bps, s.watches));
+    }
+
+    /// At scheduling decision `step`, before it is handled: a fork snapshot of the program
+    /// with the bridge's state, when the last one of this execution is far enough back.
+    fn maybe_snapshot(&mut self, view: &mut dyn ProgramView, step: u64) {
+        let every = lock(&self.session).log.lock().map_or(0, |l| l.every);
+        if every == 0 || step < self.last_snapshot + every || self.counting.is_some() {
+            return;
+        }
+        // Before `main`, gdb's breakpoint at it would be in the copy; after the first stop,
+        // the moment needs its segment.
+        let running = match (self.started, &self.seg) {
+            (false, _) if self.until.is_none() => return,
+            (false, _) => None,
+            (true, None) => return,
+            (true, Some(_)) => {
+                let segments = match &self.plan {
+                    Some(plan) => {
+                        plan.segments[..self.stop_index.min(plan.segments.len())].to_vec()
+                    }
+                    None => lock(&self.session).timeline.path.clone(),
+                };
+                if segments.len() != self.stop_index {
+                    return;
+                }
+                Some(Running {
+                    segments,
+                    scan: self.scan().cloned(),
+                    ends_passed: self.ends_passed,
+                    moments: self.moments,
+                    polls: self.polls,
+                    found: self.found,
+                })
+            }
+        };
+        self.last_snapshot = step;
+        // A copy starts with none of gdb's breakpoints and watchpoints in it.
+        let (bps, watches) = (self.active_bps.clone(), self.active_watches.clone());
+        self.install(view, &BTreeSet::new(), &[]);
+        let kept = view.snapshot();
+        self.install(view, &bps, &watches);
+        if let Some(kept) = kept {
+            let cp = Checkpoint {
+                depth: step,
+                until: self.until,
+                running,
+            };
+            let mut session = lock(&self.session);
+            session.checkpoints.insert(step, cp);
+            session.checkpoints.retain(|d, _| kept.contains(d));
+            let depths: Vec<u64> = session.checkpoints.keys().copied().collect();
+            let log = session.log.clone();
+            drop(session);
+            if let Ok(mut l) = log.lock() {
+                l.kept = depths;
+            };
         }
     }
 
@@ -326,6 +416,7 @@ impl Bridge {
         };
         self.install(view, &bps, &watches);
         self.moments = 0;
+        self.ends_passed = 0;
         self.polls = 0;
         let resume = match seg.goal {
             Goal::Instruction(t) => Resume::Step(t),
@@ -355,6 +446,7 @@ impl Bridge {
             let ends = ends
                 && if seg.skip > 0 {
                     seg.skip -= 1;
+                    self.ends_passed += 1;
                     false
                 } else {
                     true
@@ -833,6 +925,9 @@ fn finding_signal(f: &Finding) -> i32 {
 
 impl Debugger for Bridge {
     fn on_event(&mut self, view: &mut dyn ProgramView, ev: &DebugEvent) -> Resume {
+        if let Some((bps, watches)) = self.pending_install.take() {
+            self.install(view, &bps, &watches);
+        }
         if self.counting.is_some() {
             return self.counted(view, ev);
         }
@@ -856,6 +951,7 @@ impl Debugger for Bridge {
                 self.moment(view, StopKind::Breakpoint(*thread), None, ends, scan)
             }
             DebugEvent::Point { step, thread } => {
+                self.maybe_snapshot(view, *step);
                 let initial = !self.started
                     && match self.until {
                         Some(n) => *step >= n,

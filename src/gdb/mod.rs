@@ -8,6 +8,7 @@
 
 mod arch;
 mod bridge;
+mod checkpoints;
 mod monitor;
 mod target;
 mod timeline;
@@ -19,6 +20,7 @@ use anyhow::Context;
 use crate::commands::Failure;
 use crate::explore::ReplayScheduler;
 use crate::report::schedule::ScheduleFile;
+use crate::run::debug_worker::DebugWorker;
 use crate::run::debugger::DebugHook;
 use crate::run::{ExecutionConfig, RacyPoints};
 use bridge::{Bridge, Session, Stop, StopKind};
@@ -27,8 +29,13 @@ use target::{ReplayLoop, ReplayTarget};
 /// Where to listen when `--gdb` names no address: a free port on the loopback interface.
 pub const DEFAULT_ADDRESS: &str = "127.0.0.1:0";
 
+/// Decisions between two fork snapshots of one execution under gdb unless said otherwise.
+pub const DEFAULT_SNAPSHOT_EVERY: u64 = 200;
+
 /// Replays `schedule` as a gdb remote target listening on `address`; returns the exit
-/// status (1 when the replay reached a finding, 0 otherwise).
+/// status (1 when the replay reached a finding, 0 otherwise). Every `snapshot_every`
+/// decisions (0: never) an execution is fork-snapshotted, so that going back re-executes
+/// from the nearest snapshot before the earlier stop rather than from the start.
 pub fn serve(
     address: &str,
     schedule: &ScheduleFile,
@@ -36,6 +43,7 @@ pub fn serve(
     cfg: &ExecutionConfig,
     racy: &RacyPoints,
     until: Option<u64>,
+    snapshot_every: u64,
 ) -> Result<i32, Failure> {
     let listener = TcpListener::bind(address)
         .map_err(|e| Failure::Usage(format!("--gdb: cannot listen on {address}: {e}")))?;
@@ -52,12 +60,17 @@ pub fn serve(
     let (rep_tx, rep_rx) = crossbeam_channel::unbounded();
     let (stop_tx, stop_rx) = crossbeam_channel::unbounded();
     let interrupt = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let log = std::sync::Arc::new(std::sync::Mutex::new(checkpoints::SnapshotLog {
+        every: snapshot_every,
+        ..Default::default()
+    }));
     let mut target = ReplayTarget::new(
         req_tx,
         rep_rx,
         stop_rx,
         schedule.decisions.clone(),
         interrupt.clone(),
+        log.clone(),
     );
     let server = std::thread::Builder::new()
         .name("gdb".into())
@@ -67,10 +80,21 @@ pub fn serve(
     let session = std::sync::Arc::new(std::sync::Mutex::new(Session::default()));
     if let Ok(mut s) = session.lock() {
         s.timeline.until = until;
+        s.log = log.clone();
     }
+    let atomics = &schedule.options.atomic_addresses;
+    let mut worker = DebugWorker::new(racy, atomics, snapshot_every > 0)
+        .context("setting up the replay's worker")?;
     let mut plan = None;
     let outcome = loop {
-        let bridge = Bridge::new(
+        // Going back: from the deepest snapshot the re-execution passes, if any.
+        let reexecution = plan.is_some();
+        let resumed = plan.as_ref().and_then(|p| {
+            let alive = worker.snapshot_depths(cfg);
+            let s = session.lock().ok()?;
+            checkpoints::best(s.checkpoints.values(), &alive, p)
+        });
+        let mut bridge = Bridge::new(
             req_rx.clone(),
             rep_tx.clone(),
             stop_tx.clone(),
@@ -79,14 +103,18 @@ pub fn serve(
             interrupt.clone(),
             again.clone(),
         );
+        let from = resumed.as_ref().map(|r| r.depth as usize);
         let mut sched = ReplayScheduler::new(schedule.decisions.clone());
-        let outcome = crate::run::search::run_debugged(
-            cfg,
-            &mut sched,
-            racy,
-            &schedule.options.atomic_addresses,
-            DebugHook::new(Box::new(bridge)),
-        );
+        let outcome = worker.run(cfg, &mut sched, from, |copied| {
+            let resumed = resumed.filter(|_| copied);
+            if let (true, Ok(mut l)) = (reexecution, log.lock()) {
+                l.reexecuted(resumed.as_ref().map(|r| r.depth));
+            }
+            if let Some(r) = resumed {
+                bridge.resume_from(r);
+            }
+            DebugHook::new(Box::new(bridge))
+        });
         // Going back: the replay is deterministic, so a new execution that applies gdb's
         // commands again reaches the earlier stop with the program as it was there.
         let back = session.lock().ok().and_then(|mut s| s.restart.take());

@@ -1,4 +1,5 @@
-//! gdb's `monitor` commands: `finding`, `schedule`, `goto STEP`, `next-point`, `help`.
+//! gdb's `monitor` commands: `finding`, `schedule`, `goto STEP`, `next-point`, `snapshots`,
+//! `help`.
 
 use std::fmt::Write as _;
 
@@ -13,6 +14,7 @@ const HELP: &str = "mcheck monitor commands:
   monitor schedule     the recorded interleaving, => marking the next decision
   monitor goto STEP    go to scheduling decision STEP (forward, or back by replaying again)
   monitor next-point   run the scheduled thread to the next scheduling decision
+  monitor snapshots    the fork snapshots going back re-executes from
 After goto and next-point, `maintenance flush register-cache` makes gdb read the threads anew.";
 
 impl MonitorCmd for ReplayTarget {
@@ -41,6 +43,10 @@ impl MonitorCmd for ReplayTarget {
             ["next-point"] => {
                 let goal = Goal::NextPoint;
                 self.run_and_say(goal, &mut out);
+            }
+            ["snapshots"] => {
+                let log = self.snapshots.lock().map(|l| l.describe());
+                outputln!(out, "{}", log.unwrap_or_default());
             }
             [] | ["help"] => outputln!(out, "{HELP}"),
             _ => outputln!(out, "unknown monitor command {cmd:?}\n{HELP}"),

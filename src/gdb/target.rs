@@ -60,6 +60,8 @@ pub struct ReplayTarget {
     pub(super) console: Vec<String>,
     /// Set on gdb's Ctrl-C; the executor stops at its next breakpoint.
     interrupt: Arc<AtomicBool>,
+    /// The session's fork snapshots (`monitor snapshots`).
+    pub(super) snapshots: Arc<std::sync::Mutex<super::checkpoints::SnapshotLog>>,
 }
 
 /// The executor went away: the replay is over.
@@ -74,10 +76,12 @@ impl ReplayTarget {
         stops: Receiver<Stop>,
         schedule: Vec<Decision>,
         interrupt: Arc<AtomicBool>,
+        snapshots: Arc<std::sync::Mutex<super::checkpoints::SnapshotLog>>,
     ) -> Self {
         ReplayTarget {
             console: Vec::new(),
             interrupt,
+            snapshots,
             requests,
             replies,
             stops,

@@ -159,6 +159,13 @@ pub trait ProgramView {
     fn steps(&self) -> u64;
     /// The auxiliary vector the kernel gave the program (`/proc/PID/auxv`).
     fn auxv(&self) -> Vec<u8>;
+    /// At a scheduling decision ([`DebugEvent::Point`]) only: takes a fork snapshot of the
+    /// whole program as it was just before the decision, which a later execution of the
+    /// same schedule can start from ([`crate::run::debug_worker::DebugWorker`]). Returns
+    /// the decisions of the snapshots kept now (older ones may have made room for it), or
+    /// None when the program cannot be copied faithfully here. Take it with none of the
+    /// debugger's breakpoints or watchpoints in the program: a copy starts without them.
+    fn snapshot(&mut self) -> Option<Vec<u64>>;
 }
 
 /// The debugger of an execution and the breakpoints it set (kept by the worker).
@@ -749,5 +756,14 @@ impl ProgramView for View<'_, '_> {
 
     fn auxv(&self) -> Vec<u8> {
         std::fs::read(format!("/proc/{}/auxv", self.exec.p.pid)).unwrap_or_default()
+    }
+
+    fn snapshot(&mut self) -> Option<Vec<u64>> {
+        if !self.exec.debug_snapshot().unwrap_or(false) {
+            return None;
+        }
+        let key = super::snapshot::key(self.exec.cfg);
+        let depths = self.exec.worker.snapshots.branch_depths(&key);
+        Some(depths.into_iter().map(|d| d as u64).collect())
     }
 }

@@ -44,7 +44,10 @@ pub fn run_execution(
     // else from the startup snapshot, else from exec.
     let planned: Option<Vec<ThreadId>> = sched.planned_prefix().map(<[ThreadId]>::to_vec);
     let mut restored = None;
-    if cfg.snapshots {
+    if let Some(copy) = worker.debug_start.take() {
+        // A debugger going back: from a copy of its snapshot.
+        restored = Some(copy);
+    } else if cfg.snapshots {
         if let Some(planned) = &planned {
             let atomics = worker.atomic_addresses.len();
             let racy = worker.racy_points_in_use(cfg.preempt_on_races);
@@ -70,7 +73,7 @@ pub fn run_execution(
             let mut exec = Execution::restored(cfg, worker, r);
             exec.branch_key = branch_key;
             exec.branch_depth = branch_depth;
-            exec.record_points = exec.branch_key.is_some();
+            exec.record_points = exec.branch_key.is_some() || exec.worker.debug_snapshots;
             let prefix = std::mem::take(&mut exec.restored_prefix);
             if exec.worker.quiet_rerun {
                 silence_stdout(&exec);
@@ -79,6 +82,9 @@ pub fn run_execution(
                 Ok(()) => exec.run(sched, Some(prefix)),
                 Err(e) => Err(e),
             };
+            if let Ok(out) = &result {
+                exec.debug_end(out);
+            }
             exec.kill_all();
             result
         }
@@ -92,8 +98,13 @@ pub fn run_execution(
                 exec.inherited_fds = procfs::descriptors(exec.p.pid);
                 exec.snapshot_at_main = exec.worker.snapshots.threadless(&key);
             }
+            if exec.worker.debug_snapshots {
+                exec.worker.debug_inherited = procfs::descriptors(exec.p.pid);
+            }
             // Points are kept only for a snapshot this execution may take.
-            exec.record_points = exec.branch_key.is_some() || exec.snapshot_key.is_some();
+            exec.record_points = exec.branch_key.is_some()
+                || exec.snapshot_key.is_some()
+                || exec.worker.debug_snapshots;
             let result = exec.run(sched, None);
             if let Ok(out) = &result {
                 exec.debug_end(out);

@@ -5,6 +5,7 @@
 mod capture;
 mod creation;
 mod cut;
+pub mod debug_worker;
 pub mod debugger;
 mod determinism;
 mod execution;

@@ -385,7 +385,10 @@ pub fn run_single(
 /// The worker of a single replayed execution, on the idlest CPU with its watchdog ticking
 /// (keep the watchdog alive for the execution): it knows the racy points and atomic
 /// addresses the schedule was recorded with.
-fn replay_worker(racy: &RacyPoints, atomic_addresses: &[u64]) -> Result<(WorkerState, Watchdog)> {
+pub(super) fn replay_worker(
+    racy: &RacyPoints,
+    atomic_addresses: &[u64],
+) -> Result<(WorkerState, Watchdog)> {
     cpu::pin_current_thread(cpu::idlest_cpus(1)[0])?;
     let tick = Watchdog::start(Duration::from_millis(100))?;
     let mut worker = WorkerState::default();
@@ -417,21 +420,6 @@ pub fn race_sites(
     sites.sort_unstable();
     sites.dedup();
     Ok(Some(sites))
-}
-
-/// Runs one execution of `cfg` under `sched` watched by a debugger (`replay --gdb`): like
-/// [`run_single`], without the second run that fetches the earlier stacks of races.
-pub fn run_debugged(
-    cfg: &ExecutionConfig,
-    sched: &mut dyn Scheduler,
-    racy: &RacyPoints,
-    atomic_addresses: &[u64],
-    debugger: super::debugger::DebugHook,
-) -> Result<ExecutionOutcome> {
-    let (mut worker, _tick) = replay_worker(racy, atomic_addresses)?;
-    worker.debug = Some(debugger);
-    sched.begin_execution(0);
-    run_execution(cfg, sched, &mut worker)
 }
 
 #[derive(Default)]

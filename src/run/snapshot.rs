@@ -437,14 +437,17 @@ impl Snapshots {
         }
     }
 
-    /// Keeps a new branch snapshot; evicts others to stay within `budget` bytes and
-    /// [`MAX_BRANCHES`], keeping the deepest and spacing the rest out (the one whose
-    /// neighbours are closest goes first).
-    pub(super) fn add_branch(&mut self, b: BranchSnapshot, budget: u64) {
+    /// Keeps a new branch snapshot (in place of one at the same point); evicts others to
+    /// stay within `budget` bytes and [`MAX_BRANCHES`], keeping the deepest and spacing the
+    /// rest out (the one whose neighbours are closest goes first). True when it is kept.
+    pub(super) fn add_branch(&mut self, b: BranchSnapshot, budget: u64) -> bool {
         if self.branches_off {
-            return;
+            return false;
         }
         memory_guard::register_template(b.template);
+        self.branches
+            .retain(|old| old.key != b.key || old.choices != b.choices);
+        let (key, choices) = (b.key.clone(), b.choices.clone());
         self.branches.push(b);
         self.branches_taken += 1;
         self.branches.sort_by_key(|b| b.choices.len());
@@ -457,6 +460,30 @@ impl Snapshots {
             let depths: Vec<usize> = self.branches.iter().map(|b| b.choices.len()).collect();
             self.branches.remove(eviction_victim(&depths));
         }
+        self.branches
+            .iter()
+            .any(|b| b.key == key && b.choices == choices)
+    }
+
+    /// The depths (decisions before them) of the branch snapshots of configuration `key`.
+    pub fn branch_depths(&self, key: &str) -> Vec<usize> {
+        (self.branches.iter())
+            .filter(|b| b.key == key)
+            .map(|b| b.choices.len())
+            .collect()
+    }
+
+    /// A running copy of the branch snapshot of `key` taken after exactly `depth`
+    /// decisions (a debugger's way back), if there is one.
+    pub(super) fn fork_branch_at(&mut self, key: &str, depth: usize) -> Result<Option<Restored>> {
+        let Some(b) = (self.branches.iter()).find(|b| b.key == key && b.choices.len() == depth)
+        else {
+            return Ok(None);
+        };
+        let r = b.fork(false)?;
+        self.restored += 1;
+        self.restored_branch += 1;
+        Ok(Some(r))
     }
 }
 

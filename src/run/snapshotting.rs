@@ -193,13 +193,41 @@ impl Execution<'_> {
         let Some(tid_offset) = self.worker.snapshots.tid_offset(&key) else {
             return Ok(());
         };
+        self.branch_snapshot(key, tid_offset).map(|_| ())
+    }
+
+    /// For the debugger (`mcheck replay --gdb`), at a scheduling point: a branch snapshot of
+    /// the whole process here, whatever the gap to the last one. False when this execution
+    /// cannot be copied faithfully here (or takes no snapshots).
+    pub(super) fn debug_snapshot(&mut self) -> Result<bool> {
+        if !self.worker.debug_snapshots
+            || !self.record_points
+            || self.points_overflowed
+            || self.changed_files
+            || self.p.threads[0].gone
+        {
+            return Ok(false);
+        }
+        let key = snapshot::key(self.cfg);
+        let leader = self.p.load_regs(0)?;
+        let tid = self.p.threads[0].tid;
+        let Some(addr) = snapshot::cached_tid_address(&self.p.mem, leader.fs_base, tid) else {
+            return Ok(false);
+        };
+        self.branch_snapshot(key, addr - leader.fs_base)
+    }
+
+    /// Snapshots the whole process at this scheduling point under configuration `key`
+    /// (`tid_offset`: where the C library caches a thread's id, from its thread pointer);
+    /// true when it was kept.
+    fn branch_snapshot(&mut self, key: String, tid_offset: u64) -> Result<bool> {
         if self.syscall_insn == 0
             || !self.p.foreign.is_empty()
             || self.p.threads[0].gone
             || self.model.is_finished(0)
             || self.kernel.shares_descriptors
         {
-            return Ok(());
+            return Ok(false);
         }
         let live: Vec<ThreadId> = (0..self.p.threads.len())
             .filter(|&u| !self.p.threads[u].gone && !self.model.is_finished(u))
@@ -209,17 +237,22 @@ impl Execution<'_> {
             let r = self.p.load_regs(u)?;
             let cached = self.p.mem.read_u32(r.fs_base.wrapping_add(tid_offset)).ok();
             if cached != Some(self.p.threads[u].tid.as_raw() as u32) {
-                return Ok(());
+                return Ok(false);
             }
         }
         let pid = self.p.pid;
         // What the program opened since the startup snapshot: a pipe or shared memory
         // would be shared by every copy; files are put back per copy.
-        if procfs::fork_hazard(pid, self.worker.snapshots.inherited(&key)).is_some() {
-            return Ok(());
+        let inherited = if self.worker.debug_snapshots {
+            &self.worker.debug_inherited
+        } else {
+            self.worker.snapshots.inherited(&key)
+        };
+        if procfs::fork_hazard(pid, inherited).is_some() {
+            return Ok(false);
         }
         let Ok(files) = FileStates::capture(pid) else {
-            return Ok(());
+            return Ok(false);
         };
         let canonical = |r: &regs::Regs, at_syscall: bool| {
             let mut c = *r;
@@ -276,7 +309,7 @@ impl Execution<'_> {
         self.branch_depth = choices.len();
         let atomics_known = self.worker.atomic_addresses.len();
         let racy_known = self.worker.racy_points_in_use(self.cfg.preempt_on_races);
-        self.worker.snapshots.add_branch(
+        let kept = self.worker.snapshots.add_branch(
             BranchSnapshot {
                 key,
                 choices,
@@ -298,6 +331,13 @@ impl Execution<'_> {
             },
             budget,
         );
-        Ok(())
+        if kept && self.worker.debug_snapshots {
+            // What the worker knew then (a copy's race detection must find it so).
+            let known = self.worker.atomic_addresses.clone();
+            self.worker
+                .debug_atomics
+                .insert(self.decisions.len(), known);
+        }
+        Ok(kept)
     }
 }

@@ -65,6 +65,15 @@ pub struct WorkerState {
     pub outputs: super::program_stdio::OutputSinks,
     /// The debugger watching its executions (`mcheck replay --gdb`), if any.
     pub debug: Option<super::debugger::DebugHook>,
+    /// The debugger may take fork snapshots of its executions at scheduling points.
+    pub debug_snapshots: bool,
+    /// The next execution starts from this copy of one of the debugger's snapshots.
+    pub(super) debug_start: Option<super::snapshot::Restored>,
+    /// The descriptors the debugger's program was started with (left to the user, as the
+    /// standard streams: not a reason against a snapshot).
+    pub debug_inherited: Vec<(i32, String)>,
+    /// The atomic addresses known when each of the debugger's snapshots was taken, by depth.
+    pub debug_atomics: std::collections::HashMap<usize, HashSet<u64, FastHash>>,
 }
 
 impl WorkerState {

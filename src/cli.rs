@@ -140,12 +140,12 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "HOST:PORT", num_args = 0..=1, require_equals = true,
           default_missing_value = crate::gdb::DEFAULT_ADDRESS)]
     pub gdb: Option<String>,
-    /// Under --gdb: scheduling decisions between two fork snapshots of an execution, from
-    /// which going back (reverse-continue, reverse-step, `monitor goto`) re-executes
-    /// instead of from the program's start (0: no snapshots).
-    #[arg(long, value_name = "N", default_value_t = crate::gdb::DEFAULT_SNAPSHOT_EVERY,
-          requires = "gdb")]
-    pub gdb_snapshot_every: u64,
+    /// Under --gdb: a fork snapshot of an execution every N scheduling decisions exactly,
+    /// from which going back (reverse-continue, reverse-step, `monitor goto`) re-executes
+    /// instead of from the program's start (0: no snapshots). By default one at most
+    /// every 200 decisions, and only when snapshots have cost under a tenth of the run.
+    #[arg(long, value_name = "N", requires = "gdb")]
+    pub gdb_snapshot_every: Option<u64>,
     /// Output options.
     #[command(flatten)]
     pub output: OutputArgs,

@@ -73,8 +73,8 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
     if let Some(address) = &args.gdb {
         let cfg = gdb_config(cfg, &schedule, &racy);
         let path = args.schedule.to_string_lossy();
-        let every = args.gdb_snapshot_every;
-        return crate::gdb::serve(address, &schedule, &path, &cfg, &racy, args.until, every);
+        let pacing = crate::gdb::checkpoints::Pacing::from_option(args.gdb_snapshot_every);
+        return crate::gdb::serve(address, &schedule, &path, &cfg, &racy, args.until, pacing);
     }
     if schedule.finding.kind == crate::report::FindingKind::Nondeterminism {
         return replay_both(args, &schedule, &cfg);

@@ -219,8 +219,15 @@ pub struct Bridge {
     moments: u32,
     /// Of those, the segment's own passed because of its `skip`.
     ends_passed: u32,
+    /// `moments` counts from this decision on (a scan started from a snapshot there), not
+    /// from the segment's start.
+    count_from: Option<u64>,
+    /// The running segment reached its `skip_from` decision: its moments count.
+    past_skip_from: bool,
     /// The decision of this execution's last snapshot (or the one it started from).
     last_snapshot: u64,
+    /// When this execution's last snapshot was taken, and what it cost.
+    last_snapshot_at: Option<(std::time::Instant, std::time::Duration)>,
     /// gdb's sets to put into a copy of a snapshot at its first event.
     pending_install: Option<(BTreeSet<u64>, Vec<WatchSpec>)>,
     /// Interrupt polls in the running segment.
@@ -281,7 +288,10 @@ impl Bridge {
             actions: Vec::new(),
             moments: 0,
             ends_passed: 0,
+            count_from: None,
+            past_skip_from: false,
             last_snapshot: 0,
+            last_snapshot_at: None,
             pending_install: None,
             polls: 0,
             found: None,
@@ -303,12 +313,21 @@ impl Bridge {
         let Some(s) = r.running else {
             return;
         };
+        // A scan from here looks at the execution from here on (its window).
+        if let Some(Plan {
+            then: Then::Scanned(_, w),
+            ..
+        }) = &mut self.plan
+        {
+            w.after = Some(r.depth);
+        }
         self.started = true;
         self.stop_index = s.stop_index;
         self.moments = s.moments;
         self.ends_passed = s.ends_passed;
+        self.count_from = s.count_from;
+        self.past_skip_from = s.seg.skip_from.is_some_and(|x| x < r.depth);
         self.polls = s.polls;
-        self.found = s.found;
         self.seg = Some(s.seg);
         self.pending_install = Some((s.bps, s.watches));
     }
@@ -316,8 +335,18 @@ impl Bridge {
     /// At scheduling decision `step`, before it is handled: a fork snapshot of the program
     /// with the bridge's state, when the last one of this execution is far enough back.
     fn maybe_snapshot(&mut self, view: &mut dyn ProgramView, step: u64) {
-        let every = lock(&self.session).log.lock().map_or(0, |l| l.every);
-        if every == 0 || step < self.last_snapshot + every || self.counting.is_some() {
+        let log = lock(&self.session).log.clone();
+        let Ok(pacing) = log.lock().map(|l| l.pacing) else {
+            return;
+        };
+        if pacing.every == 0 || step < self.last_snapshot + pacing.every || self.counting.is_some()
+        {
+            return;
+        }
+        // Paced: ten times the last one's cost since it, at least.
+        let early =
+            |(at, cost): (std::time::Instant, std::time::Duration)| at.elapsed() < cost * 10;
+        if pacing.paced && self.last_snapshot_at.is_some_and(early) {
             return;
         }
         // Before `main`, gdb's breakpoint at it would be in the copy; after the first stop,
@@ -341,8 +370,8 @@ impl Bridge {
                     scan: self.scan().cloned(),
                     ends_passed: self.ends_passed,
                     moments: self.moments,
+                    count_from: self.count_from,
                     polls: self.polls,
-                    found: self.found,
                 })
             }
         };
@@ -350,8 +379,10 @@ impl Bridge {
         // A copy starts with none of gdb's breakpoints and watchpoints in it.
         let (bps, watches) = (self.active_bps.clone(), self.active_watches.clone());
         self.install(view, &BTreeSet::new(), &[]);
+        let began = std::time::Instant::now();
         let kept = view.snapshot();
         self.install(view, &bps, &watches);
+        self.last_snapshot_at = Some((std::time::Instant::now(), began.elapsed()));
         if let Some(kept) = kept {
             let cp = Checkpoint {
                 depth: step,
@@ -368,6 +399,30 @@ impl Bridge {
                 l.kept = depths;
             };
         }
+    }
+
+    /// At scheduling decision `step`: when this execution is a scan whose window ends
+    /// there, the scan is over; going back goes on with what it found (see
+    /// [`Timeline::after_window`]).
+    fn scan_window_ends(&mut self, step: u64) -> bool {
+        let Some(Plan {
+            until,
+            segments,
+            then: Then::Scanned(scan, window),
+        }) = &self.plan
+        else {
+            return false;
+        };
+        if window.before != Some(step) {
+            return false;
+        }
+        let path = Timeline {
+            until: *until,
+            path: segments.clone(),
+        };
+        let next = path.after_window(scan, *window, self.found);
+        lock(&self.session).restart = Some(next);
+        true
     }
 
     /// Makes the program's breakpoints and watchpoints for gdb these.
@@ -417,6 +472,8 @@ impl Bridge {
         self.install(view, &bps, &watches);
         self.moments = 0;
         self.ends_passed = 0;
+        self.count_from = None;
+        self.past_skip_from = false;
         self.polls = 0;
         let resume = match seg.goal {
             Goal::Instruction(t) => Resume::Step(t),
@@ -443,7 +500,10 @@ impl Bridge {
             if ends || scan_hit {
                 self.moments += 1;
             }
+            // Before its `skip_from` decision, nothing ends the segment.
+            let counts = seg.skip_from.is_none() || self.past_skip_from;
             let ends = ends
+                && counts
                 && if seg.skip > 0 {
                     seg.skip -= 1;
                     self.ends_passed += 1;
@@ -453,10 +513,11 @@ impl Bridge {
                 };
             let segment = self.stop_index.saturating_sub(1);
             let present = ends && segment + 1 == plan.segments.len();
-            if scan_hit && !present && matches!(plan.then, Then::Scanned(_)) {
+            if scan_hit && !present && matches!(plan.then, Then::Scanned(..)) {
                 self.found = Some(Found {
                     segment,
                     nth: self.moments,
+                    from: self.count_from,
                 });
             }
             if !ends {
@@ -490,7 +551,7 @@ impl Bridge {
     fn scan(&self) -> Option<&Scan> {
         match &self.plan {
             Some(Plan {
-                then: Then::Scanned(s),
+                then: Then::Scanned(s, _),
                 ..
             }) => Some(s),
             _ => None,
@@ -529,12 +590,12 @@ impl Bridge {
             }
             let mut session = lock(&self.session);
             match &plan.then {
-                Then::Scanned(scan) => {
+                Then::Scanned(scan, window) => {
                     let path = Timeline {
                         until: plan.until,
                         path: plan.segments.clone(),
                     };
-                    session.restart = Some(path.after_scan(scan, self.found));
+                    session.restart = Some(path.after_window(scan, *window, self.found));
                     return Resume::Kill;
                 }
                 Then::FindAnchors(back) => {
@@ -612,6 +673,7 @@ impl Bridge {
                         bps: self.active_bps.clone(),
                         watches: self.active_watches.clone(),
                         skip: 0,
+                        skip_from: None,
                         interrupt_at: None,
                     };
                     lock(&self.session).timeline.path.push(seg.clone());
@@ -951,7 +1013,17 @@ impl Debugger for Bridge {
                 self.moment(view, StopKind::Breakpoint(*thread), None, ends, scan)
             }
             DebugEvent::Point { step, thread } => {
+                if self.scan_window_ends(*step) {
+                    return Resume::Kill;
+                }
                 self.maybe_snapshot(view, *step);
+                if self
+                    .seg
+                    .as_ref()
+                    .is_some_and(|s| s.skip_from == Some(*step))
+                {
+                    self.past_skip_from = true;
+                }
                 let initial = !self.started
                     && match self.until {
                         Some(n) => *step >= n,

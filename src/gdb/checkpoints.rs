@@ -9,7 +9,9 @@
 
 use std::collections::BTreeSet;
 
-use super::timeline::{with_scan, Found, Plan, Scan, Segment, Then, WatchSpec};
+#[cfg(doc)]
+use super::timeline::Window;
+use super::timeline::{with_scan, Plan, Scan, Segment, Then, WatchSpec};
 
 /// The bridge's state at a snapshot: just before it handled scheduling decision `depth`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,12 +34,13 @@ pub struct Running {
     pub scan: Option<Scan>,
     /// Stopping moments the running segment passed because of its `skip`.
     pub ends_passed: u32,
-    /// Stopping moments counted in the running segment (its own and the scan's).
+    /// Stopping moments counted in the running segment (its own and the scan's), from
+    /// its start or from decision `count_from`.
     pub moments: u32,
+    /// See `moments`.
+    pub count_from: Option<u64>,
     /// Interrupt polls of the running segment.
     pub polls: u64,
-    /// The last scan hit before it.
-    pub found: Option<Found>,
 }
 
 /// How a re-execution starts from a checkpoint.
@@ -59,12 +62,12 @@ pub struct ResumedSegment {
     pub seg: Segment,
     /// Moments passed because of `skip`, counted as the plan counts them.
     pub ends_passed: u32,
-    /// Moments counted so far in the segment.
+    /// Moments counted so far in the segment (none: counting starts at the snapshot).
     pub moments: u32,
+    /// Moments count from this decision (the snapshot's).
+    pub count_from: Option<u64>,
     /// Interrupt polls so far in the segment.
     pub polls: u64,
-    /// The last scan hit so far.
-    pub found: Option<Found>,
     /// gdb's breakpoints and watchpoints the segment runs with (a copy has none yet).
     pub bps: BTreeSet<u64>,
     /// See `bps`.
@@ -80,8 +83,16 @@ impl Checkpoint {
             .is_none_or(|r| r.segments.iter().all(|s| s.actions.is_empty()))
     }
 
-    /// How `plan` can start from this checkpoint, if it can.
+    /// How `plan` can start from this checkpoint, if it can. A scan starting here looks
+    /// at the execution from here on only (its window starts here: see [`Window`]).
     pub fn resume(&self, plan: &Plan) -> Option<Resumed> {
+        let window = match &plan.then {
+            Then::Scanned(_, w) => Some(*w),
+            _ => None,
+        };
+        if window.is_some_and(|w| w.before.is_some_and(|b| b <= self.depth)) {
+            return None;
+        }
         // A plan whose first stop is a decision at or after the checkpoint, from a program
         // gdb did not change: a fresh bridge, as in an execution from the start.
         let fresh = plan.until.is_some_and(|n| n >= self.depth)
@@ -98,7 +109,8 @@ impl Checkpoint {
         }
         let r = self.running.as_ref()?;
         let j = r.segments.len().checked_sub(1)?;
-        // The plan must run through segment j and stop after it.
+        // The plan must run through segment j and stop after it, the same way before it:
+        // the same stops, the same changes made by gdb at them.
         let p = plan.segments.get(j)?;
         if plan.segments[..j] != r.segments[..j] {
             return None;
@@ -114,55 +126,42 @@ impl Checkpoint {
         if p.interrupt_at.is_some_and(|q| q <= r.polls) {
             return None;
         }
-        let plan_scan = match &plan.then {
-            Then::Scanned(s) => Some(s),
-            _ => None,
-        };
-        // The running segment must execute alike: the same breakpoints and watchpoints in
-        // the program, its own and its scan's.
-        let effective = |seg: &Segment, scan: Option<&Scan>| match scan {
-            Some(s) => {
-                let m = with_scan(seg, s);
-                (m.bps, m.watches)
-            }
-            None => (seg.bps.clone(), seg.watches.clone()),
-        };
-        let (bps, watches) = effective(p, plan_scan);
-        if effective(e, r.scan.as_ref()) != (bps.clone(), watches.clone()) {
-            return None;
-        }
-        // The moments the plan's segment has passed: those the checkpoint's passed when
-        // both have the same sets of their own; every moment it counted when the plan's
-        // own sets are the checkpoint's with its scan's (a stop a scan found).
-        let passed = if (&p.bps, &p.watches) == (&e.bps, &e.watches) {
+        // The moments the plan's segment passed before the checkpoint: none when it
+        // counts only from here on; those the checkpoint's passed when both have the same
+        // sets of their own; every moment the checkpoint counted when the plan's own sets
+        // are the checkpoint's with its scan's (a stop that scan found).
+        let own = |s: &Segment| (s.bps.clone(), s.watches.clone(), s.skip_from);
+        let passed = if p.skip_from.is_some_and(|x| x >= self.depth) {
+            0
+        } else if own(p) == own(e) {
             r.ends_passed
         } else if r.scan.is_some()
+            && p.skip_from == r.count_from
             && (p.bps.clone(), p.watches.clone()) == effective(e, r.scan.as_ref())
         {
             r.moments
         } else {
             return None;
         };
-        // A scan's hits so far carry over to the same scan only.
-        let found = match plan_scan {
-            None => None,
-            Some(s) if r.scan.as_ref() == Some(s) => r.found,
-            Some(_) => return None,
-        };
         if p.skip < passed {
             return None;
         }
         let mut seg = p.clone();
         seg.skip = p.skip - passed;
+        let scan = match &plan.then {
+            Then::Scanned(s, _) => Some(s),
+            _ => None,
+        };
+        let (bps, watches) = effective(p, scan);
         Some(Resumed {
             depth: self.depth,
             running: Some(ResumedSegment {
                 stop_index: j + 1,
                 seg,
                 ends_passed: passed,
-                moments: r.moments,
+                moments: 0,
+                count_from: Some(self.depth),
                 polls: r.polls,
-                found,
                 bps,
                 watches,
             }),
@@ -170,11 +169,55 @@ impl Checkpoint {
     }
 }
 
+/// The breakpoints and watchpoints `seg` runs with, its own and `scan`'s.
+fn effective(seg: &Segment, scan: Option<&Scan>) -> (BTreeSet<u64>, Vec<WatchSpec>) {
+    match scan {
+        Some(s) => {
+            let m = with_scan(seg, s);
+            (m.bps, m.watches)
+        }
+        None => (seg.bps.clone(), seg.watches.clone()),
+    }
+}
+
+/// When an execution under gdb takes its fork snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pacing {
+    /// Decisions between two snapshots of one execution, at least (0: none are taken).
+    pub every: u64,
+    /// Also no sooner than ten times the last snapshot's cost after it, so that taking
+    /// them costs the execution a tenth of its time at most.
+    pub paced: bool,
+}
+
+impl Default for Pacing {
+    /// The default: paced, every 200 decisions at most.
+    fn default() -> Self {
+        Pacing {
+            every: 200,
+            paced: true,
+        }
+    }
+}
+
+impl Pacing {
+    /// What `--gdb-snapshot-every` asks: exactly every N decisions, or the default.
+    pub fn from_option(every: Option<u64>) -> Pacing {
+        match every {
+            Some(every) => Pacing {
+                every,
+                paced: false,
+            },
+            None => Pacing::default(),
+        }
+    }
+}
+
 /// What `monitor snapshots` tells: the snapshots kept and where re-executions started.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SnapshotLog {
-    /// Decisions between two snapshots of one execution (0: none taken).
-    pub every: u64,
+    /// When snapshots are taken.
+    pub pacing: Pacing,
     /// The decisions the kept snapshots were taken at.
     pub kept: Vec<u64>,
     /// Re-executions (going back) so far.
@@ -198,7 +241,7 @@ impl SnapshotLog {
 
     /// The report, one paragraph.
     pub fn describe(&self) -> String {
-        if self.every == 0 {
+        if self.pacing.every == 0 {
             return format!(
                 "mcheck: fork snapshots are off (--gdb-snapshot-every 0): {} re-execution(s), each from the program's start",
                 self.reexecutions
@@ -215,9 +258,17 @@ impl SnapshotLog {
         let last = self
             .last_from
             .map_or(String::new(), |d| format!(" (the last from decision {d})"));
+        let pace = if self.pacing.paced {
+            format!(
+                "at most every {} decision(s), and under a tenth of the run's time",
+                self.pacing.every
+            )
+        } else {
+            format!("every {} decision(s)", self.pacing.every)
+        };
         format!(
-            "mcheck: fork snapshots every {} decision(s): {kept}; {} of {} re-execution(s) started from one{last}, the others from the program's start",
-            self.every, self.from_snapshot, self.reexecutions
+            "mcheck: fork snapshots {pace}: {kept}; {} of {} re-execution(s) started from one{last}, the others from the program's start",
+            self.from_snapshot, self.reexecutions
         )
     }
 }
@@ -238,7 +289,7 @@ pub fn best<'a>(
 mod tests {
     use super::*;
     use crate::gdb::bridge::{Goal, WatchWhat};
-    use crate::gdb::timeline::{Action, Timeline};
+    use crate::gdb::timeline::{Action, Found, Timeline, Window};
 
     fn seg(goal: Goal, bps: &[u64]) -> Segment {
         Segment {
@@ -247,6 +298,7 @@ mod tests {
             bps: bps.iter().copied().collect(),
             watches: Vec::new(),
             skip: 0,
+            skip_from: None,
             interrupt_at: None,
         }
     }
@@ -269,8 +321,8 @@ mod tests {
                 scan: None,
                 ends_passed: 0,
                 moments: 0,
+                count_from: None,
                 polls: 7,
-                found: None,
             }),
         }
     }
@@ -331,51 +383,80 @@ mod tests {
     }
 
     #[test]
-    fn a_scan_checkpoint_serves_the_same_scan_and_the_stop_it_finds() {
+    fn a_scan_starting_at_a_checkpoint_counts_from_there_and_its_hit_resumes_there() {
         let scan = Scan {
             bps: [0x30].into_iter().collect(),
             watches: vec![(0x100, 4, WatchWhat::Write)],
         };
+        let tl = Timeline {
+            until: None,
+            path: path(),
+        };
+        // A scan from a live checkpoint: its window starts there, counting from there.
+        let first = tl.scan(scan.clone());
+        let s = live(90, 2).resume(&first).unwrap().running.unwrap();
+        assert_eq!((s.moments, s.count_from), (0, Some(90)));
+        assert!(s.bps.contains(&0x30) && s.watches.len() == 1);
+        // The window before it ends at 90: not from a checkpoint at 90 or later.
+        let earlier = tl.after_window(
+            &scan,
+            Window {
+                after: Some(90),
+                before: None,
+            },
+            None,
+        );
+        assert_eq!(
+            earlier.then,
+            Then::Scanned(
+                scan.clone(),
+                Window {
+                    after: None,
+                    before: Some(90)
+                }
+            )
+        );
+        assert!(live(90, 2).resume(&earlier).is_none());
+        assert_eq!(live(40, 1).resume(&earlier).unwrap().depth, 40);
+        // Its 2nd hit after decision 90: a stop that counts from 90 on, which resumes
+        // there with nothing passed, whatever the checkpoint's own sets.
+        let found = Found {
+            segment: 2,
+            nth: 2,
+            from: Some(90),
+        };
+        let go = tl.after_window(&scan, Window::default(), Some(found));
+        assert_eq!(
+            (go.segments[2].skip, go.segments[2].skip_from),
+            (1, Some(90))
+        );
+        let s = live(90, 2).resume(&go).unwrap().running.unwrap();
+        assert_eq!((s.seg.skip, s.ends_passed), (1, 0));
+        // A checkpoint the scan itself took later (one moment counted from 90 on).
         let c = Checkpoint {
-            depth: 90,
+            depth: 120,
             until: None,
             running: Some(Running {
                 segments: path(),
                 scan: Some(scan.clone()),
                 ends_passed: 0,
-                moments: 3,
+                moments: 1,
+                count_from: Some(90),
                 polls: 2,
-                found: Some(Found { segment: 2, nth: 3 }),
             }),
         };
-        // The same scan again: its hits so far carry over.
-        let again = c
-            .resume(&plan(path(), Then::Scanned(scan.clone())))
-            .unwrap();
-        let s = again.running.unwrap();
-        assert_eq!(s.found, Some(Found { segment: 2, nth: 3 }));
-        assert!(s.bps.contains(&0x30) && s.watches.len() == 1);
-        // Another scan does not.
-        assert!(c
-            .resume(&plan(path(), Then::Scanned(Scan::default())))
-            .is_none());
-        // The stop the scan found (its 5th moment): 3 of the 4 to pass are behind.
-        let tl = Timeline {
-            until: None,
-            path: path(),
-        };
-        let go = tl.after_scan(&scan, Some(Found { segment: 2, nth: 5 }));
         let s = c.resume(&go).unwrap().running.unwrap();
-        assert_eq!((s.seg.skip, s.ends_passed, s.found), (1, 3, None));
-        // One it found before the checkpoint cannot start there.
-        let early = tl.after_scan(&scan, Some(Found { segment: 2, nth: 2 }));
+        assert_eq!((s.seg.skip, s.ends_passed), (0, 1));
+        // One it found before that checkpoint cannot start there.
+        let early = tl.after_window(&scan, Window::default(), Some(Found { nth: 1, ..found }));
         assert!(c.resume(&early).is_none());
+        assert!(live(90, 2).resume(&early).is_some());
     }
 
     #[test]
     fn the_log_says_where_re_executions_started() {
         let mut log = SnapshotLog {
-            every: 16,
+            pacing: Pacing::from_option(Some(16)),
             kept: vec![32, 224],
             ..Default::default()
         };
@@ -385,7 +466,15 @@ mod tests {
             log.describe(),
             "mcheck: fork snapshots every 16 decision(s): 2 kept, at decision(s) 32 224; 1 of 2 re-execution(s) started from one (the last from decision 224), the others from the program's start"
         );
-        let off = SnapshotLog::default();
+        let off = SnapshotLog {
+            pacing: Pacing::from_option(Some(0)),
+            ..Default::default()
+        };
+        let paced = SnapshotLog::default().describe();
+        assert!(
+            paced.contains("at most every 200 decision(s), and under a tenth"),
+            "{paced}"
+        );
         assert!(off
             .describe()
             .contains("off (--gdb-snapshot-every 0): 0 re-execution(s)"));

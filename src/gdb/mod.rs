@@ -8,7 +8,7 @@
 
 mod arch;
 mod bridge;
-mod checkpoints;
+pub mod checkpoints;
 mod monitor;
 mod target;
 mod timeline;
@@ -29,13 +29,10 @@ use target::{ReplayLoop, ReplayTarget};
 /// Where to listen when `--gdb` names no address: a free port on the loopback interface.
 pub const DEFAULT_ADDRESS: &str = "127.0.0.1:0";
 
-/// Decisions between two fork snapshots of one execution under gdb unless said otherwise.
-pub const DEFAULT_SNAPSHOT_EVERY: u64 = 200;
-
 /// Replays `schedule` as a gdb remote target listening on `address`; returns the exit
-/// status (1 when the replay reached a finding, 0 otherwise). Every `snapshot_every`
-/// decisions (0: never) an execution is fork-snapshotted, so that going back re-executes
-/// from the nearest snapshot before the earlier stop rather than from the start.
+/// status (1 when the replay reached a finding, 0 otherwise). Executions are fork-
+/// snapshotted at decisions as `pacing` says, so that going back re-executes from the
+/// nearest snapshot before the earlier stop rather than from the program's start.
 pub fn serve(
     address: &str,
     schedule: &ScheduleFile,
@@ -43,7 +40,7 @@ pub fn serve(
     cfg: &ExecutionConfig,
     racy: &RacyPoints,
     until: Option<u64>,
-    snapshot_every: u64,
+    pacing: checkpoints::Pacing,
 ) -> Result<i32, Failure> {
     let listener = TcpListener::bind(address)
         .map_err(|e| Failure::Usage(format!("--gdb: cannot listen on {address}: {e}")))?;
@@ -61,7 +58,7 @@ pub fn serve(
     let (stop_tx, stop_rx) = crossbeam_channel::unbounded();
     let interrupt = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let log = std::sync::Arc::new(std::sync::Mutex::new(checkpoints::SnapshotLog {
-        every: snapshot_every,
+        pacing,
         ..Default::default()
     }));
     let mut target = ReplayTarget::new(
@@ -83,7 +80,7 @@ pub fn serve(
         s.log = log.clone();
     }
     let atomics = &schedule.options.atomic_addresses;
-    let mut worker = DebugWorker::new(racy, atomics, snapshot_every > 0)
+    let mut worker = DebugWorker::new(racy, atomics, pacing.every > 0)
         .context("setting up the replay's worker")?;
     let mut plan = None;
     let outcome = loop {

@@ -43,6 +43,10 @@ pub struct Segment {
     /// Stopping moments (breakpoint hits, watchpoint hits, goal points) passed before the one
     /// that ended it (non-zero only for a segment that ends at a moment found by a scan).
     pub skip: u32,
+    /// Only the moments after scheduling decision N (from when the executor reached it)
+    /// count and can end the segment: a moment found by a scan that started from the
+    /// snapshot at decision N, which counted from there.
+    pub skip_from: Option<u64>,
     /// The segment ended at gdb's interrupt (Ctrl-C), at this executor poll of the segment
     /// (1-based): interrupts are replayed at the same poll.
     pub interrupt_at: Option<u64>,
@@ -73,8 +77,9 @@ pub enum Then {
     Stop,
     /// Show gdb the stop as the beginning of the history (nothing earlier to go to).
     Begin,
-    /// The path was replayed with these added to find the last hit before its end.
-    Scanned(Scan),
+    /// The path was replayed with these added to find the last hit before its end, in
+    /// the window of the execution the scan looks at.
+    Scanned(Scan, Window),
     /// The path was replayed to note the anchors of a step back in its last segment.
     FindAnchors(StepBack),
     /// The replay stopped at the step back's last anchor: step the thread to the
@@ -84,6 +89,17 @@ pub enum Then {
     SteppedBack,
     /// Show the stop (the present one again) with this reason for refusing to go back.
     Refused(String),
+}
+
+/// The part of an execution a scan looks at: scans go back from the present in windows,
+/// each starting at a fork snapshot and ending where the one after it started, so that a
+/// hit near the present costs the run from the last snapshot only (rr's way).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Window {
+    /// It starts at the snapshot at this decision (None: at the program's start).
+    pub after: Option<u64>,
+    /// It ends when the execution reaches this decision (None: at the present stop).
+    pub before: Option<u64>,
 }
 
 /// The registers that tell two moments of one thread apart: rax..r15, rip, and the
@@ -185,6 +201,7 @@ impl StepBack {
             bps: last.bps.clone(),
             watches: last.watches.clone(),
             skip: 0,
+            skip_from: None,
             interrupt_at: None,
         };
         segments.extend(std::iter::repeat_n(step, steps as usize));
@@ -248,13 +265,17 @@ pub struct Plan {
 }
 
 /// A moment found by a scan: in segment `segment`, the `nth` (1-based) stopping moment
-/// under the segment's and the scan's breakpoints together.
+/// under the segment's and the scan's breakpoints together, counted from the segment's
+/// start or from scheduling decision `from`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Found {
     /// The segment it lies in.
     pub segment: usize,
-    /// Its rank among the stopping moments of that segment.
+    /// Its rank among the stopping moments of that segment counted.
     pub nth: u32,
+    /// Counted from this decision on (the snapshot the scan started from) rather than
+    /// from the segment's start.
+    pub from: Option<u64>,
 }
 
 impl Timeline {
@@ -268,12 +289,25 @@ impl Timeline {
     }
 
     /// Re-executes the whole path with `scan`'s breakpoints and watchpoints added, to find
-    /// the last of their hits before the present stop.
+    /// the last of their hits before the present stop (in the window from the latest fork
+    /// snapshot on, to begin with: see [`Window`]).
     pub fn scan(&self, scan: Scan) -> Plan {
+        self.scan_before(scan, None)
+    }
+
+    /// The same, looking at the execution up to decision `before` only (None: up to the
+    /// present stop).
+    pub fn scan_before(&self, scan: Scan, before: Option<u64>) -> Plan {
         Plan {
             until: self.until,
             segments: self.path.clone(),
-            then: Then::Scanned(scan),
+            then: Then::Scanned(
+                scan,
+                Window {
+                    after: None,
+                    before,
+                },
+            ),
         }
     }
 
@@ -287,12 +321,23 @@ impl Timeline {
         let mut segments = self.path[..f.segment].to_vec();
         let mut last = with_scan(&self.path[f.segment], scan);
         last.skip = f.nth - 1;
+        last.skip_from = f.from;
         last.interrupt_at = None;
         segments.push(last);
         Plan {
             until: self.until,
             segments,
             then: Then::Stop,
+        }
+    }
+
+    /// Where a scan of `window` that found `found` leads: to that moment; with nothing
+    /// found, to a scan of the window before (when this one started at a snapshot), or to
+    /// the first stop as the beginning of the history.
+    pub fn after_window(&self, scan: &Scan, window: Window, found: Option<Found>) -> Plan {
+        match (found, window.after) {
+            (None, Some(d)) => self.scan_before(scan.clone(), Some(d)),
+            _ => self.after_scan(scan, found),
         }
     }
 
@@ -327,6 +372,7 @@ mod tests {
             bps: bps.iter().copied().collect(),
             watches: Vec::new(),
             skip: 0,
+            skip_from: None,
             interrupt_at: None,
         }
     }
@@ -357,11 +403,16 @@ mod tests {
             bps: [0x30].into_iter().collect(),
             watches: vec![(0x100, 4, WatchWhat::Write)],
         };
-        let p = tl.after_scan(&scan, Some(Found { segment: 2, nth: 3 }));
+        let found = Found {
+            segment: 2,
+            nth: 3,
+            from: Some(40),
+        };
+        let p = tl.after_scan(&scan, Some(found));
         assert_eq!(p.then, Then::Stop);
         assert_eq!(p.segments.len(), 3);
         let last = &p.segments[2];
-        assert_eq!(last.skip, 2);
+        assert_eq!((last.skip, last.skip_from), (2, Some(40)));
         assert_eq!(last.bps, [0x20, 0x30].into_iter().collect());
         assert_eq!(last.watches, scan.watches);
         // Nothing found: the beginning.

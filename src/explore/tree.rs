@@ -145,6 +145,9 @@ pub struct TreeSearch {
     requested: HashSet<Vec<ThreadId>>,
     /// Alternatives claimed by the workers of a parallel reduced search.
     claims: Option<Claims>,
+    /// Bounded partial-order reduction dropped an alternative that needs more preemptions
+    /// than the current bound (but not more than the cap): the next bound is needed.
+    beyond_bound: bool,
     /// An alternative needed more preemptions than the cap (`--preemption-bound`): the
     /// search leaves executions unexplored whatever the bound.
     beyond_cap: bool,
@@ -202,13 +205,30 @@ impl TreeSearch {
         TreeSearch::dfs().with_por(true)
     }
 
-    /// Turns dynamic partial-order reduction on or off; it applies to unbounded DFS only
-    /// (icb stays unreduced, see docs/architecture.md).
+    /// Turns dynamic partial-order reduction on or off (not for a shard of a search split
+    /// among machines). With a preemption bound it is bounded partial-order reduction
+    /// (see [`TreeSearch::bounded_por`]).
     pub fn with_por(mut self, on: bool) -> TreeSearch {
-        let unbounded = on && self.max_bound.is_none() && self.shard.is_none();
-        self.por = unbounded && self.cache.is_none();
-        self.sleep_sets = unbounded && self.cache.is_some();
+        let on = on && self.shard.is_none();
+        self.por = on && self.cache.is_none();
+        self.sleep_sets = on && self.max_bound.is_none() && self.cache.is_some();
+        if self.max_bound.is_some() {
+            self.reduction.optimal = false;
+        }
         self
+    }
+
+    /// Whether this is icb reduced by bounded partial-order reduction (Coons, Musuvathi &
+    /// McKinley, OOPSLA'13): source sets without sleep sets (a thread asleep at a node may
+    /// be explorable there only with more preemptions than its sleep-set twin, so the bound
+    /// makes sleep sets unsound), each race reversed both at its node and where the block of
+    /// the thread that ran there began (the conservative point, where switching costs no
+    /// more preemptions than the block's own start), alternatives beyond the bound dropped.
+    /// A dropped one makes the next bound explore the whole tree anew from the root (its
+    /// nodes' reduction data belong to the tree of their bound). Bound c then covers every
+    /// Mazurkiewicz trace that has an execution with ≤ c preemptions.
+    fn bounded_por(&self) -> bool {
+        self.por && self.max_bound.is_some()
     }
 
     /// Prunes with a table of visited states (unbounded DFS only). Partial-order reduction
@@ -310,6 +330,7 @@ impl TreeSearch {
             outside: Vec::new(),
             requested: HashSet::new(),
             claims: None,
+            beyond_bound: false,
             beyond_cap: false,
             cache: None,
             pruned: 0,
@@ -441,13 +462,24 @@ impl TreeSearch {
         }
     }
 
-    /// Prefixes that need one more preemption than this subtree's bound, and whether some
-    /// alternative needed more preemptions than the cap.
+    /// Prefixes that need one more preemption than this subtree's bound (with bounded
+    /// partial-order reduction, the empty prefix: the whole tree, explored anew at the next
+    /// bound, when an alternative was dropped for the bound), and whether some alternative
+    /// needed more preemptions than the cap.
     pub fn take_deferred(&mut self) -> Deferred {
         self.flush_pending();
+        self.defer_root();
         Deferred {
             prefixes: self.deferred.drain(..).collect(),
             beyond_cap: std::mem::take(&mut self.beyond_cap),
+        }
+    }
+
+    /// Bounded partial-order reduction: the whole tree is deferred to the next bound when
+    /// some alternative was beyond this one.
+    fn defer_root(&mut self) {
+        if std::mem::take(&mut self.beyond_bound) {
+            self.deferred.push_back(Prefix::from_vec(&[]));
         }
     }
 
@@ -528,6 +560,7 @@ impl TreeSearch {
             if self.managed {
                 return false;
             }
+            self.defer_root();
             if self.deferred.is_empty() {
                 self.completed_bound = self.max_bound.map(|_| self.bound);
                 return false;
@@ -538,6 +571,11 @@ impl TreeSearch {
             }
             self.bound += 1;
             self.queue = std::mem::take(&mut self.deferred);
+            // Bounded partial-order reduction asks for the whole tree: it holds the rest.
+            if self.queue.iter().any(|p| p.is_empty()) {
+                self.queue = VecDeque::from([Prefix::from_vec(&[])]);
+                self.requested.clear();
+            }
         }
     }
 }
@@ -553,13 +591,22 @@ impl TreeSearch {
             vec![Footprint::everything(); point.enabled.len()]
         };
         let sleep = match self.stack.get(point.step.wrapping_sub(1)) {
+            Some(_) if self.bounded_por() => Vec::new(),
             Some(parent) if self.sleep_blocked.is_none() => parent.por().child_sleep(parent.chosen),
             _ => Vec::new(),
+        };
+        let costly = if self.bounded_por() {
+            (point.enabled.iter().copied())
+                .filter(|&t| point.is_preemption(t))
+                .collect()
+        } else {
+            Vec::new()
         };
         PorNode {
             pending,
             blocked: point.blocked.to_vec(),
             sleep,
+            costly,
             ..PorNode::default()
         }
     }
@@ -733,8 +780,36 @@ impl TreeSearch {
             })
             .collect();
         let mut above = Vec::new();
+        let bounds = self
+            .max_bound
+            .filter(|_| self.por)
+            .map(|cap| (self.bound, cap));
         dpor::reversals(&steps, &pending, |r| {
             let i = r.race.node;
+            if let Some((bound, cap)) = bounds {
+                // Bounded: at the race's node and at the start of its thread's block.
+                let start = block_start(&self.stack, i);
+                let later = r.sequence.last().map(|&j| match steps.get(j) {
+                    Some(s) => s.thread,
+                    None => pending[j - steps.len()].0,
+                });
+                let racer = later.expect("a race has a later step");
+                for k in std::iter::once(i).chain((start < i).then_some(start)) {
+                    let (todo, tree) = &mut trees[k];
+                    let add = bounded_additions(&self.stack[k], todo, racer, bound, cap);
+                    self.beyond_bound |= add.beyond;
+                    self.beyond_cap |= add.beyond_cap;
+                    for q in add.threads {
+                        if k >= self.fixed {
+                            todo.push(q);
+                            tree.push(Branch::leaf(Event::unknown(q)));
+                        } else {
+                            above.push((k, q));
+                        }
+                    }
+                }
+                return;
+            }
             let (todo, tree) = &mut trees[i];
             if i >= self.fixed {
                 reverse_at(
@@ -777,6 +852,64 @@ impl TreeSearch {
                 above,
             });
         }
+    }
+}
+
+/// The first node of the block of consecutive steps of the thread chosen at node `i` that
+/// ends there: where choosing another thread instead costs no more preemptions than that
+/// block's own start did (bounded partial-order reduction's conservative point).
+fn block_start(stack: &[Node], i: usize) -> usize {
+    let thread = stack[i].chosen;
+    let before = stack[..i].iter().rposition(|n| n.chosen != thread);
+    before.map_or(0, |j| j + 1)
+}
+
+/// What bounded partial-order reduction adds at a node for a race.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct BoundedAdditions {
+    /// Threads to explore there.
+    threads: Vec<ThreadId>,
+    /// Some thread that would reverse the race there needs more preemptions than the bound.
+    beyond: bool,
+    /// Some needs more than the cap.
+    beyond_cap: bool,
+}
+
+/// The classic DPOR rule (Flanagan & Godefroid) at `node` for a race with a later step of
+/// thread `racer`, within preemption bound `bound` (cap `cap`): nothing when `racer` is
+/// scheduled or explored there; else `racer` when it is enabled there, else every enabled
+/// thread not yet scheduled; of those, the ones whose choice keeps the execution within the
+/// bound. Threads left out for the bound alone are reported as `beyond`. (Not source sets:
+/// which initial of a reversal is explored does not matter without a bound, but with one
+/// the others may then need more preemptions to reach the reversed order.)
+fn bounded_additions(
+    node: &Node,
+    todo: &[ThreadId],
+    racer: ThreadId,
+    bound: u32,
+    cap: u32,
+) -> BoundedAdditions {
+    let por = node.por();
+    let scheduled = |q: &ThreadId| {
+        *q == node.chosen || todo.contains(q) || por.done.iter().any(|(t, _)| t == q)
+    };
+    if scheduled(&racer) {
+        return BoundedAdditions::default();
+    }
+    let cost = |q: ThreadId| node.preemptions_before + por.costly.contains(&q) as u32;
+    let candidates: Vec<ThreadId> = if node.enabled.contains(&racer) {
+        vec![racer]
+    } else {
+        (node.enabled.iter().copied())
+            .filter(|q| !scheduled(q))
+            .collect()
+    };
+    BoundedAdditions {
+        threads: (candidates.iter().copied())
+            .filter(|&q| cost(q) <= bound)
+            .collect(),
+        beyond: (candidates.iter()).any(|&q| cost(q) > bound && cost(q) <= cap),
+        beyond_cap: (candidates.iter()).any(|&q| cost(q) > cap),
     }
 }
 
@@ -1154,7 +1287,8 @@ impl Scheduler for TreeSearch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explore::testing::{binomial, preemptions, Synthetic};
+    use crate::explore::testing::{binomial, preemptions, Program, SynOp, Synthetic, Trace};
+    use std::collections::HashMap;
 
     #[test]
     fn dfs_enumerates_every_interleaving_once() {
@@ -1393,5 +1527,173 @@ mod tests {
         });
         assert_eq!(n, 6);
         assert_eq!(s.pruned_executions(), 0);
+    }
+
+    /// Runs `s` on `prog` to its end; returns the executions and the traces, with the most
+    /// preemptions any execution took.
+    fn bounded_run(prog: &Program, s: &mut TreeSearch) -> (u64, HashSet<Trace>, usize) {
+        let (mut traces, mut most, mut n) = (HashSet::new(), 0, 0);
+        while n < 1_000_000 && s.begin_execution(n).is_some() {
+            let (schedule, trace) = prog.run_once(s);
+            most = most.max(program_preemptions(prog, &schedule));
+            traces.insert(trace);
+            n += 1;
+        }
+        assert!(s.is_exhausted());
+        (n, traces, most)
+    }
+
+    /// Preemptions of a schedule of `prog`: switches away from a thread that could go on.
+    fn program_preemptions(prog: &Program, schedule: &[ThreadId]) -> usize {
+        let steps: Vec<usize> = prog.threads.iter().map(Vec::len).collect();
+        let mut done = vec![0; steps.len()];
+        let mut held: HashMap<u64, ThreadId> = HashMap::new();
+        let mut count = 0;
+        let mut current: Option<ThreadId> = None;
+        for &t in schedule {
+            if let Some(c) = current.filter(|&c| c != t && done[c] < steps[c]) {
+                let blocked =
+                    matches!(prog.threads[c][done[c]], SynOp::Lock(m) if held.contains_key(&m));
+                count += !blocked as usize;
+            }
+            match prog.threads[t][done[t]] {
+                SynOp::Lock(m) => {
+                    held.insert(m, t);
+                }
+                SynOp::Unlock(m) => {
+                    held.remove(&m);
+                }
+                _ => {}
+            }
+            done[t] += 1;
+            current = Some(t);
+        }
+        count
+    }
+
+    #[test]
+    fn bounded_por_covers_every_trace_icb_covers_at_each_bound() {
+        use rand::SeedableRng;
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(15);
+        let (mut unreduced_total, mut reduced_total) = (0, 0);
+        for size in [4, 5, 6] {
+            for _ in 0..150 {
+                let prog = Program::random(&mut rng, size);
+                for bound in [0, 1, 2] {
+                    let (n, icb, _) = bounded_run(&prog, &mut TreeSearch::icb(Some(bound)));
+                    let mut reduced = TreeSearch::icb(Some(bound)).with_por(true);
+                    let (m, bpor, most) = bounded_run(&prog, &mut reduced);
+                    let lost: Vec<_> = icb.difference(&bpor).collect();
+                    assert!(
+                        lost.is_empty(),
+                        "{:?} at bound {bound}: {} trace(s) of icb lost, e.g. {:?}",
+                        prog.threads,
+                        lost.len(),
+                        lost[0]
+                    );
+                    assert!(
+                        most <= bound as usize,
+                        "{most} preemptions at bound {bound}"
+                    );
+                    unreduced_total += n;
+                    reduced_total += m;
+                }
+                // Without a cap it ends with every trace of the program.
+                // (DPOR's traces are full DFS's: `random_small_programs_get_one_execution_per_trace`.)
+                let (_, all) = prog.run_all(&mut TreeSearch::dpor(), 1_000_000);
+                let (_, bpor, _) = bounded_run(&prog, &mut TreeSearch::icb(None).with_por(true));
+                assert_eq!(bpor, all, "{:?}", prog.threads);
+            }
+        }
+        eprintln!("bounds 0-2: icb {unreduced_total} executions, bounded POR {reduced_total}");
+        assert!(
+            reduced_total < unreduced_total,
+            "{reduced_total} vs {unreduced_total}"
+        );
+    }
+
+    /// One-off oracle measurement (`MCHECK_ORACLE="seeds;sizes;programs;max_bound"`):
+    /// traces and final states of unreduced icb at each bound vs the reduced search's.
+    #[test]
+    #[ignore]
+    fn oracle_measure() {
+        use rand::SeedableRng;
+        let spec = std::env::var("MCHECK_ORACLE").unwrap_or("21;5,6,7,8;300;3".into());
+        let parts: Vec<&str> = spec.split(';').collect();
+        let list = |s: &str| -> Vec<u64> { s.split(',').map(|x| x.parse().unwrap()).collect() };
+        let (seeds, sizes) = (list(parts[0]), list(parts[1]));
+        let programs: usize = parts[2].parse().unwrap();
+        let max: u32 = parts[3].parse().unwrap();
+        let limit: u64 = 2_000_000;
+        for &seed in &seeds {
+            for &size in &sizes {
+                let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+                let b = max as usize + 1;
+                let (mut lost_t, mut lost_s, mut progs_t, mut progs_s) =
+                    (vec![0u64; b], vec![0u64; b], vec![0u64; b], vec![0u64; b]);
+                let (mut un, mut re, mut over) = (vec![0u64; b], vec![0u64; b], 0u64);
+                let mut skipped = 0;
+                let mut example: Option<String> = None;
+                for _ in 0..programs {
+                    let prog = Program::random(&mut rng, size as usize);
+                    // Unreduced: every execution with <= max preemptions, once.
+                    let mut s = TreeSearch::icb(Some(max));
+                    let mut icb_t: Vec<HashSet<Trace>> = vec![HashSet::new(); b];
+                    let mut icb_s: Vec<HashSet<crate::explore::testing::Outcome>> =
+                        vec![HashSet::new(); b];
+                    let mut n = 0;
+                    while n < limit && s.begin_execution(n).is_some() {
+                        let (schedule, trace, out) = prog.run_observed(&mut s);
+                        let c = program_preemptions(&prog, &schedule);
+                        for k in c..b {
+                            icb_t[k].insert(trace.clone());
+                            icb_s[k].extend(out.clone());
+                            un[k] += 1;
+                        }
+                        n += 1;
+                    }
+                    if !s.is_exhausted() {
+                        skipped += 1;
+                        continue;
+                    }
+                    let mut r = TreeSearch::icb(Some(max)).with_por(true);
+                    let mut red_t: Vec<HashSet<Trace>> = vec![HashSet::new(); b];
+                    let mut red_s: Vec<HashSet<crate::explore::testing::Outcome>> =
+                        vec![HashSet::new(); b];
+                    let mut n = 0;
+                    while n < limit && r.begin_execution(n).is_some() {
+                        let phase = r.current_bound() as usize;
+                        let (schedule, trace, out) = prog.run_observed(&mut r);
+                        if program_preemptions(&prog, &schedule) > phase {
+                            over += 1;
+                        }
+                        for k in phase..b {
+                            red_t[k].insert(trace.clone());
+                            red_s[k].extend(out.clone());
+                            re[k] += 1;
+                        }
+                        n += 1;
+                    }
+                    assert!(r.is_exhausted());
+                    for k in 0..b {
+                        let lt = icb_t[k].difference(&red_t[k]).count() as u64;
+                        let ls = icb_s[k].difference(&red_s[k]).count() as u64;
+                        lost_t[k] += lt;
+                        lost_s[k] += ls;
+                        progs_t[k] += (lt > 0) as u64;
+                        progs_s[k] += (ls > 0) as u64;
+                        if ls > 0 && example.is_none() {
+                            example = Some(format!("bound {k}: {:?}", prog.threads));
+                        }
+                    }
+                }
+                eprintln!(
+                    "seed {seed} size {size}: skipped {skipped}; lost traces {lost_t:?} in programs {progs_t:?}; lost states {lost_s:?} in programs {progs_s:?}; executions icb {un:?} reduced {re:?}; over bound {over}"
+                );
+                if let Some(e) = example {
+                    eprintln!("  state lost: {e}");
+                }
+            }
+        }
     }
 }

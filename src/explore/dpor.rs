@@ -55,8 +55,6 @@ pub(super) struct PorNode {
     /// The wakeup tree of the alternatives still to explore here: one branch per thread of
     /// the node's to-do list, in the same order ([`super::wakeup`]).
     pub wakeup: Vec<Branch>,
-    /// With a preemption bound: the enabled threads whose choice here is a preemption.
-    pub costly: Vec<ThreadId>,
 }
 
 impl PorNode {

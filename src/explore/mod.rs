@@ -32,6 +32,7 @@ mod replay;
 pub mod shard;
 mod state_cache;
 mod timeout_steps;
+mod trace_key;
 mod tree;
 mod wakeup;
 

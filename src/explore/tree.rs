@@ -21,13 +21,14 @@
 //! An unreduced search can be one shard of a search split among machines
 //! ([`super::shard`], `--shard I/N`): it then follows only the children of its range.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::dpor::{self, PorNode, Reversal, Step};
 use super::pool::Claims;
 use super::prefix::{PendingBranches, Prefix};
 use super::shard::{ShardRange, TreeShard};
 use super::state_cache::{counter_of, SharedStateTable, Visit};
+use super::trace_key::TraceKeys;
 use super::wakeup::{self, Branch, Event};
 use super::{Coverage, Divergence, ExecutionSummary, Point, Scheduler};
 use crate::model::{Footprint, ThreadId};
@@ -145,9 +146,6 @@ pub struct TreeSearch {
     requested: HashSet<Vec<ThreadId>>,
     /// Alternatives claimed by the workers of a parallel reduced search.
     claims: Option<Claims>,
-    /// Bounded partial-order reduction dropped an alternative that needs more preemptions
-    /// than the current bound (but not more than the cap): the next bound is needed.
-    beyond_bound: bool,
     /// An alternative needed more preemptions than the cap (`--preemption-bound`): the
     /// search leaves executions unexplored whatever the bound.
     beyond_cap: bool,
@@ -166,6 +164,16 @@ pub struct TreeSearch {
     branch_sleep: Vec<(ThreadId, Footprint)>,
     /// The explored alternatives of the nodes above the branch node ([`Split::above`]).
     branch_above: Vec<Vec<(ThreadId, Footprint)>>,
+    /// Bounded partial-order reduction of icb (see [`TreeSearch::with_por`]).
+    bounded_por: bool,
+    /// The trace keys of the current path's prefixes (bounded partial-order reduction).
+    trace_keys: TraceKeys,
+    /// For each trace key of a prefix met at a new node: the thread that ran last there
+    /// (None when it could not go on, or yielded) and the fewest preemptions it was met with.
+    visited: HashMap<u128, Vec<(Option<ThreadId>, u32)>>,
+    /// The current execution met a node equivalent to one explored with no more
+    /// preemptions: it ends at the next point.
+    dominated: bool,
 }
 
 /// What a work item leaves beyond its preemption bound ([`TreeSearch::take_deferred`]).
@@ -205,30 +213,21 @@ impl TreeSearch {
         TreeSearch::dfs().with_por(true)
     }
 
-    /// Turns dynamic partial-order reduction on or off (not for a shard of a search split
-    /// among machines). With a preemption bound it is bounded partial-order reduction
-    /// (see [`TreeSearch::bounded_por`]).
+    /// Turns partial-order reduction on or off (not for a shard of a search split among
+    /// machines). Unbounded DFS gets dynamic partial-order reduction. icb gets bounded
+    /// partial-order reduction by trace keys: a new node whose prefix is equivalent (same
+    /// Mazurkiewicz trace, [`super::trace_key`]) to that of a node met before, with the same
+    /// thread last and no fewer preemptions, ends the execution there. Both nodes are in
+    /// the same state, and the preemptions of what follows depend only on the state and
+    /// the thread that ran last, so every execution within the bound below the second
+    /// node has one with the same trace below the first.
     pub fn with_por(mut self, on: bool) -> TreeSearch {
         let on = on && self.shard.is_none();
-        self.por = on && self.cache.is_none();
-        self.sleep_sets = on && self.max_bound.is_none() && self.cache.is_some();
-        if self.max_bound.is_some() {
-            self.reduction.optimal = false;
-        }
+        let unbounded = on && self.max_bound.is_none();
+        self.por = unbounded && self.cache.is_none();
+        self.sleep_sets = unbounded && self.cache.is_some();
+        self.bounded_por = on && self.max_bound.is_some() && !self.managed;
         self
-    }
-
-    /// Whether this is icb reduced by bounded partial-order reduction (Coons, Musuvathi &
-    /// McKinley, OOPSLA'13): source sets without sleep sets (a thread asleep at a node may
-    /// be explorable there only with more preemptions than its sleep-set twin, so the bound
-    /// makes sleep sets unsound), each race reversed both at its node and where the block of
-    /// the thread that ran there began (the conservative point, where switching costs no
-    /// more preemptions than the block's own start), alternatives beyond the bound dropped.
-    /// A dropped one makes the next bound explore the whole tree anew from the root (its
-    /// nodes' reduction data belong to the tree of their bound). Bound c then covers every
-    /// Mazurkiewicz trace that has an execution with ≤ c preemptions.
-    fn bounded_por(&self) -> bool {
-        self.por && self.max_bound.is_some()
     }
 
     /// Prunes with a table of visited states (unbounded DFS only). Partial-order reduction
@@ -330,7 +329,6 @@ impl TreeSearch {
             outside: Vec::new(),
             requested: HashSet::new(),
             claims: None,
-            beyond_bound: false,
             beyond_cap: false,
             cache: None,
             pruned: 0,
@@ -338,6 +336,10 @@ impl TreeSearch {
             left_share: false,
             branch_sleep: Vec::new(),
             branch_above: Vec::new(),
+            bounded_por: false,
+            trace_keys: TraceKeys::default(),
+            visited: HashMap::new(),
+            dominated: false,
         }
     }
 
@@ -462,24 +464,13 @@ impl TreeSearch {
         }
     }
 
-    /// Prefixes that need one more preemption than this subtree's bound (with bounded
-    /// partial-order reduction, the empty prefix: the whole tree, explored anew at the next
-    /// bound, when an alternative was dropped for the bound), and whether some alternative
-    /// needed more preemptions than the cap.
+    /// Prefixes that need one more preemption than this subtree's bound, and whether some
+    /// alternative needed more preemptions than the cap.
     pub fn take_deferred(&mut self) -> Deferred {
         self.flush_pending();
-        self.defer_root();
         Deferred {
             prefixes: self.deferred.drain(..).collect(),
             beyond_cap: std::mem::take(&mut self.beyond_cap),
-        }
-    }
-
-    /// Bounded partial-order reduction: the whole tree is deferred to the next bound when
-    /// some alternative was beyond this one.
-    fn defer_root(&mut self) {
-        if std::mem::take(&mut self.beyond_bound) {
-            self.deferred.push_back(Prefix::from_vec(&[]));
         }
     }
 
@@ -560,7 +551,6 @@ impl TreeSearch {
             if self.managed {
                 return false;
             }
-            self.defer_root();
             if self.deferred.is_empty() {
                 self.completed_bound = self.max_bound.map(|_| self.bound);
                 return false;
@@ -571,17 +561,42 @@ impl TreeSearch {
             }
             self.bound += 1;
             self.queue = std::mem::take(&mut self.deferred);
-            // Bounded partial-order reduction asks for the whole tree: it holds the rest.
-            if self.queue.iter().any(|p| p.is_empty()) {
-                self.queue = VecDeque::from([Prefix::from_vec(&[])]);
-                self.requested.clear();
-            }
         }
     }
 }
 
 /// Partial-order reduction's part of the tree search.
 impl TreeSearch {
+    /// Bounded partial-order reduction at a new node at `point`, whose prefix has trace key
+    /// `key` and `preemptions` preemptions: whether a node met before dominates it (then it
+    /// is explored no further); else it is recorded.
+    ///
+    /// What follows a node costs preemptions according to the state, the same for
+    /// equivalent prefixes, and to the thread that ran last, which matters only when it
+    /// could go on without yielding (else the node is recorded without it): it costs at
+    /// most one more than what follows another node of the same trace with another thread
+    /// last (the first switch) and no more than what follows one where it does not matter.
+    /// A node met with no more preemptions than this one's, less one when it had another
+    /// thread last, therefore has every execution within the bound of this node's subtree
+    /// in its own, up to the order of independent steps.
+    fn meet(&mut self, key: u128, point: &Point<'_>, preemptions: u32) -> bool {
+        let last = point
+            .current
+            .filter(|c| !point.current_yields && point.enabled.contains(c));
+        let met = self.visited.entry(key).or_default();
+        let dominated = met.iter().any(|&(t, p)| {
+            let extra = (t.is_some() && t != last) as u32;
+            p.saturating_add(extra) <= preemptions
+        });
+        if !dominated {
+            match met.iter_mut().find(|(t, _)| *t == last) {
+                Some(m) => m.1 = m.1.min(preemptions),
+                None => met.push((last, preemptions)),
+            }
+        }
+        dominated
+    }
+
     /// The reduction's view of a new node at `point`: footprints, and the sleep set
     /// inherited from the node above.
     fn por_node(&self, point: &Point<'_>) -> PorNode {
@@ -591,22 +606,13 @@ impl TreeSearch {
             vec![Footprint::everything(); point.enabled.len()]
         };
         let sleep = match self.stack.get(point.step.wrapping_sub(1)) {
-            Some(_) if self.bounded_por() => Vec::new(),
             Some(parent) if self.sleep_blocked.is_none() => parent.por().child_sleep(parent.chosen),
             _ => Vec::new(),
-        };
-        let costly = if self.bounded_por() {
-            (point.enabled.iter().copied())
-                .filter(|&t| point.is_preemption(t))
-                .collect()
-        } else {
-            Vec::new()
         };
         PorNode {
             pending,
             blocked: point.blocked.to_vec(),
             sleep,
-            costly,
             ..PorNode::default()
         }
     }
@@ -780,36 +786,8 @@ impl TreeSearch {
             })
             .collect();
         let mut above = Vec::new();
-        let bounds = self
-            .max_bound
-            .filter(|_| self.por)
-            .map(|cap| (self.bound, cap));
         dpor::reversals(&steps, &pending, |r| {
             let i = r.race.node;
-            if let Some((bound, cap)) = bounds {
-                // Bounded: at the race's node and at the start of its thread's block.
-                let start = block_start(&self.stack, i);
-                let later = r.sequence.last().map(|&j| match steps.get(j) {
-                    Some(s) => s.thread,
-                    None => pending[j - steps.len()].0,
-                });
-                let racer = later.expect("a race has a later step");
-                for k in std::iter::once(i).chain((start < i).then_some(start)) {
-                    let (todo, tree) = &mut trees[k];
-                    let add = bounded_additions(&self.stack[k], todo, racer, bound, cap);
-                    self.beyond_bound |= add.beyond;
-                    self.beyond_cap |= add.beyond_cap;
-                    for q in add.threads {
-                        if k >= self.fixed {
-                            todo.push(q);
-                            tree.push(Branch::leaf(Event::unknown(q)));
-                        } else {
-                            above.push((k, q));
-                        }
-                    }
-                }
-                return;
-            }
             let (todo, tree) = &mut trees[i];
             if i >= self.fixed {
                 reverse_at(
@@ -852,64 +830,6 @@ impl TreeSearch {
                 above,
             });
         }
-    }
-}
-
-/// The first node of the block of consecutive steps of the thread chosen at node `i` that
-/// ends there: where choosing another thread instead costs no more preemptions than that
-/// block's own start did (bounded partial-order reduction's conservative point).
-fn block_start(stack: &[Node], i: usize) -> usize {
-    let thread = stack[i].chosen;
-    let before = stack[..i].iter().rposition(|n| n.chosen != thread);
-    before.map_or(0, |j| j + 1)
-}
-
-/// What bounded partial-order reduction adds at a node for a race.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct BoundedAdditions {
-    /// Threads to explore there.
-    threads: Vec<ThreadId>,
-    /// Some thread that would reverse the race there needs more preemptions than the bound.
-    beyond: bool,
-    /// Some needs more than the cap.
-    beyond_cap: bool,
-}
-
-/// The classic DPOR rule (Flanagan & Godefroid) at `node` for a race with a later step of
-/// thread `racer`, within preemption bound `bound` (cap `cap`): nothing when `racer` is
-/// scheduled or explored there; else `racer` when it is enabled there, else every enabled
-/// thread not yet scheduled; of those, the ones whose choice keeps the execution within the
-/// bound. Threads left out for the bound alone are reported as `beyond`. (Not source sets:
-/// which initial of a reversal is explored does not matter without a bound, but with one
-/// the others may then need more preemptions to reach the reversed order.)
-fn bounded_additions(
-    node: &Node,
-    todo: &[ThreadId],
-    racer: ThreadId,
-    bound: u32,
-    cap: u32,
-) -> BoundedAdditions {
-    let por = node.por();
-    let scheduled = |q: &ThreadId| {
-        *q == node.chosen || todo.contains(q) || por.done.iter().any(|(t, _)| t == q)
-    };
-    if scheduled(&racer) {
-        return BoundedAdditions::default();
-    }
-    let cost = |q: ThreadId| node.preemptions_before + por.costly.contains(&q) as u32;
-    let candidates: Vec<ThreadId> = if node.enabled.contains(&racer) {
-        vec![racer]
-    } else {
-        (node.enabled.iter().copied())
-            .filter(|q| !scheduled(q))
-            .collect()
-    };
-    BoundedAdditions {
-        threads: (candidates.iter().copied())
-            .filter(|&q| cost(q) <= bound)
-            .collect(),
-        beyond: (candidates.iter()).any(|&q| cost(q) > bound && cost(q) <= cap),
-        beyond_cap: (candidates.iter()).any(|&q| cost(q) > cap),
     }
 }
 
@@ -1054,72 +974,16 @@ fn reverse_at(
     }
 }
 
-impl Scheduler for TreeSearch {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn planned_prefix(&self) -> Option<&[ThreadId]> {
-        Some(&self.replay)
-    }
-
-    fn may_backtrack_to(&self, step: usize) -> bool {
-        // Nodes of the work item's prefix belong to others; a node kept from earlier
-        // executions is only returned to while it has alternatives left; a new node may get
-        // some.
-        step >= self.fixed && self.stack.get(step).is_none_or(|n| !n.todo.is_empty())
-    }
-
-    fn wants_state(&self, step: usize) -> bool {
-        self.cache.is_some() && step >= self.replay.len() && step == self.stack.len()
-    }
-
-    fn visit_state(&mut self, step: usize, hash: u64) -> bool {
-        let Some(table) = &self.cache else {
-            return false;
-        };
-        if self.sleep_blocked.is_some() {
-            // A redundant execution: end it here, and record nothing (nothing below this
-            // point is explored from it).
-            self.finish_cut_step(step);
-            return true;
-        }
-        let counter = counter_of(self.stack[..step].iter().map(|n| n.chosen));
-        let sleep = self.upcoming_sleep(step);
-        let seen = table
-            .lock()
-            .expect("state table")
-            .visit(&counter, hash, &sleep);
-        if seen == Visit::Same {
-            self.pruned += 1;
-            self.finish_cut_step(step);
-            return true;
-        }
-        false
-    }
-
-    fn begin_execution(&mut self, _index: u64) -> Option<u64> {
-        self.sleep_blocked = None;
-        self.cut = false;
-        self.left_share = false;
-        self.segment = Footprint::default();
-        if self.exhausted {
-            return None;
-        }
-        if !self.started {
-            self.started = true;
-            self.replay.clear();
-            return Some(0);
-        }
-        if !self.advance() {
-            self.exhausted = true;
-            return None;
-        }
-        Some(0)
-    }
-
-    fn choose(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence> {
+impl TreeSearch {
+    /// The tree search's choice at `point` (see [`Scheduler::choose`]).
+    fn choose_inner(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence> {
         let k = point.step;
+        let key = self.bounded_por.then(|| {
+            let present = (point.enabled.iter().copied())
+                .chain(point.blocked.iter().map(|(u, _)| *u))
+                .collect();
+            self.trace_keys.at_point(k, present)
+        });
         if self.keeps_sleep() && k > 0 && k <= self.stack.len() {
             self.finish_step(k - 1, Some(point));
         }
@@ -1183,6 +1047,11 @@ impl Scheduler for TreeSearch {
         if self.por {
             return Ok(self.choose_reduced(point, preemptions_before));
         }
+        // Bounded partial-order reduction: a node equivalent to one met before with no
+        // fewer preemptions is explored no further (see `with_por`).
+        if let Some(key) = key {
+            self.dominated = self.meet(key, point, preemptions_before);
+        }
         let range = self.range_at(k);
         // A split search follows only the children of its own range.
         let mine = |u: ThreadId| {
@@ -1196,8 +1065,9 @@ impl Scheduler for TreeSearch {
         let default = point.default_choice();
         let mut chosen = (mine(default) && awake(default)).then_some(default);
         let mut todo = Vec::new();
+        let dominated = self.dominated;
         for &u in point.enabled {
-            if Some(u) == chosen || !mine(u) || !awake(u) {
+            if dominated || Some(u) == chosen || !mine(u) || !awake(u) {
                 continue;
             }
             let cost = preemptions_before + point.is_preemption(u) as u32;
@@ -1235,6 +1105,95 @@ impl Scheduler for TreeSearch {
         });
         Ok(chosen)
     }
+}
+
+impl Scheduler for TreeSearch {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn planned_prefix(&self) -> Option<&[ThreadId]> {
+        Some(&self.replay)
+    }
+
+    fn may_backtrack_to(&self, step: usize) -> bool {
+        // Nodes of the work item's prefix belong to others; a node kept from earlier
+        // executions is only returned to while it has alternatives left; a new node may get
+        // some.
+        step >= self.fixed && self.stack.get(step).is_none_or(|n| !n.todo.is_empty())
+    }
+
+    fn wants_state(&self, step: usize) -> bool {
+        (self.cache.is_some() || self.dominated)
+            && step >= self.replay.len()
+            && step == self.stack.len()
+    }
+
+    fn visit_state(&mut self, step: usize, hash: u64) -> bool {
+        if self.dominated {
+            // Bounded partial-order reduction: what follows was explored from an
+            // equivalent node.
+            self.pruned += 1;
+            self.cut = true;
+            return true;
+        }
+        let Some(table) = &self.cache else {
+            return false;
+        };
+        if self.sleep_blocked.is_some() {
+            // A redundant execution: end it here, and record nothing (nothing below this
+            // point is explored from it).
+            self.finish_cut_step(step);
+            return true;
+        }
+        let counter = counter_of(self.stack[..step].iter().map(|n| n.chosen));
+        let sleep = self.upcoming_sleep(step);
+        let seen = table
+            .lock()
+            .expect("state table")
+            .visit(&counter, hash, &sleep);
+        if seen == Visit::Same {
+            self.pruned += 1;
+            self.finish_cut_step(step);
+            return true;
+        }
+        false
+    }
+
+    fn begin_execution(&mut self, _index: u64) -> Option<u64> {
+        self.sleep_blocked = None;
+        self.cut = false;
+        self.dominated = false;
+        self.left_share = false;
+        self.segment = Footprint::default();
+        if self.exhausted {
+            return None;
+        }
+        if !self.started {
+            self.started = true;
+            self.replay.clear();
+            return Some(0);
+        }
+        if !self.advance() {
+            self.exhausted = true;
+            return None;
+        }
+        Some(0)
+    }
+
+    fn choose(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence> {
+        let chosen = self.choose_inner(point)?;
+        if self.bounded_por {
+            let footprint = match point.enabled.iter().position(|&t| t == chosen) {
+                Some(i) if point.footprints.len() == point.enabled.len() => {
+                    point.footprints[i].clone()
+                }
+                _ => Footprint::everything(),
+            };
+            self.trace_keys.chose(chosen, footprint);
+        }
+        Ok(chosen)
+    }
 
     fn leaves_share(&self) -> bool {
         self.left_share
@@ -1247,6 +1206,9 @@ impl Scheduler for TreeSearch {
     fn ran(&mut self, touched: &Footprint) {
         if self.keeps_sleep() {
             self.segment.extend(touched);
+        }
+        if self.bounded_por {
+            self.trace_keys.ran(touched);
         }
     }
 
@@ -1528,7 +1490,6 @@ mod tests {
         assert_eq!(n, 6);
         assert_eq!(s.pruned_executions(), 0);
     }
-
     /// Runs `s` on `prog` to its end; returns the executions and the traces, with the most
     /// preemptions any execution took.
     fn bounded_run(prog: &Program, s: &mut TreeSearch) -> (u64, HashSet<Trace>, usize) {
@@ -1632,6 +1593,7 @@ mod tests {
                 let (mut lost_t, mut lost_s, mut progs_t, mut progs_s) =
                     (vec![0u64; b], vec![0u64; b], vec![0u64; b], vec![0u64; b]);
                 let (mut un, mut re, mut over) = (vec![0u64; b], vec![0u64; b], 0u64);
+                let mut cut = vec![0u64; b];
                 let mut skipped = 0;
                 let mut example: Option<String> = None;
                 for _ in 0..programs {
@@ -1668,8 +1630,12 @@ mod tests {
                             over += 1;
                         }
                         for k in phase..b {
-                            red_t[k].insert(trace.clone());
-                            red_s[k].extend(out.clone());
+                            if out.is_some() {
+                                red_t[k].insert(trace.clone());
+                                red_s[k].extend(out.clone());
+                            } else {
+                                cut[k] += 1;
+                            }
                             re[k] += 1;
                         }
                         n += 1;
@@ -1688,7 +1654,7 @@ mod tests {
                     }
                 }
                 eprintln!(
-                    "seed {seed} size {size}: skipped {skipped}; lost traces {lost_t:?} in programs {progs_t:?}; lost states {lost_s:?} in programs {progs_s:?}; executions icb {un:?} reduced {re:?}; over bound {over}"
+                    "seed {seed} size {size}: skipped {skipped}; lost traces {lost_t:?} in programs {progs_t:?}; lost states {lost_s:?} in programs {progs_s:?}; executions icb {un:?} reduced {re:?} of which cut {cut:?}; over bound {over}"
                 );
                 if let Some(e) = example {
                     eprintln!("  state lost: {e}");

@@ -20,6 +20,7 @@
 //! sites become scheduling points of a new tree per round) and the coverage claims it
 //! allows ("exhausted" only when every racy site found was a scheduling point).
 
+mod bounded;
 mod dpor;
 mod fair;
 mod pct;
@@ -32,7 +33,6 @@ mod replay;
 pub mod shard;
 mod state_cache;
 mod timeout_steps;
-mod trace_key;
 mod tree;
 mod wakeup;
 

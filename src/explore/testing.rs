@@ -426,10 +426,12 @@ impl Program {
             schedule.push(t);
             current = Some(t);
         }
+        // A deadlock (some thread left) is the program's failure.
+        let stuck = (0..self.threads.len()).any(|t| next[t] < self.threads[t].len());
         s.end_execution(&ExecutionSummary {
             steps: schedule.len(),
             threads: self.threads.len(),
-            found_bug: false,
+            found_bug: stuck && !pruned,
         });
         let mut trace = Vec::new();
         for (i, &a) in events.iter().enumerate() {

@@ -21,17 +21,17 @@
 //! An unreduced search can be one shard of a search split among machines
 //! ([`super::shard`], `--shard I/N`): it then follows only the children of its range.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 
+use super::bounded::Steps;
 use super::dpor::{self, PorNode, Reversal, Step};
 use super::pool::Claims;
 use super::prefix::{PendingBranches, Prefix};
 use super::shard::{ShardRange, TreeShard};
 use super::state_cache::{counter_of, SharedStateTable, Visit};
-use super::trace_key::TraceKeys;
 use super::wakeup::{self, Branch, Event};
 use super::{Coverage, Divergence, ExecutionSummary, Point, Scheduler};
-use crate::model::{Footprint, ThreadId};
+use crate::model::{Footprint, ObjectKind, ThreadId};
 
 /// One scheduling point on the current path.
 #[derive(Debug, Clone)]
@@ -51,6 +51,23 @@ struct Node {
     por: Option<Box<PorNode>>,
     /// The shards that share the subtree at this node (a split search).
     range: ShardRange,
+    /// Bounded partial-order reduction: the alternatives held back here (see [`Held`]).
+    held: Option<Box<Held>>,
+}
+
+/// The alternatives of a node of icb held back by bounded partial-order reduction: the
+/// node chose the thread that ran last (it could go on, without yielding, so every other
+/// choice is a preemption), and the other enabled threads are explored only once an
+/// execution through this choice shows, after its step, a step or a pending operation of
+/// another thread dependent with that step (see [`TreeSearch::with_por`]).
+#[derive(Debug, Clone)]
+struct Held {
+    /// The thread chosen (the one that ran last).
+    thread: ThreadId,
+    /// Its step's footprint, once it ran.
+    step: Option<Footprint>,
+    /// The alternatives held back.
+    threads: Vec<ThreadId>,
 }
 
 /// What a node without reduction data reads as.
@@ -166,14 +183,16 @@ pub struct TreeSearch {
     branch_above: Vec<Vec<(ThreadId, Footprint)>>,
     /// Bounded partial-order reduction of icb (see [`TreeSearch::with_por`]).
     bounded_por: bool,
-    /// The trace keys of the current path's prefixes (bounded partial-order reduction).
-    trace_keys: TraceKeys,
-    /// For each trace key of a prefix met at a new node: the thread that ran last there
-    /// (None when it could not go on, or yielded) and the fewest preemptions it was met with.
-    visited: HashMap<u128, Vec<(Option<ThreadId>, u32)>>,
-    /// The current execution met a node equivalent to one explored with no more
-    /// preemptions: it ends at the next point.
-    dominated: bool,
+    /// The footprints of the current path's steps (bounded partial-order reduction).
+    trace_keys: Steps,
+    /// Bounded partial-order reduction: hashes of the prefixes whose last choice was held
+    /// back and then released, so that a node of a later work item's prefix asks for it once.
+    released: HashSet<u128>,
+    /// A timed operation was seen: bounded partial-order reduction holds nothing back any
+    /// more (what a timeout costs depends on which threads are blocked).
+    timed: bool,
+    /// Some thread was blocked at the current execution's latest point.
+    blocked_at_last: bool,
 }
 
 /// What a work item leaves beyond its preemption bound ([`TreeSearch::take_deferred`]).
@@ -337,9 +356,10 @@ impl TreeSearch {
             branch_sleep: Vec::new(),
             branch_above: Vec::new(),
             bounded_por: false,
-            trace_keys: TraceKeys::default(),
-            visited: HashMap::new(),
-            dominated: false,
+            trace_keys: Steps::default(),
+            released: HashSet::new(),
+            timed: false,
+            blocked_at_last: false,
         }
     }
 
@@ -565,38 +585,137 @@ impl TreeSearch {
     }
 }
 
-/// Partial-order reduction's part of the tree search.
+/// Bounded partial-order reduction of icb (see [`TreeSearch::with_por`]).
 impl TreeSearch {
-    /// Bounded partial-order reduction at a new node at `point`, whose prefix has trace key
-    /// `key` and `preemptions` preemptions: whether a node met before dominates it (then it
-    /// is explored no further); else it is recorded.
-    ///
-    /// What follows a node costs preemptions according to the state, the same for
-    /// equivalent prefixes, and to the thread that ran last, which matters only when it
-    /// could go on without yielding (else the node is recorded without it): it costs at
-    /// most one more than what follows another node of the same trace with another thread
-    /// last (the first switch) and no more than what follows one where it does not matter.
-    /// A node met with no more preemptions than this one's, less one when it had another
-    /// thread last, therefore has every execution within the bound of this node's subtree
-    /// in its own, up to the order of independent steps.
-    fn meet(&mut self, key: u128, point: &Point<'_>, preemptions: u32) -> bool {
-        let last = point
-            .current
-            .filter(|c| !point.current_yields && point.enabled.contains(c));
-        let met = self.visited.entry(key).or_default();
-        let dominated = met.iter().any(|&(t, p)| {
-            let extra = (t.is_some() && t != last) as u32;
-            p.saturating_add(extra) <= preemptions
-        });
-        if !dominated {
-            match met.iter_mut().find(|(t, _)| *t == last) {
-                Some(m) => m.1 = m.1.min(preemptions),
-                None => met.push((last, preemptions)),
-            }
-        }
-        dominated
+    /// Whether a node at `point` choosing `chosen` holds its alternatives back: it chose
+    /// the thread that ran last, which could go on without yielding, and no timeout is on
+    /// offer (nor was any timed operation seen).
+    fn holds(&self, point: &Point<'_>, chosen: ThreadId) -> bool {
+        self.bounded_por
+            && !self.timed
+            && point.current == Some(chosen)
+            && !point.current_yields
+            && point.timeouts.is_empty()
     }
 
+    /// Point `point` of the current execution: finishes the step before it, and releases
+    /// the alternatives held back at the nodes above whose step a step since, or a pending
+    /// operation here, of another thread depends on.
+    fn observe(&mut self, point: &Point<'_>) {
+        let k = point.step;
+        let present = (point.enabled.iter().copied())
+            .chain(point.blocked.iter().map(|(u, _)| *u))
+            .collect();
+        self.trace_keys.at_point(k, present);
+        self.blocked_at_last = !point.blocked.is_empty();
+        let timed = |f: &Footprint| f.touches.iter().any(|t| t.object.kind == ObjectKind::Time);
+        if !self.timed
+            && (!point.timeouts.is_empty()
+                || point.footprints.iter().any(timed)
+                || point.blocked.iter().any(|(_, f)| timed(f)))
+        {
+            // Timeouts: nothing is held back any more.
+            self.timed = true;
+            for i in 0..self.stack.len().min(k) {
+                self.release(i);
+            }
+            return;
+        }
+        let Some(last) = k.checked_sub(1) else {
+            return;
+        };
+        let pending: Vec<(ThreadId, Footprint)> = match point.footprints.len() {
+            n if n == point.enabled.len() => (point.enabled.iter().copied())
+                .zip(point.footprints.iter().cloned())
+                .collect(),
+            _ => (point.enabled.iter())
+                .map(|&u| (u, Footprint::everything()))
+                .collect(),
+        };
+        let pending: Vec<(ThreadId, Footprint)> = pending
+            .into_iter()
+            .chain(point.blocked.iter().cloned())
+            .collect();
+        self.release_dependent(last, &pending);
+    }
+
+    /// Step `last` has finished (the last one, when `pending` is empty: the execution
+    /// ended): its node gets its footprint, and the nodes above whose step it, or one of
+    /// `pending` (other threads' operations now), depends on release their alternatives.
+    fn release_dependent(&mut self, last: usize, pending: &[(ThreadId, Footprint)]) {
+        let Some((thread, footprint)) = self.trace_keys.step(last).cloned() else {
+            return;
+        };
+        if let Some(h) = self.stack.get_mut(last).and_then(|n| n.held.as_mut()) {
+            h.step.get_or_insert(footprint.clone());
+        }
+        for i in 0..=last.min(self.stack.len().saturating_sub(1)) {
+            let node = &self.stack[i];
+            let Some(h) = node.held.as_ref() else {
+                continue;
+            };
+            let Some(step) = h.step.as_ref() else {
+                continue;
+            };
+            if node.chosen != h.thread {
+                continue;
+            }
+            let by_step = i < last && thread != h.thread && footprint.conflicts(step);
+            let by_pending = (pending.iter()).any(|(u, f)| *u != h.thread && f.conflicts(step));
+            if by_step || by_pending {
+                self.release(i);
+            }
+        }
+    }
+
+    /// Releases the alternatives held back at node `i`: as its alternatives within the
+    /// bound (or beyond it, for the next bound) when it can be backtracked to, else as
+    /// prefixes for this bound or the next one (once each).
+    fn release(&mut self, i: usize) {
+        let Some(h) = self.stack[i].held.take() else {
+            return;
+        };
+        let cost = self.stack[i].preemptions_before + 1;
+        let mut path: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
+        for u in h.threads {
+            path.push(u);
+            let fresh = self.released.insert(path_hash(&path));
+            let beyond = !self.within_bound(cost);
+            if self.max_bound.is_some_and(|m| cost > m) {
+                self.beyond_cap = true;
+            } else if i >= self.fixed {
+                if beyond {
+                    self.pending.push(i, u);
+                } else {
+                    self.stack[i].todo.push(u);
+                }
+            } else if fresh {
+                let prefix = Prefix::from_vec(&path);
+                if beyond {
+                    self.deferred.push_back(prefix);
+                } else {
+                    self.queue.push_back(prefix);
+                }
+            }
+            path.pop();
+        }
+    }
+}
+
+/// A 128-bit hash of a path of choices.
+fn path_hash(path: &[ThreadId]) -> u128 {
+    use std::hash::{Hash, Hasher};
+    let half = |salt: u64| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        salt.hash(&mut h);
+        path.hash(&mut h);
+        h.finish()
+    };
+    (half(0x9e37_79b9) as u128) << 64 | half(0x7f4a_7c15) as u128
+}
+
+/// Partial-order reduction's part of the tree search.
+impl TreeSearch {
     /// The reduction's view of a new node at `point`: footprints, and the sleep set
     /// inherited from the node above.
     fn por_node(&self, point: &Point<'_>) -> PorNode {
@@ -667,6 +786,7 @@ impl TreeSearch {
             enabled: point.enabled.to_vec(),
             por: Some(Box::new(node)),
             range: self.range_at(point.step),
+            held: None,
         });
         chosen
     }
@@ -978,12 +1098,9 @@ impl TreeSearch {
     /// The tree search's choice at `point` (see [`Scheduler::choose`]).
     fn choose_inner(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence> {
         let k = point.step;
-        let key = self.bounded_por.then(|| {
-            let present = (point.enabled.iter().copied())
-                .chain(point.blocked.iter().map(|(u, _)| *u))
-                .collect();
-            self.trace_keys.at_point(k, present)
-        });
+        if self.bounded_por {
+            self.observe(point);
+        }
         if self.keeps_sleep() && k > 0 && k <= self.stack.len() {
             self.finish_step(k - 1, Some(point));
         }
@@ -1032,6 +1149,18 @@ impl TreeSearch {
                     }
                 }
                 let range = self.range_at(k);
+                // Its alternatives were explored, or held back, when it was new; held
+                // back, they are asked for as prefixes when an execution below shows
+                // they are needed (`release`).
+                let held = self.holds(point, chosen).then(|| {
+                    Box::new(Held {
+                        thread: chosen,
+                        step: None,
+                        threads: (point.enabled.iter().copied())
+                            .filter(|&u| u != chosen)
+                            .collect(),
+                    })
+                });
                 self.stack.push(Node {
                     chosen,
                     todo: Vec::new(),
@@ -1040,17 +1169,13 @@ impl TreeSearch {
                     enabled: point.enabled.to_vec(),
                     por,
                     range,
+                    held,
                 });
             }
             return Ok(chosen);
         }
         if self.por {
             return Ok(self.choose_reduced(point, preemptions_before));
-        }
-        // Bounded partial-order reduction: a node equivalent to one met before with no
-        // fewer preemptions is explored no further (see `with_por`).
-        if let Some(key) = key {
-            self.dominated = self.meet(key, point, preemptions_before);
         }
         let range = self.range_at(k);
         // A split search follows only the children of its own range.
@@ -1065,9 +1190,20 @@ impl TreeSearch {
         let default = point.default_choice();
         let mut chosen = (mine(default) && awake(default)).then_some(default);
         let mut todo = Vec::new();
-        let dominated = self.dominated;
+        // Bounded partial-order reduction: the other threads may be held back.
+        let mut held = (chosen.is_some() && self.holds(point, default)).then(|| {
+            Box::new(Held {
+                thread: default,
+                step: None,
+                threads: Vec::new(),
+            })
+        });
         for &u in point.enabled {
-            if dominated || Some(u) == chosen || !mine(u) || !awake(u) {
+            if Some(u) == chosen || !mine(u) || !awake(u) {
+                continue;
+            }
+            if let Some(h) = held.as_mut() {
+                h.threads.push(u);
                 continue;
             }
             let cost = preemptions_before + point.is_preemption(u) as u32;
@@ -1102,6 +1238,7 @@ impl TreeSearch {
             enabled: point.enabled.to_vec(),
             por: por.map(Box::new),
             range,
+            held: held.filter(|h| !h.threads.is_empty()),
         });
         Ok(chosen)
     }
@@ -1120,23 +1257,15 @@ impl Scheduler for TreeSearch {
         // Nodes of the work item's prefix belong to others; a node kept from earlier
         // executions is only returned to while it has alternatives left; a new node may get
         // some.
-        step >= self.fixed && self.stack.get(step).is_none_or(|n| !n.todo.is_empty())
+        step >= self.fixed
+            && (self.stack.get(step)).is_none_or(|n| !n.todo.is_empty() || n.held.is_some())
     }
 
     fn wants_state(&self, step: usize) -> bool {
-        (self.cache.is_some() || self.dominated)
-            && step >= self.replay.len()
-            && step == self.stack.len()
+        self.cache.is_some() && step >= self.replay.len() && step == self.stack.len()
     }
 
     fn visit_state(&mut self, step: usize, hash: u64) -> bool {
-        if self.dominated {
-            // Bounded partial-order reduction: what follows was explored from an
-            // equivalent node.
-            self.pruned += 1;
-            self.cut = true;
-            return true;
-        }
         let Some(table) = &self.cache else {
             return false;
         };
@@ -1163,7 +1292,6 @@ impl Scheduler for TreeSearch {
     fn begin_execution(&mut self, _index: u64) -> Option<u64> {
         self.sleep_blocked = None;
         self.cut = false;
-        self.dominated = false;
         self.left_share = false;
         self.segment = Footprint::default();
         if self.exhausted {
@@ -1212,9 +1340,21 @@ impl Scheduler for TreeSearch {
         }
     }
 
-    fn end_execution(&mut self, _summary: &ExecutionSummary) {
+    fn end_execution(&mut self, summary: &ExecutionSummary) {
         if !self.left_share && !self.ends_in_other_share() {
             self.executions += 1;
+        }
+        if self.bounded_por && !self.stack.is_empty() {
+            // The last step: with threads left (or a failure), what its thread was to do
+            // next is not known, and is taken as dependent with everything.
+            let last = self.stack.len() - 1;
+            let node = &self.stack[last];
+            let others = node.enabled.iter().any(|&t| t != node.chosen)
+                || self.blocked_at_last
+                || summary.found_bug;
+            if self.trace_keys.finish(others).is_some() {
+                self.release_dependent(last, &[]);
+            }
         }
         self.flush_pending();
         if self.por && !self.stack.is_empty() {

@@ -660,8 +660,16 @@ impl TreeSearch {
             if node.chosen != h.thread {
                 continue;
             }
-            let by_step = i < last && thread != h.thread && footprint.conflicts(step);
-            let by_pending = (pending.iter()).any(|(u, f)| *u != h.thread && f.conflicts(step));
+            // Only a step or operation of a thread whose steps since do not come after
+            // node i's step (its clock shows which) could have come before it.
+            let steps = &self.trace_keys;
+            let by_step = i < last
+                && thread != h.thread
+                && footprint.conflicts(step)
+                && !steps.ordered_after(i, thread, last);
+            let by_pending = (pending.iter()).any(|(u, f)| {
+                *u != h.thread && f.conflicts(step) && !steps.ordered_after(i, *u, last + 1)
+            });
             if by_step || by_pending {
                 self.release(i);
             }

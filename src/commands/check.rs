@@ -278,8 +278,13 @@ fn plan(args: &CheckArgs, seed: u64) -> Plan {
         StrategyName::Dfs => Plan::Dfs {
             por: !args.no_por && !args.no_races,
         },
+        // Bounded partial-order reduction is opt-in while it is evaluated
+        // (MCHECK_BPOR=1, see docs/architecture.md).
         StrategyName::Icb => Plan::Icb {
             preemption_bound: args.preemption_bound,
+            por: !args.no_por
+                && !args.no_races
+                && std::env::var("MCHECK_BPOR").is_ok_and(|v| v == "1"),
         },
         StrategyName::Pct => Plan::Pct {
             depth: args.pct_depth,

@@ -188,9 +188,6 @@ pub struct TreeSearch {
     /// Bounded partial-order reduction: hashes of the prefixes whose last choice was held
     /// back and then released, so that a node of a later work item's prefix asks for it once.
     released: HashSet<u128>,
-    /// A timed operation was seen: bounded partial-order reduction holds nothing back any
-    /// more (what a timeout costs depends on which threads are blocked).
-    timed: bool,
     /// Some thread was blocked at the current execution's latest point.
     blocked_at_last: bool,
 }
@@ -245,7 +242,7 @@ impl TreeSearch {
         let unbounded = on && self.max_bound.is_none();
         self.por = unbounded && self.cache.is_none();
         self.sleep_sets = unbounded && self.cache.is_some();
-        self.bounded_por = on && self.max_bound.is_some() && !self.managed;
+        self.bounded_por = on && self.max_bound.is_some();
         self
     }
 
@@ -358,7 +355,6 @@ impl TreeSearch {
             bounded_por: false,
             trace_keys: Steps::default(),
             released: HashSet::new(),
-            timed: false,
             blocked_at_last: false,
         }
     }
@@ -588,14 +584,17 @@ impl TreeSearch {
 /// Bounded partial-order reduction of icb (see [`TreeSearch::with_por`]).
 impl TreeSearch {
     /// Whether a node at `point` choosing `chosen` holds its alternatives back: it chose
-    /// the thread that ran last, which could go on without yielding, and no timeout is on
-    /// offer (nor was any timed operation seen).
+    /// the thread that ran last, which could go on without yielding, no timeout is on
+    /// offer and no thread waits with a deadline (what a timeout costs depends on which
+    /// threads can run). Decided from the point alone, so that a node replayed in another
+    /// work item decides the same.
     fn holds(&self, point: &Point<'_>, chosen: ThreadId) -> bool {
         self.bounded_por
-            && !self.timed
             && point.current == Some(chosen)
             && !point.current_yields
             && point.timeouts.is_empty()
+            && !(point.footprints.iter()).any(timed)
+            && !(point.blocked.iter()).any(|(_, f)| timed(f))
     }
 
     /// Point `point` of the current execution: finishes the step before it, and releases
@@ -608,19 +607,6 @@ impl TreeSearch {
             .collect();
         self.trace_keys.at_point(k, present);
         self.blocked_at_last = !point.blocked.is_empty();
-        let timed = |f: &Footprint| f.touches.iter().any(|t| t.object.kind == ObjectKind::Time);
-        if !self.timed
-            && (!point.timeouts.is_empty()
-                || point.footprints.iter().any(timed)
-                || point.blocked.iter().any(|(_, f)| timed(f)))
-        {
-            // Timeouts: nothing is held back any more.
-            self.timed = true;
-            for i in 0..self.stack.len().min(k) {
-                self.release(i);
-            }
-            return;
-        }
         let Some(last) = k.checked_sub(1) else {
             return;
         };
@@ -632,9 +618,17 @@ impl TreeSearch {
                 .map(|&u| (u, Footprint::everything()))
                 .collect(),
         };
-        let pending: Vec<(ThreadId, Footprint)> = pending
-            .into_iter()
+        // A wait with a deadline, or a timeout on offer, releases every node above (see
+        // `holds`): its pending operation is taken as dependent with everything.
+        let pending: Vec<(ThreadId, Footprint)> = (pending.into_iter())
             .chain(point.blocked.iter().cloned())
+            .map(|(u, f)| {
+                if timed(&f) || point.timeouts.contains(&u) {
+                    (u, Footprint::everything())
+                } else {
+                    (u, f)
+                }
+            })
             .collect();
         self.release_dependent(last, &pending);
     }
@@ -687,12 +681,18 @@ impl TreeSearch {
         let mut path: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
         for u in h.threads {
             path.push(u);
-            let fresh = self.released.insert(path_hash(&path));
+            // Once each (whoever explores it, in a parallel search).
+            let fresh = match &self.claims {
+                Some(c) => c.claim(&path),
+                None => self.released.insert(path_hash(&path)),
+            };
             let beyond = !self.within_bound(cost);
             if self.max_bound.is_some_and(|m| cost > m) {
                 self.beyond_cap = true;
             } else if i >= self.fixed {
-                if beyond {
+                if !fresh {
+                    // Another worker explores it.
+                } else if beyond {
                     self.pending.push(i, u);
                 } else {
                     self.stack[i].todo.push(u);
@@ -708,6 +708,11 @@ impl TreeSearch {
             path.pop();
         }
     }
+}
+
+/// Whether a pending operation waits with a deadline (it touches virtual time).
+fn timed(f: &Footprint) -> bool {
+    f.touches.iter().any(|t| t.object.kind == ObjectKind::Time)
 }
 
 /// A 128-bit hash of a path of choices.
@@ -1638,20 +1643,6 @@ mod tests {
         assert_eq!(n, 6);
         assert_eq!(s.pruned_executions(), 0);
     }
-    /// Runs `s` on `prog` to its end; returns the executions and the traces, with the most
-    /// preemptions any execution took.
-    fn bounded_run(prog: &Program, s: &mut TreeSearch) -> (u64, HashSet<Trace>, usize) {
-        let (mut traces, mut most, mut n) = (HashSet::new(), 0, 0);
-        while n < 1_000_000 && s.begin_execution(n).is_some() {
-            let (schedule, trace) = prog.run_once(s);
-            most = most.max(program_preemptions(prog, &schedule));
-            traces.insert(trace);
-            n += 1;
-        }
-        assert!(s.is_exhausted());
-        (n, traces, most)
-    }
-
     /// Preemptions of a schedule of `prog`: switches away from a thread that could go on.
     fn program_preemptions(prog: &Program, schedule: &[ThreadId]) -> usize {
         let steps: Vec<usize> = prog.threads.iter().map(Vec::len).collect();
@@ -1680,134 +1671,195 @@ mod tests {
         count
     }
 
-    #[test]
-    fn bounded_por_covers_every_trace_icb_covers_at_each_bound() {
+    /// What the bounded-reduction oracle found, per bound 0..=max (cumulative over bounds).
+    #[derive(Debug, Default)]
+    struct Oracle {
+        /// Traces of unreduced icb the reduced search did not explore.
+        lost_traces: Vec<u64>,
+        /// Final states of unreduced icb the reduced search did not reach.
+        lost_states: Vec<u64>,
+        /// Executions of unreduced icb, and of the reduced search.
+        icb: Vec<u64>,
+        reduced: Vec<u64>,
+        /// Reduced executions with more preemptions than their bound.
+        over: u64,
+        /// A program that lost a trace, for the message.
+        example: Option<String>,
+    }
+
+    /// Runs unreduced and reduced icb up to bound `max` on `programs` random programs of
+    /// each size of `sizes`, for each seed of `seeds`, and compares, bound by bound, the
+    /// traces and final states of the executions each explored with at most that many
+    /// preemptions (unreduced: every such execution; reduced: those of its rounds up to
+    /// that bound). Prints a line per seed and size when `verbose`.
+    fn bounded_oracle(
+        seeds: &[u64],
+        sizes: &[usize],
+        programs: usize,
+        max: u32,
+        verbose: bool,
+    ) -> Oracle {
+        use crate::explore::testing::Outcome;
         use rand::SeedableRng;
-        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(15);
-        let (mut unreduced_total, mut reduced_total) = (0, 0);
-        for size in [4, 5, 6] {
-            for _ in 0..150 {
-                let prog = Program::random(&mut rng, size);
-                for bound in [0, 1, 2] {
-                    let (n, icb, _) = bounded_run(&prog, &mut TreeSearch::icb(Some(bound)));
-                    let mut reduced = TreeSearch::icb(Some(bound)).with_por(true);
-                    let (m, bpor, most) = bounded_run(&prog, &mut reduced);
-                    let lost: Vec<_> = icb.difference(&bpor).collect();
-                    assert!(
-                        lost.is_empty(),
-                        "{:?} at bound {bound}: {} trace(s) of icb lost, e.g. {:?}",
-                        prog.threads,
-                        lost.len(),
-                        lost[0]
-                    );
-                    assert!(
-                        most <= bound as usize,
-                        "{most} preemptions at bound {bound}"
-                    );
-                    unreduced_total += n;
-                    reduced_total += m;
+        let b = max as usize + 1;
+        let mut all = Oracle {
+            lost_traces: vec![0; b],
+            lost_states: vec![0; b],
+            icb: vec![0; b],
+            reduced: vec![0; b],
+            ..Oracle::default()
+        };
+        for &seed in seeds {
+            for &size in sizes {
+                let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+                let mut o = Oracle {
+                    lost_traces: vec![0; b],
+                    lost_states: vec![0; b],
+                    icb: vec![0; b],
+                    reduced: vec![0; b],
+                    ..Oracle::default()
+                };
+                for _ in 0..programs {
+                    let prog = Program::random(&mut rng, size);
+                    let mut seen = |s: &mut TreeSearch, reduced: bool| {
+                        let mut traces: Vec<HashSet<Trace>> = vec![HashSet::new(); b];
+                        let mut states: Vec<HashSet<Outcome>> = vec![HashSet::new(); b];
+                        let mut n = 0;
+                        while s.begin_execution(n).is_some() {
+                            let round = s.current_bound() as usize;
+                            let (schedule, trace, out) = prog.run_observed(s);
+                            let cost = program_preemptions(&prog, &schedule);
+                            // Unreduced icb explores each execution once, at its cost.
+                            let from = if reduced { round } else { cost };
+                            o.over += (reduced && cost > round) as u64;
+                            for k in from..b {
+                                traces[k].insert(trace.clone());
+                                states[k].extend(out.clone());
+                                if reduced {
+                                    o.reduced[k] += 1;
+                                } else {
+                                    o.icb[k] += 1;
+                                }
+                            }
+                            n += 1;
+                        }
+                        assert!(s.is_exhausted());
+                        (traces, states)
+                    };
+                    let (icb_t, icb_s) = seen(&mut TreeSearch::icb(Some(max)), false);
+                    let (red_t, red_s) = seen(&mut TreeSearch::icb(Some(max)).with_por(true), true);
+                    for k in 0..b {
+                        let lt = icb_t[k].difference(&red_t[k]).count() as u64;
+                        o.lost_traces[k] += lt;
+                        o.lost_states[k] += icb_s[k].difference(&red_s[k]).count() as u64;
+                        if lt > 0 && o.example.is_none() {
+                            o.example = Some(format!("bound {k}: {:?}", prog.threads));
+                        }
+                    }
                 }
-                // Without a cap it ends with every trace of the program.
-                // (DPOR's traces are full DFS's: `random_small_programs_get_one_execution_per_trace`.)
-                let (_, all) = prog.run_all(&mut TreeSearch::dpor(), 1_000_000);
-                let (_, bpor, _) = bounded_run(&prog, &mut TreeSearch::icb(None).with_por(true));
-                assert_eq!(bpor, all, "{:?}", prog.threads);
+                if verbose {
+                    eprintln!(
+                        "seed {seed} size {size}: lost traces {:?}, lost states {:?}; executions icb {:?}, reduced {:?}; over the bound {}",
+                        o.lost_traces, o.lost_states, o.icb, o.reduced, o.over
+                    );
+                }
+                for k in 0..b {
+                    all.lost_traces[k] += o.lost_traces[k];
+                    all.lost_states[k] += o.lost_states[k];
+                    all.icb[k] += o.icb[k];
+                    all.reduced[k] += o.reduced[k];
+                }
+                all.over += o.over;
+                all.example = all.example.or(o.example);
             }
         }
-        eprintln!("bounds 0-2: icb {unreduced_total} executions, bounded POR {reduced_total}");
+        all
+    }
+
+    /// Asserts the oracle's soundness findings, and that the reduction is real.
+    fn assert_sound(o: &Oracle) {
         assert!(
-            reduced_total < unreduced_total,
-            "{reduced_total} vs {unreduced_total}"
+            o.lost_traces.iter().all(|&n| n == 0),
+            "traces lost per bound {:?} (final states {:?}), e.g. {:?}",
+            o.lost_traces,
+            o.lost_states,
+            o.example
+        );
+        assert!(o.lost_states.iter().all(|&n| n == 0));
+        assert_eq!(o.over, 0, "executions beyond their bound");
+        let last = o.icb.len() - 1;
+        assert!(
+            o.reduced[last] < o.icb[last],
+            "{:?} vs {:?}",
+            o.reduced,
+            o.icb
         );
     }
 
-    /// One-off oracle measurement (`MCHECK_ORACLE="seeds;sizes;programs;max_bound"`):
-    /// traces and final states of unreduced icb at each bound vs the reduced search's.
+    #[test]
+    fn bounded_por_covers_every_trace_icb_covers_at_each_bound() {
+        let o = bounded_oracle(&[15, 21], &[4, 5, 6, 7], 25, 2, false);
+        assert_sound(&o);
+        eprintln!(
+            "bounds 0-2: icb {:?} executions, bounded POR {:?}",
+            o.icb, o.reduced
+        );
+        // A third of the executions or fewer at bound 2.
+        assert!(
+            o.reduced[2] * 3 <= o.icb[2],
+            "{:?} vs {:?}",
+            o.reduced,
+            o.icb
+        );
+    }
+
+    #[test]
+    fn bounded_por_without_a_cap_ends_with_every_trace() {
+        use rand::SeedableRng;
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(7);
+        for _ in 0..40 {
+            let prog = Program::random(&mut rng, 5);
+            let (_, all) = prog.run_all(&mut TreeSearch::dpor(), 1_000_000);
+            let mut s = TreeSearch::icb(None).with_por(true);
+            let (_, bpor) = prog.run_all(&mut s, 1_000_000);
+            assert!(s.is_exhausted());
+            assert_eq!(bpor, all, "{:?}", prog.threads);
+        }
+    }
+
+    #[test]
+    fn bounded_por_never_preempts_independent_threads() {
+        // Threads on words of their own: nothing ever depends on the step of the thread
+        // that ran last, so no preemption is released; only the free choices between
+        // threads that finished (3! orders) are explored, as at bound 0.
+        use SynOp::Write;
+        let prog = Program {
+            threads: vec![vec![Write(0); 4], vec![Write(1); 4], vec![Write(2); 4]],
+        };
+        let (unreduced, _) = prog.run_all(&mut TreeSearch::icb(Some(3)), 100_000);
+        let mut s = TreeSearch::icb(Some(3)).with_por(true);
+        let (n, traces) = prog.run_all(&mut s, 100_000);
+        assert_eq!((n, traces.len()), (6, 1));
+        assert!(unreduced > 1_000, "{unreduced}");
+    }
+
+    /// The large oracle (`MCHECK_ORACLE="seeds;sizes;programs;max_bound"`, by default
+    /// seeds 21-25, sizes 5-8, 300 programs each, bounds 0-3): minutes in release mode.
     #[test]
     #[ignore]
-    fn oracle_measure() {
-        use rand::SeedableRng;
-        let spec = std::env::var("MCHECK_ORACLE").unwrap_or("21;5,6,7,8;300;3".into());
+    fn bounded_por_oracle_large() {
+        let spec = std::env::var("MCHECK_ORACLE").unwrap_or("21,22,23,24,25;5,6,7,8;300;3".into());
         let parts: Vec<&str> = spec.split(';').collect();
         let list = |s: &str| -> Vec<u64> { s.split(',').map(|x| x.parse().unwrap()).collect() };
-        let (seeds, sizes) = (list(parts[0]), list(parts[1]));
-        let programs: usize = parts[2].parse().unwrap();
-        let max: u32 = parts[3].parse().unwrap();
-        let limit: u64 = 2_000_000;
-        for &seed in &seeds {
-            for &size in &sizes {
-                let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
-                let b = max as usize + 1;
-                let (mut lost_t, mut lost_s, mut progs_t, mut progs_s) =
-                    (vec![0u64; b], vec![0u64; b], vec![0u64; b], vec![0u64; b]);
-                let (mut un, mut re, mut over) = (vec![0u64; b], vec![0u64; b], 0u64);
-                let mut cut = vec![0u64; b];
-                let mut skipped = 0;
-                let mut example: Option<String> = None;
-                for _ in 0..programs {
-                    let prog = Program::random(&mut rng, size as usize);
-                    // Unreduced: every execution with <= max preemptions, once.
-                    let mut s = TreeSearch::icb(Some(max));
-                    let mut icb_t: Vec<HashSet<Trace>> = vec![HashSet::new(); b];
-                    let mut icb_s: Vec<HashSet<crate::explore::testing::Outcome>> =
-                        vec![HashSet::new(); b];
-                    let mut n = 0;
-                    while n < limit && s.begin_execution(n).is_some() {
-                        let (schedule, trace, out) = prog.run_observed(&mut s);
-                        let c = program_preemptions(&prog, &schedule);
-                        for k in c..b {
-                            icb_t[k].insert(trace.clone());
-                            icb_s[k].extend(out.clone());
-                            un[k] += 1;
-                        }
-                        n += 1;
-                    }
-                    if !s.is_exhausted() {
-                        skipped += 1;
-                        continue;
-                    }
-                    let mut r = TreeSearch::icb(Some(max)).with_por(true);
-                    let mut red_t: Vec<HashSet<Trace>> = vec![HashSet::new(); b];
-                    let mut red_s: Vec<HashSet<crate::explore::testing::Outcome>> =
-                        vec![HashSet::new(); b];
-                    let mut n = 0;
-                    while n < limit && r.begin_execution(n).is_some() {
-                        let phase = r.current_bound() as usize;
-                        let (schedule, trace, out) = prog.run_observed(&mut r);
-                        if program_preemptions(&prog, &schedule) > phase {
-                            over += 1;
-                        }
-                        for k in phase..b {
-                            if out.is_some() {
-                                red_t[k].insert(trace.clone());
-                                red_s[k].extend(out.clone());
-                            } else {
-                                cut[k] += 1;
-                            }
-                            re[k] += 1;
-                        }
-                        n += 1;
-                    }
-                    assert!(r.is_exhausted());
-                    for k in 0..b {
-                        let lt = icb_t[k].difference(&red_t[k]).count() as u64;
-                        let ls = icb_s[k].difference(&red_s[k]).count() as u64;
-                        lost_t[k] += lt;
-                        lost_s[k] += ls;
-                        progs_t[k] += (lt > 0) as u64;
-                        progs_s[k] += (ls > 0) as u64;
-                        if ls > 0 && example.is_none() {
-                            example = Some(format!("bound {k}: {:?}", prog.threads));
-                        }
-                    }
-                }
-                eprintln!(
-                    "seed {seed} size {size}: skipped {skipped}; lost traces {lost_t:?} in programs {progs_t:?}; lost states {lost_s:?} in programs {progs_s:?}; executions icb {un:?} reduced {re:?} of which cut {cut:?}; over bound {over}"
-                );
-                if let Some(e) = example {
-                    eprintln!("  state lost: {e}");
-                }
-            }
-        }
+        let sizes: Vec<usize> = list(parts[1]).into_iter().map(|n| n as usize).collect();
+        let o = bounded_oracle(
+            &list(parts[0]),
+            &sizes,
+            parts[2].parse().unwrap(),
+            parts[3].parse().unwrap(),
+            true,
+        );
+        eprintln!("total: {o:?}");
+        assert_sound(&o);
     }
 }

@@ -217,7 +217,8 @@ pub struct CheckArgs {
     /// Explore every interleaving with dfs, without dynamic partial-order reduction (by
     /// default dfs runs one execution per class of executions that differ only in the
     /// order of independent steps; reduction needs race tracing, so --no-races turns it
-    /// off too; icb and the portfolio are never reduced).
+    /// off too; icb is reduced only with MCHECK_BPOR=1, bounded partial-order reduction,
+    /// still evaluated; the portfolio is never reduced).
     #[arg(long)]
     pub no_por: bool,
     /// Prune dfs with a table of visited states (Holt's One Page Model Checker): at every

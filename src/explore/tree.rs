@@ -184,7 +184,7 @@ pub struct TreeSearch {
     /// Bounded partial-order reduction of icb (see [`TreeSearch::with_por`]).
     bounded_por: bool,
     /// The footprints of the current path's steps (bounded partial-order reduction).
-    trace_keys: Steps,
+    steps_seen: Steps,
     /// Bounded partial-order reduction: hashes of the prefixes whose last choice was held
     /// back and then released, so that a node of a later work item's prefix asks for it once.
     released: HashSet<u128>,
@@ -353,7 +353,7 @@ impl TreeSearch {
             branch_sleep: Vec::new(),
             branch_above: Vec::new(),
             bounded_por: false,
-            trace_keys: Steps::default(),
+            steps_seen: Steps::default(),
             released: HashSet::new(),
             blocked_at_last: false,
         }
@@ -605,7 +605,7 @@ impl TreeSearch {
         let present = (point.enabled.iter().copied())
             .chain(point.blocked.iter().map(|(u, _)| *u))
             .collect();
-        self.trace_keys.at_point(k, present);
+        self.steps_seen.at_point(k, present);
         self.blocked_at_last = !point.blocked.is_empty();
         let Some(last) = k.checked_sub(1) else {
             return;
@@ -637,7 +637,7 @@ impl TreeSearch {
     /// ended): its node gets its footprint, and the nodes above whose step it, or one of
     /// `pending` (other threads' operations now), depends on release their alternatives.
     fn release_dependent(&mut self, last: usize, pending: &[(ThreadId, Footprint)]) {
-        let Some((thread, footprint)) = self.trace_keys.step(last).cloned() else {
+        let Some((thread, footprint)) = self.steps_seen.step(last).cloned() else {
             return;
         };
         if let Some(h) = self.stack.get_mut(last).and_then(|n| n.held.as_mut()) {
@@ -656,7 +656,7 @@ impl TreeSearch {
             }
             // Only a step or operation of a thread whose steps since do not come after
             // node i's step (its clock shows which) could have come before it.
-            let steps = &self.trace_keys;
+            let steps = &self.steps_seen;
             let by_step = i < last
                 && thread != h.thread
                 && footprint.conflicts(step)
@@ -1331,7 +1331,7 @@ impl Scheduler for TreeSearch {
                 }
                 _ => Footprint::everything(),
             };
-            self.trace_keys.chose(chosen, footprint);
+            self.steps_seen.chose(chosen, footprint);
         }
         Ok(chosen)
     }
@@ -1349,7 +1349,7 @@ impl Scheduler for TreeSearch {
             self.segment.extend(touched);
         }
         if self.bounded_por {
-            self.trace_keys.ran(touched);
+            self.steps_seen.ran(touched);
         }
     }
 
@@ -1365,7 +1365,7 @@ impl Scheduler for TreeSearch {
             let others = node.enabled.iter().any(|&t| t != node.chosen)
                 || self.blocked_at_last
                 || summary.found_bug;
-            if self.trace_keys.finish(others).is_some() {
+            if self.steps_seen.finish(others).is_some() {
                 self.release_dependent(last, &[]);
             }
         }

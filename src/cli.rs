@@ -223,9 +223,16 @@ pub struct CheckArgs {
     /// Explore every interleaving with dfs, without dynamic partial-order reduction (by
     /// default dfs runs one execution per class of executions that differ only in the
     /// order of independent steps; reduction needs race tracing, so --no-races turns it
-    /// off too; icb and the portfolio are never reduced).
+    /// off too; icb is reduced only with --bounded-por; the portfolio's icb is not).
     #[arg(long)]
     pub no_por: bool,
+    /// With --strategy icb: reduce icb by bounded partial-order reduction (held-back
+    /// preemptions, docs/architecture.md): every execution with ≤ C preemptions is still
+    /// covered, up to the order of independent steps, in fewer executions. Experimental:
+    /// its bookkeeping grows with the square of an execution's length and can cost more
+    /// time than it saves (condvar_ok: half the executions, twice the time).
+    #[arg(long)]
+    pub bounded_por: bool,
     /// Prune dfs with a table of visited states (Holt's One Page Model Checker): at every
     /// new scheduling point the program state (registers, writable memory, the tracer's
     /// model) is hashed, and a state already seen after the same number of steps of each

@@ -250,6 +250,37 @@ fn a_preemption_cap_that_leaves_executions_is_not_called_exhaustion() {
 }
 
 #[test]
+fn bounded_por_covers_icb_in_fewer_executions_and_says_up_to_what() {
+    // Same bound, same verdict, fewer executions; the statement names the equivalence.
+    for (fixture, cap, plain, reduced) in [("qadeer", "2", 17, 9), ("wakeup_locks", "1", 39, 28)] {
+        let run = |extra: &[&str]| {
+            let mut o = vec![
+                "--strategy",
+                "icb",
+                "--jobs",
+                "1",
+                "--preemption-bound",
+                cap,
+            ];
+            o.extend_from_slice(extra);
+            report(&o, fixture, 0)
+        };
+        let (icb, bpor) = (run(&[]), run(&["--bounded-por"]));
+        assert_eq!(icb["executions"], plain, "{fixture}: {icb}");
+        assert_eq!(bpor["executions"], reduced, "{fixture}: {bpor}");
+        assert_eq!(bpor["strategy"], "icb-bpor", "{bpor}");
+        assert_eq!(bpor["complete"], true, "{bpor}");
+        let statement = bpor["coverage"]["statement"].as_str().unwrap();
+        assert!(
+            statement.contains(&format!(
+                "every execution with ≤ {cap} preemption(s) explored, up to the order of independent steps ({reduced} execution(s))"
+            )),
+            "{statement}"
+        );
+    }
+}
+
+#[test]
 fn default_command_reports_coverage() {
     let a = args(&[
         "--quiet-program",

@@ -20,6 +20,7 @@
 //! sites become scheduling points of a new tree per round) and the coverage claims it
 //! allows ("exhausted" only when every racy site found was a scheduling point).
 
+mod bounded;
 mod dpor;
 mod fair;
 mod pct;

@@ -482,4 +482,34 @@ mod tests {
         let p: Vec<usize> = all.iter().map(|s| preemptions(s, &prog.steps)).collect();
         assert!(p.windows(2).all(|w| w[0] <= w[1]), "{p:?}");
     }
+
+    #[test]
+    fn parallel_bounded_por_loses_no_trace_of_icb_on_random_programs() {
+        use crate::explore::testing::Program;
+        use rand::SeedableRng;
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(13);
+        let (mut unreduced, mut reduced) = (0, 0);
+        for _ in 0..60 {
+            let prog = Program::random(&mut rng, 6);
+            for bound in [0, 1, 2] {
+                let runs = simulate_with(Some(bound), false, 1, None, |t| prog.run_once(t));
+                let icb: HashSet<_> = runs.iter().map(|r| r.1.clone()).collect();
+                unreduced += runs.len();
+                for workers in [1, 2, 3] {
+                    let runs =
+                        simulate_with(Some(bound), true, workers, None, |t| prog.run_once(t));
+                    let schedules: HashSet<_> = runs.iter().map(|r| r.0.clone()).collect();
+                    assert_eq!(schedules.len(), runs.len(), "a schedule explored twice");
+                    let seen: HashSet<_> = runs.iter().map(|r| r.1.clone()).collect();
+                    assert!(
+                        icb.is_subset(&seen),
+                        "{workers} workers at bound {bound} on {:?}",
+                        prog.threads
+                    );
+                    reduced += (workers == 1) as usize * runs.len();
+                }
+            }
+        }
+        assert!(reduced < unreduced, "{reduced} vs {unreduced}");
+    }
 }

@@ -354,7 +354,7 @@ impl Program {
     /// Runs one execution under `s`, showing it the hash of the program state (positions,
     /// held locks, memory, what each thread read) wherever it asks; returns the chosen
     /// threads, the trace, and the final state unless the strategy pruned the execution.
-    fn run_observed(&self, s: &mut dyn Scheduler) -> (Vec<ThreadId>, Trace, Option<Outcome>) {
+    pub fn run_observed(&self, s: &mut dyn Scheduler) -> (Vec<ThreadId>, Trace, Option<Outcome>) {
         let mut next = vec![0; self.threads.len()];
         let mut held: HashMap<u64, ThreadId> = HashMap::new();
         let mut memory: std::collections::BTreeMap<u64, u64> = Default::default();
@@ -426,10 +426,12 @@ impl Program {
             schedule.push(t);
             current = Some(t);
         }
+        // A deadlock (some thread left) is the program's failure.
+        let stuck = (0..self.threads.len()).any(|t| next[t] < self.threads[t].len());
         s.end_execution(&ExecutionSummary {
             steps: schedule.len(),
             threads: self.threads.len(),
-            found_bug: false,
+            found_bug: stuck && !pruned,
         });
         let mut trace = Vec::new();
         for (i, &a) in events.iter().enumerate() {

@@ -23,6 +23,7 @@
 
 use std::collections::{HashSet, VecDeque};
 
+use super::bounded::Steps;
 use super::dpor::{self, PorNode, Reversal, Step};
 use super::pool::Claims;
 use super::prefix::{PendingBranches, Prefix};
@@ -30,7 +31,7 @@ use super::shard::{ShardRange, TreeShard};
 use super::state_cache::{counter_of, SharedStateTable, Visit};
 use super::wakeup::{self, Branch, Event};
 use super::{Coverage, Divergence, ExecutionSummary, Point, Scheduler};
-use crate::model::{Footprint, ThreadId};
+use crate::model::{Footprint, ObjectKind, ThreadId};
 
 /// One scheduling point on the current path.
 #[derive(Debug, Clone)]
@@ -50,6 +51,23 @@ struct Node {
     por: Option<Box<PorNode>>,
     /// The shards that share the subtree at this node (a split search).
     range: ShardRange,
+    /// Bounded partial-order reduction: the alternatives held back here (see [`Held`]).
+    held: Option<Box<Held>>,
+}
+
+/// The alternatives of a node of icb held back by bounded partial-order reduction: the
+/// node chose the thread that ran last (it could go on, without yielding, so every other
+/// choice is a preemption), and the other enabled threads are explored only once an
+/// execution through this choice shows, after its step, a step or a pending operation of
+/// another thread dependent with that step (see [`TreeSearch::with_por`]).
+#[derive(Debug, Clone)]
+struct Held {
+    /// The thread chosen (the one that ran last).
+    thread: ThreadId,
+    /// Its step's footprint, once it ran.
+    step: Option<Footprint>,
+    /// The alternatives held back.
+    threads: Vec<ThreadId>,
 }
 
 /// What a node without reduction data reads as.
@@ -163,6 +181,15 @@ pub struct TreeSearch {
     branch_sleep: Vec<(ThreadId, Footprint)>,
     /// The explored alternatives of the nodes above the branch node ([`Split::above`]).
     branch_above: Vec<Vec<(ThreadId, Footprint)>>,
+    /// Bounded partial-order reduction of icb (see [`TreeSearch::with_por`]).
+    bounded_por: bool,
+    /// The footprints of the current path's steps (bounded partial-order reduction).
+    steps_seen: Steps,
+    /// Bounded partial-order reduction: hashes of the prefixes whose last choice was held
+    /// back and then released, so that a node of a later work item's prefix asks for it once.
+    released: HashSet<u128>,
+    /// Some thread was blocked at the current execution's latest point.
+    blocked_at_last: bool,
 }
 
 /// What a work item leaves beyond its preemption bound ([`TreeSearch::take_deferred`]).
@@ -202,12 +229,20 @@ impl TreeSearch {
         TreeSearch::dfs().with_por(true)
     }
 
-    /// Turns dynamic partial-order reduction on or off; it applies to unbounded DFS only
-    /// (icb stays unreduced, see docs/architecture.md).
+    /// Turns partial-order reduction on or off (not for a shard of a search split among
+    /// machines). Unbounded DFS gets dynamic partial-order reduction. icb gets bounded
+    /// partial-order reduction by trace keys: a new node whose prefix is equivalent (same
+    /// Mazurkiewicz trace, [`super::trace_key`]) to that of a node met before, with the same
+    /// thread last and no fewer preemptions, ends the execution there. Both nodes are in
+    /// the same state, and the preemptions of what follows depend only on the state and
+    /// the thread that ran last, so every execution within the bound below the second
+    /// node has one with the same trace below the first.
     pub fn with_por(mut self, on: bool) -> TreeSearch {
-        let unbounded = on && self.max_bound.is_none() && self.shard.is_none();
+        let on = on && self.shard.is_none();
+        let unbounded = on && self.max_bound.is_none();
         self.por = unbounded && self.cache.is_none();
         self.sleep_sets = unbounded && self.cache.is_some();
+        self.bounded_por = on && self.max_bound.is_some();
         self
     }
 
@@ -317,6 +352,10 @@ impl TreeSearch {
             left_share: false,
             branch_sleep: Vec::new(),
             branch_above: Vec::new(),
+            bounded_por: false,
+            steps_seen: Steps::default(),
+            released: HashSet::new(),
+            blocked_at_last: false,
         }
     }
 
@@ -542,6 +581,152 @@ impl TreeSearch {
     }
 }
 
+/// Bounded partial-order reduction of icb (see [`TreeSearch::with_por`]).
+impl TreeSearch {
+    /// Whether a node at `point` choosing `chosen` holds its alternatives back: it chose
+    /// the thread that ran last, which could go on without yielding, no timeout is on
+    /// offer and no thread waits with a deadline (what a timeout costs depends on which
+    /// threads can run). Decided from the point alone, so that a node replayed in another
+    /// work item decides the same.
+    fn holds(&self, point: &Point<'_>, chosen: ThreadId) -> bool {
+        self.bounded_por
+            && point.current == Some(chosen)
+            && !point.current_yields
+            && point.timeouts.is_empty()
+            && !(point.footprints.iter()).any(timed)
+            && !(point.blocked.iter()).any(|(_, f)| timed(f))
+    }
+
+    /// Point `point` of the current execution: finishes the step before it, and releases
+    /// the alternatives held back at the nodes above whose step a step since, or a pending
+    /// operation here, of another thread depends on.
+    fn observe(&mut self, point: &Point<'_>) {
+        let k = point.step;
+        let present = (point.enabled.iter().copied())
+            .chain(point.blocked.iter().map(|(u, _)| *u))
+            .collect();
+        self.steps_seen.at_point(k, present);
+        self.blocked_at_last = !point.blocked.is_empty();
+        let Some(last) = k.checked_sub(1) else {
+            return;
+        };
+        let pending: Vec<(ThreadId, Footprint)> = match point.footprints.len() {
+            n if n == point.enabled.len() => (point.enabled.iter().copied())
+                .zip(point.footprints.iter().cloned())
+                .collect(),
+            _ => (point.enabled.iter())
+                .map(|&u| (u, Footprint::everything()))
+                .collect(),
+        };
+        // A wait with a deadline, or a timeout on offer, releases every node above (see
+        // `holds`): its pending operation is taken as dependent with everything.
+        let pending: Vec<(ThreadId, Footprint)> = (pending.into_iter())
+            .chain(point.blocked.iter().cloned())
+            .map(|(u, f)| {
+                if timed(&f) || point.timeouts.contains(&u) {
+                    (u, Footprint::everything())
+                } else {
+                    (u, f)
+                }
+            })
+            .collect();
+        self.release_dependent(last, &pending);
+    }
+
+    /// Step `last` has finished (the last one, when `pending` is empty: the execution
+    /// ended): its node gets its footprint, and the nodes above whose step it, or one of
+    /// `pending` (other threads' operations now), depends on release their alternatives.
+    fn release_dependent(&mut self, last: usize, pending: &[(ThreadId, Footprint)]) {
+        let Some((thread, footprint)) = self.steps_seen.step(last).cloned() else {
+            return;
+        };
+        if let Some(h) = self.stack.get_mut(last).and_then(|n| n.held.as_mut()) {
+            h.step.get_or_insert(footprint.clone());
+        }
+        for i in 0..=last.min(self.stack.len().saturating_sub(1)) {
+            let node = &self.stack[i];
+            let Some(h) = node.held.as_ref() else {
+                continue;
+            };
+            let Some(step) = h.step.as_ref() else {
+                continue;
+            };
+            if node.chosen != h.thread {
+                continue;
+            }
+            // Only a step or operation of a thread whose steps since do not come after
+            // node i's step (its clock shows which) could have come before it.
+            let steps = &self.steps_seen;
+            let by_step = i < last
+                && thread != h.thread
+                && footprint.conflicts(step)
+                && !steps.ordered_after(i, thread, last);
+            let by_pending = (pending.iter()).any(|(u, f)| {
+                *u != h.thread && f.conflicts(step) && !steps.ordered_after(i, *u, last + 1)
+            });
+            if by_step || by_pending {
+                self.release(i);
+            }
+        }
+    }
+
+    /// Releases the alternatives held back at node `i`: as its alternatives within the
+    /// bound (or beyond it, for the next bound) when it can be backtracked to, else as
+    /// prefixes for this bound or the next one (once each).
+    fn release(&mut self, i: usize) {
+        let Some(h) = self.stack[i].held.take() else {
+            return;
+        };
+        let cost = self.stack[i].preemptions_before + 1;
+        let mut path: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
+        for u in h.threads {
+            path.push(u);
+            // Once each (whoever explores it, in a parallel search).
+            let fresh = match &self.claims {
+                Some(c) => c.claim(&path),
+                None => self.released.insert(path_hash(&path)),
+            };
+            let beyond = !self.within_bound(cost);
+            if self.max_bound.is_some_and(|m| cost > m) {
+                self.beyond_cap = true;
+            } else if i >= self.fixed {
+                if !fresh {
+                    // Another worker explores it.
+                } else if beyond {
+                    self.pending.push(i, u);
+                } else {
+                    self.stack[i].todo.push(u);
+                }
+            } else if fresh {
+                let prefix = Prefix::from_vec(&path);
+                if beyond {
+                    self.deferred.push_back(prefix);
+                } else {
+                    self.queue.push_back(prefix);
+                }
+            }
+            path.pop();
+        }
+    }
+}
+
+/// Whether a pending operation waits with a deadline (it touches virtual time).
+fn timed(f: &Footprint) -> bool {
+    f.touches.iter().any(|t| t.object.kind == ObjectKind::Time)
+}
+
+/// A 128-bit hash of a path of choices.
+fn path_hash(path: &[ThreadId]) -> u128 {
+    use std::hash::{Hash, Hasher};
+    let half = |salt: u64| {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        salt.hash(&mut h);
+        path.hash(&mut h);
+        h.finish()
+    };
+    (half(0x9e37_79b9) as u128) << 64 | half(0x7f4a_7c15) as u128
+}
+
 /// Partial-order reduction's part of the tree search.
 impl TreeSearch {
     /// The reduction's view of a new node at `point`: footprints, and the sleep set
@@ -614,6 +799,7 @@ impl TreeSearch {
             enabled: point.enabled.to_vec(),
             por: Some(Box::new(node)),
             range: self.range_at(point.step),
+            held: None,
         });
         chosen
     }
@@ -921,6 +1107,156 @@ fn reverse_at(
     }
 }
 
+impl TreeSearch {
+    /// The tree search's choice at `point` (see [`Scheduler::choose`]).
+    fn choose_inner(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence> {
+        let k = point.step;
+        if self.bounded_por {
+            self.observe(point);
+        }
+        if self.keeps_sleep() && k > 0 && k <= self.stack.len() {
+            self.finish_step(k - 1, Some(point));
+        }
+        let preemptions_before = self
+            .stack
+            .last()
+            .map_or(0, |n| n.preemptions_before + n.chosen_preempts as u32);
+        if k < self.replay.len() {
+            let chosen = self.replay[k];
+            if !point.enabled.contains(&chosen) {
+                return Err(Divergence {
+                    step: k,
+                    reason: format!(
+                        "thread T{chosen} is not enabled on replay (enabled: {:?}): the program is not deterministic under mcheck",
+                        point.enabled
+                    ),
+                });
+            }
+            if k < self.stack.len() {
+                // A node kept from the previous execution: its choice is the replayed one.
+                self.stack[k].chosen_preempts = point.is_preemption(chosen);
+                if self.stack[k].enabled != point.enabled {
+                    return Err(Divergence {
+                        step: k,
+                        reason: format!(
+                            "enabled threads {:?} differ from {:?} seen before",
+                            point.enabled, self.stack[k].enabled
+                        ),
+                    });
+                }
+                if self.keeps_sleep() {
+                    let fresh = self.por_node(point);
+                    let node = self.stack[k].por_mut();
+                    node.pending = fresh.pending;
+                    node.blocked = fresh.blocked;
+                }
+            } else {
+                // A node of the work item's prefix: its alternatives belong to others.
+                let mut por = self.keeps_sleep().then(|| Box::new(self.por_node(point)));
+                if let Some(node) = por.as_mut() {
+                    if k + 1 == self.fixed {
+                        // The branch node: what the giver explores there sleeps below it.
+                        node.done = self.branch_sleep.clone();
+                    } else if let Some(done) = self.branch_above.get(k) {
+                        node.done = done.clone();
+                    }
+                }
+                let range = self.range_at(k);
+                // Its alternatives were explored, or held back, when it was new; held
+                // back, they are asked for as prefixes when an execution below shows
+                // they are needed (`release`).
+                let held = self.holds(point, chosen).then(|| {
+                    Box::new(Held {
+                        thread: chosen,
+                        step: None,
+                        threads: (point.enabled.iter().copied())
+                            .filter(|&u| u != chosen)
+                            .collect(),
+                    })
+                });
+                self.stack.push(Node {
+                    chosen,
+                    todo: Vec::new(),
+                    preemptions_before,
+                    chosen_preempts: point.is_preemption(chosen),
+                    enabled: point.enabled.to_vec(),
+                    por,
+                    range,
+                    held,
+                });
+            }
+            return Ok(chosen);
+        }
+        if self.por {
+            return Ok(self.choose_reduced(point, preemptions_before));
+        }
+        let range = self.range_at(k);
+        // A split search follows only the children of its own range.
+        let mine = |u: ThreadId| {
+            self.shard
+                .is_none_or(|s| range.after(point.enabled, u).contains(s.index))
+        };
+        // With sleep sets, a thread asleep here is not explored from here.
+        let por = self.sleep_sets.then(|| self.por_node(point));
+        let blocked = self.sleep_blocked.is_some();
+        let awake = |u: ThreadId| por.as_ref().is_none_or(|n| !n.asleep(u));
+        let default = point.default_choice();
+        let mut chosen = (mine(default) && awake(default)).then_some(default);
+        let mut todo = Vec::new();
+        // Bounded partial-order reduction: the other threads may be held back.
+        let mut held = (chosen.is_some() && self.holds(point, default)).then(|| {
+            Box::new(Held {
+                thread: default,
+                step: None,
+                threads: Vec::new(),
+            })
+        });
+        for &u in point.enabled {
+            if Some(u) == chosen || !mine(u) || !awake(u) {
+                continue;
+            }
+            if let Some(h) = held.as_mut() {
+                h.threads.push(u);
+                continue;
+            }
+            let cost = preemptions_before + point.is_preemption(u) as u32;
+            if self.within_bound(cost) {
+                if chosen.is_none() {
+                    chosen = Some(u);
+                } else {
+                    todo.push(u);
+                }
+            } else if self.max_bound.is_some_and(|m| cost <= m) {
+                self.pending.push(self.stack.len(), u);
+            } else {
+                self.beyond_cap = true;
+            }
+        }
+        if self.sleep_sets && (blocked || chosen.is_none()) {
+            // Every enabled thread sleeps (or did at an earlier node): whatever follows
+            // was explored already.
+            self.sleep_blocked.get_or_insert(k);
+            todo.clear();
+            chosen = Some(chosen.unwrap_or(default));
+        }
+        // No child of this shard within the bound: the execution ends here, as none of
+        // this shard's (its children beyond the bound are deferred above).
+        self.left_share = chosen.is_none();
+        let chosen = chosen.unwrap_or(default);
+        self.stack.push(Node {
+            chosen,
+            todo,
+            preemptions_before,
+            chosen_preempts: point.is_preemption(chosen),
+            enabled: point.enabled.to_vec(),
+            por: por.map(Box::new),
+            range,
+            held: held.filter(|h| !h.threads.is_empty()),
+        });
+        Ok(chosen)
+    }
+}
+
 impl Scheduler for TreeSearch {
     fn name(&self) -> &'static str {
         self.name
@@ -934,7 +1270,8 @@ impl Scheduler for TreeSearch {
         // Nodes of the work item's prefix belong to others; a node kept from earlier
         // executions is only returned to while it has alternatives left; a new node may get
         // some.
-        step >= self.fixed && self.stack.get(step).is_none_or(|n| !n.todo.is_empty())
+        step >= self.fixed
+            && (self.stack.get(step)).is_none_or(|n| !n.todo.is_empty() || n.held.is_some())
     }
 
     fn wants_state(&self, step: usize) -> bool {
@@ -986,120 +1323,16 @@ impl Scheduler for TreeSearch {
     }
 
     fn choose(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence> {
-        let k = point.step;
-        if self.keeps_sleep() && k > 0 && k <= self.stack.len() {
-            self.finish_step(k - 1, Some(point));
-        }
-        let preemptions_before = self
-            .stack
-            .last()
-            .map_or(0, |n| n.preemptions_before + n.chosen_preempts as u32);
-        if k < self.replay.len() {
-            let chosen = self.replay[k];
-            if !point.enabled.contains(&chosen) {
-                return Err(Divergence {
-                    step: k,
-                    reason: format!(
-                        "thread T{chosen} is not enabled on replay (enabled: {:?}): the program is not deterministic under mcheck",
-                        point.enabled
-                    ),
-                });
-            }
-            if k < self.stack.len() {
-                // A node kept from the previous execution: its choice is the replayed one.
-                self.stack[k].chosen_preempts = point.is_preemption(chosen);
-                if self.stack[k].enabled != point.enabled {
-                    return Err(Divergence {
-                        step: k,
-                        reason: format!(
-                            "enabled threads {:?} differ from {:?} seen before",
-                            point.enabled, self.stack[k].enabled
-                        ),
-                    });
+        let chosen = self.choose_inner(point)?;
+        if self.bounded_por {
+            let footprint = match point.enabled.iter().position(|&t| t == chosen) {
+                Some(i) if point.footprints.len() == point.enabled.len() => {
+                    point.footprints[i].clone()
                 }
-                if self.keeps_sleep() {
-                    let fresh = self.por_node(point);
-                    let node = self.stack[k].por_mut();
-                    node.pending = fresh.pending;
-                    node.blocked = fresh.blocked;
-                }
-            } else {
-                // A node of the work item's prefix: its alternatives belong to others.
-                let mut por = self.keeps_sleep().then(|| Box::new(self.por_node(point)));
-                if let Some(node) = por.as_mut() {
-                    if k + 1 == self.fixed {
-                        // The branch node: what the giver explores there sleeps below it.
-                        node.done = self.branch_sleep.clone();
-                    } else if let Some(done) = self.branch_above.get(k) {
-                        node.done = done.clone();
-                    }
-                }
-                let range = self.range_at(k);
-                self.stack.push(Node {
-                    chosen,
-                    todo: Vec::new(),
-                    preemptions_before,
-                    chosen_preempts: point.is_preemption(chosen),
-                    enabled: point.enabled.to_vec(),
-                    por,
-                    range,
-                });
-            }
-            return Ok(chosen);
+                _ => Footprint::everything(),
+            };
+            self.steps_seen.chose(chosen, footprint);
         }
-        if self.por {
-            return Ok(self.choose_reduced(point, preemptions_before));
-        }
-        let range = self.range_at(k);
-        // A split search follows only the children of its own range.
-        let mine = |u: ThreadId| {
-            self.shard
-                .is_none_or(|s| range.after(point.enabled, u).contains(s.index))
-        };
-        // With sleep sets, a thread asleep here is not explored from here.
-        let por = self.sleep_sets.then(|| self.por_node(point));
-        let blocked = self.sleep_blocked.is_some();
-        let awake = |u: ThreadId| por.as_ref().is_none_or(|n| !n.asleep(u));
-        let default = point.default_choice();
-        let mut chosen = (mine(default) && awake(default)).then_some(default);
-        let mut todo = Vec::new();
-        for &u in point.enabled {
-            if Some(u) == chosen || !mine(u) || !awake(u) {
-                continue;
-            }
-            let cost = preemptions_before + point.is_preemption(u) as u32;
-            if self.within_bound(cost) {
-                if chosen.is_none() {
-                    chosen = Some(u);
-                } else {
-                    todo.push(u);
-                }
-            } else if self.max_bound.is_some_and(|m| cost <= m) {
-                self.pending.push(self.stack.len(), u);
-            } else {
-                self.beyond_cap = true;
-            }
-        }
-        if self.sleep_sets && (blocked || chosen.is_none()) {
-            // Every enabled thread sleeps (or did at an earlier node): whatever follows
-            // was explored already.
-            self.sleep_blocked.get_or_insert(k);
-            todo.clear();
-            chosen = Some(chosen.unwrap_or(default));
-        }
-        // No child of this shard within the bound: the execution ends here, as none of
-        // this shard's (its children beyond the bound are deferred above).
-        self.left_share = chosen.is_none();
-        let chosen = chosen.unwrap_or(default);
-        self.stack.push(Node {
-            chosen,
-            todo,
-            preemptions_before,
-            chosen_preempts: point.is_preemption(chosen),
-            enabled: point.enabled.to_vec(),
-            por: por.map(Box::new),
-            range,
-        });
         Ok(chosen)
     }
 
@@ -1115,11 +1348,26 @@ impl Scheduler for TreeSearch {
         if self.keeps_sleep() {
             self.segment.extend(touched);
         }
+        if self.bounded_por {
+            self.steps_seen.ran(touched);
+        }
     }
 
-    fn end_execution(&mut self, _summary: &ExecutionSummary) {
+    fn end_execution(&mut self, summary: &ExecutionSummary) {
         if !self.left_share && !self.ends_in_other_share() {
             self.executions += 1;
+        }
+        if self.bounded_por && !self.stack.is_empty() {
+            // The last step: with threads left (or a failure), what its thread was to do
+            // next is not known, and is taken as dependent with everything.
+            let last = self.stack.len() - 1;
+            let node = &self.stack[last];
+            let others = node.enabled.iter().any(|&t| t != node.chosen)
+                || self.blocked_at_last
+                || summary.found_bug;
+            if self.steps_seen.finish(others).is_some() {
+                self.release_dependent(last, &[]);
+            }
         }
         self.flush_pending();
         if self.por && !self.stack.is_empty() {
@@ -1154,7 +1402,8 @@ impl Scheduler for TreeSearch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explore::testing::{binomial, preemptions, Synthetic};
+    use crate::explore::testing::{binomial, preemptions, Program, SynOp, Synthetic, Trace};
+    use std::collections::HashMap;
 
     #[test]
     fn dfs_enumerates_every_interleaving_once() {
@@ -1393,5 +1642,224 @@ mod tests {
         });
         assert_eq!(n, 6);
         assert_eq!(s.pruned_executions(), 0);
+    }
+    /// Preemptions of a schedule of `prog`: switches away from a thread that could go on.
+    fn program_preemptions(prog: &Program, schedule: &[ThreadId]) -> usize {
+        let steps: Vec<usize> = prog.threads.iter().map(Vec::len).collect();
+        let mut done = vec![0; steps.len()];
+        let mut held: HashMap<u64, ThreadId> = HashMap::new();
+        let mut count = 0;
+        let mut current: Option<ThreadId> = None;
+        for &t in schedule {
+            if let Some(c) = current.filter(|&c| c != t && done[c] < steps[c]) {
+                let blocked =
+                    matches!(prog.threads[c][done[c]], SynOp::Lock(m) if held.contains_key(&m));
+                count += !blocked as usize;
+            }
+            match prog.threads[t][done[t]] {
+                SynOp::Lock(m) => {
+                    held.insert(m, t);
+                }
+                SynOp::Unlock(m) => {
+                    held.remove(&m);
+                }
+                _ => {}
+            }
+            done[t] += 1;
+            current = Some(t);
+        }
+        count
+    }
+
+    /// What the bounded-reduction oracle found, per bound 0..=max (cumulative over bounds).
+    #[derive(Debug, Default)]
+    struct Oracle {
+        /// Traces of unreduced icb the reduced search did not explore.
+        lost_traces: Vec<u64>,
+        /// Final states of unreduced icb the reduced search did not reach.
+        lost_states: Vec<u64>,
+        /// Executions of unreduced icb, and of the reduced search.
+        icb: Vec<u64>,
+        reduced: Vec<u64>,
+        /// Reduced executions with more preemptions than their bound.
+        over: u64,
+        /// A program that lost a trace, for the message.
+        example: Option<String>,
+    }
+
+    /// Runs unreduced and reduced icb up to bound `max` on `programs` random programs of
+    /// each size of `sizes`, for each seed of `seeds`, and compares, bound by bound, the
+    /// traces and final states of the executions each explored with at most that many
+    /// preemptions (unreduced: every such execution; reduced: those of its rounds up to
+    /// that bound). Prints a line per seed and size when `verbose`.
+    fn bounded_oracle(
+        seeds: &[u64],
+        sizes: &[usize],
+        programs: usize,
+        max: u32,
+        verbose: bool,
+    ) -> Oracle {
+        use crate::explore::testing::Outcome;
+        use rand::SeedableRng;
+        let b = max as usize + 1;
+        let mut all = Oracle {
+            lost_traces: vec![0; b],
+            lost_states: vec![0; b],
+            icb: vec![0; b],
+            reduced: vec![0; b],
+            ..Oracle::default()
+        };
+        for &seed in seeds {
+            for &size in sizes {
+                let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+                let mut o = Oracle {
+                    lost_traces: vec![0; b],
+                    lost_states: vec![0; b],
+                    icb: vec![0; b],
+                    reduced: vec![0; b],
+                    ..Oracle::default()
+                };
+                for _ in 0..programs {
+                    let prog = Program::random(&mut rng, size);
+                    let mut seen = |s: &mut TreeSearch, reduced: bool| {
+                        let mut traces: Vec<HashSet<Trace>> = vec![HashSet::new(); b];
+                        let mut states: Vec<HashSet<Outcome>> = vec![HashSet::new(); b];
+                        let mut n = 0;
+                        while s.begin_execution(n).is_some() {
+                            let round = s.current_bound() as usize;
+                            let (schedule, trace, out) = prog.run_observed(s);
+                            let cost = program_preemptions(&prog, &schedule);
+                            // Unreduced icb explores each execution once, at its cost.
+                            let from = if reduced { round } else { cost };
+                            o.over += (reduced && cost > round) as u64;
+                            for k in from..b {
+                                traces[k].insert(trace.clone());
+                                states[k].extend(out.clone());
+                                if reduced {
+                                    o.reduced[k] += 1;
+                                } else {
+                                    o.icb[k] += 1;
+                                }
+                            }
+                            n += 1;
+                        }
+                        assert!(s.is_exhausted());
+                        (traces, states)
+                    };
+                    let (icb_t, icb_s) = seen(&mut TreeSearch::icb(Some(max)), false);
+                    let (red_t, red_s) = seen(&mut TreeSearch::icb(Some(max)).with_por(true), true);
+                    for k in 0..b {
+                        let lt = icb_t[k].difference(&red_t[k]).count() as u64;
+                        o.lost_traces[k] += lt;
+                        o.lost_states[k] += icb_s[k].difference(&red_s[k]).count() as u64;
+                        if lt > 0 && o.example.is_none() {
+                            o.example = Some(format!("bound {k}: {:?}", prog.threads));
+                        }
+                    }
+                }
+                if verbose {
+                    eprintln!(
+                        "seed {seed} size {size}: lost traces {:?}, lost states {:?}; executions icb {:?}, reduced {:?}; over the bound {}",
+                        o.lost_traces, o.lost_states, o.icb, o.reduced, o.over
+                    );
+                }
+                for k in 0..b {
+                    all.lost_traces[k] += o.lost_traces[k];
+                    all.lost_states[k] += o.lost_states[k];
+                    all.icb[k] += o.icb[k];
+                    all.reduced[k] += o.reduced[k];
+                }
+                all.over += o.over;
+                all.example = all.example.or(o.example);
+            }
+        }
+        all
+    }
+
+    /// Asserts the oracle's soundness findings, and that the reduction is real.
+    fn assert_sound(o: &Oracle) {
+        assert!(
+            o.lost_traces.iter().all(|&n| n == 0),
+            "traces lost per bound {:?} (final states {:?}), e.g. {:?}",
+            o.lost_traces,
+            o.lost_states,
+            o.example
+        );
+        assert!(o.lost_states.iter().all(|&n| n == 0));
+        assert_eq!(o.over, 0, "executions beyond their bound");
+        let last = o.icb.len() - 1;
+        assert!(
+            o.reduced[last] < o.icb[last],
+            "{:?} vs {:?}",
+            o.reduced,
+            o.icb
+        );
+    }
+
+    #[test]
+    fn bounded_por_covers_every_trace_icb_covers_at_each_bound() {
+        let o = bounded_oracle(&[15, 21], &[4, 5, 6, 7], 25, 2, false);
+        assert_sound(&o);
+        eprintln!(
+            "bounds 0-2: icb {:?} executions, bounded POR {:?}",
+            o.icb, o.reduced
+        );
+        // A third of the executions or fewer at bound 2.
+        assert!(
+            o.reduced[2] * 3 <= o.icb[2],
+            "{:?} vs {:?}",
+            o.reduced,
+            o.icb
+        );
+    }
+
+    #[test]
+    fn bounded_por_without_a_cap_ends_with_every_trace() {
+        use rand::SeedableRng;
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(7);
+        for _ in 0..40 {
+            let prog = Program::random(&mut rng, 5);
+            let (_, all) = prog.run_all(&mut TreeSearch::dpor(), 1_000_000);
+            let mut s = TreeSearch::icb(None).with_por(true);
+            let (_, bpor) = prog.run_all(&mut s, 1_000_000);
+            assert!(s.is_exhausted());
+            assert_eq!(bpor, all, "{:?}", prog.threads);
+        }
+    }
+
+    #[test]
+    fn bounded_por_never_preempts_independent_threads() {
+        // Threads on words of their own: nothing ever depends on the step of the thread
+        // that ran last, so no preemption is released; only the free choices between
+        // threads that finished (3! orders) are explored, as at bound 0.
+        use SynOp::Write;
+        let prog = Program {
+            threads: vec![vec![Write(0); 4], vec![Write(1); 4], vec![Write(2); 4]],
+        };
+        let (unreduced, _) = prog.run_all(&mut TreeSearch::icb(Some(3)), 100_000);
+        let mut s = TreeSearch::icb(Some(3)).with_por(true);
+        let (n, traces) = prog.run_all(&mut s, 100_000);
+        assert_eq!((n, traces.len()), (6, 1));
+        assert!(unreduced > 1_000, "{unreduced}");
+    }
+
+    /// The large oracle (`MCHECK_ORACLE="seeds;sizes;programs;max_bound"`, by default
+    /// seeds 21-25, sizes 5-8, 300 programs each, bounds 0-3): minutes in release mode.
+    #[test]
+    #[ignore]
+    fn bounded_por_oracle_large() {
+        let spec = std::env::var("MCHECK_ORACLE").unwrap_or("21,22,23,24,25;5,6,7,8;300;3".into());
+        let parts: Vec<&str> = spec.split(';').collect();
+        let list = |s: &str| -> Vec<u64> { s.split(',').map(|x| x.parse().unwrap()).collect() };
+        let sizes: Vec<usize> = list(parts[1]).into_iter().map(|n| n as usize).collect();
+        let o = bounded_oracle(
+            &list(parts[0]),
+            &sizes,
+            parts[2].parse().unwrap(),
+            parts[3].parse().unwrap(),
+            true,
+        );
+        eprintln!("total: {o:?}");
+        assert_sound(&o);
     }
 }

@@ -50,6 +50,8 @@ pub enum Plan {
     Icb {
         /// Preemption cap.
         preemption_bound: Option<u32>,
+        /// Reduced by bounded partial-order reduction.
+        por: bool,
     },
     /// PCT with bug depth `depth`.
     Pct {
@@ -71,7 +73,8 @@ impl Plan {
         match self {
             Plan::Portfolio { .. } => "portfolio",
             Plan::Dfs { .. } => "dfs",
-            Plan::Icb { .. } => "icb",
+            Plan::Icb { por: false, .. } => "icb",
+            Plan::Icb { por: true, .. } => "icb-bpor",
             Plan::Pct { .. } => "pct",
             Plan::Random { .. } => "random",
         }
@@ -82,15 +85,18 @@ impl Plan {
             Plan::Portfolio {
                 preemption_bound, ..
             } => Some(Some(preemption_bound.unwrap_or(u32::MAX))),
-            Plan::Icb { preemption_bound } => Some(Some(preemption_bound.unwrap_or(u32::MAX))),
+            Plan::Icb {
+                preemption_bound, ..
+            } => Some(Some(preemption_bound.unwrap_or(u32::MAX))),
             Plan::Dfs { .. } => Some(None),
             _ => None,
         }
     }
 
-    /// Whether the tree search is reduced by partial-order reduction (dfs only).
+    /// Whether the tree search is reduced by partial-order reduction (dfs, or icb by
+    /// bounded partial-order reduction; not the portfolio's icb member).
     fn por(&self) -> bool {
-        matches!(self, Plan::Dfs { por: true })
+        matches!(self, Plan::Dfs { por: true } | Plan::Icb { por: true, .. })
     }
 
     /// The randomised members and the cycle of slots of one worker.

@@ -866,6 +866,11 @@ fn going_back_from_fork_snapshots_shows_what_going_back_from_the_start_shows() {
         "monitor goto 100",
         flush,
         "print taken",
+        // Going back to a decision keeps the history before it.
+        "break record",
+        "reverse-continue",
+        "print taken",
+        "delete",
         "monitor goto 40",
         flush,
         "print taken",
@@ -891,6 +896,7 @@ fn going_back_from_fork_snapshots_shows_what_going_back_from_the_start_shows() {
     let (a, b) = (&from_start.text, &from_snapshots.text);
     // Both went back, and saw the history as it was.
     assert!(a.contains("$3 = 119") && a.contains("$4 = 2"), "{a}");
+    assert!(a.contains("$7 = 50") && a.contains("$8 = 49"), "{a}");
     assert!(
         a.contains("re-execution(s), each from the program's start"),
         "{a}"

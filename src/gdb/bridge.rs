@@ -74,6 +74,9 @@ pub enum Goal {
     /// Execute one instruction of this thread (gdb's stepi, and gdb stepping over its
     /// breakpoints), when the schedule lets it move.
     Instruction(ThreadId),
+    /// Only at the scheduling decision with this number: breakpoints, watchpoints and races
+    /// on the way pass (going back to a decision, [`Timeline::goto_back`]).
+    At(u64),
 }
 
 /// What a watchpoint fires on, as gdb asked.
@@ -561,7 +564,7 @@ impl Bridge {
     /// Whether the running segment's goal stops at a scheduling decision `step`.
     fn goal_stops_at(&self, step: u64) -> bool {
         match self.seg.as_ref().map(|s| s.goal) {
-            Some(Goal::Step(n)) => step >= n,
+            Some(Goal::Step(n) | Goal::At(n)) => step >= n,
             Some(Goal::NextPoint) => true,
             _ => false,
         }
@@ -675,6 +678,7 @@ impl Bridge {
                         skip: 0,
                         skip_from: None,
                         interrupt_at: None,
+                        from_step: view.steps(),
                     };
                     lock(&self.session).timeline.path.push(seg.clone());
                     // Already applied: only the sets and the goal.
@@ -686,11 +690,7 @@ impl Bridge {
                     let mut session = lock(&self.session);
                     let tl = &session.timeline;
                     let plan = match back {
-                        Back::Step(n) => Plan {
-                            until: Some(n),
-                            segments: Vec::new(),
-                            then: Then::Stop,
-                        },
+                        Back::Step(n) => tl.goto_back(n),
                         Back::Continue => {
                             let scan = Scan {
                                 bps: session.gdb_bps.clone(),
@@ -1051,7 +1051,9 @@ impl Debugger for Bridge {
                     );
                 }
                 let kind = StopKind::Finding(*thread, libc::SIGTRAP);
-                self.moment(view, kind, Some(report), true, false)
+                // Going back to a decision passes the races on the way.
+                let ends = !matches!(self.seg.as_ref().map(|s| s.goal), Some(Goal::At(_)));
+                self.moment(view, kind, Some(report), ends, false)
             }
             DebugEvent::Watch { thread, addr } => {
                 let (ends, scan, what) = self.watch_hit(*addr);

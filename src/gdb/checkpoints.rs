@@ -300,6 +300,7 @@ mod tests {
             skip: 0,
             skip_from: None,
             interrupt_at: None,
+            from_step: 0,
         }
     }
 

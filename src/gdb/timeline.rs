@@ -50,7 +50,13 @@ pub struct Segment {
     /// The segment ended at gdb's interrupt (Ctrl-C), at this executor poll of the segment
     /// (1-based): interrupts are replayed at the same poll.
     pub interrupt_at: Option<u64>,
+    /// Scheduling decisions taken at the stop it starts from ([`UNKNOWN_STEP`] when not
+    /// known: a step back's stepped instructions).
+    pub from_step: u64,
 }
+
+/// A segment's [`Segment::from_step`] when it is not known.
+pub const UNKNOWN_STEP: u64 = u64::MAX;
 
 /// The stops of the current execution's path.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -203,6 +209,7 @@ impl StepBack {
             skip: 0,
             skip_from: None,
             interrupt_at: None,
+            from_step: UNKNOWN_STEP,
         };
         segments.extend(std::iter::repeat_n(step, steps as usize));
         Plan {
@@ -279,6 +286,37 @@ pub struct Found {
 }
 
 impl Timeline {
+    /// Goes back to scheduling decision `n` keeping the history before it: the path up to
+    /// its last stop before decision `n`, then a segment that runs to decision `n` passing
+    /// breakpoints, watchpoints and races on the way (a later `reverse-continue` can go back
+    /// before `n`). With no such stop, a new path whose first stop is decision `n`.
+    pub fn goto_back(&self, n: u64) -> Plan {
+        let before = (self.path.iter()).rposition(|s| s.from_step < n);
+        let Some(i) = before else {
+            return Plan {
+                until: Some(n),
+                segments: Vec::new(),
+                then: Then::Stop,
+            };
+        };
+        let mut segments = self.path[..i].to_vec();
+        segments.push(Segment {
+            actions: self.path[i].actions.clone(),
+            goal: Goal::At(n),
+            bps: BTreeSet::new(),
+            watches: Vec::new(),
+            skip: 0,
+            skip_from: None,
+            interrupt_at: None,
+            from_step: self.path[i].from_step,
+        });
+        Plan {
+            until: self.until,
+            segments,
+            then: Then::Stop,
+        }
+    }
+
     /// Re-executes up to stop `stop` (0: the first stop) of the path.
     pub fn back_to(&self, stop: usize, then: Then) -> Plan {
         Plan {
@@ -374,6 +412,7 @@ mod tests {
             skip: 0,
             skip_from: None,
             interrupt_at: None,
+            from_step: UNKNOWN_STEP,
         }
     }
 
@@ -475,6 +514,31 @@ mod tests {
         assert!(step_back(vec![seg(Goal::Continue, &[])], &[0])
             .back_from_stop_before()
             .is_none());
+    }
+
+    #[test]
+    fn going_back_to_a_decision_keeps_the_history_before_it() {
+        let mut tl = timeline();
+        for (s, from) in tl.path.iter_mut().zip([0, 5, 5]) {
+            s.from_step = from;
+        }
+        tl.path[1].actions = vec![Action::Memory(0x10, vec![1])];
+        // Decision 5: from the first stop, the only one before it.
+        let p = tl.goto_back(5);
+        assert_eq!((p.segments.len(), p.until, &p.then), (1, None, &Then::Stop));
+        assert_eq!(p.segments[0].goal, Goal::At(5));
+        assert!(p.segments[0].bps.is_empty());
+        // Decision 9: from the last stop before it, gdb's writes there kept.
+        let p = tl.goto_back(9);
+        assert_eq!(p.segments.len(), 3);
+        assert_eq!(p.segments[2].goal, Goal::At(9));
+        assert_eq!(p.segments[..2], tl.path[..2]);
+        // Decision 0: nothing before it, a new path.
+        let p = tl.goto_back(0);
+        assert_eq!((p.segments.len(), p.until), (0, Some(0)));
+        // A stepped instruction's stop is not known: never a start.
+        tl.path[2].from_step = UNKNOWN_STEP;
+        assert_eq!(tl.goto_back(9).segments.len(), 2);
     }
 
     #[test]

@@ -223,18 +223,7 @@ fn icb_finds_preemption_bugs_at_the_smallest_bound() {
 #[test]
 fn a_preemption_cap_that_leaves_executions_is_not_called_exhaustion() {
     for (cap, executions, beyond) in [("1", 39, true), ("2", 45, false)] {
-        let json = report(
-            &[
-                "--strategy",
-                "icb",
-                "--jobs",
-                "1",
-                "--preemption-bound",
-                cap,
-            ],
-            "wakeup_locks",
-            0,
-        );
+        let json = icb_report(cap, &[], "wakeup_locks");
         let cov = &json["coverage"];
         assert_eq!(json["executions"], executions, "cap {cap}: {json}");
         assert_eq!(json["complete"], true, "cap {cap}: {json}");
@@ -253,19 +242,8 @@ fn a_preemption_cap_that_leaves_executions_is_not_called_exhaustion() {
 fn bounded_por_covers_icb_in_fewer_executions_and_says_up_to_what() {
     // Same bound, same verdict, fewer executions; the statement names the equivalence.
     for (fixture, cap, plain, reduced) in [("qadeer", "2", 17, 9), ("wakeup_locks", "1", 39, 28)] {
-        let run = |extra: &[&str]| {
-            let mut o = vec![
-                "--strategy",
-                "icb",
-                "--jobs",
-                "1",
-                "--preemption-bound",
-                cap,
-            ];
-            o.extend_from_slice(extra);
-            report(&o, fixture, 0)
-        };
-        let (icb, bpor) = (run(&[]), run(&["--bounded-por"]));
+        let icb = icb_report(cap, &[], fixture);
+        let bpor = icb_report(cap, &["--bounded-por"], fixture);
         assert_eq!(icb["executions"], plain, "{fixture}: {icb}");
         assert_eq!(bpor["executions"], reduced, "{fixture}: {bpor}");
         assert_eq!(bpor["strategy"], "icb-bpor", "{bpor}");
@@ -366,6 +344,21 @@ fn without_race_detection_exhaustion_covers_the_synchronisation_order_only() {
 }
 
 /// Runs `mcheck <options> -- <fixture>` and returns its JSON report, checking the exit status.
+/// The report of `--strategy icb --jobs 1 --preemption-bound CAP` and `extra` on fixture
+/// `program`, which must find nothing.
+fn icb_report(cap: &str, extra: &[&str], program: &str) -> serde_json::Value {
+    let mut o = vec![
+        "--strategy",
+        "icb",
+        "--jobs",
+        "1",
+        "--preemption-bound",
+        cap,
+    ];
+    o.extend_from_slice(extra);
+    report(&o, program, 0)
+}
+
 fn report(options: &[&str], program: &str, code: i32) -> serde_json::Value {
     report_args(options, &[program], code)
 }

@@ -289,20 +289,8 @@ pub fn best<'a>(
 mod tests {
     use super::*;
     use crate::gdb::bridge::{Goal, WatchWhat};
+    use crate::gdb::timeline::tests::seg;
     use crate::gdb::timeline::{Action, Found, Timeline, Window};
-
-    fn seg(goal: Goal, bps: &[u64]) -> Segment {
-        Segment {
-            actions: Vec::new(),
-            goal,
-            bps: bps.iter().copied().collect(),
-            watches: Vec::new(),
-            skip: 0,
-            skip_from: None,
-            interrupt_at: None,
-            from_step: 0,
-        }
-    }
 
     fn path() -> Vec<Segment> {
         vec![

@@ -400,10 +400,11 @@ pub fn with_scan(seg: &Segment, scan: &Scan) -> Segment {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn seg(goal: Goal, bps: &[u64]) -> Segment {
+    /// A segment with `goal` and breakpoints `bps`, nothing else (also for checkpoints.rs).
+    pub(crate) fn seg(goal: Goal, bps: &[u64]) -> Segment {
         Segment {
             actions: Vec::new(),
             goal,

@@ -23,7 +23,7 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use super::bounded::Steps;
+use super::bounded::{HeldIndex, Steps};
 use super::dpor::{self, PorNode, Reversal, Step};
 use super::pool::Claims;
 use super::prefix::{PendingBranches, Prefix};
@@ -185,6 +185,9 @@ pub struct TreeSearch {
     bounded_por: bool,
     /// The footprints of the current path's steps (bounded partial-order reduction).
     steps_seen: Steps,
+    /// Bounded partial-order reduction: the held-back nodes of the current execution whose
+    /// step finished, indexed for release.
+    held_index: HeldIndex,
     /// Bounded partial-order reduction: hashes of the prefixes whose last choice was held
     /// back and then released, so that a node of a later work item's prefix asks for it once.
     released: HashSet<u128>,
@@ -354,6 +357,7 @@ impl TreeSearch {
             branch_above: Vec::new(),
             bounded_por: false,
             steps_seen: Steps::default(),
+            held_index: HeldIndex::default(),
             released: HashSet::new(),
             blocked_at_last: false,
         }
@@ -635,7 +639,9 @@ impl TreeSearch {
 
     /// Step `last` has finished (the last one, when `pending` is empty: the execution
     /// ended): its node gets its footprint, and the nodes above whose step it, or one of
-    /// `pending` (other threads' operations now), depends on release their alternatives.
+    /// `pending` (other threads' operations now), depends on release their alternatives:
+    /// those of a thread whose steps since do not come after node i's step (its clock shows
+    /// which), as only such a step or operation could have come before it.
     fn release_dependent(&mut self, last: usize, pending: &[(ThreadId, Footprint)]) {
         let Some((thread, footprint)) = self.steps_seen.step(last).cloned() else {
             return;
@@ -643,31 +649,49 @@ impl TreeSearch {
         if let Some(h) = self.stack.get_mut(last).and_then(|n| n.held.as_mut()) {
             h.step.get_or_insert(footprint.clone());
         }
-        for i in 0..=last.min(self.stack.len().saturating_sub(1)) {
-            let node = &self.stack[i];
-            let Some(h) = node.held.as_ref() else {
-                continue;
-            };
-            let Some(step) = h.step.as_ref() else {
-                continue;
-            };
-            if node.chosen != h.thread {
-                continue;
-            }
-            // Only a step or operation of a thread whose steps since do not come after
-            // node i's step (its clock shows which) could have come before it.
-            let steps = &self.steps_seen;
-            let by_step = i < last
-                && thread != h.thread
-                && footprint.conflicts(step)
-                && !steps.ordered_after(i, thread, last);
-            let by_pending = (pending.iter()).any(|(u, f)| {
-                *u != h.thread && f.conflicts(step) && !steps.ordered_after(i, *u, last + 1)
-            });
-            if by_step || by_pending {
-                self.release(i);
+        if self.held_index.upto != last {
+            // Not the next step (the execution began from a snapshot, or at an earlier
+            // point than the last): index anew the nodes held back before it.
+            self.held_index.clear();
+            for i in 0..last.min(self.stack.len()) {
+                self.offer_held(i);
             }
         }
+        self.offer_held(last);
+        self.held_index.upto = last + 1;
+        let mut released = Vec::new();
+        let steps = &self.steps_seen;
+        let seen = steps.seen_by(thread, Some(last));
+        self.held_index
+            .release(thread, &footprint, seen, &mut released);
+        for (u, f) in pending {
+            let seen = steps.seen_by(*u, None);
+            self.held_index.release(*u, f, seen, &mut released);
+        }
+        released.sort_unstable();
+        released.dedup();
+        for i in released {
+            self.release(i);
+        }
+    }
+
+    /// Adds node `i` to the index of held-back nodes when it holds alternatives back and
+    /// its step (still the one held back for) has finished.
+    fn offer_held(&mut self, i: usize) {
+        let Some(node) = self.stack.get(i) else {
+            return;
+        };
+        let Some(h) = node.held.as_ref() else {
+            return;
+        };
+        let Some(step) = h.step.as_ref() else {
+            return;
+        };
+        if node.chosen != h.thread || i >= self.steps_seen.len() {
+            return;
+        }
+        let nth = self.steps_seen.clock(i)[h.thread];
+        self.held_index.add(i, h.thread, nth, step);
     }
 
     /// Releases the alternatives held back at node `i`: as its alternatives within the
@@ -1307,6 +1331,7 @@ impl Scheduler for TreeSearch {
         self.cut = false;
         self.left_share = false;
         self.segment = Footprint::default();
+        self.held_index.clear();
         if self.exhausted {
             return None;
         }

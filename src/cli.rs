@@ -210,7 +210,7 @@ pub struct CheckArgs {
     #[arg(long)]
     pub keep_going: bool,
     /// Do not detect data races (faster: memory accesses are not traced). This also turns
-    /// off the partial-order reduction of dfs.
+    /// off the partial-order reduction of dfs and icb.
     #[arg(long)]
     pub no_races: bool,
     /// Do not schedule fairly. By default a thread that yields (sched_yield, the pause
@@ -220,18 +220,18 @@ pub struct CheckArgs {
     /// spin loops included, and such executions are cut short.
     #[arg(long)]
     pub no_fair: bool,
-    /// Explore every interleaving with dfs, without dynamic partial-order reduction (by
-    /// default dfs runs one execution per class of executions that differ only in the
-    /// order of independent steps; reduction needs race tracing, so --no-races turns it
-    /// off too; icb is reduced only with --bounded-por; the portfolio's icb is not).
+    /// Explore every interleaving, without partial-order reduction. By default dfs runs
+    /// one execution per class of executions that differ only in the order of independent
+    /// steps (dynamic partial-order reduction), and icb, alone or in the portfolio, holds
+    /// back the preemptions that no execution shows to matter (bounded partial-order
+    /// reduction): every execution with ≤ C preemptions is still covered, up to the order
+    /// of independent steps. Reduction needs race tracing, so --no-races turns it off too,
+    /// and a split search (--shard) explores icb unreduced.
     #[arg(long)]
     pub no_por: bool,
-    /// With --strategy icb: reduce icb by bounded partial-order reduction (held-back
-    /// preemptions, docs/architecture.md): every execution with ≤ C preemptions is still
-    /// covered, up to the order of independent steps, in fewer executions. Experimental:
-    /// its bookkeeping grows with the square of an execution's length and can cost more
-    /// time than it saves (condvar_ok: half the executions, twice the time).
-    #[arg(long)]
+    /// Bounded partial-order reduction of icb: the default now (kept so that scripts
+    /// written for it still run).
+    #[arg(long, hide = true, conflicts_with_all = ["no_por", "no_races"])]
     pub bounded_por: bool,
     /// Prune dfs with a table of visited states (Holt's One Page Model Checker): at every
     /// new scheduling point the program state (registers, writable memory, the tracer's

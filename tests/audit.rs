@@ -515,20 +515,22 @@ fn bad_manifests_are_one_error_with_the_line() {
         Duration::from_secs(20),
     );
     assert_eq!(code, Some(2), "{stderr}");
-    // The same refusal from `mcheck --shard` itself.
-    let (code, stderr) = run(
-        &[
-            "--strategy",
-            "dfs",
-            "--shard",
-            "2/4",
-            "--",
-            prog.to_str().unwrap(),
-        ],
-        Duration::from_secs(20),
-    );
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains("--no-por"), "{stderr}");
+    // The same refusal from `mcheck --shard` itself, for the reduced trees.
+    for strategy in ["dfs", "icb"] {
+        let (code, stderr) = run(
+            &[
+                "--strategy",
+                strategy,
+                "--shard",
+                "2/4",
+                "--",
+                prog.to_str().unwrap(),
+            ],
+            Duration::from_secs(20),
+        );
+        assert_eq!(code, Some(2), "{strategy}: {stderr}");
+        assert!(stderr.contains("--no-por"), "{strategy}: {stderr}");
+    }
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -563,7 +565,7 @@ fn four_shards_merge_to_the_unsharded_audit() {
     text += &target(
         "split_icb",
         "once_ok",
-        "strategy = \"icb\"\njobs = 2\nmax_executions = 500\nsplit = true",
+        "strategy = \"icb\"\njobs = 2\nmax_executions = 500\nsplit = true\noptions = [\"--no-por\"]",
     );
     text += &target(
         "split_random",

@@ -219,34 +219,47 @@ fn icb_finds_preemption_bugs_at_the_smallest_bound() {
 
 /// A preemption cap that left executions with more preemptions unexplored is stated as
 /// such, not as plain exhaustion: `wakeup_locks` has 45 executions, 39 of them with at most
-/// one preemption and all with at most two (`make bench`, por section).
+/// one preemption and all with at most two (`make bench`, por section); reduced (the
+/// default), 28 and 30.
 #[test]
 fn a_preemption_cap_that_leaves_executions_is_not_called_exhaustion() {
-    for (cap, executions, beyond) in [("1", 39, true), ("2", 45, false)] {
-        let json = icb_report(cap, &[], "wakeup_locks");
+    for (flags, cap, executions, beyond) in [
+        (&["--no-por"][..], "1", 39, true),
+        (&["--no-por"], "2", 45, false),
+        (&[], "1", 28, true),
+        (&[], "2", 30, false),
+    ] {
+        let json = icb_report(cap, flags, "wakeup_locks");
         let cov = &json["coverage"];
-        assert_eq!(json["executions"], executions, "cap {cap}: {json}");
+        assert_eq!(
+            json["executions"], executions,
+            "cap {cap} {flags:?}: {json}"
+        );
         assert_eq!(json["complete"], true, "cap {cap}: {json}");
         assert_eq!(cov["beyond_preemption_bound"], beyond, "cap {cap}: {json}");
         let statement = cov["statement"].as_str().unwrap();
-        let expected = if beyond {
-            "search space exhausted up to the preemption bound: all executions with ≤ 1 preemption(s) explored (39 execution(s)), executions with more preemptions not explored; no bug found"
-        } else {
-            "search space exhausted: 45 execution(s) explored, no bug found"
+        let expected = match (beyond, flags.is_empty()) {
+            (true, false) => "search space exhausted up to the preemption bound: all executions with ≤ 1 preemption(s) explored (39 execution(s)), executions with more preemptions not explored; no bug found".to_string(),
+            (true, true) => "search space exhausted up to the preemption bound: every execution with ≤ 1 preemption(s) explored, up to the order of independent steps (28 execution(s)), executions with more preemptions not explored; no bug found".to_string(),
+            (false, _) => format!("search space exhausted: {executions} execution(s) explored, no bug found"),
         };
-        assert_eq!(statement, expected, "cap {cap}");
+        assert_eq!(statement, expected, "cap {cap} {flags:?}");
     }
 }
 
+/// icb is reduced by bounded partial-order reduction by default: same bound, same verdict,
+/// fewer executions, and the statement names the equivalence; `--no-por` explores every
+/// execution within the bound.
 #[test]
 fn bounded_por_covers_icb_in_fewer_executions_and_says_up_to_what() {
-    // Same bound, same verdict, fewer executions; the statement names the equivalence.
     for (fixture, cap, plain, reduced) in [("qadeer", "2", 17, 9), ("wakeup_locks", "1", 39, 28)] {
-        let icb = icb_report(cap, &[], fixture);
-        let bpor = icb_report(cap, &["--bounded-por"], fixture);
+        let icb = icb_report(cap, &["--no-por"], fixture);
+        let bpor = icb_report(cap, &[], fixture);
         assert_eq!(icb["executions"], plain, "{fixture}: {icb}");
         assert_eq!(bpor["executions"], reduced, "{fixture}: {bpor}");
-        assert_eq!(bpor["strategy"], "icb-bpor", "{bpor}");
+        assert_eq!(icb["coverage"]["up_to_independent_steps"], false, "{icb}");
+        assert_eq!(bpor["coverage"]["up_to_independent_steps"], true, "{bpor}");
+        assert_eq!(bpor["strategy"], "icb", "{bpor}");
         assert_eq!(bpor["complete"], true, "{bpor}");
         let statement = bpor["coverage"]["statement"].as_str().unwrap();
         assert!(
@@ -254,6 +267,41 @@ fn bounded_por_covers_icb_in_fewer_executions_and_says_up_to_what() {
                 "every execution with ≤ {cap} preemption(s) explored, up to the order of independent steps ({reduced} execution(s))"
             )),
             "{statement}"
+        );
+        // The flag it had while it was opt-in is still accepted, and changes nothing.
+        let flagged = icb_report(cap, &["--bounded-por"], fixture);
+        assert_eq!(flagged["executions"], reduced, "{fixture}: {flagged}");
+    }
+}
+
+/// The portfolio's icb member is reduced like icb alone, and says so; a split search (or
+/// `--no-por`) explores it unreduced and says "all executions".
+#[test]
+fn the_portfolio_icb_member_is_reduced_except_in_a_split_search() {
+    let base = ["--max-executions", "100", "--jobs", "1"];
+    let whole = report(&base, "bench_lock_turns", 0);
+    let statement = whole["coverage"]["statement"].as_str().unwrap();
+    assert_eq!(
+        whole["coverage"]["up_to_independent_steps"], true,
+        "{whole}"
+    );
+    assert!(
+        statement.contains(
+            "every execution with ≤ 0 preemption(s) explored, up to the order of independent steps"
+        ),
+        "{statement}"
+    );
+    for extra in [&["--shard", "1/2"][..], &["--no-por"], &["--no-races"]] {
+        let opts: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let json = report(&opts, "bench_lock_turns", 0);
+        assert_eq!(
+            json["coverage"]["up_to_independent_steps"], false,
+            "{extra:?}: {json}"
+        );
+        let statement = json["coverage"]["statement"].as_str().unwrap();
+        assert!(
+            !statement.contains("independent steps"),
+            "{extra:?}: {statement}"
         );
     }
 }

@@ -302,14 +302,15 @@ impl Target {
         };
         let split = t.split.as_ref().is_some_and(|s| *s.get_ref());
         let has = |flag: &str| options.iter().any(|o| o == flag);
-        let reduced =
-            matches!(strategy, StrategyName::Dfs) && !has("--no-por") && !has("--no-races");
+        let reduced = matches!(strategy, StrategyName::Dfs | StrategyName::Icb)
+            && !has("--no-por")
+            && !has("--no-races");
         if split && (reduced || has("--state-cache")) {
             let span = t.split.as_ref().map(Spanned::span).unwrap_or_default();
             return Err((
                 span,
                 format!(
-                    "target `{name}`: `split` divides the unreduced tree among the shards: a dfs target needs options = [\"--no-por\"] and no \"--state-cache\" (or use strategy \"icb\")"
+                    "target `{name}`: `split` divides the unreduced tree among the shards: a dfs or icb target needs options = [\"--no-por\"] and no \"--state-cache\" (or use the portfolio, whose trees are unreduced when split)"
                 ),
             ));
         }
@@ -531,13 +532,15 @@ reason = "third party"
         .unwrap_err();
         assert!(e.to_string().contains("two targets"), "{e}");
         assert!(parse("").is_err());
-        // A reduced dfs cannot be split; the portfolio can (its tree member is unreduced
-        // when sharded).
-        let e = parse(
-            "[[target]]\nname = \"a\"\ncommand = [\"x\"]\nstrategy = \"dfs\"\nsplit = true\n",
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("split"), "{e}");
+        // A reduced dfs or icb cannot be split; the portfolio can (its trees are
+        // unreduced when sharded).
+        for strategy in ["dfs", "icb"] {
+            let e = parse(&format!(
+                "[[target]]\nname = \"a\"\ncommand = [\"x\"]\nstrategy = \"{strategy}\"\nsplit = true\n"
+            ))
+            .unwrap_err();
+            assert!(e.to_string().contains("split"), "{e}");
+        }
         assert!(parse("[[target]]\nname = \"a\"\ncommand = [\"x\"]\nsplit = true\n").is_ok());
     }
 }

@@ -22,9 +22,9 @@ use crate::run::{patching_enabled, ExecutionConfig, SearchConfig, SearchResult};
 pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     let program = resolve_program(&args.command[0]).map_err(|e| Failure::Usage(e.to_string()))?;
     check_program(&program).map_err(|e| Failure::Usage(e.to_string()))?;
-    if args.bounded_por && (args.strategy != StrategyName::Icb || args.no_por || args.no_races) {
+    if args.bounded_por && !matches!(args.strategy, StrategyName::Icb | StrategyName::Portfolio) {
         return Err(Failure::Usage(
-            "--bounded-por reduces --strategy icb, and needs race tracing and reduction (not with --no-races or --no-por)".into(),
+            "--bounded-por reduces icb (--strategy icb or the portfolio's icb, where it is the default)".into(),
         ));
     }
     if args.state_cache && !matches!(args.strategy, StrategyName::Dfs) {
@@ -244,17 +244,18 @@ fn shard_of(args: &CheckArgs) -> Result<ShareOfSearch, Failure> {
     let Some(shard) = args.shard.filter(|s| s.count > 1) else {
         return Ok(whole);
     };
-    let reduced = args.strategy == StrategyName::Dfs && !args.no_por && !args.no_races;
-    if reduced || args.state_cache || args.bounded_por {
+    // The portfolio's trees are explored unreduced in a split search; dfs and icb alone
+    // are refused, so that the shards add up to the unsharded search.
+    let reduced = matches!(args.strategy, StrategyName::Dfs | StrategyName::Icb)
+        && !args.no_por
+        && !args.no_races;
+    if reduced || args.state_cache {
         let (what, fix) = if args.state_cache {
             ("--state-cache", "drop --state-cache")
-        } else if args.bounded_por {
-            ("--bounded-por", "drop --bounded-por")
+        } else if args.strategy == StrategyName::Icb {
+            ("icb's bounded partial-order reduction", "add --no-por")
         } else {
-            (
-                "dfs's partial-order reduction",
-                "add --no-por, or use --strategy icb",
-            )
+            ("dfs's partial-order reduction", "add --no-por")
         };
         return Err(Failure::Usage(format!(
             "--shard splits the unreduced tree of a search, but {what} learns from executions in other subtrees (another shard's): {fix}"
@@ -276,20 +277,22 @@ fn shard_of(args: &CheckArgs) -> Result<ShareOfSearch, Failure> {
 
 fn plan(args: &CheckArgs, seed: u64) -> Plan {
     match args.strategy {
+        // Its icb member is reduced by bounded partial-order reduction, unreduced in a
+        // split search (a held-back alternative is released by another subtree).
         StrategyName::Portfolio => Plan::Portfolio {
             seed,
             preemption_bound: args.preemption_bound,
+            por: !args.no_por && !args.no_races,
         },
         // Without race tracing the executor cannot see the atomic accesses made between
         // scheduling points, so steps could look independent when they are not.
         StrategyName::Dfs => Plan::Dfs {
             por: !args.no_por && !args.no_races,
         },
-        // Bounded partial-order reduction is opt-in while it is evaluated
-        // (--bounded-por, see docs/architecture.md).
+        // Bounded partial-order reduction (docs/architecture.md), as in the portfolio.
         StrategyName::Icb => Plan::Icb {
             preemption_bound: args.preemption_bound,
-            por: args.bounded_por,
+            por: !args.no_por && !args.no_races,
         },
         StrategyName::Pct => Plan::Pct {
             depth: args.pct_depth,
@@ -411,6 +414,7 @@ pub fn coverage_statement(
         ref racy_sites_included,
         ref racy_sites_not_explored,
         refinement_rounds,
+        up_to_independent_steps,
     } = result.coverage;
     // Which racy sites the tree held as scheduling points.
     let included = if racy_sites_included.is_empty() {
@@ -443,7 +447,7 @@ pub fn coverage_statement(
     }
     // What icb covered up to bound c (reduced icb: up to the order of independent steps).
     let up_to = |c: u32| {
-        if strategy == "icb-bpor" {
+        if up_to_independent_steps {
             format!("every execution with ≤ {c} preemption(s) explored, up to the order of independent steps")
         } else {
             format!("all executions with ≤ {c} preemption(s) explored")
@@ -489,14 +493,15 @@ pub fn coverage_statement(
         );
     }
     match (strategy, preemption_bound_completed) {
-        ("icb" | "icb-bpor", Some(c)) => format!(
+        ("icb", Some(c)) => format!(
             "{} ({n} execution(s)){included}, {verdict}",
             up_to(c)
         ),
         ("portfolio", Some(c)) => format!(
-            "{n} execution(s), of which {systematic_executions} systematic: all executions with ≤ {c} preemption(s) explored{included}; {verdict}"
+            "{n} execution(s), of which {systematic_executions} systematic: {}{included}; {verdict}",
+            up_to(c)
         ),
-        ("dfs", _) | ("icb" | "icb-bpor", None) | ("portfolio", None) => format!(
+        ("dfs", _) | ("icb", None) | ("portfolio", None) => format!(
             "{n} execution(s) explored, search space not exhausted{included}, {verdict}"
         ),
         _ => format!("{n} randomised execution(s) ({strategy}), no coverage guarantee; {verdict}"),

@@ -143,6 +143,10 @@ pub struct Coverage {
     pub refinement_rounds: u32,
     /// Every execution with at most this many preemptions was explored (ICB).
     pub preemption_bound_completed: Option<u32>,
+    /// icb was reduced by bounded partial-order reduction: `preemption_bound_completed`
+    /// holds up to the order of independent steps (an execution with more preemptions may
+    /// stand for one with fewer that differs from it only in that order).
+    pub up_to_independent_steps: bool,
     /// The cap of icb (`--preemption-bound`) left executions with more preemptions
     /// unexplored: `exhausted` then holds up to that bound only.
     pub beyond_preemption_bound: bool,

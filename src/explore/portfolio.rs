@@ -7,7 +7,9 @@
 //! measurements in docs/performance.md; a reduced tree (dfs with partial-order reduction)
 //! takes every other slot, so that a correct program whose reduced tree is small is proved
 //! correct by the default command (which also lets the reduced tree run on alone past the
-//! budget until it has had a whole budget itself: see the search's `proof_budget`).
+//! budget until it has had a whole budget itself: see the search's `proof_budget`). The icb
+//! member is reduced too, by bounded partial-order reduction (`TreeSearch::with_por`),
+//! except in a split search.
 
 use super::{PctScheduler, RandomScheduler, Scheduler};
 

@@ -47,6 +47,9 @@ pub struct JsonCoverage {
     pub refinement_rounds: u32,
     /// Every execution with at most this many preemptions was explored.
     pub preemption_bound_completed: Option<u32>,
+    /// icb was reduced by bounded partial-order reduction: `preemption_bound_completed`
+    /// holds up to the order of independent steps.
+    pub up_to_independent_steps: bool,
     /// The preemption cap left executions with more preemptions unexplored (`exhausted`
     /// then holds up to the cap).
     pub beyond_preemption_bound: bool,
@@ -70,6 +73,7 @@ impl JsonCoverage {
             racy_sites_not_explored: JsonSite::list(&c.racy_sites_not_explored, findings),
             refinement_rounds: c.refinement_rounds,
             preemption_bound_completed: c.preemption_bound_completed,
+            up_to_independent_steps: c.up_to_independent_steps,
             beyond_preemption_bound: c.beyond_preemption_bound,
             systematic_executions: c.systematic_executions,
             nothing_to_explore: None,

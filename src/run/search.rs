@@ -40,6 +40,8 @@ pub enum Plan {
         seed: u64,
         /// Preemption cap of the icb member.
         preemption_bound: Option<u32>,
+        /// The icb member is reduced by bounded partial-order reduction.
+        por: bool,
     },
     /// Exhaustive depth-first search.
     Dfs {
@@ -73,8 +75,7 @@ impl Plan {
         match self {
             Plan::Portfolio { .. } => "portfolio",
             Plan::Dfs { .. } => "dfs",
-            Plan::Icb { por: false, .. } => "icb",
-            Plan::Icb { por: true, .. } => "icb-bpor",
+            Plan::Icb { .. } => "icb",
             Plan::Pct { .. } => "pct",
             Plan::Random { .. } => "random",
         }
@@ -93,10 +94,15 @@ impl Plan {
         }
     }
 
-    /// Whether the tree search is reduced by partial-order reduction (dfs, or icb by
-    /// bounded partial-order reduction; not the portfolio's icb member).
+    /// Whether the tree search is reduced by partial-order reduction (dfs, or icb alone or
+    /// in the portfolio by bounded partial-order reduction).
     fn por(&self) -> bool {
-        matches!(self, Plan::Dfs { por: true } | Plan::Icb { por: true, .. })
+        matches!(
+            self,
+            Plan::Dfs { por: true }
+                | Plan::Icb { por: true, .. }
+                | Plan::Portfolio { por: true, .. }
+        )
     }
 
     /// The randomised members and the cycle of slots of one worker.
@@ -602,6 +608,11 @@ impl Shared<'_> {
         let r = tree.lock().expect("round");
         let closed_early = self.closed_early.load(Ordering::SeqCst);
         let mut tree_coverage = r.pool.coverage(closed_early);
+        // icb (alone or in the portfolio) reduced by bounded partial-order reduction,
+        // which a split search does without.
+        tree_coverage.up_to_independent_steps = self.cfg.plan.por()
+            && self.cfg.shard.is_none()
+            && !matches!(self.cfg.plan, Plan::Dfs { .. });
         if let Some(reduced) = &r.reduced {
             // Either tree running out covers every schedule.
             let d = reduced.coverage(closed_early);

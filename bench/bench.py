@@ -87,8 +87,8 @@ POINT_BENCHES = [
      TARGET_BREAKPOINT_US),
 ]
 WHOLE = "bench_two_threads"
-SECTIONS = ("points", "whole", "rate", "jobs", "stress", "fair", "por", "cache", "audit",
-            "refine")
+SECTIONS = ("points", "whole", "rate", "jobs", "stress", "fair", "por", "bpor", "cache",
+            "audit", "refine")
 
 
 class HarnessError(Exception):
@@ -724,6 +724,74 @@ POR_MODES = [("full", ["--no-por"], {}), ("source", [], {"MCHECK_DPOR": "source"
              ("reduced", [], {})]
 
 
+# ------------------------------------------------ bounded partial-order reduction of icb
+
+# (fixture, args, preemption bound, execution cap): icb searches that complete their bound
+# (condvar_ok: capped), and long executions where the reduction saves nothing and its
+# bookkeeping per decision shows (bench_lock_turns N: about 4 N decisions per execution).
+BPOR_FIXTURES = [
+    ("qadeer", [], 2, 100000),
+    ("wakeup_locks", [], 1, 100000),
+    ("thread_lifecycle_ok", [], 2, 100000),
+    ("sem_ok", [], 2, 100000),
+    ("barrier_ok", [], 1, 100000),
+    ("condvar_ok", [], 2, 3000),
+    ("bench_lock_turns", [2000], 0, 10),
+    ("bench_lock_turns", [8000], 0, 10),
+]
+# (column, extra options): icb unreduced, icb with bounded partial-order reduction.
+BPOR_MODES = [("unreduced", ["--no-por"]), ("reduced", [])]
+
+
+def measure_bpor(mc, opts):
+    """icb with and without bounded partial-order reduction on each BPOR fixture, --jobs 1,
+    jobs_reps runs each (alternating); returns rows of executions, completeness and median
+    wall clock."""
+    rows = []
+    for n, a, bound, cap in BPOR_FIXTURES:
+        if not os.access(fixture(n), os.X_OK):
+            raise HarnessError("%s is missing: run `make fixtures`" % fixture(n))
+        row = {"fixture": label_of(n, a), "bound": bound, "cap": cap}
+        runs = {key: ([], [], []) for key, _ in BPOR_MODES}
+        for _ in range(opts.jobs_reps):
+            for key, extra in BPOR_MODES:
+                wall, rc, r = mc.check(["--strategy", "icb", "--preemption-bound", str(bound),
+                                        "--jobs", "1", "--quiet-program",
+                                        "--max-executions", str(cap)] + extra,
+                                       fixture(n), a, timeout=900)
+                if rc != 0 or r is None or r.get("findings"):
+                    raise HarnessError("icb %s on %s: exit %d" % (key, label_of(n, a), rc))
+                walls, execs, complete = runs[key]
+                walls.append(wall)
+                execs.append(r["executions"])
+                complete.append(r.get("complete"))
+        for key, (walls, execs, complete) in runs.items():
+            row[key] = {"executions": sorted(set(execs)), "complete": all(complete),
+                        "median_wall_s": median(walls)}
+        rows.append(row)
+    return rows
+
+
+def print_bpor(rows, opts):
+    print("icb with and without bounded partial-order reduction (--jobs 1, median of %d runs)"
+          % opts.jobs_reps)
+    cols = "  %-24s %5s %12s %8s %12s %8s %11s %9s"
+    print(cols % ("fixture", "bound", "icb execs", "s", "bpor execs", "s", "execs ratio",
+                  "s ratio"))
+    for r in rows:
+        u, d = r["unreduced"], r["reduced"]
+        cell = lambda m: "/".join(str(x) for x in m["executions"]) + (
+            "" if m["complete"] else "+")
+        print(cols % (r["fixture"], r["bound"], cell(u), "%.2f" % u["median_wall_s"], cell(d),
+                      "%.2f" % d["median_wall_s"],
+                      "%.1fx" % (u["executions"][0] / max(1, d["executions"][0])),
+                      "%.2fx" % (u["median_wall_s"] / max(1e-9, d["median_wall_s"]))))
+    print("  command: mcheck --strategy icb --preemption-bound B [--no-por] --jobs 1 "
+          "--quiet-program --max-executions CAP -- FIXTURE ARGS; '+': the cap was reached; "
+          "ratios: unreduced / reduced")
+    print()
+
+
 # ------------------------------------------------ race-directed refinement
 
 # Bug fixtures whose failure needs a switch between racy accesses.
@@ -1294,7 +1362,7 @@ def main():
     for n in notes:
         print("  check: " + n)
     print()
-    rates = jobs = stress = fair = por = cache = hashing = audit = refine = None
+    rates = jobs = stress = fair = por = cache = hashing = audit = refine = bpor = None
     jobs_failed, jobs_notes = [], []
 
     section_seconds = {}
@@ -1319,6 +1387,11 @@ def main():
             t = time.perf_counter()
             por = measure_por(mc, opts)
             section_seconds["por"] = time.perf_counter() - t
+        if "bpor" in sections:
+            progress("icb with and without bounded partial-order reduction")
+            t = time.perf_counter()
+            bpor = measure_bpor(mc, opts)
+            section_seconds["bpor"] = time.perf_counter() - t
         if "refine" in sections:
             progress("race-directed refinement")
             t = time.perf_counter()
@@ -1364,6 +1437,9 @@ def main():
     if por is not None:
         print_por(por, opts)
         results["partial_order_reduction"] = por
+    if bpor is not None:
+        print_bpor(bpor, opts)
+        results["bounded_partial_order_reduction"] = bpor
     if refine is not None:
         print_refine(refine, opts)
         results["race_refinement"] = refine

@@ -645,8 +645,7 @@ fn reverse_stepi_lands_on_the_system_call_before() {
         ]);
     }
     commands.push("kill");
-    let (Debugged { text, err, .. }, _) =
-        debug_fixture("syscalls_abba", &commands, How::default());
+    let (Debugged { text, err, .. }, _) = debug_fixture("syscalls_abba", &commands, How::default());
     let values: Vec<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix('$').and_then(|l| l.split(" = ").nth(1)))
@@ -669,7 +668,10 @@ fn reverse_stepi_lands_on_the_system_call_before() {
         }
     }
     assert!(!text.contains("cannot go back"), "{text}\n{err}");
-    assert!(!text.contains("No more reverse-execution history"), "{text}");
+    assert!(
+        !text.contains("No more reverse-execution history"),
+        "{text}"
+    );
 }
 
 /// From the deadlock, `reverse-next` walks t1 back line by line over calls that make system
@@ -738,10 +740,15 @@ fn reverse_next_goes_back_over_calls_that_make_system_calls() {
     assert_eq!(pc, line51, "{text}");
     // Two reverse-steps from there: into the lock call of line 50 (a scheduling decision),
     // then back to its call in t1.
-    assert!(text.contains("t1 (arg=0x0) at src/c/syscalls_abba.c:50"), "{text}");
+    assert!(
+        text.contains("t1 (arg=0x0) at src/c/syscalls_abba.c:50"),
+        "{text}"
+    );
     // Forward again, the same path to the same deadlock.
     assert!(
-        text.matches("mcheck: stopped at the finding: deadlock").count() >= 2,
+        text.matches("mcheck: stopped at the finding: deadlock")
+            .count()
+            >= 2,
         "{text}\n{err}"
     );
 }
@@ -852,6 +859,31 @@ fn goto_back_and_forth_shows_the_same_state() {
         "{text}"
     );
     assert!(text.contains("(T0 at continue)"), "{text}");
+}
+
+/// After a forward `monitor goto`, the thread gdb shows may have exited: gdb can no longer
+/// read its registers ("remote failure reply 'E79'"), and the goto's reply says so and
+/// which threads there are.
+#[test]
+fn goto_says_when_the_thread_gdb_shows_has_exited() {
+    let (Debugged { text, err, .. }, _) = debug_fixture(
+        "double_join",
+        &[
+            "break worker",
+            "continue",
+            "delete",
+            "monitor goto 3",
+            "thread 1",
+            "bt 1",
+            "kill",
+        ],
+        How::default(),
+    );
+    assert!(
+        text.contains("mcheck: T1 (Thread 1.2), the thread gdb shows, does not exist at this step: its registers cannot be read; `info threads` lists those that do (T0 (Thread 1.1))"),
+        "{text}\n{err}"
+    );
+    assert!(text.contains("#0  ___pthread_join"), "{text}");
 }
 
 #[test]

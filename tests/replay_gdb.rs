@@ -555,7 +555,7 @@ fn reverse_stepi_undoes_steps_over_extended_remote() {
     assert_ne!(pcs[0], pcs[1], "{text}");
     assert_eq!(pcs[0], pcs[2], "{text}");
     assert_ne!(pcs[0], pcs[3], "{text}");
-    assert!(text.contains("in t1 (arg="), "{text}");
+    assert!(text.contains("\t18\t{"), "t1's opening line: {text}");
     assert!(!text.contains("T1 cannot go back"), "{text}");
     // Nothing is before the first stop.
     assert!(

@@ -549,16 +549,14 @@ fn reverse_stepi_undoes_steps_over_extended_remote() {
         .filter_map(|l| l.strip_prefix('$').and_then(|l| l.split(" = ").nth(1)))
         .collect();
     assert_eq!(pcs.len(), 4, "{text}\n{err}");
-    // Two steps forward, two back: at the breakpoint again. One more back would step
-    // through the thread's start in glibc, which makes system calls (mcheck's to run):
-    // refused, with the reason in gdb's console.
+    // Two steps forward, two back: at the breakpoint again. One more back is counted from
+    // the thread's start in glibc, which makes system calls (mcheck's to run): the
+    // instruction before the breakpoint, in t1's prologue.
     assert_ne!(pcs[0], pcs[1], "{text}");
     assert_eq!(pcs[0], pcs[2], "{text}");
-    assert_eq!(pcs[0], pcs[3], "{text}");
-    assert!(
-        text.contains("mcheck: T1 cannot go back one instruction from here: on the way"),
-        "{text}"
-    );
+    assert_ne!(pcs[0], pcs[3], "{text}");
+    assert!(text.contains("\t18\t{"), "t1's opening line: {text}");
+    assert!(!text.contains("T1 cannot go back"), "{text}");
     // Nothing is before the first stop.
     assert!(
         text.contains(
@@ -619,6 +617,140 @@ fn reverse_stepi_and_reverse_next_go_back_from_a_deadlock() {
     // Stepping forward again from there follows the same path.
     assert_ne!(pcs[4], pcs[3], "{text}");
     assert!(!text.contains("cannot go back"), "{text}");
+}
+
+/// `syscalls_abba`'s t1 makes three system calls of its own, each a `syscall`
+/// instruction followed by a label: getuid (not trapped by mcheck), write (trapped and
+/// run natively) and sched_yield (a scheduling decision). From just after each,
+/// `reverse-stepi` lands on the `syscall` instruction with the call's number in rax, and
+/// `stepi` performs the call again as the replay does, back to the same place and result.
+#[test]
+fn reverse_stepi_lands_on_the_system_call_before() {
+    let mut commands = vec![
+        "break *after_getuid",
+        "break *after_write",
+        "break *after_yield",
+    ];
+    for _ in 0..3 {
+        commands.extend([
+            "continue",
+            "p/x $pc",
+            "p $rax",
+            "reverse-stepi",
+            "x/i $pc",
+            "p $rax",
+            "stepi",
+            "p/x $pc",
+            "p $rax",
+        ]);
+    }
+    commands.push("kill");
+    let (Debugged { text, err, .. }, _) = debug_fixture("syscalls_abba", &commands, How::default());
+    let values: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix('$').and_then(|l| l.split(" = ").nth(1)))
+        .collect();
+    assert_eq!(values.len(), 15, "{text}\n{err}");
+    let insns: Vec<&str> = text.lines().filter(|l| l.starts_with("=> ")).collect();
+    assert_eq!(insns.len(), 3, "{text}\n{err}");
+    for (i, (nr, result)) in [("102", None), ("1", Some("3")), ("24", Some("0"))]
+        .into_iter()
+        .enumerate()
+    {
+        let v = &values[i * 5..i * 5 + 5];
+        // pc, rax after the call; rax at the syscall instruction; pc, rax after it again.
+        assert!(insns[i].ends_with("syscall"), "{}: {text}", insns[i]);
+        assert_eq!(v[2], nr, "{text}");
+        assert_eq!(v[3], v[0], "{text}");
+        assert_eq!(v[4], v[1], "{text}");
+        if let Some(r) = result {
+            assert_eq!(v[1], r, "{text}");
+        }
+    }
+    assert!(!text.contains("cannot go back"), "{text}\n{err}");
+    assert!(
+        !text.contains("No more reverse-execution history"),
+        "{text}"
+    );
+}
+
+/// From the deadlock, `reverse-next` walks t1 back line by line over calls that make system
+/// calls (its own three, and libc's `write`, whose first call also goes through the
+/// dynamic linker's lazy binding), and `next` walks forward again to the same deadlock.
+#[test]
+fn reverse_next_goes_back_over_calls_that_make_system_calls() {
+    let (Debugged { text, err, .. }, _) = debug_fixture(
+        "syscalls_abba",
+        &[
+            "continue",
+            "thread 2",
+            "reverse-finish",
+            "reverse-next",
+            "reverse-next",
+            "reverse-next",
+            "reverse-next",
+            "reverse-next",
+            "reverse-next",
+            "p $pc",
+            "info line 51",
+            "reverse-step",
+            "reverse-step",
+            "bt 1",
+            "next",
+            "next",
+            "next",
+            "next",
+            "next",
+            "next",
+            "next",
+            "info threads",
+            "kill",
+        ],
+        How::default(),
+    );
+    assert!(!text.contains("cannot go back"), "{text}\n{err}");
+    // Going back: each of t1's lines from the lock call of line 55 to the write of line 51.
+    let back = text
+        .split("reverse-finish")
+        .last()
+        .unwrap_or(&text)
+        .to_string();
+    let mut at = 0;
+    for line in [
+        "55\t    pthread_mutex_lock(&b);",
+        "54\t    seen += sys_yield();",
+        "53\t    seen += sys_write(",
+        "52\t    seen = sys_getuid();",
+        "51\t    write(1, \"t1 has a\\n\", 9);",
+    ] {
+        let found = back[at..].find(line);
+        assert!(found.is_some(), "{line} after {at}: {text}\n{err}");
+        at += found.unwrap_or(0);
+    }
+    let pc = text
+        .lines()
+        .find_map(|l| l.strip_prefix("$1 = (void (*)()) "))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or("none");
+    let line51 = text
+        .split("Line 51 of \"src/c/syscalls_abba.c\" starts at address ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .unwrap_or("");
+    assert_eq!(pc, line51, "{text}");
+    // Two reverse-steps from there: into the lock call of line 50 (a scheduling decision),
+    // then back to its call in t1.
+    assert!(
+        text.contains("t1 (arg=0x0) at src/c/syscalls_abba.c:50"),
+        "{text}"
+    );
+    // Forward again, the same path to the same deadlock.
+    assert!(
+        text.matches("mcheck: stopped at the finding: deadlock")
+            .count()
+            >= 2,
+        "{text}\n{err}"
+    );
 }
 
 /// The racy slices sum long arrays in loops without a call: Ctrl-C stops such a loop at its
@@ -727,6 +859,31 @@ fn goto_back_and_forth_shows_the_same_state() {
         "{text}"
     );
     assert!(text.contains("(T0 at continue)"), "{text}");
+}
+
+/// After a forward `monitor goto`, the thread gdb shows may have exited: gdb can no longer
+/// read its registers ("remote failure reply 'E79'"), and the goto's reply says so and
+/// which threads there are.
+#[test]
+fn goto_says_when_the_thread_gdb_shows_has_exited() {
+    let (Debugged { text, err, .. }, _) = debug_fixture(
+        "double_join",
+        &[
+            "break worker",
+            "continue",
+            "delete",
+            "monitor goto 3",
+            "thread 1",
+            "bt 1",
+            "kill",
+        ],
+        How::default(),
+    );
+    assert!(
+        text.contains("mcheck: T1 (Thread 1.2), the thread gdb shows, does not exist at this step: its registers cannot be read; `info threads` lists those that do (T0 (Thread 1.1))"),
+        "{text}\n{err}"
+    );
+    assert!(text.contains("#0  ___pthread_join"), "{text}");
 }
 
 #[test]

@@ -16,7 +16,7 @@ use super::timeline::{
 };
 use crate::model::ThreadId;
 use crate::report::{human, Finding, FindingKind};
-use crate::run::debugger::{DebugEvent, Debugger, ProgramView, Resume, ThreadInfo};
+use crate::run::debugger::{Boundary, DebugEvent, Debugger, ProgramView, Resume, ThreadInfo};
 use crate::tracee::debugregs::{Watch, WatchOn};
 
 /// What the gdb thread asks of the stopped program.
@@ -248,6 +248,9 @@ pub struct Bridge {
     anchor_point: Option<u64>,
     /// A step back counting its steps from its anchor ([`Then::CountFrom`]).
     counting: Option<(StepBack, u64)>,
+    /// A step the executor makes by running on: the thread's instruction is one only the
+    /// executor executes (a system call, a hook), and the step ends where it is back.
+    over: Option<Over>,
     /// Set by the gdb thread on Ctrl-C.
     interrupt: Arc<AtomicBool>,
     /// Messages for gdb's console, sent with the next stop.
@@ -256,6 +259,18 @@ pub struct Bridge {
     again: String,
     /// The finding was shown at the exit_group that makes it ([`DebugEvent::Exiting`]).
     exit_shown: bool,
+}
+
+/// A step of `thread` over an instruction that only the executor executes: the replay runs
+/// on as it would (other threads too, when the instruction is a scheduling decision) until
+/// the thread is back at one of `to`, where breakpoints (`inserted`: those gdb did not set
+/// too) stop it. Done the same way in every execution, so a stepi made this way is replayed
+/// as it was.
+#[derive(Debug)]
+struct Over {
+    thread: ThreadId,
+    to: Vec<Boundary>,
+    inserted: Vec<u64>,
 }
 
 impl Bridge {
@@ -302,6 +317,7 @@ impl Bridge {
             anchors_before_point: Vec::new(),
             anchor_point: None,
             counting: None,
+            over: None,
             interrupt,
             said: Vec::new(),
             again,
@@ -342,8 +358,9 @@ impl Bridge {
         let Ok(pacing) = log.lock().map(|l| l.pacing) else {
             return;
         };
-        if pacing.every == 0 || step < self.last_snapshot + pacing.every || self.counting.is_some()
-        {
+        // Not in the middle of a step: a copy would not know where it ends.
+        let stepping = self.counting.is_some() || self.over.is_some();
+        if pacing.every == 0 || step < self.last_snapshot + pacing.every || stepping {
             return;
         }
         // Paced: ten times the last one's cost since it, at least.
@@ -579,6 +596,7 @@ impl Bridge {
         mut kind: StopKind,
         report: Option<String>,
     ) -> Resume {
+        self.end_over(view);
         self.started = true;
         let index = self.stop_index;
         self.stop_index += 1;
@@ -805,6 +823,51 @@ impl Bridge {
         }
     }
 
+    /// Steps `thread` over its instruction, which only the executor executes, by letting
+    /// the replay run on until the thread is back at one of `to` (see [`Over`]).
+    fn start_over(
+        &mut self,
+        view: &mut dyn ProgramView,
+        thread: ThreadId,
+        to: &[Boundary],
+    ) -> Resume {
+        let mut inserted = Vec::new();
+        for b in to {
+            if !self.active_bps.contains(&b.addr) && !inserted.contains(&b.addr) {
+                view.set_breakpoint(b.addr);
+                inserted.push(b.addr);
+            }
+        }
+        self.over = Some(Over {
+            thread,
+            to: to.to_vec(),
+            inserted,
+        });
+        Resume::Continue
+    }
+
+    /// Ends a step over: its breakpoints go (gdb's own stay).
+    fn end_over(&mut self, view: &mut dyn ProgramView) {
+        let Some(over) = self.over.take() else {
+            return;
+        };
+        for a in over.inserted {
+            if !self.active_bps.contains(&a) {
+                view.clear_breakpoint(a);
+            }
+        }
+    }
+
+    /// Whether `ev` is the end of the step over: its thread back at one of its boundaries.
+    fn over_reached(&self, view: &mut dyn ProgramView, ev: &DebugEvent) -> bool {
+        let (Some(over), DebugEvent::Breakpoint { thread, addr }) = (&self.over, ev) else {
+            return false;
+        };
+        *thread == over.thread
+            && (view.registers(*thread))
+                .is_some_and(|r| (over.to.iter()).any(|b| b.addr == *addr && b.sp == r.rsp))
+    }
+
     /// A step back counting from its anchor: `steps` instructions of its thread executed
     /// so far. When the thread's registers are those of the present stop, the step back is
     /// re-executed one instruction short of it; otherwise the thread steps on (or, when it
@@ -845,26 +908,58 @@ impl Bridge {
         Resume::Kill
     }
 
-    /// An event while a step back counts its steps: a stepped instruction counts; anything
-    /// else (a refused step: a system call or one of mcheck's hooks on the way) refuses the
-    /// step back.
+    /// An event while a step back counts its steps: a stepped instruction counts, and so
+    /// does one that only the executor executes (a system call, a hook), which it performs
+    /// as the replay does (a step over, [`Over`]): other threads run meanwhile when the
+    /// schedule says so, and the thread found in its present state inside that instruction
+    /// (waiting in its system call at the present stop) ends the count there. Anything
+    /// else refuses the step back.
     fn counted(&mut self, view: &mut dyn ProgramView, ev: &DebugEvent) -> Resume {
         let Some((back, steps)) = self.counting.take() else {
             return Resume::Continue;
         };
-        match ev {
-            DebugEvent::Stepped { moved: true, .. } | DebugEvent::Watch { .. } => {
-                self.count_steps(view, back, steps + 1)
+        let t = back.thread;
+        let inside_here =
+            self.over.is_some() && view.registers(t).map(|r| regs_key(&r)) == Some(back.target);
+        let why = match ev {
+            DebugEvent::Stepped {
+                thread, moved: true, ..
             }
-            _ => {
-                let why = cannot_go_back(
-                    back.thread,
-                    "on the way from the last of mcheck's breakpoints it passed lies an instruction that only mcheck executes (a system call or a hook)",
-                );
-                lock(&self.session).restart = Some(back.refused(why));
-                Resume::Kill
+            | DebugEvent::Watch { thread, .. }
+                if *thread == t =>
+            {
+                self.end_over(view);
+                return self.count_steps(view, back, steps + 1);
             }
-        }
+            DebugEvent::Stepped {
+                thread,
+                moved: false,
+                over,
+            } if *thread == t && !over.is_empty() && self.over.is_none() => {
+                self.counting = Some((back, steps));
+                return self.start_over(view, t, over);
+            }
+            _ if inside_here => {
+                self.end_over(view);
+                return self.count_steps(view, back, steps + 1);
+            }
+            // The schedule runs other threads while the thread is in its instruction.
+            DebugEvent::Point { .. } if self.over.is_some() => {
+                self.counting = Some((back, steps));
+                return Resume::Continue;
+            }
+            DebugEvent::Breakpoint { thread, .. } if self.over.is_some() && *thread != t => {
+                self.counting = Some((back, steps));
+                return Resume::Continue;
+            }
+            DebugEvent::Stepped { moved: false, .. } => {
+                "the instruction it is at on the way from the last of mcheck's breakpoints it passed is one that only mcheck executes and whose end it cannot tell"
+            }
+            _ => "on the way from the last of mcheck's breakpoints it passed, the replay stopped elsewhere (a signal, a data race, the end)",
+        };
+        self.end_over(view);
+        lock(&self.session).restart = Some(back.refused(cannot_go_back(t, why)));
+        Resume::Kill
     }
 
     /// A scheduling decision that does not stop, seen by a re-execution noting a step
@@ -882,13 +977,27 @@ impl Bridge {
         if self.stop_index != segments.len() {
             return;
         }
-        let unmoved = view.registers(back.thread).map(|r| regs_key(&r)) == Some(back.target);
-        self.anchors_before_point = if unmoved {
-            std::mem::take(&mut self.anchors)
-        } else {
-            self.anchor_point = (thread == back.thread).then_some(step);
-            Vec::new()
-        };
+        let t = back.thread;
+        let unmoved = view.registers(t).map(|r| regs_key(&r)) == Some(back.target);
+        if unmoved {
+            // Still there at a later decision: the anchors before the first stay.
+            let anchors = std::mem::take(&mut self.anchors);
+            if !anchors.is_empty() || self.anchors_before_point.is_empty() {
+                self.anchors_before_point = anchors;
+            }
+            return;
+        }
+        if view.in_system_call(t) {
+            // The thread waits in a system call, which counting steps over (the decisions
+            // in between with it): its anchors before the call stay. With none, going back
+            // stops at this decision.
+            if self.anchors.is_empty() && thread == t {
+                self.anchor_point = Some(step);
+            }
+            return;
+        }
+        self.anchor_point = (thread == t).then_some(step);
+        self.anchors_before_point.clear();
         self.anchors.clear();
     }
 
@@ -990,6 +1099,20 @@ impl Debugger for Bridge {
         if let Some((bps, watches)) = self.pending_install.take() {
             self.install(view, &bps, &watches);
         }
+        // The end of a step over is the step's end.
+        let reached;
+        let ev = if self.over_reached(view, ev) {
+            let thread = self.over.as_ref().map_or(0, |o| o.thread);
+            self.end_over(view);
+            reached = DebugEvent::Stepped {
+                thread,
+                moved: true,
+                over: Vec::new(),
+            };
+            &reached
+        } else {
+            ev
+        };
         if self.counting.is_some() {
             return self.counted(view, ev);
         }
@@ -1065,7 +1188,17 @@ impl Debugger for Bridge {
                     scan,
                 )
             }
-            DebugEvent::Stepped { thread, moved } => {
+            DebugEvent::Stepped {
+                thread,
+                moved: false,
+                over,
+            } if !over.is_empty()
+                && self.over.is_none()
+                && (self.seg.as_ref()).is_some_and(|s| s.goal == Goal::Instruction(*thread)) =>
+            {
+                self.start_over(view, *thread, over)
+            }
+            DebugEvent::Stepped { thread, moved, .. } => {
                 // A step onto one of a scan's breakpoints is a hit of it (stepping runs
                 // over breakpoints without trapping).
                 let scan_hit = *moved

@@ -93,6 +93,9 @@ impl ReplayTarget {
             end_keep_alive(out, started);
             self.say_console(out);
             outputln!(out, "{said}");
+            if let Some(gone) = self.selected_gone() {
+                outputln!(out, "{gone}");
+            }
             return;
         }
         self.run_and_say(Goal::Step(n), out);
@@ -128,6 +131,9 @@ impl ReplayTarget {
                     StopKind::Begin(t) => format!("T{t} at the first stop"),
                 };
                 outputln!(out, "mcheck: stopped after step {step}: {what}");
+                if let Some(gone) = self.selected_gone() {
+                    outputln!(out, "{gone}");
+                }
             }
             Err(_) => outputln!(out, "mcheck: the replay has ended"),
         }

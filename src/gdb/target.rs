@@ -62,6 +62,8 @@ pub struct ReplayTarget {
     interrupt: Arc<AtomicBool>,
     /// The session's fork snapshots (`monitor snapshots`).
     pub(super) snapshots: Arc<std::sync::Mutex<super::checkpoints::SnapshotLog>>,
+    /// The thread whose registers gdb read last: the one it shows.
+    pub(super) selected: Option<usize>,
 }
 
 /// The executor went away: the replay is over.
@@ -91,6 +93,7 @@ impl ReplayTarget {
             threads: Vec::new(),
             goal: Goal::Continue,
             ended: false,
+            selected: None,
         }
     }
 
@@ -128,6 +131,24 @@ impl ReplayTarget {
 
     /// Sends the executor on to the next stop and waits for it (monitor commands), calling
     /// `tick` every second meanwhile.
+    /// After a monitor command moved the replay: when the thread gdb shows is not there
+    /// (it exited, or going back went to before it was created), gdb cannot read its
+    /// registers ("remote failure reply 'E79'"): says so, and which threads are.
+    pub(super) fn selected_gone(&self) -> Option<String> {
+        let t = self.selected?;
+        if self.ended || self.threads.iter().any(|i| i.id == t) {
+            return None;
+        }
+        let live: Vec<String> = (self.threads.iter())
+            .map(|i| format!("T{} (Thread 1.{})", i.id, i.id + 1))
+            .collect();
+        Some(format!(
+            "mcheck: T{t} (Thread 1.{}), the thread gdb shows, does not exist at this step: its registers cannot be read; `info threads` lists those that do ({}) and `thread N` selects one",
+            t + 1,
+            live.join(", ")
+        ))
+    }
+
     pub(super) fn run_to_next_stop(
         &mut self,
         goal: Goal,
@@ -256,6 +277,7 @@ impl Target for ReplayTarget {
 
 impl MultiThreadBase for ReplayTarget {
     fn read_registers(&mut self, regs: &mut Regs, tid: Tid) -> TargetResult<(), Self> {
+        self.selected = Some(tid.get() - 1);
         match self.ask(Request::Registers(tid.get() - 1)).map_err(gone)? {
             Reply::Registers(Some(r)) => {
                 *regs = *r;

@@ -48,13 +48,20 @@ pub enum DebugEvent {
         finding: Box<Finding>,
     },
     /// `thread` executed one instruction (gdb's stepi), or was refused it (`moved` false:
-    /// it is not the thread the schedule runs, or its instruction is one of mcheck's
-    /// scheduling points, which only `continue` may pass).
+    /// it is not the thread the schedule runs, or its instruction is one that only the
+    /// executor may execute: a system call, one of mcheck's hooks or scheduling points).
     Stepped {
         /// The thread asked to step.
         thread: ThreadId,
         /// Whether it executed an instruction.
         moved: bool,
+        /// Refused because only the executor may execute the instruction, but the thread
+        /// is the one it runs on from here: where the thread is back at an instruction of
+        /// its own once the executor performed that one as the replay does (see
+        /// [`Boundary`]). A debugger that lets the execution go on ([`Resume::Continue`])
+        /// with a breakpoint at these addresses stops the thread one instruction further,
+        /// as the user sees it. Empty when the step cannot be made at all.
+        over: Vec<Boundary>,
     },
     /// The debugger asked to stop (gdb's Ctrl-C): `thread`, the running one, is stopped at
     /// one of mcheck's breakpoints.
@@ -85,6 +92,17 @@ pub enum DebugEvent {
         /// How the process ended, when it did.
         exit: Option<String>,
     },
+}
+
+/// An instruction boundary a thread reaches: its address, and the thread's stack pointer
+/// there (which tells a return to this call apart from one of a recursive call, and the
+/// thread from another running the same code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Boundary {
+    /// The instruction's address.
+    pub addr: u64,
+    /// The stack pointer there.
+    pub sp: u64,
 }
 
 /// What the executor does after the debugger looked.
@@ -155,6 +173,9 @@ pub trait ProgramView {
     fn clear_watch(&mut self, w: Watch) -> bool;
     /// The run-time address of function `name` in the program's executable.
     fn program_function(&self, name: &str) -> Option<u64>;
+    /// Whether thread `t` is stopped at the start of a system call, which the executor
+    /// performs for it (at a scheduling decision, it waits in the call).
+    fn in_system_call(&self, t: ThreadId) -> bool;
     /// Scheduling decisions taken so far.
     fn steps(&self) -> u64;
     /// The auxiliary vector the kernel gave the program (`/proc/PID/auxv`).
@@ -198,12 +219,15 @@ impl DebugHook {
 
 impl Execution<'_> {
     /// Reports `ev` to the debugger, if there is one. A request to step a thread other
-    /// than `stepper` (the one stopped where it may execute an instruction) is refused with
-    /// a message and reported as a step that did not move.
+    /// than `stepper` (the one stopped where it may execute an instruction) is refused and
+    /// reported as a step that did not move: with the boundaries the thread reaches once
+    /// the executor performed its instruction when it is `runner` (the thread that runs
+    /// on from here), else with a message saying why.
     pub(super) fn debug_event_stepping(
         &mut self,
         mut ev: DebugEvent,
         stepper: Option<ThreadId>,
+        runner: Option<ThreadId>,
     ) -> Resume {
         let Some(mut hook) = self.worker.debug.take() else {
             return Resume::Continue;
@@ -217,10 +241,19 @@ impl Execution<'_> {
             };
             match hook.debugger.on_event(&mut view, &ev) {
                 Resume::Step(u) if Some(u) != stepper => {
-                    hook.debugger.say(self.why_not_stepping(u, &ev));
+                    let over = match ev {
+                        // Asked again after a refusal: nothing new to offer.
+                        DebugEvent::Stepped { moved: false, .. } => Vec::new(),
+                        _ if runner == Some(u) => self.boundaries_after(u),
+                        _ => Vec::new(),
+                    };
+                    if over.is_empty() {
+                        hook.debugger.say(self.why_not_stepping(u, &ev));
+                    }
                     ev = DebugEvent::Stepped {
                         thread: u,
                         moved: false,
+                        over,
                     };
                 }
                 r => break r,
@@ -237,9 +270,14 @@ impl Execution<'_> {
         resume
     }
 
-    /// Reports `ev` to the debugger, where no thread may step.
+    /// Reports `ev` to the debugger, where no thread may step (at a scheduling decision,
+    /// the chosen thread may be run over its operation).
     pub(super) fn debug_event(&mut self, ev: DebugEvent) -> Resume {
-        self.debug_event_stepping(ev, None)
+        let runner = match ev {
+            DebugEvent::Point { thread, .. } => Some(thread),
+            _ => None,
+        };
+        self.debug_event_stepping(ev, None, runner)
     }
 
     /// Why thread `u` cannot execute an instruction at `ev`.
@@ -313,6 +351,12 @@ impl Execution<'_> {
             return Ok(None);
         }
         self.p.threads[t].place = StopPlace::Breakpoint(addr);
+        if gdb_bp {
+            // A return mcheck waits for here is noted now: the debugger may step on from
+            // here, or take its breakpoint out.
+            let r = self.p.threads[t].regs;
+            self.take_return(t, addr, &r)?;
+        }
         let mut ev = if gdb_bp {
             DebugEvent::Breakpoint { thread: t, addr }
         } else {
@@ -320,7 +364,7 @@ impl Execution<'_> {
         };
         loop {
             let stepper = self.steppable(t).then_some(t);
-            match self.debug_event_stepping(ev, stepper) {
+            match self.debug_event_stepping(ev, stepper, Some(t)) {
                 Resume::Kill => return Ok(Some(Some(super::execution::RunResult::CutShort))),
                 Resume::Continue => break,
                 Resume::Step(_) => {
@@ -335,6 +379,7 @@ impl Execution<'_> {
                         None => DebugEvent::Stepped {
                             thread: t,
                             moved: true,
+                            over: Vec::new(),
                         },
                     };
                 }
@@ -397,7 +442,7 @@ impl Execution<'_> {
     ) -> anyhow::Result<Option<super::execution::RunResult>> {
         loop {
             let stepper = self.steppable(t).then_some(t);
-            match self.debug_event_stepping(ev, stepper) {
+            match self.debug_event_stepping(ev, stepper, Some(t)) {
                 Resume::Kill => return Ok(Some(super::execution::RunResult::CutShort)),
                 Resume::Continue => return Ok(None),
                 Resume::Step(_) => {
@@ -412,6 +457,7 @@ impl Execution<'_> {
                         None => DebugEvent::Stepped {
                             thread: t,
                             moved: true,
+                            over: Vec::new(),
                         },
                     };
                 }
@@ -419,11 +465,14 @@ impl Execution<'_> {
         }
     }
 
-    /// The instruction thread `t` (the running one, stopped for the debugger) is at.
+    /// The instruction thread `t` (the running one, stopped for the debugger) is at. Read
+    /// from the thread, not from the registers cached for it: a thread stopped for the
+    /// first time (a new thread before it ever ran) has none cached yet.
     fn debug_pc(&self, t: ThreadId) -> u64 {
-        match self.p.threads[t].place {
+        let th = &self.p.threads[t];
+        match th.place {
             StopPlace::Breakpoint(addr) => addr,
-            _ => self.p.threads[t].regs.rip,
+            _ => crate::tracee::regs::get(th.tid).map_or(th.regs.rip, |r| r.rip),
         }
     }
 
@@ -441,18 +490,85 @@ impl Execution<'_> {
             Some(_) => return false,
             None => {}
         }
-        let mut code = [0u8; 2];
-        code[0] = self
-            .p
-            .bps
-            .original_byte(pc)
-            .unwrap_or_else(|| self.p.mem.read_u8(pc).unwrap_or(0));
-        code[1] = self
-            .p
-            .bps
-            .original_byte(pc + 1)
-            .unwrap_or_else(|| self.p.mem.read_u8(pc + 1).unwrap_or(0));
-        code != [0x0f, 0x05]
+        !self.is_syscall_insn(pc)
+    }
+
+    /// Where `t`, stopped at an instruction only the executor may execute, is back at an
+    /// instruction of its own once the executor has performed that one as the replay does:
+    /// after a system call, the instruction that follows it; after a hooked function the
+    /// executor emulates, its return address (or, when the model lets the function run
+    /// natively, the instruction after its first); after any other breakpoint of mcheck's
+    /// (an atomic instruction, an allocator's entry...), the instruction the original one
+    /// leads to. Empty when that cannot be told (a branch under a breakpoint).
+    fn boundaries_after(&mut self, t: ThreadId) -> Vec<Boundary> {
+        let Ok(r) = crate::tracee::regs::get(self.p.threads[t].tid) else {
+            return Vec::new();
+        };
+        if self.p.threads[t].place == StopPlace::Syscall {
+            // At the call's seccomp stop: it returns past the instruction.
+            return vec![Boundary {
+                addr: r.rip,
+                sp: r.rsp,
+            }];
+        }
+        let pc = self.debug_pc(t);
+        match self.p.bp_kinds.get(&pc) {
+            Some(super::process::BreakpointKind::Hook(_)) => {
+                let mut to: Vec<Boundary> = (self.p.mem.read_u64(r.rsp).ok())
+                    .map(|ret| Boundary {
+                        addr: ret,
+                        sp: r.rsp + 8,
+                    })
+                    .into_iter()
+                    .collect();
+                to.extend(self.after_native(pc, r.rsp));
+                to
+            }
+            Some(super::process::BreakpointKind::Entry | super::process::BreakpointKind::Main) => {
+                Vec::new()
+            }
+            Some(_) => self.after_native(pc, r.rsp).into_iter().collect(),
+            None if self.is_syscall_insn(pc) => vec![Boundary {
+                addr: pc + 2,
+                sp: r.rsp,
+            }],
+            None => Vec::new(),
+        }
+    }
+
+    /// Where the program's own instruction under mcheck's breakpoint at `pc` leads when it
+    /// is executed with stack pointer `sp`: a call through a slot to the called function, a
+    /// jump to its target, any instruction that does not branch to the next one.
+    fn after_native(&self, pc: u64, sp: u64) -> Option<Boundary> {
+        if let Some((target, _)) = self.p.call_through_slot(pc) {
+            return Some(Boundary {
+                addr: target,
+                sp: sp - 8,
+            });
+        }
+        if let Some(target) = self.p.jump_target(pc) {
+            return Some(Boundary { addr: target, sp });
+        }
+        let mut code = [0u8; 16];
+        self.p.mem.read(pc, &mut code).ok()?;
+        for (i, b) in code.iter_mut().enumerate() {
+            if let Some(orig) = self.p.bps.original_byte(pc + i as u64) {
+                *b = orig;
+            }
+        }
+        let insn = super::process::decode_at(&code, pc);
+        (insn.flow_control() == iced_x86::FlowControl::Next).then_some(Boundary {
+            addr: insn.next_ip(),
+            sp,
+        })
+    }
+
+    /// Whether the program's own bytes at `pc` are a `syscall` instruction.
+    fn is_syscall_insn(&self, pc: u64) -> bool {
+        let byte = |a: u64| {
+            (self.p.bps.original_byte(a)).unwrap_or_else(|| self.p.mem.read_u8(a).unwrap_or(0))
+        };
+        [byte(pc), byte(pc + 1)] == [0x0f, 0x05]
     }
 
     /// Whether the access of site `id` at `pc`, which `t` is about to make, is one of the
@@ -486,6 +602,19 @@ impl Execution<'_> {
         self.drain_log(t);
         let r = crate::tracee::regs::get(tid)?;
         self.p.threads[t].regs = r;
+        if self.returns.contains_key(&pc) {
+            // A return mcheck waits for: noted as running on would, before stepping on.
+            let mut at = r;
+            at.rip = pc;
+            let debugger_bp =
+                (self.worker.debug.as_ref()).is_some_and(|h| h.breakpoints.contains(&pc));
+            if self.take_return(t, pc, &at)? == Some(true)
+                && !self.p.bp_kinds.contains_key(&pc)
+                && !debugger_bp
+            {
+                self.p.remove_breakpoint(pc)?;
+            }
+        }
         if let Some(super::process::BreakpointKind::Access(id)) = self.p.bp_kinds.get(&pc).cloned()
         {
             if let Some(site) = self.p.patching.sites.get(id as usize).copied() {
@@ -712,7 +841,11 @@ impl ProgramView for View<'_, '_> {
     }
 
     fn clear_breakpoint(&mut self, addr: u64) -> bool {
-        if !self.bps.remove(&addr) || self.exec.p.bp_kinds.contains_key(&addr) {
+        // mcheck's own, or a return it waits for, keep theirs.
+        if !self.bps.remove(&addr)
+            || self.exec.p.bp_kinds.contains_key(&addr)
+            || self.exec.returns.contains_key(&addr)
+        {
             return true;
         }
         self.exec.p.remove_breakpoint(addr).is_ok()
@@ -748,6 +881,10 @@ impl ProgramView for View<'_, '_> {
         let elf = ElfFile::load(&m.path).ok()?;
         let a = elf.function_addresses(name).into_iter().next()?;
         Some(a + m.bias)
+    }
+
+    fn in_system_call(&self, t: ThreadId) -> bool {
+        (self.exec.p.threads.get(t)).is_some_and(|th| !th.gone && th.place == StopPlace::Syscall)
     }
 
     fn steps(&self) -> u64 {

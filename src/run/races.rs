@@ -126,10 +126,10 @@ impl Execution<'_> {
         addr: u64,
         r: &Regs,
     ) -> Result<Option<Option<RunResult>>> {
-        let Some(list) = self.returns.get_mut(&addr) else {
+        let Some(list) = self.returns.get(&addr) else {
             return Ok(None);
         };
-        let Some(i) = list.iter().position(|p| p.thread == t && p.rsp == r.rsp) else {
+        if !list.iter().any(|p| p.thread == t && p.rsp == r.rsp) {
             if self.p.bp_kinds.contains_key(&addr) {
                 return Ok(None);
             }
@@ -137,12 +137,7 @@ impl Execution<'_> {
             self.p.threads[t].place = StopPlace::Breakpoint(addr);
             return Ok(Some(self.step_and_resume(t)?));
         };
-        let pending = list.remove(i);
-        let empty = list.is_empty();
-        if empty {
-            self.returns.remove(&addr);
-        }
-        self.returned(t, pending.action, r)?;
+        let empty = self.take_return(t, addr, r)? == Some(true);
         if self.p.bp_kinds.contains_key(&addr) {
             return Ok(None);
         }
@@ -158,6 +153,25 @@ impl Execution<'_> {
             self.p.threads[t].place = StopPlace::Breakpoint(addr);
             Ok(Some(self.step_and_resume(t)?))
         }
+    }
+
+    /// When `t` (registers `r`) is at a return breakpoint at `addr` meant for it, performs
+    /// the return's action and forgets it; the breakpoint stays. None when there was none;
+    /// else whether no other return waits at `addr`.
+    pub(super) fn take_return(&mut self, t: ThreadId, addr: u64, r: &Regs) -> Result<Option<bool>> {
+        let Some(list) = self.returns.get_mut(&addr) else {
+            return Ok(None);
+        };
+        let Some(i) = list.iter().position(|p| p.thread == t && p.rsp == r.rsp) else {
+            return Ok(None);
+        };
+        let pending = list.remove(i);
+        let empty = list.is_empty();
+        if empty {
+            self.returns.remove(&addr);
+        }
+        self.returned(t, pending.action, r)?;
+        Ok(Some(empty))
     }
 
     fn returned(&mut self, t: ThreadId, action: ReturnAction, r: &Regs) -> Result<()> {

@@ -60,22 +60,74 @@ pub struct Claims(Arc<Mutex<HashSet<u64>>>);
 impl Claims {
     /// Claims `prefix`; false when someone did before (it is or will be explored).
     pub fn claim(&self, prefix: &[ThreadId]) -> bool {
-        let mut h = DefaultHasher::new();
+        let mut h = PathHash::default();
         for &t in prefix {
-            h.write_usize(t);
+            h.push(t);
         }
-        self.0.lock().expect("claims lock").insert(h.finish())
+        self.claim_hashed(&h)
+    }
+
+    /// Claims the prefix hashed in `path` (as [`Self::claim`] does).
+    pub fn claim_hashed(&self, path: &PathHash) -> bool {
+        self.0.lock().expect("claims lock").insert(path.key())
     }
 
     /// Claims every prefix of `path` (the path a worker is exploring when it gives work
     /// away: nobody else needs to explore it).
     pub fn claim_path(&self, path: &[ThreadId]) {
-        let mut h = DefaultHasher::new();
+        let mut h = PathHash::default();
         let mut set = self.0.lock().expect("claims lock");
         for &t in path {
-            h.write_usize(t);
-            set.insert(h.clone().finish());
+            h.push(t);
+            set.insert(h.key());
         }
+    }
+}
+
+/// A path of choices hashed one choice at a time, so that the paths through a node cost
+/// one step each: the 64-bit key [`Claims`] keeps, and a 128-bit one for a search's own
+/// sets (a collision, about n²/2¹²⁸ for n paths, would skip one subtree).
+#[derive(Debug, Clone)]
+pub struct PathHash {
+    /// SipHash of the choices: the claims' key.
+    key: DefaultHasher,
+    /// The same with a salt first: the other half of the 128-bit key.
+    salted: DefaultHasher,
+}
+
+impl Default for PathHash {
+    fn default() -> PathHash {
+        let mut salted = DefaultHasher::new();
+        salted.write_u64(0x7f4a_7c15);
+        PathHash {
+            key: DefaultHasher::new(),
+            salted,
+        }
+    }
+}
+
+impl PathHash {
+    /// Appends a choice.
+    pub fn push(&mut self, t: ThreadId) {
+        self.key.write_usize(t);
+        self.salted.write_usize(t);
+    }
+
+    /// The path with `t` appended.
+    pub fn with(&self, t: ThreadId) -> PathHash {
+        let mut h = self.clone();
+        h.push(t);
+        h
+    }
+
+    /// The 64-bit key of the path.
+    pub fn key(&self) -> u64 {
+        self.key.finish()
+    }
+
+    /// The 128-bit key of the path.
+    pub fn wide_key(&self) -> u128 {
+        (self.key.finish() as u128) << 64 | self.salted.finish() as u128
     }
 }
 
@@ -481,6 +533,28 @@ mod tests {
         assert_eq!(all.len(), 90);
         let p: Vec<usize> = all.iter().map(|s| preemptions(s, &prog.steps)).collect();
         assert!(p.windows(2).all(|w| w[0] <= w[1]), "{p:?}");
+    }
+
+    #[test]
+    fn a_path_hashed_a_choice_at_a_time_is_claimed_as_the_whole_path() {
+        let claims = Claims::default();
+        let mut h = PathHash::default();
+        for t in [0, 2, 1, 1] {
+            h.push(t);
+        }
+        assert!(claims.claim_hashed(&h));
+        assert!(
+            !claims.claim(&[0, 2, 1, 1]),
+            "the same key as the whole path's"
+        );
+        assert!(claims.claim(&[0, 2, 1]));
+        let other = PathHash::default().with(0).with(2).with(1);
+        assert!(!claims.claim_hashed(&other));
+        assert_ne!(other.wide_key(), h.wide_key());
+        // claim_path claims every prefix of the path, with the same keys.
+        claims.claim_path(&[3, 4]);
+        assert!(!claims.claim_hashed(&PathHash::default().with(3)));
+        assert!(!claims.claim_hashed(&PathHash::default().with(3).with(4)));
     }
 
     #[test]

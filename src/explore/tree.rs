@@ -25,7 +25,7 @@ use std::collections::{HashSet, VecDeque};
 
 use super::bounded::{HeldIndex, Steps};
 use super::dpor::{self, PorNode, Reversal, Step};
-use super::pool::Claims;
+use super::pool::{Claims, PathHash};
 use super::prefix::{PendingBranches, Prefix};
 use super::shard::{ShardRange, TreeShard};
 use super::state_cache::{counter_of, SharedStateTable, Visit};
@@ -68,6 +68,9 @@ struct Held {
     step: Option<Footprint>,
     /// The alternatives held back.
     threads: Vec<ThreadId>,
+    /// The hash of the path to the node (its choices before it), so that releasing an
+    /// alternative costs one step, not the path's length.
+    path: PathHash,
 }
 
 /// What a node without reduction data reads as.
@@ -191,6 +194,8 @@ pub struct TreeSearch {
     /// Bounded partial-order reduction: hashes of the prefixes whose last choice was held
     /// back and then released, so that a node of a later work item's prefix asks for it once.
     released: HashSet<u128>,
+    /// Bounded partial-order reduction: the hash of the current path's first `.0` choices.
+    path_so_far: (usize, PathHash),
     /// Some thread was blocked at the current execution's latest point.
     blocked_at_last: bool,
 }
@@ -359,6 +364,7 @@ impl TreeSearch {
             steps_seen: Steps::default(),
             held_index: HeldIndex::default(),
             released: HashSet::new(),
+            path_so_far: (0, PathHash::default()),
             blocked_at_last: false,
         }
     }
@@ -601,6 +607,21 @@ impl TreeSearch {
             && !(point.blocked.iter()).any(|(_, f)| timed(f))
     }
 
+    /// The hash of the current path's first `k` choices: kept as the execution goes, made
+    /// anew when it began at a later step (from a snapshot).
+    fn path_to(&self, k: usize) -> PathHash {
+        match &self.path_so_far {
+            (depth, h) if *depth == k => h.clone(),
+            _ => {
+                let mut h = PathHash::default();
+                for n in &self.stack[..k] {
+                    h.push(n.chosen);
+                }
+                h
+            }
+        }
+    }
+
     /// Point `point` of the current execution: finishes the step before it, and releases
     /// the alternatives held back at the nodes above whose step a step since, or a pending
     /// operation here, of another thread depends on.
@@ -702,13 +723,12 @@ impl TreeSearch {
             return;
         };
         let cost = self.stack[i].preemptions_before + 1;
-        let mut path: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
         for u in h.threads {
-            path.push(u);
+            let path = h.path.with(u);
             // Once each (whoever explores it, in a parallel search).
             let fresh = match &self.claims {
-                Some(c) => c.claim(&path),
-                None => self.released.insert(path_hash(&path)),
+                Some(c) => c.claim_hashed(&path),
+                None => self.released.insert(path.wide_key()),
             };
             let beyond = !self.within_bound(cost);
             if self.max_bound.is_some_and(|m| cost > m) {
@@ -722,14 +742,17 @@ impl TreeSearch {
                     self.stack[i].todo.push(u);
                 }
             } else if fresh {
-                let prefix = Prefix::from_vec(&path);
+                // A node of the work item's prefix: asked for as a prefix (once per
+                // work item and alternative, so the path's cost is paid rarely).
+                let mut choices: Vec<ThreadId> = self.stack[..i].iter().map(|n| n.chosen).collect();
+                choices.push(u);
+                let prefix = Prefix::from_vec(&choices);
                 if beyond {
                     self.deferred.push_back(prefix);
                 } else {
                     self.queue.push_back(prefix);
                 }
             }
-            path.pop();
         }
     }
 }
@@ -737,18 +760,6 @@ impl TreeSearch {
 /// Whether a pending operation waits with a deadline (it touches virtual time).
 fn timed(f: &Footprint) -> bool {
     f.touches.iter().any(|t| t.object.kind == ObjectKind::Time)
-}
-
-/// A 128-bit hash of a path of choices.
-fn path_hash(path: &[ThreadId]) -> u128 {
-    use std::hash::{Hash, Hasher};
-    let half = |salt: u64| {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        salt.hash(&mut h);
-        path.hash(&mut h);
-        h.finish()
-    };
-    (half(0x9e37_79b9) as u128) << 64 | half(0x7f4a_7c15) as u128
 }
 
 /// Partial-order reduction's part of the tree search.
@@ -1196,6 +1207,7 @@ impl TreeSearch {
                         threads: (point.enabled.iter().copied())
                             .filter(|&u| u != chosen)
                             .collect(),
+                        path: self.path_to(k),
                     })
                 });
                 self.stack.push(Node {
@@ -1233,6 +1245,7 @@ impl TreeSearch {
                 thread: default,
                 step: None,
                 threads: Vec::new(),
+                path: self.path_to(k),
             })
         });
         for &u in point.enabled {
@@ -1332,6 +1345,7 @@ impl Scheduler for TreeSearch {
         self.left_share = false;
         self.segment = Footprint::default();
         self.held_index.clear();
+        self.path_so_far = (0, PathHash::default());
         if self.exhausted {
             return None;
         }
@@ -1357,6 +1371,10 @@ impl Scheduler for TreeSearch {
                 _ => Footprint::everything(),
             };
             self.steps_seen.chose(chosen, footprint);
+            let k = point.step;
+            let mut path = self.path_to(k);
+            path.push(chosen);
+            self.path_so_far = (k + 1, path);
         }
         Ok(chosen)
     }

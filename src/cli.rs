@@ -173,7 +173,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "N")]
     pub max_executions: Option<u64>,
     /// Run shard I of N (1-based) of a search split among N machines (docs/audits.md):
-    /// dfs (with --no-por) and icb explore disjoint subtrees, each shard capped by the whole
+    /// dfs and icb (with --no-por) explore disjoint subtrees, each shard capped by the whole
     /// --max-executions; random and pct run the shard's range of the executions (and so of
     /// the seeds) of --max-executions; the portfolio does both. Together the shards run the
     /// unsharded search's executions, none twice.
@@ -225,8 +225,9 @@ pub struct CheckArgs {
     /// steps (dynamic partial-order reduction), and icb, alone or in the portfolio, holds
     /// back the preemptions that no execution shows to matter (bounded partial-order
     /// reduction): every execution with ≤ C preemptions is still covered, up to the order
-    /// of independent steps. Reduction needs race tracing, so --no-races turns it off too,
-    /// and a split search (--shard) explores icb unreduced.
+    /// of independent steps. Reduction needs race tracing, so --no-races turns it off too;
+    /// a split search (--shard) needs --no-por with dfs and icb, and runs the portfolio's
+    /// trees unreduced.
     #[arg(long)]
     pub no_por: bool,
     /// Bounded partial-order reduction of icb: the default now (kept so that scripts

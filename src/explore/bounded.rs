@@ -368,6 +368,13 @@ mod tests {
         (rng.random_range(0..threads), f)
     }
 
+    /// Fewer than `most` random steps (at least one) of `threads` threads.
+    fn random_steps(rng: &mut impl Rng, threads: usize, most: usize) -> Vec<(ThreadId, Footprint)> {
+        (0..rng.random_range(1..most))
+            .map(|_| random_step(rng, threads))
+            .collect()
+    }
+
     /// Clocks by the definition: each step joins every earlier step of its thread or
     /// dependent with it.
     fn pairwise_clocks(steps: &[(ThreadId, Footprint)]) -> Vec<Vec<u32>> {
@@ -396,9 +403,7 @@ mod tests {
         let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(3);
         for _ in 0..300 {
             let threads = rng.random_range(1..5);
-            let steps: Vec<_> = (0..rng.random_range(1..30))
-                .map(|_| random_step(&mut rng, threads))
-                .collect();
+            let steps = random_steps(&mut rng, threads, 30);
             let mut s = Steps::default();
             for (k, (t, f)) in steps.iter().enumerate() {
                 s.at_point(k, (0..threads).collect());
@@ -429,9 +434,7 @@ mod tests {
         let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(9);
         for _ in 0..300 {
             let threads = rng.random_range(2..5);
-            let steps: Vec<_> = (0..rng.random_range(1..40))
-                .map(|_| random_step(&mut rng, threads))
-                .collect();
+            let steps = random_steps(&mut rng, threads, 40);
             let clocks = pairwise_clocks(&steps);
             // Each step's node is held back with probability 1/2.
             let held: Vec<bool> = steps.iter().map(|_| rng.random()).collect();

@@ -664,55 +664,39 @@ impl TreeSearch {
     /// those of a thread whose steps since do not come after node i's step (its clock shows
     /// which), as only such a step or operation could have come before it.
     fn release_dependent(&mut self, last: usize, pending: &[(ThreadId, Footprint)]) {
-        let Some((thread, footprint)) = self.steps_seen.step(last).cloned() else {
+        let TreeSearch {
+            stack,
+            steps_seen: steps,
+            held_index: index,
+            ..
+        } = self;
+        let Some((thread, footprint)) = steps.step(last) else {
             return;
         };
-        if let Some(h) = self.stack.get_mut(last).and_then(|n| n.held.as_mut()) {
-            h.step.get_or_insert(footprint.clone());
+        if let Some(h) = stack.get_mut(last).and_then(|n| n.held.as_mut()) {
+            h.step.get_or_insert_with(|| footprint.clone());
         }
-        if self.held_index.upto != last {
+        if index.upto != last {
             // Not the next step (the execution began from a snapshot, or at an earlier
             // point than the last): index anew the nodes held back before it.
-            self.held_index.clear();
-            for i in 0..last.min(self.stack.len()) {
-                self.offer_held(i);
+            index.clear();
+            for i in 0..last.min(stack.len()) {
+                offer_held(index, stack, steps, i);
             }
         }
-        self.offer_held(last);
-        self.held_index.upto = last + 1;
+        offer_held(index, stack, steps, last);
+        index.upto = last + 1;
         let mut released = Vec::new();
-        let steps = &self.steps_seen;
-        let seen = steps.seen_by(thread, Some(last));
-        self.held_index
-            .release(thread, &footprint, seen, &mut released);
+        let seen = steps.seen_by(*thread, Some(last));
+        index.release(*thread, footprint, seen, &mut released);
         for (u, f) in pending {
-            let seen = steps.seen_by(*u, None);
-            self.held_index.release(*u, f, seen, &mut released);
+            index.release(*u, f, steps.seen_by(*u, None), &mut released);
         }
         released.sort_unstable();
         released.dedup();
         for i in released {
             self.release(i);
         }
-    }
-
-    /// Adds node `i` to the index of held-back nodes when it holds alternatives back and
-    /// its step (still the one held back for) has finished.
-    fn offer_held(&mut self, i: usize) {
-        let Some(node) = self.stack.get(i) else {
-            return;
-        };
-        let Some(h) = node.held.as_ref() else {
-            return;
-        };
-        let Some(step) = h.step.as_ref() else {
-            return;
-        };
-        if node.chosen != h.thread || i >= self.steps_seen.len() {
-            return;
-        }
-        let nth = self.steps_seen.clock(i)[h.thread];
-        self.held_index.add(i, h.thread, nth, step);
     }
 
     /// Releases the alternatives held back at node `i`: as its alternatives within the
@@ -755,6 +739,24 @@ impl TreeSearch {
             }
         }
     }
+}
+
+/// Adds node `i` of `stack` to `index` when it holds alternatives back and its step (still
+/// the one held back for) has finished.
+fn offer_held(index: &mut HeldIndex, stack: &[Node], steps: &Steps, i: usize) {
+    let Some(node) = stack.get(i) else {
+        return;
+    };
+    let Some(h) = node.held.as_ref() else {
+        return;
+    };
+    let Some(step) = h.step.as_ref() else {
+        return;
+    };
+    if node.chosen != h.thread || i >= steps.len() {
+        return;
+    }
+    index.add(i, h.thread, steps.clock(i)[h.thread], step);
 }
 
 /// Whether a pending operation waits with a deadline (it touches virtual time).

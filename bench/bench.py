@@ -740,7 +740,7 @@ BPOR_FIXTURES = [
     ("bench_lock_turns", [8000], 0, 10),
 ]
 # (column, extra options): icb unreduced, icb with bounded partial-order reduction.
-BPOR_MODES = [("unreduced", ["--no-por"]), ("reduced", [])]
+BPOR_MODES = [("unreduced", ["--no-por"], {}), ("reduced", [], {})]
 
 
 def measure_bpor(mc, opts):
@@ -749,27 +749,35 @@ def measure_bpor(mc, opts):
     wall clock."""
     rows = []
     for n, a, bound, cap in BPOR_FIXTURES:
-        if not os.access(fixture(n), os.X_OK):
-            raise HarnessError("%s is missing: run `make fixtures`" % fixture(n))
         row = {"fixture": label_of(n, a), "bound": bound, "cap": cap}
-        runs = {key: ([], [], []) for key, _ in BPOR_MODES}
-        for _ in range(opts.jobs_reps):
-            for key, extra in BPOR_MODES:
-                wall, rc, r = mc.check(["--strategy", "icb", "--preemption-bound", str(bound),
-                                        "--jobs", "1", "--quiet-program",
-                                        "--max-executions", str(cap)] + extra,
-                                       fixture(n), a, timeout=900)
-                if rc != 0 or r is None or r.get("findings"):
-                    raise HarnessError("icb %s on %s: exit %d" % (key, label_of(n, a), rc))
-                walls, execs, complete = runs[key]
-                walls.append(wall)
-                execs.append(r["executions"])
-                complete.append(r.get("complete"))
-        for key, (walls, execs, complete) in runs.items():
-            row[key] = {"executions": sorted(set(execs)), "complete": all(complete),
-                        "median_wall_s": median(walls)}
+        row.update(run_modes(mc, opts, "icb", ["--strategy", "icb", "--preemption-bound",
+                                                str(bound), "--max-executions", str(cap)],
+                             BPOR_MODES, n, a, 900))
         rows.append(row)
     return rows
+
+
+def run_modes(mc, opts, what, options, modes, n, a, timeout):
+    """The search `options` (--jobs 1, no finding allowed) on fixture n with args a, in each
+    of `modes` ((key, extra options, environment)), jobs_reps times, the modes alternating
+    within a repetition so that noise hits them alike; returns per mode the executions seen,
+    whether every run completed, and the median wall clock."""
+    if not os.access(fixture(n), os.X_OK):
+        raise HarnessError("%s is missing: run `make fixtures`" % fixture(n))
+    runs = {key: ([], [], []) for key, _, _ in modes}
+    for _ in range(opts.jobs_reps):
+        for key, extra, env in modes:
+            wall, rc, r = mc.check(options + ["--jobs", "1", "--quiet-program"] + extra,
+                                   fixture(n), a, timeout=timeout, env=env)
+            if rc != 0 or r is None or r.get("findings"):
+                raise HarnessError("%s %s on %s: exit %d" % (what, key, label_of(n, a), rc))
+            walls, execs, complete = runs[key]
+            walls.append(wall)
+            execs.append(r["executions"])
+            complete.append(r.get("complete"))
+    return {key: {"executions": sorted(set(execs)), "complete": all(complete),
+                  "median_wall_s": median(walls)}
+            for key, (walls, execs, complete) in runs.items()}
 
 
 def print_bpor(rows, opts):
@@ -845,26 +853,13 @@ def print_refine(rows, opts):
 
 def measure_por(mc, opts):
     """Exhaustive dfs of each POR fixture without reduction, with source sets alone and with
-    wakeup trees (POR_MODES), --jobs 1, jobs_reps runs each; returns rows of executions,
-    completeness and median wall clock."""
+    wakeup trees (POR_MODES), --jobs 1, jobs_reps runs each (alternating); returns rows of
+    executions, completeness and median wall clock."""
     rows = []
     for n, a, traces in POR_FIXTURES:
-        if not os.access(fixture(n), os.X_OK):
-            raise HarnessError("%s is missing: run `make fixtures`" % fixture(n))
         row = {"fixture": label_of(n, a), "traces": traces}
-        for key, extra, env in POR_MODES:
-            walls, execs, complete = [], [], []
-            for _ in range(opts.jobs_reps):
-                wall, rc, r = mc.check(["--strategy", "dfs", "--jobs", "1", "--quiet-program",
-                                        "--max-executions", str(POR_CAP)] + extra,
-                                       fixture(n), a, timeout=600, env=env)
-                if rc != 0 or r is None or r.get("findings"):
-                    raise HarnessError("dfs %s on %s: exit %d" % (key, label_of(n, a), rc))
-                walls.append(wall)
-                execs.append(r["executions"])
-                complete.append(r.get("complete"))
-            row[key] = {"executions": sorted(set(execs)), "complete": all(complete),
-                        "median_wall_s": median(walls)}
+        row.update(run_modes(mc, opts, "dfs", ["--strategy", "dfs", "--max-executions",
+                                                str(POR_CAP)], POR_MODES, n, a, 600))
         rows.append(row)
     return rows
 

@@ -35,3 +35,10 @@ python3 bench/gdb_replay.py
 # The detector alone: built here since `cargo build --release` does not build examples.
 "${CARGO:-cargo}" run --quiet --release --example detector_bench
 python3 bench/real_programs.py
+# The reduction oracle at larger sizes (docs/architecture.md, "The reduction oracle"): every
+# reduced search against unreduced dfs, and bounded POR bound by bound, on random programs.
+echo "== reduction oracle (minutes) =="
+"${CARGO:-cargo}" test --quiet --release --lib explore::oracle::whole_oracle_large -- --ignored --nocapture 2>&1 \
+    | grep -E '^seed 14 size 4|test result'
+MCHECK_ORACLE_PROGRAMS=exits "${CARGO:-cargo}" test --quiet --release --lib explore::oracle::bounded_por_oracle_large -- --ignored --nocapture 2>&1 \
+    | grep -E '^total|test result'

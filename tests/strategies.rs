@@ -490,3 +490,34 @@ fn a_livelock_is_reported_with_the_cycle_it_repeats() {
         "every step is located in the program: {f}"
     );
 }
+
+/// A process that ends under threads still running (main returns without joining) is no
+/// proof that they cannot fail: every systematic strategy, reduced or not, alone or in the
+/// portfolio, reaches the assertion that needs main preempted before its exit, and none
+/// claims exhaustion before it has. (Bounded POR claimed it after 1 execution.)
+#[test]
+fn no_strategy_claims_exhaustion_while_an_assertion_is_reachable() {
+    for program in ["unjoined_account", "unjoined_token_ring"] {
+        for options in [
+            &["--strategy", "dfs"][..],
+            &["--strategy", "dfs", "--no-por"],
+            &["--strategy", "dfs", "--state-cache"],
+            &["--strategy", "icb"],
+            &["--strategy", "icb", "--no-por"],
+            &["--strategy", "icb", "--preemption-bound", "1"],
+            &[],
+        ] {
+            let mut o = vec!["--jobs", "1", "--keep-going", "--max-executions", "3000"];
+            o.extend_from_slice(options);
+            let json = report(&o, program, 1);
+            let kinds: Vec<&str> = (json["findings"].as_array().unwrap().iter())
+                .map(|f| f["kind"].as_str().unwrap())
+                .collect();
+            assert!(
+                kinds.contains(&"assertion"),
+                "{program} {options:?}: {}",
+                json["coverage"]["statement"]
+            );
+        }
+    }
+}

@@ -214,6 +214,8 @@ pub trait Scheduler: Send {
 }
 
 #[cfg(test)]
+mod oracle;
+#[cfg(test)]
 pub(crate) mod testing;
 
 #[cfg(test)]

@@ -246,6 +246,19 @@ pub enum SynOp {
     Unlock(u64),
     /// Touches nothing shared.
     Local,
+    /// Reads and changes memory word `n` in one atomic step (a fetch-and-add).
+    Fetch(u64),
+    /// Creates thread `n`, which is not present before (a thread no operation creates is
+    /// present from the start).
+    Spawn(ThreadId),
+    /// Waits until thread `n` has performed all its operations.
+    Join(ThreadId),
+    /// The program's assertion: reads memory word `n` and fails, ending the process, when
+    /// it holds `v`.
+    Assert(u64, u64),
+    /// Ends the process under every other thread (`exit`, or a return from `main` with
+    /// threads still running).
+    Exit,
 }
 
 impl Program {
@@ -286,6 +299,80 @@ impl Program {
     }
 }
 
+impl Program {
+    /// A random program of 2 to 4 threads for the reduction oracle: thread 0 (main)
+    /// creates the others between its own operations, may join some of them, and then
+    /// usually returns, ending the process under the threads still running; every thread
+    /// runs 1 to `size` groups of a read, a write, an atomic increment, a write under one
+    /// of two locks, the two locks nested, or an assertion on a word's value (one that
+    /// another thread writes, or the initial 0); a thread other than main now and then
+    /// ends the process itself.
+    pub fn random_with_exits(rng: &mut impl rand::Rng, size: usize) -> Program {
+        let n = rng.random_range(2..=4);
+        let mut threads: Vec<Vec<SynOp>> = (0..n)
+            .map(|_| {
+                let mut ops = Vec::new();
+                for _ in 0..rng.random_range(1..=size.max(1)) {
+                    let obj = rng.random_range(0..3);
+                    match rng.random_range(0..6) {
+                        0 => ops.push(SynOp::Read(obj)),
+                        1 => ops.push(SynOp::Fetch(obj)),
+                        2 => {
+                            let m = 10 + rng.random_range(0..2);
+                            ops.extend([SynOp::Lock(m), SynOp::Write(obj), SynOp::Unlock(m)]);
+                        }
+                        3 => ops.extend([
+                            SynOp::Lock(10),
+                            SynOp::Lock(11),
+                            SynOp::Unlock(11),
+                            SynOp::Unlock(10),
+                        ]),
+                        4 => ops.push(SynOp::Assert(obj, u64::MAX)),
+                        _ => ops.push(SynOp::Write(obj)),
+                    }
+                }
+                ops
+            })
+            .collect();
+        for t in 1..n {
+            let at = rng.random_range(0..=threads[0].len());
+            threads[0].insert(at, SynOp::Spawn(t));
+            if rng.random_bool(0.1) {
+                threads[t].push(SynOp::Exit);
+            }
+        }
+        for t in 1..n {
+            if rng.random_bool(0.4) {
+                threads[0].push(SynOp::Join(t));
+            }
+        }
+        if rng.random_bool(0.75) {
+            threads[0].push(SynOp::Exit);
+        }
+        // Each assertion fails on a value another thread writes to its word, if any.
+        for t in 0..n {
+            for i in 0..threads[t].len() {
+                if let SynOp::Assert(obj, _) = threads[t][i] {
+                    let written: Vec<u64> = (0..n)
+                        .filter(|&u| u != t)
+                        .flat_map(|u| {
+                            (threads[u].iter().enumerate())
+                                .filter(move |(_, op)| **op == SynOp::Write(obj))
+                                .map(move |(j, _)| (u * 100 + j + 1) as u64)
+                        })
+                        .collect();
+                    let v = match written.len() {
+                        0 => 0,
+                        k => written[rng.random_range(0..k)],
+                    };
+                    threads[t][i] = SynOp::Assert(obj, v);
+                }
+            }
+        }
+        Program { threads }
+    }
+}
+
 impl SynOp {
     fn footprint(self) -> Footprint {
         let mut f = Footprint::default();
@@ -294,7 +381,11 @@ impl SynOp {
             SynOp::Read(n) => f.touch_word(n * 8, false),
             SynOp::Lock(n) => f.touch_as(ObjectKind::Mutex, n, true, Role::Acquire),
             SynOp::Unlock(n) => f.touch_as(ObjectKind::Mutex, n, true, Role::Release),
-            SynOp::Local => {}
+            SynOp::Fetch(n) => f.touch_word(n * 8, true),
+            SynOp::Assert(n, _) => f.touch_word(n * 8, false),
+            SynOp::Join(u) => f.touch_as(ObjectKind::Thread, u as u64, true, Role::Acquire),
+            SynOp::Exit => f.global = true,
+            SynOp::Local | SynOp::Spawn(_) => {}
         }
         f
     }
@@ -336,49 +427,102 @@ pub fn hash_of(state: &impl std::hash::Hash) -> u64 {
 /// then how many operations each thread performed (a deadlock leaves some undone).
 pub type Trace = (Vec<((ThreadId, usize), (ThreadId, usize))>, Vec<usize>);
 
+/// How a [`Program`] execution failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Failure {
+    /// Thread `.0`'s operation `.1`, an assertion, failed.
+    Assertion(ThreadId, usize),
+    /// No thread could go on while some had operations left.
+    Deadlock,
+}
+
+/// One execution of a [`Program`] under a strategy.
+#[derive(Debug)]
+pub struct Run {
+    /// The chosen threads.
+    pub schedule: Vec<ThreadId>,
+    /// Its Mazurkiewicz trace.
+    pub trace: Trace,
+    /// The final state, unless the strategy pruned the execution at a visited state.
+    pub outcome: Option<Outcome>,
+    /// How it failed, unless it ended normally or was pruned.
+    pub failure: Option<Failure>,
+    /// Its preemptions: switches away from a thread that could have gone on.
+    pub preemptions: usize,
+}
+
 impl Program {
+    /// The threads some operation creates (the others are present from the start).
+    fn spawned(&self) -> Vec<bool> {
+        let mut spawned = vec![false; self.threads.len()];
+        for op in self.threads.iter().flatten() {
+            if let SynOp::Spawn(u) = *op {
+                spawned[u] = true;
+            }
+        }
+        spawned
+    }
+
     fn enabled(&self, next: &[usize], held: &HashMap<u64, ThreadId>, t: ThreadId) -> bool {
         match self.threads[t].get(next[t]) {
             None => false,
             Some(SynOp::Lock(m)) => !held.contains_key(m),
+            Some(&SynOp::Join(u)) => next[u] == self.threads[u].len(),
             Some(_) => true,
         }
     }
 
     /// Runs one execution under `s`; returns the chosen threads and the execution's trace.
     pub fn run_once(&self, s: &mut dyn Scheduler) -> (Vec<ThreadId>, Trace) {
-        let (schedule, trace, _) = self.run_observed(s);
-        (schedule, trace)
+        let run = self.run(s);
+        (run.schedule, run.trace)
     }
 
     /// Runs one execution under `s`, showing it the hash of the program state (positions,
     /// held locks, memory, what each thread read) wherever it asks; returns the chosen
     /// threads, the trace, and the final state unless the strategy pruned the execution.
     pub fn run_observed(&self, s: &mut dyn Scheduler) -> (Vec<ThreadId>, Trace, Option<Outcome>) {
-        let mut next = vec![0; self.threads.len()];
+        let run = self.run(s);
+        (run.schedule, run.trace, run.outcome)
+    }
+
+    /// Runs one execution under `s`, showing it the hash of the program state wherever it
+    /// asks. The execution ends when no thread can go on, at an `Exit`, or at a failed
+    /// assertion.
+    pub fn run(&self, s: &mut dyn Scheduler) -> Run {
+        let n = self.threads.len();
+        let mut present: Vec<bool> = self.spawned().iter().map(|c| !c).collect();
+        let mut next = vec![0; n];
         let mut held: HashMap<u64, ThreadId> = HashMap::new();
         let mut memory: std::collections::BTreeMap<u64, u64> = Default::default();
-        let mut reads: Vec<Vec<u64>> = vec![Vec::new(); self.threads.len()];
+        let mut reads: Vec<Vec<u64>> = vec![Vec::new(); n];
         let mut current = None;
         let mut schedule = Vec::new();
         let mut events: Vec<(ThreadId, usize)> = Vec::new();
-        let mut pruned = false;
+        let (mut pruned, mut ended, mut failure) = (false, false, None);
+        let mut preemptions = 0;
         loop {
-            let live: Vec<ThreadId> = (0..self.threads.len())
-                .filter(|&t| next[t] < self.threads[t].len())
+            let live: Vec<ThreadId> = (0..n)
+                .filter(|&t| present[t] && next[t] < self.threads[t].len())
                 .collect();
             let enabled: Vec<ThreadId> = live
                 .iter()
                 .copied()
                 .filter(|&t| self.enabled(&next, &held, t))
                 .collect();
+            if ended {
+                break;
+            }
             if enabled.is_empty() {
+                if !live.is_empty() {
+                    failure = Some(Failure::Deadlock);
+                }
                 break;
             }
             if s.wants_state(schedule.len()) {
                 let mut held_sorted: Vec<_> = held.iter().collect();
                 held_sorted.sort_unstable();
-                let hash = hash_of(&(&next, held_sorted, &memory, &reads));
+                let hash = hash_of(&(&next, &present, held_sorted, &memory, &reads));
                 if s.visit_state(schedule.len(), hash) {
                     pruned = true;
                     break;
@@ -407,6 +551,10 @@ impl Program {
                 })
                 .expect("no divergence in synthetic runs");
             assert!(enabled.contains(&t), "strategy chose a disabled thread");
+            if current.is_some_and(|c| c != t && enabled.contains(&c)) {
+                preemptions += 1;
+            }
+            let value = (t * 100 + next[t] + 1) as u64;
             match self.threads[t][next[t]] {
                 SynOp::Lock(m) => {
                     held.insert(m, t);
@@ -415,10 +563,25 @@ impl Program {
                     held.remove(&m);
                 }
                 SynOp::Write(n) => {
-                    memory.insert(n, (t * 100 + next[t] + 1) as u64);
+                    memory.insert(n, value);
                 }
                 SynOp::Read(n) => reads[t].push(memory.get(&n).copied().unwrap_or(0)),
-                SynOp::Local => {}
+                SynOp::Fetch(n) => {
+                    let old = memory.get(&n).copied().unwrap_or(0);
+                    reads[t].push(old);
+                    memory.insert(n, old + 1000);
+                }
+                SynOp::Assert(n, v) => {
+                    let seen = memory.get(&n).copied().unwrap_or(0);
+                    reads[t].push(seen);
+                    if seen == v {
+                        failure = Some(Failure::Assertion(t, next[t]));
+                        ended = true;
+                    }
+                }
+                SynOp::Spawn(u) => present[u] = true,
+                SynOp::Exit => ended = true,
+                SynOp::Local | SynOp::Join(_) => {}
             }
             events.push((t, next[t]));
             next[t] += 1;
@@ -426,12 +589,11 @@ impl Program {
             schedule.push(t);
             current = Some(t);
         }
-        // A deadlock (some thread left) is the program's failure.
-        let stuck = (0..self.threads.len()).any(|t| next[t] < self.threads[t].len());
+        // A deadlock or a failed assertion is the program's failure.
         s.end_execution(&ExecutionSummary {
             steps: schedule.len(),
-            threads: self.threads.len(),
-            found_bug: stuck && !pruned,
+            threads: n,
+            found_bug: failure.is_some() && !pruned,
         });
         let mut trace = Vec::new();
         for (i, &a) in events.iter().enumerate() {
@@ -443,7 +605,13 @@ impl Program {
         }
         trace.sort_unstable();
         let outcome = (!pruned).then(|| (memory.into_iter().collect(), reads, next.clone()));
-        (schedule, (trace, next), outcome)
+        Run {
+            schedule,
+            trace: (trace, next),
+            outcome,
+            failure: failure.filter(|_| !pruned),
+            preemptions,
+        }
     }
 
     /// Runs `s` (which may prune at visited states) until it is exhausted or `limit`

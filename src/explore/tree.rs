@@ -196,8 +196,9 @@ pub struct TreeSearch {
     released: HashSet<u128>,
     /// Bounded partial-order reduction: the hash of the current path's first `.0` choices.
     path_so_far: (usize, PathHash),
-    /// Some thread was blocked at the current execution's latest point.
-    blocked_at_last: bool,
+    /// The operations pending at the current execution's latest point (enabled and
+    /// blocked threads, with their footprints, as `observe` saw them).
+    pending_at_last: Vec<(ThreadId, Footprint)>,
 }
 
 /// What a work item leaves beyond its preemption bound ([`TreeSearch::take_deferred`]).
@@ -365,7 +366,7 @@ impl TreeSearch {
             held_index: HeldIndex::default(),
             released: HashSet::new(),
             path_so_far: (0, PathHash::default()),
-            blocked_at_last: false,
+            pending_at_last: Vec::new(),
         }
     }
 
@@ -631,10 +632,6 @@ impl TreeSearch {
             .chain(point.blocked.iter().map(|(u, _)| *u))
             .collect();
         self.steps_seen.at_point(k, present);
-        self.blocked_at_last = !point.blocked.is_empty();
-        let Some(last) = k.checked_sub(1) else {
-            return;
-        };
         let pending: Vec<(ThreadId, Footprint)> = match point.footprints.len() {
             n if n == point.enabled.len() => (point.enabled.iter().copied())
                 .zip(point.footprints.iter().cloned())
@@ -655,11 +652,14 @@ impl TreeSearch {
                 }
             })
             .collect();
-        self.release_dependent(last, &pending);
+        if let Some(last) = k.checked_sub(1) {
+            self.release_dependent(last, &pending);
+        }
+        self.pending_at_last = pending;
     }
 
-    /// Step `last` has finished (the last one, when `pending` is empty: the execution
-    /// ended): its node gets its footprint, and the nodes above whose step it, or one of
+    /// Step `last` has finished (at the end of an execution, `pending` holds the other
+    /// threads' operations that the end left unrun): its node gets its footprint, and the nodes above whose step it, or one of
     /// `pending` (other threads' operations now), depends on release their alternatives:
     /// those of a thread whose steps since do not come after node i's step (its clock shows
     /// which), as only such a step or operation could have come before it.
@@ -932,6 +932,11 @@ impl TreeSearch {
         };
         let at_end = &self.stack[last];
         let ran_last = self.sleep_blocked.is_none().then_some(at_end.chosen);
+        // The process ended under threads still running (exit, crash, deadlock): a thread
+        // may be killed before its step, see `wakeup::weak_initial`.
+        let ended_under_others = self.sleep_blocked.is_none()
+            && (at_end.enabled.iter().any(|&t| t != at_end.chosen)
+                || !at_end.por().blocked.is_empty());
         let pending: Vec<(ThreadId, Footprint)> = at_end
             .enabled
             .iter()
@@ -962,11 +967,10 @@ impl TreeSearch {
             if i >= self.fixed {
                 reverse_at(
                     &self.stack[i],
-                    todo,
-                    tree,
+                    (todo, tree),
                     &r,
-                    &steps,
-                    &pending,
+                    (&steps, &pending),
+                    !ended_under_others,
                     &mut self.reduction,
                 );
             } else {
@@ -1063,14 +1067,14 @@ fn additions_at(node: &Node, todo: &[ThreadId], initials: &[ThreadId]) -> Vec<Th
 /// Else the sequence, starting with an initial that can run there: inserted in the tree
 /// ([`wakeup::insert`]) by the optimal rule, or as a new alternative by source sets. When
 /// no initial can run there (a dependency the footprints do not show), every enabled thread
-/// not yet scheduled.
+/// not yet scheduled. `absent_counts`: whether a thread with no step in the sequence may
+/// cover it ([`wakeup::weak_initial`]).
 fn reverse_at(
     node: &Node,
-    todo: &mut Vec<ThreadId>,
-    tree: &mut Vec<Branch>,
+    (todo, tree): (&mut Vec<ThreadId>, &mut Vec<Branch>),
     r: &Reversal,
-    steps: &[Step<'_>],
-    pending: &[(ThreadId, Footprint)],
+    (steps, pending): (&[Step<'_>], &[(ThreadId, Footprint)]),
+    absent_counts: bool,
     reduction: &mut Reduction,
 ) {
     let mut v: Vec<Step<'_>> = r
@@ -1109,7 +1113,7 @@ fn reverse_at(
                         created: &[],
                     }),
             )
-            .any(|s| wakeup::weak_initial(&s, &v).is_some())
+            .any(|s| wakeup::weak_initial(&s, &v, absent_counts).is_some())
     } else {
         additions_at(node, todo, &r.race.initials).is_empty()
     };
@@ -1131,7 +1135,7 @@ fn reverse_at(
     v.insert(0, first);
     let max_new = reduction.allow(v.len());
     if reduction.optimal {
-        let (how, added) = wakeup::insert(tree, &v, max_new);
+        let (how, added) = wakeup::insert(tree, &v, max_new, absent_counts);
         reduction.budget = reduction.budget.saturating_sub(added);
         if let wakeup::Inserted::Root(q) = how {
             todo.push(q);
@@ -1405,13 +1409,19 @@ impl Scheduler for TreeSearch {
         if self.bounded_por && !self.stack.is_empty() {
             // The last step: with threads left (or a failure), what its thread was to do
             // next is not known, and is taken as dependent with everything.
+            // The other threads' operations pending at its point never ran: the process
+            // ended under them, so each of them depends on that last step, and releases
+            // what was held back there (a preemption before `exit` is how a thread left
+            // running gets to fail).
             let last = self.stack.len() - 1;
-            let node = &self.stack[last];
-            let others = node.enabled.iter().any(|&t| t != node.chosen)
-                || self.blocked_at_last
-                || summary.found_bug;
-            if self.steps_seen.finish(others).is_some() {
-                self.release_dependent(last, &[]);
+            let chosen = self.stack[last].chosen;
+            let others: Vec<(ThreadId, Footprint)> = (self.pending_at_last.iter())
+                .filter(|(u, _)| *u != chosen)
+                .cloned()
+                .collect();
+            let unknown = !others.is_empty() || summary.found_bug;
+            if self.steps_seen.finish(unknown).is_some() {
+                self.release_dependent(last, &others);
             }
         }
         self.flush_pending();
@@ -1447,8 +1457,7 @@ impl Scheduler for TreeSearch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explore::testing::{binomial, preemptions, Program, SynOp, Synthetic, Trace};
-    use std::collections::HashMap;
+    use crate::explore::testing::{binomial, preemptions, Program, SynOp, Synthetic};
 
     #[test]
     fn dfs_enumerates_every_interleaving_once() {
@@ -1688,176 +1697,6 @@ mod tests {
         assert_eq!(n, 6);
         assert_eq!(s.pruned_executions(), 0);
     }
-    /// Preemptions of a schedule of `prog`: switches away from a thread that could go on.
-    fn program_preemptions(prog: &Program, schedule: &[ThreadId]) -> usize {
-        let steps: Vec<usize> = prog.threads.iter().map(Vec::len).collect();
-        let mut done = vec![0; steps.len()];
-        let mut held: HashMap<u64, ThreadId> = HashMap::new();
-        let mut count = 0;
-        let mut current: Option<ThreadId> = None;
-        for &t in schedule {
-            if let Some(c) = current.filter(|&c| c != t && done[c] < steps[c]) {
-                let blocked =
-                    matches!(prog.threads[c][done[c]], SynOp::Lock(m) if held.contains_key(&m));
-                count += !blocked as usize;
-            }
-            match prog.threads[t][done[t]] {
-                SynOp::Lock(m) => {
-                    held.insert(m, t);
-                }
-                SynOp::Unlock(m) => {
-                    held.remove(&m);
-                }
-                _ => {}
-            }
-            done[t] += 1;
-            current = Some(t);
-        }
-        count
-    }
-
-    /// What the bounded-reduction oracle found, per bound 0..=max (cumulative over bounds).
-    #[derive(Debug, Default)]
-    struct Oracle {
-        /// Traces of unreduced icb the reduced search did not explore.
-        lost_traces: Vec<u64>,
-        /// Final states of unreduced icb the reduced search did not reach.
-        lost_states: Vec<u64>,
-        /// Executions of unreduced icb, and of the reduced search.
-        icb: Vec<u64>,
-        reduced: Vec<u64>,
-        /// Reduced executions with more preemptions than their bound.
-        over: u64,
-        /// A program that lost a trace, for the message.
-        example: Option<String>,
-    }
-
-    /// Runs unreduced and reduced icb up to bound `max` on `programs` random programs of
-    /// each size of `sizes`, for each seed of `seeds`, and compares, bound by bound, the
-    /// traces and final states of the executions each explored with at most that many
-    /// preemptions (unreduced: every such execution; reduced: those of its rounds up to
-    /// that bound). Prints a line per seed and size when `verbose`.
-    fn bounded_oracle(
-        seeds: &[u64],
-        sizes: &[usize],
-        programs: usize,
-        max: u32,
-        verbose: bool,
-    ) -> Oracle {
-        use crate::explore::testing::Outcome;
-        use rand::SeedableRng;
-        let b = max as usize + 1;
-        let mut all = Oracle {
-            lost_traces: vec![0; b],
-            lost_states: vec![0; b],
-            icb: vec![0; b],
-            reduced: vec![0; b],
-            ..Oracle::default()
-        };
-        for &seed in seeds {
-            for &size in sizes {
-                let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
-                let mut o = Oracle {
-                    lost_traces: vec![0; b],
-                    lost_states: vec![0; b],
-                    icb: vec![0; b],
-                    reduced: vec![0; b],
-                    ..Oracle::default()
-                };
-                for _ in 0..programs {
-                    let prog = Program::random(&mut rng, size);
-                    let mut seen = |s: &mut TreeSearch, reduced: bool| {
-                        let mut traces: Vec<HashSet<Trace>> = vec![HashSet::new(); b];
-                        let mut states: Vec<HashSet<Outcome>> = vec![HashSet::new(); b];
-                        let mut n = 0;
-                        while s.begin_execution(n).is_some() {
-                            let round = s.current_bound() as usize;
-                            let (schedule, trace, out) = prog.run_observed(s);
-                            let cost = program_preemptions(&prog, &schedule);
-                            // Unreduced icb explores each execution once, at its cost.
-                            let from = if reduced { round } else { cost };
-                            o.over += (reduced && cost > round) as u64;
-                            for k in from..b {
-                                traces[k].insert(trace.clone());
-                                states[k].extend(out.clone());
-                                if reduced {
-                                    o.reduced[k] += 1;
-                                } else {
-                                    o.icb[k] += 1;
-                                }
-                            }
-                            n += 1;
-                        }
-                        assert!(s.is_exhausted());
-                        (traces, states)
-                    };
-                    let (icb_t, icb_s) = seen(&mut TreeSearch::icb(Some(max)), false);
-                    let (red_t, red_s) = seen(&mut TreeSearch::icb(Some(max)).with_por(true), true);
-                    for k in 0..b {
-                        let lt = icb_t[k].difference(&red_t[k]).count() as u64;
-                        o.lost_traces[k] += lt;
-                        o.lost_states[k] += icb_s[k].difference(&red_s[k]).count() as u64;
-                        if lt > 0 && o.example.is_none() {
-                            o.example = Some(format!("bound {k}: {:?}", prog.threads));
-                        }
-                    }
-                }
-                if verbose {
-                    eprintln!(
-                        "seed {seed} size {size}: lost traces {:?}, lost states {:?}; executions icb {:?}, reduced {:?}; over the bound {}",
-                        o.lost_traces, o.lost_states, o.icb, o.reduced, o.over
-                    );
-                }
-                for k in 0..b {
-                    all.lost_traces[k] += o.lost_traces[k];
-                    all.lost_states[k] += o.lost_states[k];
-                    all.icb[k] += o.icb[k];
-                    all.reduced[k] += o.reduced[k];
-                }
-                all.over += o.over;
-                all.example = all.example.or(o.example);
-            }
-        }
-        all
-    }
-
-    /// Asserts the oracle's soundness findings, and that the reduction is real.
-    fn assert_sound(o: &Oracle) {
-        assert!(
-            o.lost_traces.iter().all(|&n| n == 0),
-            "traces lost per bound {:?} (final states {:?}), e.g. {:?}",
-            o.lost_traces,
-            o.lost_states,
-            o.example
-        );
-        assert!(o.lost_states.iter().all(|&n| n == 0));
-        assert_eq!(o.over, 0, "executions beyond their bound");
-        let last = o.icb.len() - 1;
-        assert!(
-            o.reduced[last] < o.icb[last],
-            "{:?} vs {:?}",
-            o.reduced,
-            o.icb
-        );
-    }
-
-    #[test]
-    fn bounded_por_covers_every_trace_icb_covers_at_each_bound() {
-        let o = bounded_oracle(&[15, 21], &[4, 5, 6, 7], 25, 2, false);
-        assert_sound(&o);
-        eprintln!(
-            "bounds 0-2: icb {:?} executions, bounded POR {:?}",
-            o.icb, o.reduced
-        );
-        // A third of the executions or fewer at bound 2.
-        assert!(
-            o.reduced[2] * 3 <= o.icb[2],
-            "{:?} vs {:?}",
-            o.reduced,
-            o.icb
-        );
-    }
-
     #[test]
     fn bounded_por_without_a_cap_ends_with_every_trace() {
         use rand::SeedableRng;
@@ -1886,25 +1725,5 @@ mod tests {
         let (n, traces) = prog.run_all(&mut s, 100_000);
         assert_eq!((n, traces.len()), (6, 1));
         assert!(unreduced > 1_000, "{unreduced}");
-    }
-
-    /// The large oracle (`MCHECK_ORACLE="seeds;sizes;programs;max_bound"`, by default
-    /// seeds 21-25, sizes 5-8, 300 programs each, bounds 0-3): minutes in release mode.
-    #[test]
-    #[ignore]
-    fn bounded_por_oracle_large() {
-        let spec = std::env::var("MCHECK_ORACLE").unwrap_or("21,22,23,24,25;5,6,7,8;300;3".into());
-        let parts: Vec<&str> = spec.split(';').collect();
-        let list = |s: &str| -> Vec<u64> { s.split(',').map(|x| x.parse().unwrap()).collect() };
-        let sizes: Vec<usize> = list(parts[1]).into_iter().map(|n| n as usize).collect();
-        let o = bounded_oracle(
-            &list(parts[0]),
-            &sizes,
-            parts[2].parse().unwrap(),
-            parts[3].parse().unwrap(),
-            true,
-        );
-        eprintln!("total: {o:?}");
-        assert_sound(&o);
     }
 }

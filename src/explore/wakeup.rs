@@ -106,12 +106,21 @@ fn dependent(a: &Step<'_>, b: &Step<'_>) -> bool {
 
 /// Whether `step` (a thread's next step) is a weak initial of `v`: `Some(Some(j))` when its
 /// thread's first step in `v` is `v[j]` and no earlier step of `v` precedes it,
-/// `Some(None)` when the thread has no step in `v` and `step` is independent of all of it,
-/// `None` otherwise.
-pub(super) fn weak_initial(step: &Step<'_>, v: &[Step<'_>]) -> Option<Option<usize>> {
+/// `Some(None)` when the thread has no step in `v`, `step` is independent of all of it and
+/// `absent_counts`, `None` otherwise.
+///
+/// A thread absent from `v` counts only if every continuation of `v` still lets it make its
+/// step, so that running it first gives an equivalent execution. That fails when the
+/// process can end under it: an `exit` while it runs, a crash, a deadlock that leaves it
+/// waiting. The analysis of an execution that ended so passes `absent_counts = false`.
+pub(super) fn weak_initial(
+    step: &Step<'_>,
+    v: &[Step<'_>],
+    absent_counts: bool,
+) -> Option<Option<usize>> {
     match v.iter().position(|e| e.thread == step.thread) {
         Some(j) => (!v[..j].iter().any(|e| dependent(e, &v[j]))).then_some(Some(j)),
-        None => (!v.iter().any(|e| dependent(e, step))).then_some(None),
+        None => (absent_counts && !v.iter().any(|e| dependent(e, step))).then_some(None),
     }
 }
 
@@ -139,8 +148,13 @@ pub(super) enum Inserted {
 
 /// Inserts the sequence `v` into the tree whose branches are `tree`, adding at most
 /// `max_new` steps (the rest of `v` is cut); returns what it did and the size of what it
-/// added ([`size_of`]).
-pub(super) fn insert(tree: &mut Vec<Branch>, v: &[Step<'_>], max_new: usize) -> (Inserted, usize) {
+/// added ([`size_of`]). `absent_counts`: see [`weak_initial`].
+pub(super) fn insert(
+    tree: &mut Vec<Branch>,
+    v: &[Step<'_>],
+    max_new: usize,
+    absent_counts: bool,
+) -> (Inserted, usize) {
     let mut v = v.to_vec();
     let mut level = tree;
     let mut top = true;
@@ -148,11 +162,9 @@ pub(super) fn insert(tree: &mut Vec<Branch>, v: &[Step<'_>], max_new: usize) -> 
         if v.is_empty() {
             return (Inserted::Covered, 0);
         }
-        let Some((b, at)) = level
-            .iter()
-            .enumerate()
-            .find_map(|(b, br)| weak_initial(&br.event.as_step(), &v).map(|at| (b, at)))
-        else {
+        let Some((b, at)) = level.iter().enumerate().find_map(|(b, br)| {
+            weak_initial(&br.event.as_step(), &v, absent_counts).map(|at| (b, at))
+        }) else {
             let added = append(level, &v, max_new);
             let how = match (top, level.last()) {
                 (true, Some(b)) => Inserted::Root(b.event.thread),
@@ -204,13 +216,26 @@ mod tests {
     fn a_thread_absent_from_v_is_a_weak_initial_only_when_independent_of_it() {
         let (wa, wb) = (fp(&[(1, true)]), fp(&[(2, true)]));
         let v = [step(1, &wa)];
-        assert_eq!(weak_initial(&step(0, &wb), &v), Some(None));
-        assert_eq!(weak_initial(&step(0, &wa), &v), None);
-        assert_eq!(weak_initial(&step(1, &wa), &v), Some(Some(0)));
+        assert_eq!(weak_initial(&step(0, &wb), &v, true), Some(None));
+        assert_eq!(weak_initial(&step(0, &wa), &v, true), None);
+        assert_eq!(weak_initial(&step(1, &wa), &v, true), Some(Some(0)));
         // T2's step comes after T1's dependent one: not initial.
         let v = [step(1, &wa), step(2, &wa)];
-        assert_eq!(weak_initial(&step(2, &wa), &v), None);
+        assert_eq!(weak_initial(&step(2, &wa), &v, true), None);
         assert_eq!(initials(&v), vec![0]);
+    }
+
+    #[test]
+    fn an_absent_thread_covers_nothing_where_the_process_can_end_under_it() {
+        // T0 writes b, independent of T1's write of a; but where the process can end before
+        // T0's step, running T0 first is not the same as running T1's sequence.
+        let (wa, wb) = (fp(&[(1, true)]), fp(&[(2, true)]));
+        let v = [step(1, &wa)];
+        assert_eq!(weak_initial(&step(0, &wb), &v, false), None);
+        assert_eq!(weak_initial(&step(1, &wa), &v, false), Some(Some(0)));
+        let mut tree = vec![Branch::leaf(Event::of(&step(0, &wb)))];
+        assert_eq!(insert(&mut tree, &v, 9, true), (Inserted::Covered, 0));
+        assert_eq!(insert(&mut tree, &v, 9, false), (Inserted::Root(1), 2));
     }
 
     #[test]
@@ -219,30 +244,30 @@ mod tests {
         let mut tree = Vec::new();
         // v1 = T1:a T2:b
         assert_eq!(
-            insert(&mut tree, &[step(1, &wa), step(2, &wb)], 9),
+            insert(&mut tree, &[step(1, &wa), step(2, &wb)], 9, true),
             (Inserted::Root(1), 4)
         );
         // v2 = T2:b T1:a is the same trace: covered.
         assert_eq!(
-            insert(&mut tree, &[step(2, &wb), step(1, &wa)], 9),
+            insert(&mut tree, &[step(2, &wb), step(1, &wa)], 9, true),
             (Inserted::Covered, 0)
         );
         assert_eq!(tree.len(), 1);
         assert_eq!(tree[0].children.len(), 1);
         // v3 = T1:a T3:c: T2's b is independent of it, so T1:a T2:b covers it.
         assert_eq!(
-            insert(&mut tree, &[step(1, &wa), step(3, &wc)], 9),
+            insert(&mut tree, &[step(1, &wa), step(3, &wc)], 9, true),
             (Inserted::Covered, 0)
         );
         // v4 = T1:a T3:b conflicts with T2's b: below T1 as a second child.
         assert_eq!(
-            insert(&mut tree, &[step(1, &wa), step(3, &wb)], 9),
+            insert(&mut tree, &[step(1, &wa), step(3, &wb)], 9, true),
             (Inserted::Below, 2)
         );
         assert_eq!(tree[0].children.len(), 2);
         // v5 = T3:a conflicts with T1's a: a new root.
         assert_eq!(
-            insert(&mut tree, &[step(3, &wa)], 9),
+            insert(&mut tree, &[step(3, &wa)], 9, true),
             (Inserted::Root(3), 2)
         );
         assert_eq!(tree.len(), 2);
@@ -254,7 +279,7 @@ mod tests {
         let v: Vec<Step<'_>> = (0..200).map(|_| step(1, &w)).collect();
         let mut tree = Vec::new();
         // Each step weighs 2: itself and the object it touches.
-        assert_eq!(insert(&mut tree, &v, 64), (Inserted::Root(1), 128));
+        assert_eq!(insert(&mut tree, &v, 64, true), (Inserted::Root(1), 128));
         let mut depth = 0;
         let mut level = &tree;
         while let Some(b) = level.first() {

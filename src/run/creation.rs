@@ -35,7 +35,7 @@ impl Execution<'_> {
             .threads
             .push(TracedThread::new(child, started, clear_tid, handle));
         self.p.by_tid.insert(child, id);
-        if let Some(d) = self.races.as_mut() {
+        if let Some(d) = self.races.detector() {
             d.thread_created(t, id);
         }
         debug_assert_eq!(self.p.threads.len(), id + 1);
@@ -67,7 +67,7 @@ impl Execution<'_> {
     /// creating step: only with race detection, which traces the accesses that end such a
     /// stretch.
     pub(super) fn eager_starts(&self) -> bool {
-        self.races.is_some()
+        self.races.on()
     }
 
     /// Runs every thread that has not started yet up to its first operation, in creation

@@ -622,7 +622,8 @@ impl Execution<'_> {
                 regs.rip = pc;
                 self.p.threads[t].regs = regs;
                 let ea = self.p.effective_address(t, &site.insn, 0);
-                self.record_access(t, &site, ea, super::races::Seen::AtAccess);
+                let (races, mut env) = super::execution::race_env!(self);
+                races.record_access(&mut env, t, &site, ea, super::races::Seen::AtAccess);
             }
         }
         let event = if self.p.bps.contains(pc) {

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use nix::sys::signal::Signal;
@@ -20,14 +20,13 @@ use super::launch::auxv_entry;
 use super::livelock::{Window, WindowStep};
 use super::point_log::PointLog;
 use super::process::{BreakpointKind, Process, StopPlace};
-use super::races::{PendingReturn, ReturnAction};
+use super::races::{PendingReturn, RaceRecording, ReturnAction, Seen};
 use super::snapshot::{self, SavedPoint};
 use super::state_hash;
 use super::syscalls::TimeSource;
 use super::timeouts;
 use super::worker_state::WorkerState;
 use crate::binary::ElfFile;
-use crate::detect::race::RaceDetector;
 use crate::explore::{Decision, Divergence, FairFilter, Point, Scheduler};
 use crate::model::{
     Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId,
@@ -184,6 +183,25 @@ pub struct TraceStep {
     pub location: Option<crate::report::Frame>,
 }
 
+/// The race recording part and what it reads of the execution ([`super::races::Env`]), as
+/// two disjoint borrows of the execution `$s`.
+macro_rules! race_env {
+    ($s:expr) => {
+        (
+            &mut $s.races,
+            super::races::Env {
+                p: &$s.p,
+                worker: &mut *$s.worker,
+                atomic_ranges: &$s.atomic_ranges,
+                threads: $s.model.thread_count(),
+                segment: &mut $s.segment,
+                program: &$s.cfg.program,
+            },
+        )
+    };
+}
+pub(super) use race_env;
+
 /// What running a thread to its next stop produced.
 pub(super) enum RunResult {
     /// The thread is at a new scheduling point.
@@ -213,54 +231,25 @@ pub(super) struct Execution<'a> {
     pub(super) p: Process,
     pub(super) model: Model,
     pub(super) worker: &'a mut WorkerState,
-    /// The race detector (None with --no-races).
-    pub(super) races: Option<RaceDetector>,
+    /// Race recording (`races.rs`).
+    pub(super) races: RaceRecording,
     /// Return breakpoints waiting, by address.
     pub(super) returns: HashMap<u64, Vec<PendingReturn>>,
     /// Address ranges known to hold atomics in this process (runtime addresses).
     pub(super) atomic_ranges: Vec<std::ops::Range<u64>>,
-    /// Data races found so far.
-    pub(super) race_findings: Vec<Finding>,
-    /// Memory accesses traced in this execution.
-    pub(super) traced_accesses: u64,
     /// Access recording: started or not, files waiting for the first thread.
     pub(super) rec: super::patching::Recording,
     /// Start addresses of the mapped files already instrumented.
     pub(super) instrumented: std::collections::HashSet<u64>,
-    /// Accesses whose stack to capture, as (thread, pc, epoch) (earlier sides of races
-    /// found by a previous run of the same schedule).
-    pub(super) stack_requests: Vec<AccessKey>,
-    /// Where the modelled memory calls of this execution were made from (return addresses).
-    pub(super) call_sites: std::collections::HashSet<u64>,
-    /// Stacks captured for `stack_requests`.
-    pub(super) captured_stacks: Vec<(AccessKey, Vec<crate::report::Frame>)>,
-    /// The earlier access of each race finding, by index in `race_findings`.
-    pub(super) race_origins: Vec<super::races::RaceOrigin>,
     pub(super) group_exiting: bool,
     /// (flags, child_tid, tls) of the clone the running thread is making.
     pub(super) pending_clone: Option<(u64, u64, u64)>,
-    /// When the running thread was last resumed (wall clock).
-    pub(super) resumed_at: Instant,
-    /// The program's user-mode CPU time then.
-    pub(super) resumed_cpu: Duration,
-    /// Accesses the running thread logged since then (drained).
-    pub(super) logged_since_resume: super::progress::LoggedSinceResume,
-    pub(super) interrupt_sent: bool,
+    /// The running thread's clock (`--execution-timeout`).
+    pub(super) watchdog: super::progress::Watchdog,
     /// Where the running thread was blocked when the execution was abandoned.
     pub(super) abandoned: Option<String>,
     /// Threads moved out of generated code in this execution (signals, interrupts).
     pub(super) moved_out_of_trampolines: u64,
-    /// Accesses recorded at breakpoints in this execution.
-    pub(super) breakpoint_accesses: u64,
-    /// Atomic operations inside system libraries while threads existed: synchronisation
-    /// the search orders as it comes instead of exploring.
-    pub(super) library_sync: u64,
-    /// The first of them.
-    pub(super) library_sync_site: Option<u64>,
-    /// Races left unreported because neither access can be told from an atomic.
-    pub(super) unverified_races: u64,
-    /// The first of them, described.
-    pub(super) unverified_race: Option<String>,
     /// The execution changed a file or directory: the file system is not part of a fork
     /// snapshot, so no branch snapshot is taken after that (a copy would find the files
     /// of a later point: pbzip2's unlink, then its O_EXCL create of the same name).
@@ -577,41 +566,37 @@ impl Execution<'_> {
     pub(super) fn outcome(&mut self, finding: Option<Finding>) -> ExecutionOutcome {
         // Addresses found racy become scheduling points from the next execution on (never
         // within this one, so that its schedule replays with the same points).
-        if let Some(d) = &self.races {
-            let fresh: Vec<u64> = (d.racy_addresses().iter())
-                .copied()
-                .filter(|a| !self.worker.racy_addresses.contains(a))
-                .collect();
-            self.worker.racy_addresses.extend(fresh.iter().copied());
-            self.worker
-                .racy_sites
-                .extend(d.races().iter().flat_map(|r| [r.earlier.pc, r.later.pc]));
-            // Every other instruction that accesses a racy global by its fixed address is
-            // a racy site too: a race of its own may need a switch right before it (a
-            // read-back after a racy write) and show only in that order.
-            let companions = self.fixed_address_sites(&fresh);
-            self.worker.racy_sites.extend(companions);
-        }
+        let fresh: Vec<u64> = (self.races.racy_addresses().into_iter())
+            .filter(|a| !self.worker.racy_addresses.contains(a))
+            .collect();
+        self.worker.racy_addresses.extend(fresh.iter().copied());
+        self.worker.racy_sites.extend(self.races.racy_pcs());
+        // Every other instruction that accesses a racy global by its fixed address is a
+        // racy site too: a race of its own may need a switch right before it (a read-back
+        // after a racy write) and show only in that order.
+        let companions = self.fixed_address_sites(&fresh);
+        self.worker.racy_sites.extend(companions);
         let mut finding = finding;
         if let Some(f) = &mut finding {
             f.preemptions = self.preemptions;
             f.steps = self.steps;
         }
+        let found = self.races.finish(self.worker.symbols.modules());
         ExecutionOutcome {
             finding,
             steps: self.steps,
             preemptions: self.preemptions,
             step_limit_hit: false,
             threads: self.model.thread_count(),
-            races: std::mem::take(&mut self.race_findings),
+            races: found.findings,
             decisions: std::mem::take(&mut self.decisions),
             choice_steps: std::mem::take(&mut self.choice_steps),
             divergence: None,
             trace: std::mem::take(&mut self.trace),
             stopped_early: false,
-            traced_accesses: self.traced_accesses,
-            race_origins: std::mem::take(&mut self.race_origins),
-            captured_stacks: std::mem::take(&mut self.captured_stacks),
+            traced_accesses: found.traced,
+            race_origins: found.origins,
+            captured_stacks: found.captured_stacks,
             pruned: false,
             outside_share: false,
             exit: None,
@@ -621,17 +606,11 @@ impl Execution<'_> {
                 self.memory_hasher.pages_reused,
             ),
             abandoned: None,
-            library_sync: (
-                self.library_sync,
-                self.library_sync_site.and_then(|pc| {
-                    let m = self.worker.symbols.modules().find(pc)?;
-                    Some(m.path.file_name()?.to_string_lossy().into_owned())
-                }),
-            ),
-            unverified_races: (self.unverified_races, self.unverified_race.clone()),
+            library_sync: found.library_sync,
+            unverified_races: found.unverified_races,
             patch_stats: super::patching::PatchStats {
                 moved_out: self.moved_out_of_trampolines,
-                breakpoint_accesses: self.breakpoint_accesses,
+                breakpoint_accesses: found.breakpoint_accesses,
                 ..self.p.patching.stats.clone()
             },
             cut_short: false,
@@ -722,7 +701,7 @@ impl Execution<'_> {
     fn thread_exited(&mut self, t: ThreadId) -> std::result::Result<(), ModelFinding> {
         self.creation_stretch.remove(&t);
         self.sync_log_mode(t);
-        if let Some(d) = self.races.as_mut() {
+        if let Some(d) = self.races.detector() {
             d.thread_exited(t);
         }
         self.model.thread_exited(t)
@@ -744,12 +723,14 @@ impl Execution<'_> {
                         let insn = &plan.atomics[*index];
                         let ea = self.p.effective_address(t, insn, *bias);
                         let size = insn.memory_size().size() as u64;
-                        self.record_atomic(t, ea, size, addr);
+                        let (races, mut env) = race_env!(self);
+                        races.record_atomic(&mut env, t, ea, size, addr);
                     }
                     Some(BreakpointKind::Access(id)) => {
                         if let Some(site) = self.p.patching.sites.get(*id as usize).copied() {
                             let ea = self.p.effective_address(t, &site.insn, 0);
-                            self.record_access(t, &site, ea, super::races::Seen::AtAccess);
+                            let (races, mut env) = race_env!(self);
+                            races.record_access(&mut env, t, &site, ea, Seen::AtAccess);
                         }
                     }
                     Some(BreakpointKind::Hook(Hook::Once)) => {
@@ -834,7 +815,7 @@ impl Execution<'_> {
             let mut view = MemView(&self.p);
             self.model.execute(t, &mut view)?
         };
-        if let (Some(d), Some(op)) = (self.races.as_mut(), op) {
+        if let (Some(d), Some(op)) = (self.races.detector(), op) {
             happens_before::record(d, t, &op, completion);
             if let (
                 Op::Join {

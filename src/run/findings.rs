@@ -6,15 +6,28 @@ use anyhow::Result;
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
+use std::path::Path;
+
 use super::execution::{Execution, ProcessEnd};
-use super::process::StopPlace;
-use super::stacks::primary_location;
+use super::process::{Process, StopPlace};
+use super::stacks::{primary_location, Symbols};
 use crate::model::{ModelFinding, ObjectKind, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::{events, regs};
 
-impl Execution<'_> {
-    pub(super) fn thread_stack(&mut self, t: ThreadId) -> Vec<crate::report::Frame> {
+/// Stacks and reports of the threads of a stopped process.
+pub(super) struct Reporter<'a> {
+    /// The process.
+    pub p: &'a Process,
+    /// Symbolization.
+    pub symbols: &'a mut Symbols,
+    /// The program (thread names that differ from it are shown).
+    pub program: &'a Path,
+}
+
+impl Reporter<'_> {
+    /// The symbolized stack of thread `t` (empty when it is gone).
+    pub fn thread_stack(&mut self, t: ThreadId) -> Vec<crate::report::Frame> {
         let th = &self.p.threads[t];
         if th.gone {
             return vec![];
@@ -24,56 +37,69 @@ impl Execution<'_> {
             StopPlace::Breakpoint(a) => a,
             _ => r.rip,
         };
-        self.worker.symbols.stack(pc, r.rsp, r.rbp, &self.p.mem)
+        self.symbols.stack(pc, r.rsp, r.rbp, &self.p.mem)
     }
 
-    pub(super) fn thread_report(&mut self, t: ThreadId, state: String) -> ThreadReport {
+    /// Thread `t` with its stack, in `state`.
+    pub fn thread_report(&mut self, t: ThreadId, state: String) -> ThreadReport {
         let stack = self.thread_stack(t);
         let tid = self.p.threads[t].tid.as_raw();
         ThreadReport {
             id: t,
             tid,
-            name: self.thread_name(tid),
+            name: thread_name(self.program, tid),
             state,
             stack,
         }
     }
+}
 
-    /// The thread's name (pthread_setname_np, Rust's thread names) when it has one of its
-    /// own, i.e. one that differs from the program's.
-    pub(super) fn thread_name(&self, tid: i32) -> Option<String> {
-        let comm = std::fs::read_to_string(format!("/proc/{tid}/comm")).ok()?;
-        let comm = comm.trim();
-        let program = self.cfg.program.file_name()?.to_string_lossy();
-        let prefix: String = program.chars().take(15).collect();
-        (!comm.is_empty() && comm != prefix).then(|| comm.to_string())
+/// The thread's name (pthread_setname_np, Rust's thread names) when it has one of its own,
+/// i.e. one that differs from `program`'s.
+pub(super) fn thread_name(program: &Path, tid: i32) -> Option<String> {
+    let comm = std::fs::read_to_string(format!("/proc/{tid}/comm")).ok()?;
+    let comm = comm.trim();
+    let program = program.file_name()?.to_string_lossy();
+    let prefix: String = program.chars().take(15).collect();
+    (!comm.is_empty() && comm != prefix).then(|| comm.to_string())
+}
+
+/// A finding of `kind` about `threads`, located at their innermost frames of the program.
+pub(super) fn finding(kind: FindingKind, message: String, threads: Vec<ThreadReport>) -> Finding {
+    let locations = threads
+        .iter()
+        .filter_map(|t| primary_location(&t.stack))
+        .collect();
+    Finding {
+        kind,
+        message,
+        details: vec![],
+        locations,
+        threads,
+        preemptions: 0,
+        seed: 0,
+        execution: 0,
+        steps: 0,
+        strategy: String::new(),
+        schedule: None,
+        cycle: Vec::new(),
+        other_schedule: Vec::new(),
+    }
+}
+
+impl Execution<'_> {
+    /// Stacks and reports of this execution's threads.
+    pub(super) fn reporter(&mut self) -> Reporter<'_> {
+        Reporter {
+            p: &self.p,
+            symbols: &mut self.worker.symbols,
+            program: &self.cfg.program,
+        }
     }
 
-    pub(super) fn finding(
-        &self,
-        kind: FindingKind,
-        message: String,
-        threads: Vec<ThreadReport>,
-    ) -> Finding {
-        let locations = threads
-            .iter()
-            .filter_map(|t| primary_location(&t.stack))
-            .collect();
-        Finding {
-            kind,
-            message,
-            details: vec![],
-            locations,
-            threads,
-            preemptions: 0,
-            seed: 0,
-            execution: 0,
-            steps: 0,
-            strategy: String::new(),
-            schedule: None,
-            cycle: Vec::new(),
-            other_schedule: Vec::new(),
-        }
+    /// Thread `t` with its stack, in `state`.
+    pub(super) fn thread_report(&mut self, t: ThreadId, state: String) -> ThreadReport {
+        self.reporter().thread_report(t, state)
     }
 
     pub(super) fn object_desc(&mut self, kind: ObjectKind, addr: u64) -> String {
@@ -83,7 +109,10 @@ impl Execution<'_> {
             ObjectKind::Kernel => self
                 .describe_kernel_wait(addr as ThreadId)
                 .unwrap_or_else(|| "the kernel".to_string()),
-            _ => format!("{} {}", kind.name(), self.memory_name(addr, true)),
+            _ => {
+                let name = (self.races).memory_name(&mut self.worker.symbols, addr, true);
+                format!("{} {name}", kind.name())
+            }
         }
     }
 
@@ -99,7 +128,7 @@ impl Execution<'_> {
                     .unwrap_or_default();
                 let state = format!("{message}{what}");
                 let report = self.thread_report(thread, state.clone());
-                self.finding(
+                finding(
                     FindingKind::ApiMisuse,
                     format!("thread T{thread} {state}"),
                     vec![report],
@@ -143,7 +172,7 @@ impl Execution<'_> {
                     threads.push(self.thread_report(b.thread, state));
                 }
                 let message = describe_deadlock(local, &blocked);
-                let mut f = self.finding(FindingKind::Deadlock, message, threads);
+                let mut f = finding(FindingKind::Deadlock, message, threads);
                 f.details = details;
                 f
             }
@@ -162,7 +191,7 @@ impl Execution<'_> {
         self.p.threads[t].place = StopPlace::Event;
         if sig == Signal::SIGABRT {
             let report = self.thread_report(t, "aborted (SIGABRT)".into());
-            return Some(self.finding(
+            return Some(finding(
                 FindingKind::Assertion,
                 format!("the program aborted in thread T{t}"),
                 vec![report],
@@ -181,7 +210,7 @@ impl Execution<'_> {
             Signal::SIGFPE => "arithmetic exception".to_string(),
             _ => "illegal instruction".to_string(),
         };
-        Some(self.finding(
+        Some(finding(
             FindingKind::Crash,
             format!("{sig:?}: {what} by thread T{t}{place}"),
             vec![report],
@@ -203,7 +232,7 @@ impl Execution<'_> {
             .or(report.stack.first())
             .map(|f| format!(" in {}", f.short()))
             .unwrap_or_default();
-        Ok(self.finding(
+        Ok(finding(
             FindingKind::Timeout,
             format!(
                 "thread T{t} spins{place}: no scheduling point for {secs:.1} s (a busy wait on a plain variable?)"
@@ -220,9 +249,9 @@ impl Execution<'_> {
             {
                 let report = self.panic.clone().expect("checked");
                 let msg = format!("the program panicked in thread T{}", report.id);
-                Some(self.finding(FindingKind::Assertion, msg, vec![report]))
+                Some(finding(FindingKind::Assertion, msg, vec![report]))
             }
-            ProcessEnd::Exited(code) => Some(self.finding(
+            ProcessEnd::Exited(code) => Some(finding(
                 FindingKind::ExitStatus,
                 format!(
                     "the program exited with status {code}, expected {}",
@@ -230,12 +259,12 @@ impl Execution<'_> {
                 ),
                 vec![],
             )),
-            ProcessEnd::Killed(Signal::SIGABRT) => Some(self.finding(
+            ProcessEnd::Killed(Signal::SIGABRT) => Some(finding(
                 FindingKind::Assertion,
                 "the program aborted (SIGABRT)".into(),
                 vec![],
             )),
-            ProcessEnd::Killed(sig) => Some(self.finding(
+            ProcessEnd::Killed(sig) => Some(finding(
                 FindingKind::ExitStatus,
                 format!("the program was terminated by {sig:?}"),
                 vec![],

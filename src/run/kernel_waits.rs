@@ -272,7 +272,7 @@ impl Execution<'_> {
             calls.push(format!("T{t} in {what}"));
             threads.push(self.thread_report(t, format!("waits in the kernel in {what}")));
         }
-        self.finding(
+        super::findings::finding(
             FindingKind::Timeout,
             format!(
                 "no thread can run and nothing came from outside the program for {secs:.1} s: {}",
@@ -313,7 +313,7 @@ impl Execution<'_> {
     /// the race detector sees an acquire and a release of it.
     fn communicated(&mut self, t: ThreadId) {
         self.segment.touch(ObjectKind::Kernel, 0, true);
-        if let Some(d) = self.races.as_mut() {
+        if let Some(d) = self.races.detector() {
             happens_before::kernel(d, t);
         }
     }

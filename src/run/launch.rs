@@ -3,7 +3,6 @@
 
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
-use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 use nix::sys::signal::{kill, Signal};
@@ -19,7 +18,7 @@ use super::snapshot::{self, Restored};
 use super::state_hash;
 use super::stops::reap_all;
 use super::worker_state::WorkerState;
-use crate::detect::race::RaceDetector;
+use super::races::RaceRecording;
 use crate::explore::{FairFilter, Scheduler};
 use crate::model::{Footprint, Model, ThreadId};
 use crate::report::FindingKind;
@@ -249,30 +248,16 @@ impl<'a> Execution<'a> {
             p,
             model: Model::new(),
             worker,
-            races: cfg.races.then(RaceDetector::new),
+            races: RaceRecording::new(cfg.races, cfg.stack_requests.clone()),
             returns: Default::default(),
             atomic_ranges: Vec::new(),
-            race_findings: Vec::new(),
-            traced_accesses: 0,
             rec: Default::default(),
             instrumented: Default::default(),
-            stack_requests: cfg.stack_requests.clone(),
-            call_sites: Default::default(),
-            captured_stacks: Vec::new(),
-            race_origins: Vec::new(),
             group_exiting: false,
             pending_clone: None,
-            resumed_at: Instant::now(),
-            resumed_cpu: Default::default(),
-            logged_since_resume: Default::default(),
-            interrupt_sent: false,
+            watchdog: Default::default(),
             abandoned: None,
             moved_out_of_trampolines: 0,
-            breakpoint_accesses: 0,
-            library_sync: 0,
-            library_sync_site: None,
-            unverified_races: 0,
-            unverified_race: None,
             changed_files: false,
             fs_state: super::file_journal::ORIGIN,
             steps: 0,
@@ -316,30 +301,16 @@ impl<'a> Execution<'a> {
             p: r.process,
             model: s.model,
             worker,
-            races: s.races,
+            races: RaceRecording::restored(s.races, cfg.stack_requests.clone()),
             returns: s.returns,
             atomic_ranges: s.atomic_ranges,
-            race_findings: s.race_findings,
-            traced_accesses: s.traced_accesses,
             rec: s.rec,
             instrumented: s.instrumented,
-            stack_requests: cfg.stack_requests.clone(),
-            call_sites: Default::default(),
-            captured_stacks: Vec::new(),
-            race_origins: s.race_origins,
             group_exiting: false,
             pending_clone: None,
-            resumed_at: Instant::now(),
-            resumed_cpu: Default::default(),
-            logged_since_resume: Default::default(),
-            interrupt_sent: false,
+            watchdog: Default::default(),
             abandoned: None,
             moved_out_of_trampolines: 0,
-            breakpoint_accesses: 0,
-            library_sync: 0,
-            library_sync_site: None,
-            unverified_races: 0,
-            unverified_race: None,
             changed_files: false,
             fs_state: s.fs_state,
             steps: s.steps,

@@ -166,7 +166,7 @@ impl Execution<'_> {
                 self.steps
             )
         };
-        let mut f = self.finding(FindingKind::Livelock, message, threads);
+        let mut f = super::findings::finding(FindingKind::Livelock, message, threads);
         f.details.push("the execution repeats forever:".to_string());
         for s in &steps {
             let at = s

@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
 use nix::unistd::Pid;
 
-use super::execution::{Execution, RunResult};
+use super::execution::{race_env, Execution, RunResult};
 use super::plan::{MemFn, ModulePlan};
 use super::process::BreakpointKind;
 use super::races::Seen;
@@ -594,7 +594,7 @@ impl Execution<'_> {
     /// the earlier accesses whose stacks it is asked to capture, and those the
     /// configuration names (`stop_at_sites`).
     fn stop_sites(&self) -> HashSet<u64> {
-        let mut s: HashSet<u64> = self.stack_requests.iter().map(|r| r.1).collect();
+        let mut s: HashSet<u64> = self.races.requested_pcs().collect();
         s.extend(self.cfg.stop_at_sites.iter().copied());
         if self.cfg.preempt_on_races {
             s.extend(self.worker.racy_sites.iter().copied());
@@ -714,7 +714,8 @@ impl Execution<'_> {
         records.clear();
         log.drain_into(&mut records);
         let sites = self.p.patching.sites.clone();
-        self.worker.repeats.forget();
+        let (races, mut env) = race_env!(self);
+        env.worker.repeats.forget();
         let mut i = 0;
         while let Some(rec) = records.get(i) {
             i += 1;
@@ -724,11 +725,11 @@ impl Execution<'_> {
             if site.mem_fn.is_none()
                 && !site.rmw
                 && !site.atomic_source
-                && self.worker.repeats.repeated(rec.addr, rec.site())
+                && env.worker.repeats.repeated(rec.addr, rec.site())
             {
                 // The same plain access again in this stretch: nothing for the detector.
-                self.traced_accesses += 1;
-                self.logged_since_resume.note(rec.addr, site.write);
+                races.count_traced();
+                self.watchdog.logged().note(rec.addr, site.write);
                 continue;
             }
             if let Some(f) = site.mem_fn {
@@ -740,7 +741,8 @@ impl Execution<'_> {
                 i += 2;
                 // A string function's third record holds the length measured at its entry.
                 let measured = f.measure().map(|_| caller.word);
-                self.record_mem_call(
+                races.record_mem_call(
+                    &mut env,
                     t,
                     f,
                     [rec.addr, a1, a2],
@@ -750,8 +752,8 @@ impl Execution<'_> {
                 );
                 continue;
             }
-            self.logged_since_resume.note(rec.addr, site.write);
-            self.record_access(t, site, rec.addr, Seen::Logged);
+            self.watchdog.logged().note(rec.addr, site.write);
+            races.record_access(&mut env, t, site, rec.addr, Seen::Logged);
         }
         self.worker.log_buffer = records;
         self.sync_log_mode(t);
@@ -811,7 +813,9 @@ impl Execution<'_> {
                     self.p.mem.read_u64(r.rsp).unwrap_or(0)
                 };
                 // Inside generated code: its stack is taken by a second run, as a logged one.
-                self.record_mem_call(t, f, [r.rdi, r.rsi, r.rdx], None, caller, Seen::LoggedCall);
+                let (races, mut env) = race_env!(self);
+                let args = [r.rdi, r.rsi, r.rdx];
+                races.record_mem_call(&mut env, t, f, args, None, caller, Seen::LoggedCall);
             }
             r.rip = meta.at + meta.committed as u64;
             regs::set(tid, r)?;
@@ -841,7 +845,8 @@ impl Execution<'_> {
                     self.sync_log_mode(t);
                     return Ok(Some(point));
                 }
-                self.record_access(t, &site, ea, Seen::Logged);
+                let (races, mut env) = race_env!(self);
+                races.record_access(&mut env, t, &site, ea, Seen::Logged);
             }
             // Past the record: the log stays armed.
             r.rip = meta.at + meta.committed as u64;

@@ -9,7 +9,98 @@
 //! never exceeds `MAX_DISCOUNT` of the time used, so a spin that reads more widely still
 //! reaches the limit.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use nix::unistd::Pid;
+
+use crate::tracee::watchdog::user_cpu_time;
+
+/// A thread stopped nowhere this many times `--execution-timeout` (wall clock) is taken
+/// out: it is blocked in the kernel.
+pub(super) const WALL_FACTOR: u32 = 10;
+
+/// The running thread's clock, the executor's part that tells a spin from tracing cost:
+/// when it was resumed, the program's CPU time then, what it logged since, and whether the
+/// watchdog has interrupted it.
+#[derive(Debug)]
+pub(super) struct Watchdog {
+    resumed_at: Instant,
+    resumed_cpu: Duration,
+    logged: LoggedSinceResume,
+    interrupt_sent: bool,
+}
+
+impl Default for Watchdog {
+    fn default() -> Self {
+        Watchdog {
+            resumed_at: Instant::now(),
+            resumed_cpu: Duration::ZERO,
+            logged: LoggedSinceResume::default(),
+            interrupt_sent: false,
+        }
+    }
+}
+
+impl Watchdog {
+    /// A thread of process `pid` is resumed now.
+    pub fn resumed(&mut self, pid: Pid) {
+        self.resumed_at = Instant::now();
+        self.resumed_cpu = user_cpu_time(pid).unwrap_or_default();
+        self.logged = LoggedSinceResume::default();
+        self.interrupt_sent = false;
+    }
+
+    /// The accesses the running thread logged since it was resumed.
+    pub fn logged(&mut self) -> &mut LoggedSinceResume {
+        &mut self.logged
+    }
+
+    /// The running thread's own progress since it was resumed: the user-mode CPU time
+    /// process `pid` used, less what recording its accesses cost it (`pending`: accesses
+    /// logged and not drained yet).
+    pub fn progress(&self, pid: Pid, pending: u64) -> Duration {
+        let used = user_cpu_time(pid)
+            .unwrap_or_default()
+            .saturating_sub(self.resumed_cpu);
+        self.logged.progress(used, pending)
+    }
+
+    /// At a watchdog tick: whether to interrupt thread `tid` of `pid`, which has used more
+    /// than `limit` of its own CPU time since it was resumed (a spin), or has been stopped
+    /// nowhere for `WALL_FACTOR` times that long in wall time (blocked in the kernel). At
+    /// most once per resume.
+    pub fn should_interrupt(&mut self, pid: Pid, tid: Pid, limit: Duration, pending: u64) -> bool {
+        if self.interrupt_sent {
+            return false;
+        }
+        let spins = self.progress(pid, pending) > limit;
+        let blocked =
+            self.resumed_at.elapsed() > limit * WALL_FACTOR && sleeps_in_kernel(pid, tid);
+        self.interrupt_sent = spins || blocked;
+        self.interrupt_sent
+    }
+
+    /// Whether the watchdog interrupted the running thread since it was resumed.
+    pub fn interrupted(&self) -> bool {
+        self.interrupt_sent
+    }
+
+    /// Seconds since the running thread was resumed (wall clock).
+    pub fn seconds_running(&self) -> f64 {
+        self.resumed_at.elapsed().as_secs_f64()
+    }
+}
+
+/// Whether thread `tid` of `pid` sleeps in the kernel (state S or D), rather than runs.
+fn sleeps_in_kernel(pid: Pid, tid: Pid) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"));
+    stat.ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .map(|(_, rest)| rest.trim_start().starts_with(['S', 'D']))
+        })
+        .unwrap_or(false)
+}
 
 /// An upper bound of what appending one record costs the thread in patched code.
 const RECORD_COST: Duration = Duration::from_nanos(20);

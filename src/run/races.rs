@@ -1,22 +1,24 @@
-//! The executor's side of data race detection: turning breakpoint hits on memory-access
-//! instructions, modelled libc memory functions and allocator calls into detector events,
-//! following allocator calls to their return (return breakpoints), and turning races into
-//! findings that name both accesses and the object raced on.
+//! The executor's race recording part: the race detector of an execution and what it
+//! found, fed with the accesses the executor sees (breakpoint hits on memory-access
+//! instructions, the access log, modelled libc memory functions, allocator calls), turning
+//! races into findings that name both accesses and the object raced on, and taking the
+//! stacks a second run of a schedule asks for. What it reads of the rest of the execution
+//! comes through [`Env`].
 
-use anyhow::Result;
+use std::path::Path;
 
-use super::execution::{AccessKey, Execution, RunResult};
-use super::happens_before::{ATOMIC, ONCE};
+use super::execution::AccessKey;
+use super::findings::{finding, thread_name, Reporter};
+use super::happens_before::ATOMIC;
 use super::patching::AccessSite;
 use super::plan::{Alloc, MemFn};
-use super::process::StopPlace;
-use super::stacks::primary_location;
-use crate::detect::race::{Access, HeapBlock, Race};
-use crate::model::{Op, ThreadId};
+use super::process::Process;
+use super::stacks::{primary_location, Symbols};
+use super::worker_state::WorkerState;
+use crate::detect::race::{Access, HeapBlock, Race, RaceDetector};
+use crate::model::{Footprint, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
-use crate::tracee::events;
-
-use crate::tracee::regs::{self, Regs};
+use crate::tracee::memory::Memory;
 
 /// Something to do when a thread returns from a call (its return address is hit with the
 /// stack pointer back where it was before the call).
@@ -103,245 +105,243 @@ pub struct PendingReturn {
 /// Longest string the modelled string functions read.
 const MAX_STRING: u64 = 1 << 16;
 
-impl Execution<'_> {
-    /// Arms a return breakpoint for `t`, stopped at the entry of a function.
-    pub(super) fn on_return_of_call(&mut self, t: ThreadId, action: ReturnAction) -> Result<()> {
-        let r = self.p.threads[t].regs;
-        let ret = self.p.mem.read_u64(r.rsp)?;
-        self.p.insert_breakpoint(ret)?;
-        self.returns.entry(ret).or_default().push(PendingReturn {
+/// What an execution's race recording reports at its end.
+#[derive(Debug, Default)]
+pub(super) struct RaceResults {
+    /// The race findings.
+    pub findings: Vec<Finding>,
+    /// The earlier access of each.
+    pub origins: Vec<RaceOrigin>,
+    /// Stacks captured for the requests.
+    pub captured_stacks: Vec<(AccessKey, Vec<crate::report::Frame>)>,
+    /// Accesses traced.
+    pub traced: u64,
+    /// Atomic operations inside system libraries, and the library of the first.
+    pub library_sync: (u64, Option<String>),
+    /// Unverified races, and the first described.
+    pub unverified_races: (u64, Option<String>),
+    /// Accesses recorded at breakpoints.
+    pub breakpoint_accesses: u64,
+}
+
+
+/// The race recording of one execution.
+#[derive(Debug, Clone, Default)]
+pub(super) struct RaceRecording {
+    /// The race detector (None with --no-races).
+    detector: Option<RaceDetector>,
+    /// Data races found so far.
+    findings: Vec<Finding>,
+    /// The earlier access of each race finding, by index in `findings`.
+    origins: Vec<RaceOrigin>,
+    /// Memory accesses traced in this execution.
+    traced: u64,
+    /// Accesses whose stack to capture, as (thread, pc, epoch) (earlier sides of races
+    /// found by a previous run of the same schedule).
+    stack_requests: Vec<AccessKey>,
+    /// Stacks captured for `stack_requests`.
+    captured_stacks: Vec<(AccessKey, Vec<crate::report::Frame>)>,
+    /// Where the modelled memory calls of this execution were made from (return addresses).
+    call_sites: std::collections::HashSet<u64>,
+    /// Atomic operations inside system libraries while threads existed: synchronisation
+    /// the search orders as it comes instead of exploring.
+    library_sync: u64,
+    /// The first of them.
+    library_sync_site: Option<u64>,
+    /// Races left unreported because neither access can be told from an atomic.
+    unverified_races: u64,
+    /// The first of them, described.
+    unverified_race: Option<String>,
+    /// Accesses recorded at breakpoints in this execution.
+    breakpoint_accesses: u64,
+}
+
+/// What race recording reads and touches of the rest of the execution.
+pub(super) struct Env<'a> {
+    /// The traced process (memory, threads, the access-site table).
+    pub p: &'a Process,
+    /// The worker's memory: symbols, atomic addresses, the repeat filter.
+    pub worker: &'a mut WorkerState,
+    /// Address ranges known to hold atomics (from DWARF).
+    pub atomic_ranges: &'a [std::ops::Range<u64>],
+    /// Threads created so far.
+    pub threads: usize,
+    /// What the running step touched beyond its operation (partial-order reduction).
+    pub segment: &'a mut Footprint,
+    /// The program, for thread names.
+    pub program: &'a Path,
+}
+
+impl Env<'_> {
+    /// Stacks and thread reports of the process.
+    fn reporter(&mut self) -> Reporter<'_> {
+        Reporter {
+            p: self.p,
+            symbols: &mut self.worker.symbols,
+            program: self.program,
+        }
+    }
+
+    fn is_atomic_location(&self, ea: u64) -> bool {
+        self.worker.atomic_addresses.contains(&ea)
+            || self.atomic_ranges.iter().any(|r| r.contains(&ea))
+    }
+
+    /// Whether the access at `pc` is a plain load or store (MOV) in code without source
+    /// lines: a relaxed atomic load or store of the source compiles to exactly that, and
+    /// without DWARF nothing tells them apart. A race between two such accesses (CPython's
+    /// `_Py_atomic_*_relaxed` on its eval-breaker flags, in a Debian python3 without debug
+    /// information) is counted, not reported: a false report is worse than a missed one.
+    fn atomicity_unknown(&mut self, pc: u64) -> bool {
+        let plain = self
+            .p
+            .patching
+            .sites
+            .iter()
+            .any(|s| s.insn.ip() == pc && s.plain_mov && !s.atomic_source);
+        plain
+            && self
+                .worker
+                .symbols
+                .frame_at(pc, false)
+                .iter()
+                .all(|f| f.line.is_none())
+    }
+
+}
+
+impl RaceRecording {
+    /// The recording of a new execution: detection on with `races`, with the stacks a
+    /// previous run of the schedule asked for.
+    pub fn new(races: bool, stack_requests: Vec<AccessKey>) -> RaceRecording {
+        RaceRecording {
+            detector: races.then(RaceDetector::new),
+            stack_requests,
+            ..RaceRecording::default()
+        }
+    }
+
+    /// What a snapshot keeps: the detector (`history`: with the access history, as a branch
+    /// snapshot needs, or without, at the startup snapshot), the races found and the
+    /// accesses traced; the rest is per execution.
+    pub fn saved(&self, history: bool) -> RaceRecording {
+        RaceRecording {
+            detector: match history {
+                true => self.detector.clone(),
+                false => self.detector.as_ref().map(|d| d.without_access_history()),
+            },
+            findings: self.findings.clone(),
+            origins: self.origins.clone(),
+            traced: self.traced,
+            ..RaceRecording::default()
+        }
+    }
+
+    /// A copy's recording from a snapshot's, with this execution's stack requests.
+    pub fn restored(saved: RaceRecording, stack_requests: Vec<AccessKey>) -> RaceRecording {
+        RaceRecording {
+            stack_requests,
+            ..saved
+        }
+    }
+
+    /// Whether races are detected.
+    pub fn on(&self) -> bool {
+        self.detector.is_some()
+    }
+
+    /// The detector, for the happens-before edges of the model's operations.
+    pub fn detector(&mut self) -> Option<&mut RaceDetector> {
+        self.detector.as_mut()
+    }
+
+    /// Addresses found racy so far.
+    pub fn racy_addresses(&self) -> Vec<u64> {
+        self.detector
+            .as_ref()
+            .map(|d| d.racy_addresses().iter().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Instructions found in a race so far.
+    pub fn racy_pcs(&self) -> Vec<u64> {
+        self.detector
+            .as_ref()
+            .map(|d| (d.races().iter()).flat_map(|r| [r.earlier.pc, r.later.pc]).collect())
+            .unwrap_or_default()
+    }
+
+    /// Races found so far.
+    pub fn found(&self) -> usize {
+        self.findings.len()
+    }
+
+    /// The race finding number `i`.
+    pub fn finding(&self, i: usize) -> Option<&Finding> {
+        self.findings.get(i)
+    }
+
+    /// Counts one more access traced (from the log).
+    pub fn count_traced(&mut self) {
+        self.traced += 1;
+    }
+
+    /// Counts an access recorded at a breakpoint.
+    pub fn count_breakpoint_access(&mut self) {
+        self.breakpoint_accesses += 1;
+    }
+
+    /// The instructions whose stacks a second run wants (their sites stop).
+    pub fn requested_pcs(&self) -> impl Iterator<Item = u64> + '_ {
+        self.stack_requests.iter().map(|r| r.1)
+    }
+
+    /// Ends the execution's recording: what the outcome reports.
+    pub fn finish(&mut self, modules: &crate::binary::ModuleMap) -> RaceResults {
+        RaceResults {
+            findings: std::mem::take(&mut self.findings),
+            origins: std::mem::take(&mut self.origins),
+            captured_stacks: std::mem::take(&mut self.captured_stacks),
+            traced: self.traced,
+            library_sync: (
+                self.library_sync,
+                self.library_sync_site.and_then(|pc| {
+                    let m = modules.find(pc)?;
+                    Some(m.path.file_name()?.to_string_lossy().into_owned())
+                }),
+            ),
+            unverified_races: (self.unverified_races, self.unverified_race.clone()),
+            breakpoint_accesses: self.breakpoint_accesses,
+        }
+    }
+
+    /// A read-like call returned having written `n` bytes at `buf` (called from `site`).
+    pub fn filled_buffer(&mut self, env: &mut Env<'_>, t: ThreadId, buf: u64, n: u64, site: u64) {
+        let access = Access {
             thread: t,
-            rsp: r.rsp + 8,
-            action,
-        });
-        Ok(())
-    }
-
-    /// If `t` stopped at a return breakpoint meant for it, performs the action. Returns
-    /// Some when the stop was only that (with what running on produced), None when the
-    /// address also has a permanent breakpoint to handle.
-    pub(super) fn handle_return(
-        &mut self,
-        t: ThreadId,
-        addr: u64,
-        r: &Regs,
-    ) -> Result<Option<Option<RunResult>>> {
-        let Some(list) = self.returns.get(&addr) else {
-            return Ok(None);
+            addr: buf,
+            size: n.min(1 << 24),
+            write: true,
+            atomic: false,
+            pc: site,
         };
-        if !list.iter().any(|p| p.thread == t && p.rsp == r.rsp) {
-            if self.p.bp_kinds.contains_key(&addr) {
-                return Ok(None);
-            }
-            // Someone else's return address: step over it.
-            self.p.threads[t].place = StopPlace::Breakpoint(addr);
-            return Ok(Some(self.step_and_resume(t)?));
-        };
-        let empty = self.take_return(t, addr, r)? == Some(true);
-        if self.p.bp_kinds.contains_key(&addr) {
-            return Ok(None);
-        }
-        if empty {
-            self.p.remove_breakpoint(addr)?;
-            let mut regs = *r;
-            regs.rip = addr;
-            regs::set(self.p.threads[t].tid, regs)?;
-            self.p.threads[t].regs = regs;
-            events::resume(self.p.threads[t].tid, None)?;
-            Ok(Some(None))
-        } else {
-            self.p.threads[t].place = StopPlace::Breakpoint(addr);
-            Ok(Some(self.step_and_resume(t)?))
+        if let Some(f) = self.detect(env, access, Seen::InModelledCall) {
+            self.findings.push(f);
         }
     }
 
-    /// When `t` (registers `r`) is at a return breakpoint at `addr` meant for it, performs
-    /// the return's action and forgets it; the breakpoint stays. None when there was none;
-    /// else whether no other return waits at `addr`.
-    pub(super) fn take_return(&mut self, t: ThreadId, addr: u64, r: &Regs) -> Result<Option<bool>> {
-        let Some(list) = self.returns.get_mut(&addr) else {
-            return Ok(None);
-        };
-        let Some(i) = list.iter().position(|p| p.thread == t && p.rsp == r.rsp) else {
-            return Ok(None);
-        };
-        let pending = list.remove(i);
-        let empty = list.is_empty();
-        if empty {
-            self.returns.remove(&addr);
+    /// An allocator returned `block`.
+    pub fn allocated(&mut self, block: HeapBlock) {
+        if let Some(d) = self.detector.as_mut() {
+            d.allocated(block);
         }
-        self.returned(t, pending.action, r)?;
-        Ok(Some(empty))
     }
 
-    fn returned(&mut self, t: ThreadId, action: ReturnAction, r: &Regs) -> Result<()> {
-        if let ReturnAction::OnceDone { control } = action {
-            self.model.once_done(control);
+    /// The block at `ptr` (glibc's chunk says `hint` usable bytes) was freed.
+    pub fn freed(&mut self, ptr: u64, hint: u64) {
+        if let Some(d) = self.detector.as_mut() {
+            d.freed(ptr, hint);
         }
-        if let ReturnAction::FilledBuffer { buf, unit, site } = action {
-            let n = (r.rax as i64).max(0) as u64 * unit;
-            if n > 0 {
-                let access = Access {
-                    thread: t,
-                    addr: buf,
-                    size: n.min(1 << 24),
-                    write: true,
-                    atomic: false,
-                    pc: site,
-                };
-                if let Some(f) = self.detect(access, Seen::InModelledCall) {
-                    self.race_findings.push(f);
-                }
-            }
-            return Ok(());
-        }
-        let Some(d) = self.races.as_mut() else {
-            return Ok(());
-        };
-        match action {
-            ReturnAction::OnceDone { control } => d.release(t, (ONCE, control)),
-            ReturnAction::FilledBuffer { .. } => {}
-            ReturnAction::Allocated {
-                kind,
-                size,
-                out,
-                site,
-            } => {
-                let ptr = match kind {
-                    Alloc::PosixMemalign if r.rax == 0 => self.p.mem.read_u64(out).unwrap_or(0),
-                    Alloc::PosixMemalign => 0,
-                    _ => r.rax,
-                };
-                if ptr != 0 {
-                    d.allocated(HeapBlock {
-                        start: ptr,
-                        size,
-                        thread: t,
-                        site,
-                    });
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Steps `t` over the breakpoint it is stopped at and lets it run on. A fault of the
-    /// stepped instruction (a NULL dereference in an instrumented access) is a finding, or,
-    /// when the program handles that signal, delivered to it.
-    pub(super) fn step_and_resume(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
-        if let StopPlace::Breakpoint(addr) = self.p.threads[t].place {
-            if let Some(target) = self.p.jump_target(addr) {
-                // A PLT stub or a tail-call shim: jump for it, no single-step needed.
-                let mut r = self.p.threads[t].regs;
-                r.rip = target;
-                regs::set(self.p.threads[t].tid, r)?;
-                self.p.threads[t].regs = r;
-                self.p.threads[t].place = StopPlace::Event;
-                let sig = self.p.threads[t].pending_signal.take();
-                events::resume(self.p.threads[t].tid, sig)?;
-                return Ok(None);
-            }
-        }
-        if let Some(crate::tracee::Event::Signal(sig)) = self.p.step_over_breakpoint(t)? {
-            if let Some(f) = self.signal_finding(t, sig) {
-                return Ok(Some(RunResult::Found(Box::new(f))));
-            }
-            self.p.threads[t].pending_signal = Some(sig);
-        }
-        if self.debugging() && self.debug_watch(t)? == super::debugger::Resume::Kill {
-            return Ok(Some(RunResult::CutShort));
-        }
-        let sig = self.p.threads[t].pending_signal.take();
-        events::resume(self.p.threads[t].tid, sig)?;
-        Ok(None)
-    }
-
-    /// Resumes `t`, stopped at a breakpoint, at `rip` (the out-of-line copy of its
-    /// instruction) instead of stepping over the breakpoint.
-    fn resume_at(&mut self, t: ThreadId, rip: u64) -> Result<Option<RunResult>> {
-        let mut r = self.p.threads[t].regs;
-        r.rip = rip;
-        regs::set(self.p.threads[t].tid, r)?;
-        self.p.threads[t].regs = r;
-        self.p.threads[t].place = StopPlace::Event;
-        let sig = self.p.threads[t].pending_signal.take();
-        events::resume(self.p.threads[t].tid, sig)?;
-        Ok(None)
-    }
-
-    /// At a hook on a call through the GOT (code without a PLT), makes the call: the
-    /// return address pushed, `t` at the called function's entry, as at a PLT stub's
-    /// hook. A hook on a PLT stub or a tail jump is left as it is.
-    pub(super) fn enter_called_function(&mut self, t: ThreadId, addr: u64) -> Result<()> {
-        let Some((target, ret)) = self.p.call_through_slot(addr) else {
-            return Ok(());
-        };
-        let mut r = self.p.threads[t].regs;
-        r.rsp -= 8;
-        self.p.mem.write(r.rsp, &ret.to_le_bytes())?;
-        r.rip = target;
-        regs::set(self.p.threads[t].tid, r)?;
-        self.p.threads[t].regs = r;
-        self.p.threads[t].place = StopPlace::Event;
-        Ok(())
-    }
-
-    /// An allocator entry: frees forget their block, allocations arm a return breakpoint.
-    pub(super) fn on_allocator(&mut self, t: ThreadId, kind: Alloc) -> Result<Option<RunResult>> {
-        let r = self.p.threads[t].regs;
-        let a = regs::call_args(&r);
-        let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
-        let (size, out) = match kind {
-            Alloc::Malloc => (a[0], 0),
-            Alloc::Calloc => (a[0].saturating_mul(a[1]), 0),
-            Alloc::Realloc => (a[1], 0),
-            Alloc::ReallocArray => (a[1].saturating_mul(a[2]), 0),
-            Alloc::Free => (0, 0),
-            Alloc::PosixMemalign => (a[2], a[0]),
-            Alloc::Aligned => (a[1], 0),
-            Alloc::RustRealloc => (a[3], 0),
-        };
-        let frees = matches!(
-            kind,
-            Alloc::Free | Alloc::Realloc | Alloc::ReallocArray | Alloc::RustRealloc
-        );
-        if frees && a[0] != 0 {
-            let hint = self.glibc_chunk_size(a[0]);
-            if let Some(d) = self.races.as_mut() {
-                d.freed(a[0], hint);
-            }
-        }
-        if kind != Alloc::Free {
-            self.on_return_of_call(
-                t,
-                ReturnAction::Allocated {
-                    kind,
-                    size,
-                    out,
-                    site,
-                },
-            )?;
-        }
-        self.step_and_resume(t)
-    }
-
-    /// A modelled libc memory function called by the program, stopped at its entry: its
-    /// ranges are accessed.
-    pub(super) fn on_mem_fn(&mut self, t: ThreadId, f: MemFn) -> Result<Option<RunResult>> {
-        let r = self.p.threads[t].regs;
-        let a = regs::call_args(&r);
-        let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
-        if let MemFn::ReadInto | MemFn::StreamRead = f {
-            let (buf, unit) = if f == MemFn::ReadInto {
-                (a[1], 1)
-            } else {
-                (a[0], a[1])
-            };
-            self.on_return_of_call(t, ReturnAction::FilledBuffer { buf, unit, site })?;
-        } else {
-            self.record_mem_call(t, f, [a[0], a[1], a[2]], None, site, Seen::InModelledCall);
-        }
-        self.step_and_resume(t)
     }
 
     /// The call of memory function `f` with arguments `a` made from `site` (its return
@@ -349,8 +349,10 @@ impl Execution<'_> {
     /// are accessed. (Reads into buffers are recorded when they return.) A string
     /// function's bytes are `measured` at its entry, or measured here, from the thread
     /// stopped at the call.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn record_mem_call(
         &mut self,
+        env: &mut Env<'_>,
         t: ThreadId,
         f: MemFn,
         a: [u64; 3],
@@ -358,9 +360,10 @@ impl Execution<'_> {
         site: u64,
         seen: Seen,
     ) {
-        self.worker.repeats.forget();
+        env.worker.repeats.forget();
         self.call_sites.insert(site);
-        let strlen = |x: &Self, s: u64, cap: u64| x.string_length(s, cap);
+        let mem = &env.p.mem;
+        let strlen = |_: &Self, s: u64, cap: u64| string_length(mem, s, cap);
         let mut accesses: Vec<(u64, u64, bool)> = Vec::new();
         match f {
             MemFn::Copy => accesses.extend([(a[1], a[2], false), (a[0], a[2], true)]),
@@ -395,144 +398,42 @@ impl Execution<'_> {
                 atomic: false,
                 pc: site,
             };
-            if let Some(f) = self.detect(access, seen) {
-                self.race_findings.push(f);
+            if let Some(f) = self.detect(env, access, seen) {
+                self.findings.push(f);
             }
-        }
-    }
-
-    /// The usable size of the glibc malloc chunk at `ptr`, from its header (for blocks
-    /// allocated where mcheck did not look).
-    fn glibc_chunk_size(&self, ptr: u64) -> u64 {
-        const IS_MMAPPED: u64 = 2;
-        let header = self.p.mem.read_u64(ptr.wrapping_sub(8)).unwrap_or(0);
-        let chunk = header & !7;
-        let overhead = if header & IS_MMAPPED != 0 { 16 } else { 8 };
-        chunk.saturating_sub(overhead).min(1 << 30)
-    }
-
-    fn string_length(&self, s: u64, cap: u64) -> u64 {
-        let mut buf = [0u8; 256];
-        let mut n = 0;
-        while n < cap {
-            if self.p.mem.read(s + n, &mut buf).is_err() {
-                // Near the end of a mapping: read byte by byte.
-                match self.p.mem.read_u8(s + n) {
-                    Ok(0) | Err(_) => return n,
-                    Ok(_) => {
-                        n += 1;
-                        continue;
-                    }
-                }
-            }
-            if let Some(i) = buf.iter().position(|&b| b == 0) {
-                return (n + i as u64).min(cap);
-            }
-            n += buf.len() as u64;
-        }
-        cap
-    }
-
-    /// A memory-access site left on the breakpoint path (`id` in the site table). Returns
-    /// a scheduling point when it must be one; else records the access and runs on.
-    pub(super) fn on_access(
-        &mut self,
-        t: ThreadId,
-        addr: u64,
-        id: u32,
-    ) -> Result<Option<RunResult>> {
-        let Some(site) = self.p.patching.sites.get(id as usize).copied() else {
-            return self.step_and_resume(t);
-        };
-        if let Some(f) = site.mem_fn {
-            // A memory function's hook, on a breakpoint again (its patch was taken out).
-            self.enter_called_function(t, addr)?;
-            return self.on_mem_fn(t, f);
-        }
-        let ea = self.p.effective_address(t, &site.insn, 0);
-        let statically_atomic =
-            site.atomic_source || self.atomic_ranges.iter().any(|r| r.contains(&ea));
-        if statically_atomic && self.creation_stretch.contains(&t) {
-            // An atomic access can be ordered against another thread's without a data race:
-            // the stretch around a thread creation ends here, as a scheduling point (see
-            // `on_clone`). Plain accesses need not: a conflict with one is a data race, which
-            // the detector reports whatever the order. Only what the binary says is atomic
-            // counts, so that every execution of a tree search has the same points.
-            self.p.threads[t].place = StopPlace::Breakpoint(addr);
-            return self.point(
-                t,
-                Op::MemoryAccess {
-                    addr: ea,
-                    write: site.write,
-                },
-                addr,
-            );
-        }
-        // Racy addresses are points only once threads exist: the single-threaded start must
-        // stay the same in every execution (it is what a fork snapshot skips). Only at the
-        // sites found racing (all of them on breakpoints): a site left on a breakpoint by a
-        // snapshot template must not become a point, or the executions of one tree would
-        // differ by where they started (a schedule of a file without sites: every site).
-        if self.cfg.preempt_on_races
-            && self.model.thread_count() > 1
-            && self.worker.racy_addresses.contains(&ea)
-            && (self.worker.racy_sites.is_empty() || self.worker.racy_sites.contains(&addr))
-        {
-            self.p.threads[t].place = StopPlace::Breakpoint(addr);
-            return self.point(
-                t,
-                Op::MemoryAccess {
-                    addr: ea,
-                    write: site.write,
-                },
-                addr,
-            );
-        }
-        self.breakpoint_accesses += 1;
-        self.logged_since_resume.note_trapped(ea, site.write);
-        let races_before = self.race_findings.len();
-        self.record_access(t, &site, ea, Seen::AtAccess);
-        if self.debugging() {
-            if let Some(f) = self.race_findings.get(races_before).cloned() {
-                self.p.threads[t].place = StopPlace::Breakpoint(addr);
-                let ev = super::debugger::DebugEvent::Race {
-                    thread: t,
-                    finding: Box::new(f),
-                };
-                if self.debug_event(ev) == super::debugger::Resume::Kill {
-                    return Ok(Some(RunResult::CutShort));
-                }
-            }
-        }
-        match self.p.patching.table.out_of_line(addr) {
-            Some(copy) => self.resume_at(t, copy),
-            None => self.step_and_resume(t),
         }
     }
 
     /// Records the access `site` made at `ea` in thread `t`: at its breakpoint
     /// (`Seen::AtAccess`) or from the log (`Seen::Logged`).
-    pub(super) fn record_access(&mut self, t: ThreadId, site: &AccessSite, ea: u64, seen: Seen) {
+    pub(super) fn record_access(
+        &mut self,
+        env: &mut Env<'_>,
+        t: ThreadId,
+        site: &AccessSite,
+        ea: u64,
+        seen: Seen,
+    ) {
         if ea == 0 {
             return;
         }
-        self.traced_accesses += 1;
+        self.traced += 1;
         let pc = site.insn.ip();
         if site.rmw {
-            self.worker.repeats.forget();
+            env.worker.repeats.forget();
             // A library's own lock or reference count: it orders what comes before and
             // after it, and the step depends on whatever else touches the word.
-            self.segment.touch_word(ea, true);
-            if self.model.thread_count() > 1 {
+            env.segment.touch_word(ea, true);
+            if env.threads > 1 {
                 self.library_sync += 1;
                 self.library_sync_site.get_or_insert(pc);
             }
-            self.record_atomic(t, ea, site.size as u64, pc);
+            self.record_atomic(env, t, ea, site.size as u64, pc);
             return;
         }
-        let atomic = site.atomic_source || (site.plain_mov && self.is_atomic_location(ea));
+        let atomic = site.atomic_source || (site.plain_mov && env.is_atomic_location(ea));
         if site.atomic_source {
-            self.worker.atomic_addresses.insert(ea);
+            env.worker.atomic_addresses.insert(ea);
         }
         let write = site.write;
         let access = Access {
@@ -544,32 +445,39 @@ impl Execution<'_> {
             pc,
         };
         if atomic {
-            self.worker.repeats.forget();
+            env.worker.repeats.forget();
             // Partial-order reduction: the step touched this atomic location.
-            self.segment.touch_word(ea, write);
+            env.segment.touch_word(ea, write);
             // x86: a MOV load of an atomic is an acquire, a MOV store a release.
-            if let Some(d) = self.races.as_mut() {
+            if let Some(d) = self.detector.as_mut() {
                 if !write {
                     d.acquire(t, (ATOMIC, ea));
                 }
             }
         }
-        if let Some(f) = self.detect(access, seen) {
-            self.race_findings.push(f);
+        if let Some(f) = self.detect(env, access, seen) {
+            self.findings.push(f);
         }
         if atomic && write {
-            if let Some(d) = self.races.as_mut() {
+            if let Some(d) = self.detector.as_mut() {
                 d.release(t, (ATOMIC, ea));
             }
         }
     }
 
     /// Records an atomic read-modify-write of `size` bytes at `ea` by `t` at `pc`.
-    pub(super) fn record_atomic(&mut self, t: ThreadId, ea: u64, size: u64, pc: u64) {
-        self.worker.repeats.forget();
-        self.capture_if_requested(t, pc);
-        self.worker.atomic_addresses.insert(ea);
-        let Some(d) = self.races.as_mut() else { return };
+    pub(super) fn record_atomic(
+        &mut self,
+        env: &mut Env<'_>,
+        t: ThreadId,
+        ea: u64,
+        size: u64,
+        pc: u64,
+    ) {
+        env.worker.repeats.forget();
+        self.capture_if_requested(env, t, pc);
+        env.worker.atomic_addresses.insert(ea);
+        let Some(d) = self.detector.as_mut() else { return };
         d.acquire(t, (ATOMIC, ea));
         let access = Access {
             thread: t,
@@ -583,35 +491,30 @@ impl Execution<'_> {
         d.release(t, (ATOMIC, ea));
         if let Some(race) = race {
             self.note_origin(&race, Seen::AtAccess);
-            let f = self.race_finding(&race, Seen::AtAccess);
-            self.race_findings.push(f);
+            let f = self.race_finding(env, &race, Seen::AtAccess);
+            self.findings.push(f);
         }
     }
 
-    fn is_atomic_location(&self, ea: u64) -> bool {
-        self.worker.atomic_addresses.contains(&ea)
-            || self.atomic_ranges.iter().any(|r| r.contains(&ea))
-    }
-
     /// Feeds an access to the detector; a new race becomes a finding.
-    fn detect(&mut self, access: Access, seen: Seen) -> Option<Finding> {
-        self.capture_if_requested(access.thread, access.pc);
-        let race = self.races.as_mut()?.access(access)?;
-        if self.atomicity_unknown(race.earlier.pc) && self.atomicity_unknown(race.later.pc) {
+    fn detect(&mut self, env: &mut Env<'_>, access: Access, seen: Seen) -> Option<Finding> {
+        self.capture_if_requested(env, access.thread, access.pc);
+        let race = self.detector.as_mut()?.access(access)?;
+        if env.atomicity_unknown(race.earlier.pc) && env.atomicity_unknown(race.later.pc) {
             // If these are atomics, they may be a release store and an acquire load (plain
             // MOVs both, on x86-64) that order the program's other accesses: from now on
             // this location's loads acquire and its stores release, and an execution that
             // reported races is run again knowing it (see the search's worker loop).
-            self.worker.atomic_addresses.insert(race.addr);
-            self.worker.atomic_addresses.insert(access.addr);
-            self.worker.repeats.forget();
+            env.worker.atomic_addresses.insert(race.addr);
+            env.worker.atomic_addresses.insert(access.addr);
+            env.worker.repeats.forget();
             self.unverified_races += 1;
             if self.unverified_race.is_none() {
-                let object = match self.raced_object(race.addr) {
+                let object = match self.raced_object(env, race.addr) {
                     o if o.starts_with("at ") => o,
                     o => format!("on {o}"),
                 };
-                let module = self
+                let module = env
                     .worker
                     .symbols
                     .modules()
@@ -623,28 +526,7 @@ impl Execution<'_> {
             return None;
         }
         self.note_origin(&race, seen);
-        Some(self.race_finding(&race, seen))
-    }
-
-    /// Whether the access at `pc` is a plain load or store (MOV) in code without source
-    /// lines: a relaxed atomic load or store of the source compiles to exactly that, and
-    /// without DWARF nothing tells them apart. A race between two such accesses (CPython's
-    /// `_Py_atomic_*_relaxed` on its eval-breaker flags, in a Debian python3 without debug
-    /// information) is counted, not reported: a false report is worse than a missed one.
-    fn atomicity_unknown(&mut self, pc: u64) -> bool {
-        let plain = self
-            .p
-            .patching
-            .sites
-            .iter()
-            .any(|s| s.insn.ip() == pc && s.plain_mov && !s.atomic_source);
-        plain
-            && self
-                .worker
-                .symbols
-                .frame_at(pc, false)
-                .iter()
-                .all(|f| f.line.is_none())
+        Some(self.race_finding(env, &race, seen))
     }
 
     /// Notes which accesses of `race` (the next race finding) a second run of the schedule
@@ -653,8 +535,8 @@ impl Execution<'_> {
     fn note_origin(&mut self, race: &Race, seen: Seen) {
         let key = |s: &crate::detect::race::Seen| (s.epoch.thread, s.pc, s.epoch.clock);
         let in_call = seen.in_call() || self.call_sites.contains(&race.earlier.pc);
-        self.race_origins.push(RaceOrigin {
-            index: self.race_findings.len(),
+        self.origins.push(RaceOrigin {
+            index: self.findings.len(),
             earlier: key(&race.earlier),
             later: seen.run_on().then(|| key(&race.later)),
             in_call,
@@ -663,31 +545,31 @@ impl Execution<'_> {
 
     /// When a previous run of this schedule asked for the stack of this access (the earlier
     /// side of a race), captures it while the thread is stopped at it.
-    fn capture_if_requested(&mut self, t: ThreadId, pc: u64) {
+    fn capture_if_requested(&mut self, env: &mut Env<'_>, t: ThreadId, pc: u64) {
         if self.stack_requests.is_empty() {
             return;
         }
-        let Some(epoch) = self.races.as_ref().map(|d| d.epoch_of(t)) else {
+        let Some(epoch) = self.detector.as_ref().map(|d| d.epoch_of(t)) else {
             return;
         };
         let key = (t, pc, epoch);
         if self.stack_requests.contains(&key)
             && !self.captured_stacks.iter().any(|(k, _)| *k == key)
         {
-            let stack = self.thread_report(t, String::new()).stack;
+            let stack = env.reporter().thread_report(t, String::new()).stack;
             self.captured_stacks.push((key, stack));
         }
     }
 
     /// The finding for `race`, made when its later access was `seen`.
-    fn race_finding(&mut self, race: &Race, seen: Seen) -> Finding {
+    fn race_finding(&mut self, env: &mut Env<'_>, race: &Race, seen: Seen) -> Finding {
         let modelled_call = seen.in_call();
         // A plain MOV counts as atomic only because of its address (a LOCK instruction or a
         // race in code without debug information touched it): it may be one, or not.
         let presumed = |s: &crate::detect::race::Seen| {
             s.atomic
-                && !self.atomic_ranges.iter().any(|r| r.contains(&race.addr))
-                && (self.p.patching.sites.iter())
+                && !env.atomic_ranges.iter().any(|r| r.contains(&race.addr))
+                && (env.p.patching.sites.iter())
                     .any(|x| x.insn.ip() == s.pc && x.plain_mov && !x.atomic_source)
         };
         let (earlier_presumed, later_presumed) = (presumed(&race.earlier), presumed(&race.later));
@@ -700,17 +582,17 @@ impl Execution<'_> {
             };
             format!("{at}{rw} of {} byte(s)", s.size)
         };
-        let object = self.raced_object(race.addr);
+        let object = self.raced_object(env, race.addr);
         let later_t = race.later.epoch.thread;
         let earlier_t = race.earlier.epoch.thread;
-        let mut later = self.thread_report(
+        let mut later = env.reporter().thread_report(
             later_t,
             format!("{} (this access)", what(&race.later, later_presumed)),
         );
         if seen.run_on() {
             // Its thread has moved on since: the access's own frame, until a second run
             // of the schedule takes the whole stack.
-            later.stack = self.worker.symbols.frame_at(race.later.pc, modelled_call);
+            later.stack = env.worker.symbols.frame_at(race.later.pc, modelled_call);
         }
         if modelled_call {
             later.state.push_str(" inside a libc memory function");
@@ -718,15 +600,12 @@ impl Execution<'_> {
         // Each side by its own kind: the earlier access was a modelled call when its pc is
         // one of this execution's call sites (a return address).
         let earlier_in_call = self.call_sites.contains(&race.earlier.pc);
-        let earlier_stack = self
-            .worker
-            .symbols
-            .frame_at(race.earlier.pc, earlier_in_call);
-        let earlier_tid = self.p.threads.get(earlier_t).map_or(0, |x| x.tid.as_raw());
+        let earlier_stack = env.worker.symbols.frame_at(race.earlier.pc, earlier_in_call);
+        let earlier_tid = env.p.threads.get(earlier_t).map_or(0, |x| x.tid.as_raw());
         let earlier = ThreadReport {
             id: earlier_t,
             tid: earlier_tid,
-            name: self.thread_name(earlier_tid),
+            name: thread_name(env.program, earlier_tid),
             state: format!(
                 "{} (the earlier access)",
                 what(&race.earlier, earlier_presumed)
@@ -757,7 +636,7 @@ impl Execution<'_> {
             .collect();
         // One source line once, whichever instruction of it each side names.
         locations.dedup_by(|a, b| a.file.is_some() && (&a.file, a.line) == (&b.file, b.line));
-        let mut f = self.finding(FindingKind::DataRace, message, vec![later, earlier]);
+        let mut f = finding(FindingKind::DataRace, message, vec![later, earlier]);
         f.locations = locations;
         if earlier_presumed || later_presumed {
             f.details.push(
@@ -765,11 +644,11 @@ impl Execution<'_> {
             );
         }
         if let Some(b) = self
-            .races
+            .detector
             .as_ref()
             .and_then(|d| d.block_containing(race.addr))
         {
-            let site = self.worker.symbols.call_site(b.site).short();
+            let site = env.worker.symbols.call_site(b.site).short();
             f.details.push(format!(
                 "heap block of {} bytes at {:#x}, allocated by thread T{} at {site}",
                 b.size, b.start, b.thread
@@ -779,17 +658,17 @@ impl Execution<'_> {
     }
 
     /// Names the memory at `addr`: a global variable, a heap block, or an address.
-    fn raced_object(&mut self, addr: u64) -> String {
-        let name = self.memory_name(addr, false);
+    fn raced_object(&self, env: &mut Env<'_>, addr: u64) -> String {
+        let name = self.memory_name(&mut env.worker.symbols, addr, false);
         name.strip_prefix("in ").map(str::to_string).unwrap_or(name)
     }
 
     /// Names the memory at `addr`: a global variable, or a heap block (with its allocation
     /// site when `with_site`), or its address.
-    pub(super) fn memory_name(&mut self, addr: u64, with_site: bool) -> String {
-        if let Some(b) = self.races.as_ref().and_then(|d| d.block_containing(addr)) {
+    pub(super) fn memory_name(&self, symbols: &mut Symbols, addr: u64, with_site: bool) -> String {
+        if let Some(b) = self.detector.as_ref().and_then(|d| d.block_containing(addr)) {
             let site = if with_site {
-                let s = self.worker.symbols.call_site(b.site).short();
+                let s = symbols.call_site(b.site).short();
                 format!(", allocated by T{} at {s}", b.thread)
             } else {
                 String::new()
@@ -801,6 +680,39 @@ impl Execution<'_> {
                 b.size
             );
         }
-        self.worker.symbols.object_name(addr)
+        symbols.object_name(addr)
     }
 }
+
+/// The usable size of the glibc malloc chunk at `ptr`, from its header (for blocks
+/// allocated where mcheck did not look).
+pub(super) fn glibc_chunk_size(mem: &Memory, ptr: u64) -> u64 {
+    const IS_MMAPPED: u64 = 2;
+    let header = mem.read_u64(ptr.wrapping_sub(8)).unwrap_or(0);
+    let chunk = header & !7;
+    let overhead = if header & IS_MMAPPED != 0 { 16 } else { 8 };
+    chunk.saturating_sub(overhead).min(1 << 30)
+}
+
+fn string_length(mem: &Memory, s: u64, cap: u64) -> u64 {
+    let mut buf = [0u8; 256];
+    let mut n = 0;
+    while n < cap {
+        if mem.read(s + n, &mut buf).is_err() {
+            // Near the end of a mapping: read byte by byte.
+            match mem.read_u8(s + n) {
+                Ok(0) | Err(_) => return n,
+                Ok(_) => {
+                    n += 1;
+                    continue;
+                }
+            }
+        }
+        if let Some(i) = buf.iter().position(|&b| b == 0) {
+            return (n + i as u64).min(cap);
+        }
+        n += buf.len() as u64;
+    }
+    cap
+}
+

@@ -34,7 +34,6 @@ use super::point_log::PointLog;
 use super::process::{Process, StopPlace};
 use super::races::PendingReturn;
 use super::state_hash;
-use crate::detect::race::RaceDetector;
 use crate::explore::{Decision, FairFilter, Point};
 use crate::model::{Footprint, Model, ThreadId};
 use crate::report::ThreadReport;
@@ -107,17 +106,14 @@ impl SavedPoint {
 #[derive(Clone)]
 pub(super) struct SavedExecution {
     pub model: Model,
-    pub races: Option<RaceDetector>,
+    pub races: super::races::RaceRecording,
     pub returns: HashMap<u64, Vec<PendingReturn>>,
     pub atomic_ranges: Vec<std::ops::Range<u64>>,
-    pub traced_accesses: u64,
     pub rec: super::patching::Recording,
     pub instrumented: std::collections::HashSet<u64>,
     pub steps: u64,
     pub preemptions: u64,
     pub panic: Option<ThreadReport>,
-    pub race_findings: Vec<crate::report::Finding>,
-    pub race_origins: Vec<super::races::RaceOrigin>,
     pub decisions: Vec<Decision>,
     pub choice_steps: Vec<u32>,
     pub trace: Vec<TraceStep>,

@@ -26,17 +26,14 @@ impl Execution<'_> {
         kernel.note_pid(self.p.pid);
         SavedExecution {
             model: self.model.clone(),
-            races: self.races.clone(),
+            races: self.races.saved(true),
             returns: self.returns.clone(),
             atomic_ranges: self.atomic_ranges.clone(),
-            traced_accesses: self.traced_accesses,
             rec: self.rec.clone(),
             instrumented: self.instrumented.clone(),
             steps: self.steps,
             preemptions: self.preemptions,
             panic: self.panic.clone(),
-            race_findings: self.race_findings.clone(),
-            race_origins: self.race_origins.clone(),
             decisions: self.decisions.clone(),
             choice_steps: self.choice_steps.clone(),
             trace: self.trace.clone(),
@@ -140,7 +137,7 @@ impl Execution<'_> {
             }
         };
         let mut state = self.save_state();
-        state.races = self.races.as_ref().map(|d| d.without_access_history());
+        state.races = self.races.saved(false);
         // The program's files as the copies must find them (an output it opened already).
         if let Some(journal) = &self.worker.journal {
             let held = procfs::open_file_ids(pid);

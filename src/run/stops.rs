@@ -10,17 +10,11 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use super::execution::{Execution, ProcessEnd, RunResult};
-use super::progress::LoggedSinceResume;
 use super::syscall_stops::note_file_change;
-
-/// A thread stopped nowhere this many times `--execution-timeout` (wall clock) is taken
-/// out: it is blocked in the kernel.
-pub(super) const WALL_FACTOR: u32 = 10;
 
 use crate::model::ThreadId;
 use crate::report::Finding;
 use crate::tracee::memory::Memory;
-use crate::tracee::watchdog::user_cpu_time;
 use crate::tracee::{events, interrupt, regs, Event, WaitOutcome};
 
 impl Execution<'_> {
@@ -53,10 +47,7 @@ impl Execution<'_> {
         let th = &mut self.p.threads[t];
         let sig = th.pending_signal.take();
         let tid = th.tid;
-        self.resumed_at = Instant::now();
-        self.resumed_cpu = user_cpu_time(self.p.pid).unwrap_or_default();
-        self.logged_since_resume = LoggedSinceResume::default();
-        self.interrupt_sent = false;
+        self.watchdog.resumed(self.p.pid);
         events::resume(tid, sig)?;
         loop {
             // Looked at after every stop too: a thread whose traced accesses stop it all the
@@ -95,32 +86,15 @@ impl Execution<'_> {
         }
     }
 
-    /// At a watchdog tick: interrupts the running thread when it has used more than
-    /// `--execution-timeout` of its own CPU time since it was resumed (a spin), or has been
-    /// stopped nowhere for ten times that long in wall time (blocked in the kernel).
+    /// At a watchdog tick: interrupts the running thread when it spins or sleeps in the
+    /// kernel too long (see `Watchdog::should_interrupt`).
     pub(super) fn check_timeout(&mut self, tid: Pid) -> Result<()> {
-        if self.interrupt_sent {
-            return Ok(());
-        }
+        let pending = self.p.patching.log.as_ref().map_or(0, |l| l.len());
         let limit = self.cfg.execution_timeout;
-        let spins = self.progress_since_resume() > limit;
-        let blocked = self.resumed_at.elapsed() > limit * WALL_FACTOR && self.sleeps_in_kernel(tid);
-        if spins || blocked {
+        if self.watchdog.should_interrupt(self.p.pid, tid, limit, pending) {
             events::interrupt(tid)?;
-            self.interrupt_sent = true;
         }
         Ok(())
-    }
-
-    /// Whether thread `tid` sleeps in the kernel (state S or D), rather than runs.
-    fn sleeps_in_kernel(&self, tid: Pid) -> bool {
-        let stat = std::fs::read_to_string(format!("/proc/{}/task/{tid}/stat", self.p.pid));
-        stat.ok()
-            .and_then(|s| {
-                s.rsplit_once(')')
-                    .map(|(_, rest)| rest.trim_start().starts_with(['S', 'D']))
-            })
-            .unwrap_or(false)
     }
 
     /// Where thread `t`, taken out of the kernel by an interrupt, was blocked.
@@ -135,20 +109,16 @@ impl Execution<'_> {
             })
             .filter(|&nr| nr >= 0)
             .map_or_else(String::new, |nr| format!(" in system call {nr}"));
-        let secs = self.resumed_at.elapsed().as_secs_f64();
+        let secs = self.watchdog.seconds_running();
         format!(
             "thread T{t} waited{call} for {secs:.0} s while every other thread was held stopped"
         )
     }
 
-    /// The running thread's own progress since it was resumed: the user-mode CPU time the
-    /// program used, less what recording its accesses in patched code cost it.
+    /// The running thread's own progress since it was resumed (`Watchdog::progress`).
     pub(super) fn progress_since_resume(&self) -> Duration {
-        let used = user_cpu_time(self.p.pid)
-            .unwrap_or_default()
-            .saturating_sub(self.resumed_cpu);
         let pending = self.p.patching.log.as_ref().map_or(0, |l| l.len());
-        self.logged_since_resume.progress(used, pending)
+        self.watchdog.progress(self.p.pid, pending)
     }
 
     /// Consumes a new thread's first stop before it is resumed for the first time.
@@ -312,7 +282,7 @@ impl Execution<'_> {
                 Ok(Some(RunResult::ThreadExited))
             }
             Event::Stop(_) => {
-                if self.interrupt_sent {
+                if self.watchdog.interrupted() {
                     if self.progress_since_resume() < self.cfg.execution_timeout {
                         // Not a spin: blocked in the kernel, waiting for something no
                         // thread can do while mcheck holds them stopped. Not the program's

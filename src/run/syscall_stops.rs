@@ -32,7 +32,7 @@ impl Execution<'_> {
             nr::CLONE3 => self.p.mem.read_u64(a[0]).unwrap_or(0),
             _ => 0,
         };
-        if clone_flags & CLONE_THREAD != 0 && self.races.is_some() && !self.rec.started {
+        if clone_flags & CLONE_THREAD != 0 && self.races.on() && !self.rec.started {
             // The first thread: from here on accesses can race and are recorded. The
             // thread enters the clone again afterwards.
             self.start_recording_accesses(t, &r)?;

@@ -5,9 +5,14 @@
 use anyhow::Result;
 use nix::sys::signal::Signal;
 
-use super::execution::{Execution, RunResult};
+use super::execution::{race_env, Execution, RunResult};
+use super::happens_before::ONCE;
+use super::plan::{Alloc, MemFn};
 use super::process::{BreakpointKind, StopPlace};
+use super::races::{glibc_chunk_size, PendingReturn, ReturnAction, Seen};
+use crate::detect::race::HeapBlock;
 use crate::model::{Op, ThreadId};
+use crate::tracee::regs::Regs;
 use crate::tracee::{events, regs};
 
 impl Execution<'_> {
@@ -125,4 +130,314 @@ impl Execution<'_> {
             name.starts_with("libc.so") || name.starts_with("ld-linux")
         })
     }
+}
+
+/// Calls and returns, access sites and allocators: the breakpoint stops race recording
+/// and the model need.
+impl Execution<'_> {
+    /// Arms a return breakpoint for `t`, stopped at the entry of a function.
+    pub(super) fn on_return_of_call(&mut self, t: ThreadId, action: ReturnAction) -> Result<()> {
+        let r = self.p.threads[t].regs;
+        let ret = self.p.mem.read_u64(r.rsp)?;
+        self.p.insert_breakpoint(ret)?;
+        self.returns.entry(ret).or_default().push(PendingReturn {
+            thread: t,
+            rsp: r.rsp + 8,
+            action,
+        });
+        Ok(())
+    }
+
+    /// If `t` stopped at a return breakpoint meant for it, performs the action. Returns
+    /// Some when the stop was only that (with what running on produced), None when the
+    /// address also has a permanent breakpoint to handle.
+    pub(super) fn handle_return(
+        &mut self,
+        t: ThreadId,
+        addr: u64,
+        r: &Regs,
+    ) -> Result<Option<Option<RunResult>>> {
+        let Some(list) = self.returns.get(&addr) else {
+            return Ok(None);
+        };
+        if !list.iter().any(|p| p.thread == t && p.rsp == r.rsp) {
+            if self.p.bp_kinds.contains_key(&addr) {
+                return Ok(None);
+            }
+            // Someone else's return address: step over it.
+            self.p.threads[t].place = StopPlace::Breakpoint(addr);
+            return Ok(Some(self.step_and_resume(t)?));
+        };
+        let empty = self.take_return(t, addr, r)? == Some(true);
+        if self.p.bp_kinds.contains_key(&addr) {
+            return Ok(None);
+        }
+        if empty {
+            self.p.remove_breakpoint(addr)?;
+            let mut regs = *r;
+            regs.rip = addr;
+            regs::set(self.p.threads[t].tid, regs)?;
+            self.p.threads[t].regs = regs;
+            events::resume(self.p.threads[t].tid, None)?;
+            Ok(Some(None))
+        } else {
+            self.p.threads[t].place = StopPlace::Breakpoint(addr);
+            Ok(Some(self.step_and_resume(t)?))
+        }
+    }
+
+    /// When `t` (registers `r`) is at a return breakpoint at `addr` meant for it, performs
+    /// the return's action and forgets it; the breakpoint stays. None when there was none;
+    /// else whether no other return waits at `addr`.
+    pub(super) fn take_return(&mut self, t: ThreadId, addr: u64, r: &Regs) -> Result<Option<bool>> {
+        let Some(list) = self.returns.get_mut(&addr) else {
+            return Ok(None);
+        };
+        let Some(i) = list.iter().position(|p| p.thread == t && p.rsp == r.rsp) else {
+            return Ok(None);
+        };
+        let pending = list.remove(i);
+        let empty = list.is_empty();
+        if empty {
+            self.returns.remove(&addr);
+        }
+        self.returned(t, pending.action, r)?;
+        Ok(Some(empty))
+    }
+
+    fn returned(&mut self, t: ThreadId, action: ReturnAction, r: &Regs) -> Result<()> {
+        match action {
+            ReturnAction::OnceDone { control } => {
+                self.model.once_done(control);
+                if let Some(d) = self.races.detector() {
+                    d.release(t, (ONCE, control));
+                }
+            }
+            ReturnAction::FilledBuffer { buf, unit, site } => {
+                let n = (r.rax as i64).max(0) as u64 * unit;
+                if n > 0 {
+                    let (races, mut env) = race_env!(self);
+                    races.filled_buffer(&mut env, t, buf, n, site);
+                }
+            }
+            ReturnAction::Allocated {
+                kind,
+                size,
+                out,
+                site,
+            } => {
+                let ptr = match kind {
+                    Alloc::PosixMemalign if r.rax == 0 => self.p.mem.read_u64(out).unwrap_or(0),
+                    Alloc::PosixMemalign => 0,
+                    _ => r.rax,
+                };
+                if ptr != 0 {
+                    self.races.allocated(HeapBlock {
+                        start: ptr,
+                        size,
+                        thread: t,
+                        site,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Steps `t` over the breakpoint it is stopped at and lets it run on. A fault of the
+    /// stepped instruction (a NULL dereference in an instrumented access) is a finding, or,
+    /// when the program handles that signal, delivered to it.
+    pub(super) fn step_and_resume(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
+        if let StopPlace::Breakpoint(addr) = self.p.threads[t].place {
+            if let Some(target) = self.p.jump_target(addr) {
+                // A PLT stub or a tail-call shim: jump for it, no single-step needed.
+                let mut r = self.p.threads[t].regs;
+                r.rip = target;
+                regs::set(self.p.threads[t].tid, r)?;
+                self.p.threads[t].regs = r;
+                self.p.threads[t].place = StopPlace::Event;
+                let sig = self.p.threads[t].pending_signal.take();
+                events::resume(self.p.threads[t].tid, sig)?;
+                return Ok(None);
+            }
+        }
+        if let Some(crate::tracee::Event::Signal(sig)) = self.p.step_over_breakpoint(t)? {
+            if let Some(f) = self.signal_finding(t, sig) {
+                return Ok(Some(RunResult::Found(Box::new(f))));
+            }
+            self.p.threads[t].pending_signal = Some(sig);
+        }
+        if self.debugging() && self.debug_watch(t)? == super::debugger::Resume::Kill {
+            return Ok(Some(RunResult::CutShort));
+        }
+        let sig = self.p.threads[t].pending_signal.take();
+        events::resume(self.p.threads[t].tid, sig)?;
+        Ok(None)
+    }
+
+    /// Resumes `t`, stopped at a breakpoint, at `rip` (the out-of-line copy of its
+    /// instruction) instead of stepping over the breakpoint.
+    fn resume_at(&mut self, t: ThreadId, rip: u64) -> Result<Option<RunResult>> {
+        let mut r = self.p.threads[t].regs;
+        r.rip = rip;
+        regs::set(self.p.threads[t].tid, r)?;
+        self.p.threads[t].regs = r;
+        self.p.threads[t].place = StopPlace::Event;
+        let sig = self.p.threads[t].pending_signal.take();
+        events::resume(self.p.threads[t].tid, sig)?;
+        Ok(None)
+    }
+
+    /// At a hook on a call through the GOT (code without a PLT), makes the call: the
+    /// return address pushed, `t` at the called function's entry, as at a PLT stub's
+    /// hook. A hook on a PLT stub or a tail jump is left as it is.
+    pub(super) fn enter_called_function(&mut self, t: ThreadId, addr: u64) -> Result<()> {
+        let Some((target, ret)) = self.p.call_through_slot(addr) else {
+            return Ok(());
+        };
+        let mut r = self.p.threads[t].regs;
+        r.rsp -= 8;
+        self.p.mem.write(r.rsp, &ret.to_le_bytes())?;
+        r.rip = target;
+        regs::set(self.p.threads[t].tid, r)?;
+        self.p.threads[t].regs = r;
+        self.p.threads[t].place = StopPlace::Event;
+        Ok(())
+    }
+
+    /// An allocator entry: frees forget their block, allocations arm a return breakpoint.
+    pub(super) fn on_allocator(&mut self, t: ThreadId, kind: Alloc) -> Result<Option<RunResult>> {
+        let r = self.p.threads[t].regs;
+        let a = regs::call_args(&r);
+        let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
+        let (size, out) = match kind {
+            Alloc::Malloc => (a[0], 0),
+            Alloc::Calloc => (a[0].saturating_mul(a[1]), 0),
+            Alloc::Realloc => (a[1], 0),
+            Alloc::ReallocArray => (a[1].saturating_mul(a[2]), 0),
+            Alloc::Free => (0, 0),
+            Alloc::PosixMemalign => (a[2], a[0]),
+            Alloc::Aligned => (a[1], 0),
+            Alloc::RustRealloc => (a[3], 0),
+        };
+        let frees = matches!(
+            kind,
+            Alloc::Free | Alloc::Realloc | Alloc::ReallocArray | Alloc::RustRealloc
+        );
+        if frees && a[0] != 0 {
+            let hint = glibc_chunk_size(&self.p.mem, a[0]);
+            self.races.freed(a[0], hint);
+        }
+        if kind != Alloc::Free {
+            self.on_return_of_call(
+                t,
+                ReturnAction::Allocated {
+                    kind,
+                    size,
+                    out,
+                    site,
+                },
+            )?;
+        }
+        self.step_and_resume(t)
+    }
+
+    /// A modelled libc memory function called by the program, stopped at its entry: its
+    /// ranges are accessed.
+    pub(super) fn on_mem_fn(&mut self, t: ThreadId, f: MemFn) -> Result<Option<RunResult>> {
+        let r = self.p.threads[t].regs;
+        let a = regs::call_args(&r);
+        let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
+        if let MemFn::ReadInto | MemFn::StreamRead = f {
+            let (buf, unit) = if f == MemFn::ReadInto {
+                (a[1], 1)
+            } else {
+                (a[0], a[1])
+            };
+            self.on_return_of_call(t, ReturnAction::FilledBuffer { buf, unit, site })?;
+        } else {
+            let (races, mut env) = race_env!(self);
+            races.record_mem_call(&mut env, t, f, [a[0], a[1], a[2]], None, site, Seen::InModelledCall);
+        }
+        self.step_and_resume(t)
+    }
+
+    /// A memory-access site left on the breakpoint path (`id` in the site table). Returns
+    /// a scheduling point when it must be one; else records the access and runs on.
+    pub(super) fn on_access(
+        &mut self,
+        t: ThreadId,
+        addr: u64,
+        id: u32,
+    ) -> Result<Option<RunResult>> {
+        let Some(site) = self.p.patching.sites.get(id as usize).copied() else {
+            return self.step_and_resume(t);
+        };
+        if let Some(f) = site.mem_fn {
+            // A memory function's hook, on a breakpoint again (its patch was taken out).
+            self.enter_called_function(t, addr)?;
+            return self.on_mem_fn(t, f);
+        }
+        let ea = self.p.effective_address(t, &site.insn, 0);
+        let statically_atomic =
+            site.atomic_source || self.atomic_ranges.iter().any(|r| r.contains(&ea));
+        if statically_atomic && self.creation_stretch.contains(&t) {
+            // An atomic access can be ordered against another thread's without a data race:
+            // the stretch around a thread creation ends here, as a scheduling point (see
+            // `on_clone`). Plain accesses need not: a conflict with one is a data race, which
+            // the detector reports whatever the order. Only what the binary says is atomic
+            // counts, so that every execution of a tree search has the same points.
+            self.p.threads[t].place = StopPlace::Breakpoint(addr);
+            return self.point(
+                t,
+                Op::MemoryAccess {
+                    addr: ea,
+                    write: site.write,
+                },
+                addr,
+            );
+        }
+        // Racy addresses are points only once threads exist: the single-threaded start must
+        // stay the same in every execution (it is what a fork snapshot skips). Only at the
+        // sites found racing (all of them on breakpoints): a site left on a breakpoint by a
+        // snapshot template must not become a point, or the executions of one tree would
+        // differ by where they started (a schedule of a file without sites: every site).
+        if self.cfg.preempt_on_races
+            && self.model.thread_count() > 1
+            && self.worker.racy_addresses.contains(&ea)
+            && (self.worker.racy_sites.is_empty() || self.worker.racy_sites.contains(&addr))
+        {
+            self.p.threads[t].place = StopPlace::Breakpoint(addr);
+            return self.point(
+                t,
+                Op::MemoryAccess {
+                    addr: ea,
+                    write: site.write,
+                },
+                addr,
+            );
+        }
+        self.races.count_breakpoint_access();
+        self.watchdog.logged().note_trapped(ea, site.write);
+        let races_before = self.races.found();
+        let (races, mut env) = race_env!(self);
+        races.record_access(&mut env, t, &site, ea, Seen::AtAccess);
+        if self.debugging() {
+            if let Some(f) = self.races.finding(races_before).cloned() {
+                self.p.threads[t].place = StopPlace::Breakpoint(addr);
+                let ev = super::debugger::DebugEvent::Race {
+                    thread: t,
+                    finding: Box::new(f),
+                };
+                if self.debug_event(ev) == super::debugger::Resume::Kill {
+                    return Ok(Some(RunResult::CutShort));
+                }
+            }
+        }
+        match self.p.patching.table.out_of_line(addr) {
+            Some(copy) => self.resume_at(t, copy),
+            None => self.step_and_resume(t),
+        }
+    }
+
 }

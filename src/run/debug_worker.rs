@@ -12,7 +12,7 @@ use super::debugger::DebugHook;
 use super::execution::{ExecutionConfig, ExecutionOutcome};
 use super::launch::run_execution;
 use super::search::replay_worker;
-use super::snapshot;
+use super::snapshots::snapshot;
 use super::worker_state::{RacyPoints, WorkerState};
 use crate::detect::hash::FastHash;
 use crate::explore::Scheduler;

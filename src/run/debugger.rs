@@ -900,7 +900,7 @@ impl ProgramView for View<'_, '_> {
         if !self.exec.debug_snapshot().unwrap_or(false) {
             return None;
         }
-        let key = super::snapshot::key(self.exec.cfg);
+        let key = super::snapshots::snapshot::key(self.exec.cfg);
         let depths = self.exec.worker.snapshots.branch_depths(&key);
         Some(depths.into_iter().map(|d| d as u64).collect())
     }

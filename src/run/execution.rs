@@ -11,21 +11,21 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use nix::sys::signal::Signal;
 
-use super::determinism::Determinism;
-use super::happens_before;
-use super::hooks::Hook;
-use super::hooks::{Convention, HookContext};
-use super::kernel_waits::KernelWaits;
+use super::instrument::hooks::Hook;
+use super::instrument::hooks::{Convention, HookContext};
+use super::kernel::kernel_waits::KernelWaits;
+use super::kernel::syscalls::TimeSource;
+use super::kernel::timeouts;
 use super::launch::auxv_entry;
 use super::livelock::{Window, WindowStep};
-use super::point_log::PointLog;
 use super::process::{BreakpointKind, Process, StopPlace};
+use super::races::happens_before;
 use super::races::{PendingReturn, RaceRecording, ReturnAction, Seen};
-use super::snapshot::{self, SavedPoint};
-use super::state_hash;
-use super::syscalls::TimeSource;
-use super::timeouts;
+use super::snapshots::point_log::PointLog;
+use super::snapshots::snapshot::{self, SavedPoint};
+use super::snapshots::state_hash;
 use super::worker_state::WorkerState;
+use super::world::determinism::Determinism;
 use crate::binary::ElfFile;
 use crate::explore::{Decision, Divergence, FairFilter, Point, Scheduler};
 use crate::model::{
@@ -47,7 +47,7 @@ pub struct ExecutionConfig {
     pub quiet_program: bool,
     /// The kinds of stdin and stdout the program gets (`program_stdio`; None: mcheck's
     /// own, or /dev/null for a hidden stdout).
-    pub stdio: Option<super::program_stdio::StdioKinds>,
+    pub stdio: Option<super::world::program_stdio::StdioKinds>,
     /// The signals ignored and blocked when the program starts (`tracee/signals.rs`).
     pub signals: crate::tracee::signals::SignalSetup,
     /// The exit status that is not a finding.
@@ -150,7 +150,7 @@ pub struct ExecutionOutcome {
     /// kernel), if it did.
     pub abandoned: Option<String>,
     /// How the access sites of the program were instrumented.
-    pub patch_stats: super::patching::PatchStats,
+    pub patch_stats: super::instrument::patching::PatchStats,
     /// Atomic operations inside system libraries while threads existed, and the library
     /// of the first (see `Execution::library_sync`).
     pub library_sync: (u64, Option<String>),
@@ -189,7 +189,7 @@ macro_rules! race_env {
     ($s:expr) => {
         (
             &mut $s.races,
-            super::races::Env {
+            $crate::run::races::Env {
                 p: &$s.p,
                 worker: &mut *$s.worker,
                 atomic_ranges: &$s.atomic_ranges,
@@ -238,7 +238,7 @@ pub(super) struct Execution<'a> {
     /// Address ranges known to hold atomics in this process (runtime addresses).
     pub(super) atomic_ranges: Vec<std::ops::Range<u64>>,
     /// Access recording: started or not, files waiting for the first thread.
-    pub(super) rec: super::patching::Recording,
+    pub(super) rec: super::instrument::patching::Recording,
     /// Start addresses of the mapped files already instrumented.
     pub(super) instrumented: std::collections::HashSet<u64>,
     pub(super) group_exiting: bool,
@@ -255,7 +255,7 @@ pub(super) struct Execution<'a> {
     /// of a later point: pbzip2's unlink, then its O_EXCL create of the same name).
     pub(super) changed_files: bool,
     /// The state of the program's files this execution started from (`file_journal`).
-    pub(super) fs_state: super::file_journal::StateId,
+    pub(super) fs_state: super::world::file_journal::StateId,
     pub(super) steps: u64,
     pub(super) preemptions: u64,
     pub(super) killed: bool,
@@ -608,7 +608,7 @@ impl Execution<'_> {
             abandoned: None,
             library_sync: found.library_sync,
             unverified_races: found.unverified_races,
-            patch_stats: super::patching::PatchStats {
+            patch_stats: super::instrument::patching::PatchStats {
                 moved_out: self.moved_out_of_trampolines,
                 breakpoint_accesses: found.breakpoint_accesses,
                 ..self.p.patching.stats.clone()

@@ -9,8 +9,8 @@ use nix::unistd::Pid;
 use std::path::Path;
 
 use super::execution::{Execution, ProcessEnd};
+use super::process::stacks::{primary_location, Symbols};
 use super::process::{Process, StopPlace};
-use super::stacks::{primary_location, Symbols};
 use crate::model::{ModelFinding, ObjectKind, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::{events, regs};

@@ -8,17 +8,17 @@ use anyhow::{anyhow, Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::capture::{failure_message, StderrCapture};
-use super::determinism::Determinism;
 use super::execution::{Execution, ExecutionConfig, ExecutionOutcome};
-use super::file_journal::{NotFaithful, ORIGIN};
 use super::process::Process;
-use super::program_stdio;
-use super::snapshot::{self, Restored};
-use super::state_hash;
+use super::races::RaceRecording;
+use super::snapshots::snapshot::{self, Restored};
+use super::snapshots::state_hash;
 use super::stops::reap_all;
 use super::worker_state::WorkerState;
-use super::races::RaceRecording;
+use super::world::capture::{failure_message, StderrCapture};
+use super::world::determinism::Determinism;
+use super::world::file_journal::{NotFaithful, ORIGIN};
+use super::world::program_stdio;
 use crate::explore::{FairFilter, Scheduler};
 use crate::model::{Footprint, Model, ThreadId};
 use crate::report::FindingKind;
@@ -259,7 +259,7 @@ impl<'a> Execution<'a> {
             abandoned: None,
             moved_out_of_trampolines: 0,
             changed_files: false,
-            fs_state: super::file_journal::ORIGIN,
+            fs_state: super::world::file_journal::ORIGIN,
             steps: 0,
             preemptions: 0,
             killed: false,

@@ -1,49 +1,44 @@
 //! The executor: runs the traced program one thread at a time, turning ptrace stops into
 //! model operations, asking the strategy which thread goes next, and turning what goes wrong
 //! into findings. [`search`] repeats executions within the budget.
+//!
+//! The executor is made of parts, each a folder that owns its state:
+//! - [`process`]: the traced process and its stops (threads, memory, waiting, killing),
+//!   and the symbolized stacks of its threads;
+//! - [`instrument`]: what mcheck changes in the program's code (hooks, atomic and PAUSE
+//!   points, patched access sites and the access log) and the per-file plans;
+//! - [`races`]: race recording (the detector, happens-before edges, the races found);
+//! - [`kernel`]: system calls that wait for the kernel, and timeouts as choices;
+//! - [`world`]: the program's world: determinism, its files, its stdio;
+//! - [`snapshots`]: fork snapshots and what they keep, state hashing, the memory bound.
+//!
+//! The execution itself (`execution.rs`, with `stops.rs` and `traps.rs`) composes them.
 
-mod capture;
 mod creation;
-mod cut;
 pub mod debug_worker;
 pub mod debugger;
-mod determinism;
 mod execution;
-mod file_journal;
 mod findings;
-mod fs_gate;
-mod happens_before;
-mod hooks;
 mod instrument;
-mod kernel_calls;
-mod kernel_waits;
+mod kernel;
 mod launch;
 mod livelock;
-pub mod memory_guard;
-mod patching;
-mod plan;
-mod point_log;
 mod process;
-pub mod program_stdio;
 mod progress;
 mod races;
-mod repeat_filter;
-mod scan_cache;
 pub mod search;
-mod snapshot;
-mod snapshotting;
-mod stacks;
-mod state_hash;
+mod snapshots;
 mod stops;
 mod syscall_stops;
-mod syscalls;
-mod timeouts;
 mod traps;
 mod worker_state;
+mod world;
 
-pub use cut::CutSignal;
 pub use execution::{ExecutionConfig, ExecutionOutcome, TraceStep};
+pub use instrument::patching::{patching_enabled, PatchStats};
 pub use launch::run_execution;
-pub use patching::{patching_enabled, PatchStats};
+pub use process::cut::CutSignal;
 pub use search::{SearchConfig, SearchResult, Witness};
+pub use snapshots::memory_guard;
 pub use worker_state::{RacyPoints, WorkerState};
+pub use world::program_stdio;

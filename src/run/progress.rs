@@ -74,8 +74,7 @@ impl Watchdog {
             return false;
         }
         let spins = self.progress(pid, pending) > limit;
-        let blocked =
-            self.resumed_at.elapsed() > limit * WALL_FACTOR && sleeps_in_kernel(pid, tid);
+        let blocked = self.resumed_at.elapsed() > limit * WALL_FACTOR && sleeps_in_kernel(pid, tid);
         self.interrupt_sent = spins || blocked;
         self.interrupt_sent
     }

@@ -13,14 +13,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::cut::CutSignal;
 use super::execution::{AccessKey, ExecutionConfig, ExecutionOutcome};
-use super::file_journal::FileJournal;
-use super::fs_gate::FsGate;
+use super::instrument::patching::PatchStats;
 use super::launch::run_execution;
-use super::memory_guard::{MemoryGuard, Pressure};
-use super::patching::PatchStats;
+use super::process::cut::CutSignal;
+use super::snapshots::memory_guard::{MemoryGuard, Pressure};
 use super::worker_state::{RacyPoints, WorkerState};
+use super::world::file_journal::FileJournal;
+use super::world::fs_gate::FsGate;
 use crate::explore::shard::{schedule_hash, TreeShard};
 use crate::explore::{
     counter_of, default_mix, CacheStats, Coverage, Decision, EndTable, ExecutionSummary, Mix,

@@ -91,7 +91,10 @@ impl Execution<'_> {
     pub(super) fn check_timeout(&mut self, tid: Pid) -> Result<()> {
         let pending = self.p.patching.log.as_ref().map_or(0, |l| l.len());
         let limit = self.cfg.execution_timeout;
-        if self.watchdog.should_interrupt(self.p.pid, tid, limit, pending) {
+        if self
+            .watchdog
+            .should_interrupt(self.p.pid, tid, limit, pending)
+        {
             events::interrupt(tid)?;
         }
         Ok(())

@@ -8,10 +8,10 @@ use nix::unistd::Pid;
 
 use super::creation::CLONE_THREAD;
 use super::execution::{Execution, RunResult};
-use super::fs_gate::changes_files;
+use super::kernel::syscalls::{self, ClockCall, SyscallAction, TimeSource};
 use super::process::StopPlace;
-use super::syscalls::{self, ClockCall, SyscallAction, TimeSource};
 use super::worker_state::WorkerState;
+use super::world::fs_gate::changes_files;
 use crate::model::{ObjectKind, Op, ThreadId};
 use crate::tracee::memory::Memory;
 use crate::tracee::seccomp::nr;

@@ -6,9 +6,9 @@ use anyhow::Result;
 use nix::sys::signal::Signal;
 
 use super::execution::{race_env, Execution, RunResult};
-use super::happens_before::ONCE;
-use super::plan::{Alloc, MemFn};
+use super::instrument::plan::{Alloc, MemFn};
 use super::process::{BreakpointKind, StopPlace};
+use super::races::happens_before::ONCE;
 use super::races::{glibc_chunk_size, PendingReturn, ReturnAction, Seen};
 use crate::detect::race::HeapBlock;
 use crate::model::{Op, ThreadId};
@@ -357,7 +357,15 @@ impl Execution<'_> {
             self.on_return_of_call(t, ReturnAction::FilledBuffer { buf, unit, site })?;
         } else {
             let (races, mut env) = race_env!(self);
-            races.record_mem_call(&mut env, t, f, [a[0], a[1], a[2]], None, site, Seen::InModelledCall);
+            races.record_mem_call(
+                &mut env,
+                t,
+                f,
+                [a[0], a[1], a[2]],
+                None,
+                site,
+                Seen::InModelledCall,
+            );
         }
         self.step_and_resume(t)
     }
@@ -439,5 +447,4 @@ impl Execution<'_> {
             None => self.step_and_resume(t),
         }
     }
-
 }

@@ -6,13 +6,13 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use super::capture::StderrCapture;
-use super::cut::CutSignal;
-use super::file_journal::FileJournal;
-use super::fs_gate::{FsGate, FsPass};
-use super::plan::PlanCache;
-use super::snapshot::Snapshots;
-use super::stacks::Symbols;
+use super::instrument::plan::PlanCache;
+use super::process::cut::CutSignal;
+use super::process::stacks::Symbols;
+use super::snapshots::snapshot::Snapshots;
+use super::world::capture::StderrCapture;
+use super::world::file_journal::FileJournal;
+use super::world::fs_gate::{FsGate, FsPass};
 use crate::detect::hash::FastHash;
 
 /// What `--preempt-on-races` makes scheduling points of in an execution: accesses to the
@@ -60,15 +60,15 @@ pub struct WorkerState {
     /// Where the access log is copied to when drained (kept: it grows to the log's size).
     pub log_buffer: Vec<crate::patch::Record>,
     /// Accesses repeated within the stretch being drained (`repeat_filter`).
-    pub repeats: super::repeat_filter::RepeatFilter,
+    pub repeats: super::races::repeat_filter::RepeatFilter,
     /// Where the program's stdout goes when it is not mcheck's own (`program_stdio`).
-    pub outputs: super::program_stdio::OutputSinks,
+    pub outputs: super::world::program_stdio::OutputSinks,
     /// The debugger watching its executions (`mcheck replay --gdb`), if any.
     pub debug: Option<super::debugger::DebugHook>,
     /// The debugger may take fork snapshots of its executions at scheduling points.
     pub debug_snapshots: bool,
     /// The next execution starts from this copy of one of the debugger's snapshots.
-    pub(super) debug_start: Option<super::snapshot::Restored>,
+    pub(super) debug_start: Option<super::snapshots::snapshot::Restored>,
     /// The descriptors the debugger's program was started with (left to the user, as the
     /// standard streams: not a reason against a snapshot).
     pub debug_inherited: Vec<(i32, String)>,

@@ -2,6 +2,9 @@
 //! is stopped, the breakpoints and what they mean, and the low-level moves on a stopped thread
 //! (return from an emulated call, step over a breakpoint, finish an emulated syscall).
 
+pub(super) mod cut;
+pub(super) mod stacks;
+
 use std::collections::{HashMap, HashSet};
 use std::io;
 
@@ -10,10 +13,10 @@ use nix::unistd::Pid;
 
 use std::sync::Arc;
 
-use super::hooks::Hook;
-use super::patching::Patching;
-use super::plan::{Alloc, MemFn, ModulePlan};
 use crate::model::ThreadId;
+use crate::run::instrument::hooks::Hook;
+use crate::run::instrument::patching::Patching;
+use crate::run::instrument::plan::{Alloc, MemFn, ModulePlan};
 use crate::tracee::breakpoints::Breakpoints;
 use crate::tracee::memory::Memory;
 use crate::tracee::regs::{self, Regs};

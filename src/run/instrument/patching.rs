@@ -16,16 +16,16 @@ use anyhow::{Context, Result};
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
 use nix::unistd::Pid;
 
-use super::execution::{race_env, Execution, RunResult};
 use super::plan::{MemFn, ModulePlan};
-use super::process::BreakpointKind;
-use super::races::Seen;
 use crate::binary::accesses::AccessKind;
 use crate::model::ThreadId;
 use crate::patch::{
     self, free_ranges, Code, CodeSpace, EntryRequest, EntrySite, Exit, Kind, LogLayout, PatchTable,
     Record, Refusal, SiteRequest,
 };
+use crate::run::execution::{race_env, Execution, RunResult};
+use crate::run::process::BreakpointKind;
+use crate::run::races::Seen;
 use crate::tracee::access_log::AccessLog;
 use crate::tracee::memory::Memory;
 use crate::tracee::threads::{inject, leave_seccomp_stop};
@@ -134,7 +134,7 @@ impl Execution<'_> {
     /// creation on (before it, nothing can race: creating a thread orders everything before
     /// it with everything the thread does). Allocators are followed from the start, so that
     /// a block allocated before the first thread is named in reports.
-    pub(super) fn add_access_module(
+    pub(in crate::run) fn add_access_module(
         &mut self,
         t: ThreadId,
         plan: Arc<ModulePlan>,
@@ -151,7 +151,11 @@ impl Execution<'_> {
     /// At the first thread creation (`t` at the clone's seccomp stop, registers `r`): maps
     /// the access log and instruments every file seen so far, then lets `t` enter the
     /// clone again (its seccomp stop comes back, and is handled as usual).
-    pub(super) fn start_recording_accesses(&mut self, t: ThreadId, r: &regs::Regs) -> Result<()> {
+    pub(in crate::run) fn start_recording_accesses(
+        &mut self,
+        t: ThreadId,
+        r: &regs::Regs,
+    ) -> Result<()> {
         self.rec.started = true;
         let tid = self.p.threads[t].tid;
         let canonical = leave_seccomp_stop(tid, r).context("stepping out of the clone")?;
@@ -572,7 +576,7 @@ impl Execution<'_> {
 
     /// The access sites whose operand is a fixed address (RIP-relative or absolute) in the
     /// aligned 8-byte word of one of `addresses`: the other accesses of a racy global.
-    pub(super) fn fixed_address_sites(&self, addresses: &[u64]) -> Vec<u64> {
+    pub(in crate::run) fn fixed_address_sites(&self, addresses: &[u64]) -> Vec<u64> {
         if addresses.is_empty() {
             return Vec::new();
         }
@@ -605,7 +609,7 @@ impl Execution<'_> {
     /// At the start of an execution from a snapshot copy: the log is emptied, and sites
     /// this execution needs stops at get their breakpoints back (memory-function hooks too,
     /// in a run that takes the stacks of races).
-    pub(super) fn prepare_copy_for_recording(&mut self) -> Result<()> {
+    pub(in crate::run) fn prepare_copy_for_recording(&mut self) -> Result<()> {
         if let Some(log) = &self.p.patching.log {
             log.reset();
         }
@@ -631,7 +635,11 @@ impl Execution<'_> {
     /// Before an event of the running thread `t` is handled: a thread stopped inside a
     /// trampoline (a signal, an interrupt) is put back where it would be without it, and
     /// what it logged is recorded.
-    pub(super) fn settle_running_stop(&mut self, t: ThreadId, ev: &events::Event) -> Result<()> {
+    pub(in crate::run) fn settle_running_stop(
+        &mut self,
+        t: ThreadId,
+        ev: &events::Event,
+    ) -> Result<()> {
         if matches!(ev, events::Event::Signal(_) | events::Event::Stop(_)) {
             self.leave_trampoline(t)?;
         }
@@ -640,7 +648,7 @@ impl Execution<'_> {
     }
 
     /// Moves `t`, stopped inside a trampoline, to its site (or past it).
-    pub(super) fn leave_trampoline(&mut self, t: ThreadId) -> Result<()> {
+    pub(in crate::run) fn leave_trampoline(&mut self, t: ThreadId) -> Result<()> {
         if self.p.patching.table.is_empty() {
             return Ok(());
         }
@@ -703,7 +711,7 @@ impl Execution<'_> {
 
     /// Feeds what the running thread `t` logged to the race detector: accesses, and the
     /// calls of memory functions (a call's records hold its arguments and its caller).
-    pub(super) fn drain_log(&mut self, t: ThreadId) {
+    pub(in crate::run) fn drain_log(&mut self, t: ThreadId) {
         let Some(log) = self.p.patching.log.clone() else {
             return;
         };
@@ -763,7 +771,7 @@ impl Execution<'_> {
     /// a thread in a creation stretch (see `creation.rs`) stops at every logged access, so
     /// that one of such a global becomes a scheduling point before it happens; any other
     /// thread logs freely.
-    pub(super) fn sync_log_mode(&self, t: ThreadId) {
+    pub(in crate::run) fn sync_log_mode(&self, t: ThreadId) {
         let Some(log) = &self.p.patching.log else {
             return;
         };
@@ -783,7 +791,7 @@ impl Execution<'_> {
     /// creation stretch stops here at every access (`sync_log_mode`): the access is
     /// recorded by the tracer, or, when the binary says it is atomic, becomes a scheduling
     /// point before it happens. None when `addr` is not such a place.
-    pub(super) fn on_log_full(
+    pub(in crate::run) fn on_log_full(
         &mut self,
         t: ThreadId,
         addr: u64,
@@ -836,7 +844,7 @@ impl Execution<'_> {
                     (r.rax, r.rcx, r.rip) = (rax, rcx, meta.site);
                     regs::set(tid, r)?;
                     self.p.threads[t].regs = r;
-                    self.p.threads[t].place = super::process::StopPlace::Event;
+                    self.p.threads[t].place = crate::run::process::StopPlace::Event;
                     let op = crate::model::Op::MemoryAccess {
                         addr: ea,
                         write: site.write,
@@ -863,7 +871,7 @@ impl Execution<'_> {
 
     /// A child process the program forked runs natively: its copy of the code gets back
     /// every byte mcheck changed (patched sites and breakpoints) before it runs.
-    pub(super) fn clean_forked_child(&mut self, child: Pid) -> Result<()> {
+    pub(in crate::run) fn clean_forked_child(&mut self, child: Pid) -> Result<()> {
         let mut edits: Vec<(u64, Vec<u8>)> = self
             .p
             .patching

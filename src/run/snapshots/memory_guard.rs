@@ -20,12 +20,12 @@ static TEMPLATES: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 const PERIOD: Duration = Duration::from_secs(1);
 
 /// Counts `pid` as a snapshot template of this mcheck from now on.
-pub(super) fn register_template(pid: Pid) {
+pub(in crate::run) fn register_template(pid: Pid) {
     TEMPLATES.lock().expect("templates").insert(pid.as_raw());
 }
 
 /// Stops counting `pid` (its template was discarded).
-pub(super) fn forget_template(pid: Pid) {
+pub(in crate::run) fn forget_template(pid: Pid) {
     TEMPLATES.lock().expect("templates").remove(&pid.as_raw());
 }
 

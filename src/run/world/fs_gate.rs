@@ -15,7 +15,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use super::cut::CutSignal;
+use crate::run::process::cut::CutSignal;
 use crate::tracee::seccomp::nr;
 
 /// The gate shared by a search's workers.

@@ -26,17 +26,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, Result};
 use nix::unistd::Pid;
 
-use super::determinism::Determinism;
-use super::execution::{ExecutionConfig, TraceStep};
-use super::livelock::Window;
 use super::memory_guard;
 use super::point_log::PointLog;
-use super::process::{Process, StopPlace};
-use super::races::PendingReturn;
 use super::state_hash;
 use crate::explore::{Decision, FairFilter, Point};
 use crate::model::{Footprint, Model, ThreadId};
 use crate::report::ThreadReport;
+use crate::run::execution::{ExecutionConfig, TraceStep};
+use crate::run::livelock::Window;
+use crate::run::process::{Process, StopPlace};
+use crate::run::races::PendingReturn;
+use crate::run::world::determinism::Determinism;
 use crate::tracee::files::FileStates;
 use crate::tracee::fork::{discard, fork_stopped, ForkFrom};
 use crate::tracee::memory::Memory;
@@ -50,13 +50,13 @@ const GLIBC_TID_OFFSET: u64 = 0x2d0;
 /// pthread` is about 0x900 bytes and ends the mapping it lives in).
 const TCB_SCAN: usize = 0x800;
 /// Points kept for snapshots at most (a longer prefix is not snapshotted).
-pub(super) const MAX_PREFIX_POINTS: usize = 100_000;
+pub(in crate::run) const MAX_PREFIX_POINTS: usize = 100_000;
 /// Branch snapshots kept alive at most per worker.
 const MAX_BRANCHES: usize = 8;
 
 /// A scheduling point of the snapshotted start, shown to the strategy again on restore.
 #[derive(Clone, Debug)]
-pub(super) struct SavedPoint {
+pub(in crate::run) struct SavedPoint {
     pub enabled: Vec<ThreadId>,
     pub ops: Vec<&'static str>,
     pub footprints: Vec<Footprint>,
@@ -104,12 +104,12 @@ impl SavedPoint {
 
 /// The tracer-side state of an execution at the snapshot point.
 #[derive(Clone)]
-pub(super) struct SavedExecution {
+pub(in crate::run) struct SavedExecution {
     pub model: Model,
-    pub races: super::races::RaceRecording,
+    pub races: crate::run::races::RaceRecording,
     pub returns: HashMap<u64, Vec<PendingReturn>>,
     pub atomic_ranges: Vec<std::ops::Range<u64>>,
-    pub rec: super::patching::Recording,
+    pub rec: crate::run::instrument::patching::Recording,
     pub instrumented: std::collections::HashSet<u64>,
     pub steps: u64,
     pub preemptions: u64,
@@ -123,14 +123,14 @@ pub(super) struct SavedExecution {
     pub syscall_insn: u64,
     /// What the running thread has touched in its current step so far.
     pub segment: Footprint,
-    pub kernel: super::kernel_waits::KernelWaits,
+    pub kernel: crate::run::kernel::kernel_waits::KernelWaits,
     pub early_timeouts: u32,
     /// The state of the program's files copies must start from (`file_journal`).
-    pub fs_state: super::file_journal::StateId,
+    pub fs_state: crate::run::world::file_journal::StateId,
 }
 
 /// What a restored execution starts from.
-pub(super) struct Restored {
+pub(in crate::run) struct Restored {
     /// The copy's record (its threads stopped as the snapshot's were).
     pub process: Process,
     /// A startup copy: the main thread must first be resumed to its clone (a branch copy
@@ -145,7 +145,7 @@ pub(super) struct Restored {
 }
 
 /// A template process stopped just before the program's first thread creation.
-pub(super) struct StartupSnapshot {
+pub(in crate::run) struct StartupSnapshot {
     pub template: Pid,
     /// Registers the main thread resumes with: at the `syscall` of the clone, to run it, or
     /// at `main`.
@@ -172,7 +172,7 @@ pub(super) struct StartupSnapshot {
 /// Signals pending in the kernel, which a fork copy does not inherit: per thread, and for
 /// the whole process.
 #[derive(Debug, Clone, Default)]
-pub(super) struct PendingSignals {
+pub(in crate::run) struct PendingSignals {
     pub threads: Vec<(ThreadId, u64)>,
     pub process: u64,
 }
@@ -238,7 +238,7 @@ static SAID: AtomicBool = AtomicBool::new(false);
 
 /// The configuration a snapshot was made under: everything that can change the start.
 /// (Racy-address points only exist once threads do, so `preempt_on_races` cannot.)
-pub(super) fn key(cfg: &ExecutionConfig) -> String {
+pub(in crate::run) fn key(cfg: &ExecutionConfig) -> String {
     let plain = ExecutionConfig {
         stack_requests: Vec::new(),
         stacks_in_calls: false,
@@ -250,22 +250,22 @@ pub(super) fn key(cfg: &ExecutionConfig) -> String {
 
 impl Snapshots {
     /// Whether the first thread creation of an execution under `key` should be snapshotted.
-    pub(super) fn wanted(&self, key: &str) -> bool {
+    pub(in crate::run) fn wanted(&self, key: &str) -> bool {
         !self.startup.contains_key(key) && !self.refused.contains_key(key)
     }
 
     /// Whether an execution under `key` created no thread (its snapshot then goes at main).
-    pub(super) fn threadless(&self, key: &str) -> bool {
+    pub(in crate::run) fn threadless(&self, key: &str) -> bool {
         self.threadless.contains(key)
     }
 
     /// Notes that an execution under `key` created no thread.
-    pub(super) fn mark_threadless(&mut self, key: &str) {
+    pub(in crate::run) fn mark_threadless(&mut self, key: &str) {
         self.threadless.insert(key.to_string());
     }
 
     /// Turns snapshots off for `key`, saying why once.
-    pub(super) fn refuse(&mut self, key: &str, why: String) {
+    pub(in crate::run) fn refuse(&mut self, key: &str, why: String) {
         self.startup.remove(key);
         if !SAID.swap(true, Ordering::SeqCst) {
             eprintln!("mcheck: note: fork snapshots are off for this program: {why}; every execution starts from exec");
@@ -275,7 +275,11 @@ impl Snapshots {
 
     /// A copy of the snapshot for `key`, ready to run, if there is one.
     /// With `track`, the copy's writes are tracked from its start (`--state-cache`).
-    pub(super) fn fork_startup(&mut self, key: &str, track: bool) -> Result<Option<Restored>> {
+    pub(in crate::run) fn fork_startup(
+        &mut self,
+        key: &str,
+        track: bool,
+    ) -> Result<Option<Restored>> {
         let Some(s) = self.startup.get(key) else {
             return Ok(None);
         };
@@ -331,13 +335,13 @@ impl Snapshots {
     }
 
     /// Stores a new startup snapshot.
-    pub(super) fn store(&mut self, key: &str, snapshot: StartupSnapshot) {
+    pub(in crate::run) fn store(&mut self, key: &str, snapshot: StartupSnapshot) {
         memory_guard::register_template(snapshot.template);
         self.startup.insert(key.to_string(), snapshot);
     }
 
     /// Whether branch snapshots may be taken (not after [`Snapshots::shed_branches`]).
-    pub(super) fn branches_allowed(&self) -> bool {
+    pub(in crate::run) fn branches_allowed(&self) -> bool {
         !self.branches_off
     }
 
@@ -364,12 +368,12 @@ impl Snapshots {
     }
 
     /// The descriptors the program of `key`'s startup snapshot was started with.
-    pub(super) fn inherited(&self, key: &str) -> &[(i32, String)] {
+    pub(in crate::run) fn inherited(&self, key: &str) -> &[(i32, String)] {
         self.startup.get(key).map_or(&[], |s| &s.inherited)
     }
 
     /// The cached-tid offset from the thread pointer, known from the startup snapshot.
-    pub(super) fn tid_offset(&self, key: &str) -> Option<u64> {
+    pub(in crate::run) fn tid_offset(&self, key: &str) -> Option<u64> {
         let s = self.startup.get(key)?;
         Some(s.tid_addr - s.regs.fs_base)
     }
@@ -378,7 +382,7 @@ impl Snapshots {
     /// path of the execution about to run (`planned`, its replayed choices), or made before
     /// more atomics were known, or with other racy points (another refinement round of the
     /// tree: its decisions mean other steps).
-    pub(super) fn prune_branches(
+    pub(in crate::run) fn prune_branches(
         &mut self,
         key: &str,
         planned: &[ThreadId],
@@ -394,7 +398,7 @@ impl Snapshots {
     }
 
     /// Depth (decisions) of the deepest branch snapshot on the path `choices`.
-    pub(super) fn deepest_branch_on(&self, key: &str, choices: &[ThreadId]) -> usize {
+    pub(in crate::run) fn deepest_branch_on(&self, key: &str, choices: &[ThreadId]) -> usize {
         self.deepest_on(key, choices).map_or(0, |b| b.choices.len())
     }
 
@@ -407,7 +411,7 @@ impl Snapshots {
     }
 
     /// A running copy of the deepest branch snapshot on `planned`, if any.
-    pub(super) fn fork_branch(
+    pub(in crate::run) fn fork_branch(
         &mut self,
         key: &str,
         planned: &[ThreadId],
@@ -436,7 +440,7 @@ impl Snapshots {
     /// Keeps a new branch snapshot (in place of one at the same point); evicts others to
     /// stay within `budget` bytes and [`MAX_BRANCHES`], keeping the deepest and spacing the
     /// rest out (the one whose neighbours are closest goes first). True when it is kept.
-    pub(super) fn add_branch(&mut self, b: BranchSnapshot, budget: u64) -> bool {
+    pub(in crate::run) fn add_branch(&mut self, b: BranchSnapshot, budget: u64) -> bool {
         if self.branches_off {
             return false;
         }
@@ -471,7 +475,11 @@ impl Snapshots {
 
     /// A running copy of the branch snapshot of `key` taken after exactly `depth`
     /// decisions (a debugger's way back), if there is one.
-    pub(super) fn fork_branch_at(&mut self, key: &str, depth: usize) -> Result<Option<Restored>> {
+    pub(in crate::run) fn fork_branch_at(
+        &mut self,
+        key: &str,
+        depth: usize,
+    ) -> Result<Option<Restored>> {
         let Some(b) = (self.branches.iter()).find(|b| b.key == key && b.choices.len() == depth)
         else {
             return Ok(None);
@@ -485,7 +493,7 @@ impl Snapshots {
 
 /// Where the C library caches thread `tid`'s id, given its thread pointer: glibc's offset
 /// when it holds the tid, else the only word of the control block that does.
-pub(super) fn cached_tid_address(mem: &Memory, fs_base: u64, tid: Pid) -> Option<u64> {
+pub(in crate::run) fn cached_tid_address(mem: &Memory, fs_base: u64, tid: Pid) -> Option<u64> {
     if fs_base == 0 {
         return None;
     }
@@ -528,7 +536,7 @@ fn eviction_victim(depths: &[usize]) -> usize {
 
 /// What a recreated thread needs besides its image.
 #[derive(Clone)]
-pub(super) struct CopiedThread {
+pub(in crate::run) struct CopiedThread {
     /// Logical id.
     pub id: ThreadId,
     /// Registers, extended state, mask... (registers set to re-run the syscall when
@@ -540,7 +548,7 @@ pub(super) struct CopiedThread {
 
 /// A template of the whole process at a scheduling point of a tree search: its main
 /// thread was forked, the others are kept as images and recreated in every copy.
-pub(super) struct BranchSnapshot {
+pub(in crate::run) struct BranchSnapshot {
     pub key: String,
     /// The decisions before the point.
     pub choices: Vec<ThreadId>,
@@ -642,7 +650,7 @@ impl BranchSnapshot {
 const SYS_SET_ROBUST_LIST: u64 = 273;
 
 /// Throws away a copy that will not run (its files could not be made what it expects).
-pub(super) fn discard_copy(r: Restored) {
+pub(in crate::run) fn discard_copy(r: Restored) {
     discard_group(r.process.pid);
 }
 

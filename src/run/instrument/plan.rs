@@ -12,7 +12,6 @@ use std::sync::Arc;
 use iced_x86::Instruction;
 
 use super::hooks::{Hook, HOOKED_FUNCTIONS};
-use super::process::decode_at;
 use super::scan_cache::{self, CodeScan};
 use crate::binary::accesses::{memory_access_instructions, MemoryAccessInsn};
 use crate::binary::atomic_vars::atomic_global_ranges;
@@ -22,6 +21,7 @@ use crate::binary::{
     allocator_functions, errno_tls_offset_source, got_calls, is_system_library, keep_within,
     plt_entries, spin_instructions, AllocFn, ElfFile, ErrnoTls,
 };
+use crate::run::process::decode_at;
 
 /// libc functions whose effect on user memory is modelled as accesses of their ranges
 /// (including I/O into and out of user buffers).

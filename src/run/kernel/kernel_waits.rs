@@ -20,11 +20,11 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
-use super::execution::{Execution, RunResult};
-use super::happens_before;
 use super::kernel_calls::{self, KernelAction, KernelCall, TimedOut, Timeout, Wait};
 use crate::model::{Completion, ObjectKind, Op, ThreadId};
 use crate::report::{Finding, FindingKind};
+use crate::run::execution::{Execution, RunResult};
+use crate::run::races::happens_before;
 use crate::tracee::fds::{Descriptors, FdKind};
 use crate::tracee::{events, procfs, Pid};
 
@@ -34,7 +34,7 @@ const PIPE_BUF: u64 = 4096;
 
 /// What the executor keeps about kernel waits in one execution (saved with snapshots).
 #[derive(Clone, Default)]
-pub(super) struct KernelWaits {
+pub(in crate::run) struct KernelWaits {
     /// The waiting call of each thread blocked in the kernel model.
     calls: BTreeMap<ThreadId, KernelCall>,
     /// The program did I/O on a pipe, socket or similar descriptor: a fork copy would share
@@ -50,7 +50,7 @@ pub(super) struct KernelWaits {
 impl KernelWaits {
     /// Notes that the program runs as process `pid` when a snapshot is taken: a copy of
     /// the snapshot still holds that pid wherever the program saved it.
-    pub(super) fn note_pid(&mut self, pid: Pid) {
+    pub(in crate::run) fn note_pid(&mut self, pid: Pid) {
         if !self.former_pids.contains(&pid.as_raw()) {
             self.former_pids.push(pid.as_raw());
         }
@@ -70,7 +70,7 @@ struct Look {
 impl Execution<'_> {
     /// A trapped call at its seccomp stop in thread `t`: None when it is not a kernel call,
     /// else what the stop turns into (a scheduling point when it would wait).
-    pub(super) fn on_kernel_call(
+    pub(in crate::run) fn on_kernel_call(
         &mut self,
         t: ThreadId,
         nr: i64,
@@ -150,7 +150,7 @@ impl Execution<'_> {
     /// Looks again at every call the model has blocked in the kernel and tells the model
     /// which are ready (at every scheduling point: another thread may have written to the
     /// pipe, sent the signal, ended the child...).
-    pub(super) fn recheck_kernel_waits(&mut self) {
+    pub(in crate::run) fn recheck_kernel_waits(&mut self) {
         let waiting: Vec<(ThreadId, KernelCall)> = self
             .kernel
             .calls
@@ -177,7 +177,11 @@ impl Execution<'_> {
     /// Thread `t` was chosen to perform its pending operation with result `c`: when it is a
     /// kernel wait, the call now runs natively (ready) or times out, its result made by the
     /// tracer. Returns the completion still to apply to the thread.
-    pub(super) fn finish_kernel_wait(&mut self, t: ThreadId, c: Completion) -> Result<Completion> {
+    pub(in crate::run) fn finish_kernel_wait(
+        &mut self,
+        t: ThreadId,
+        c: Completion,
+    ) -> Result<Completion> {
         let Some(call) = self.kernel.calls.remove(&t) else {
             return Ok(c);
         };
@@ -217,7 +221,7 @@ impl Execution<'_> {
     /// Whether the executor should wait for the world outside the program before declaring
     /// a deadlock: some thread waits in the kernel for something another process, a
     /// terminal or the network could still bring.
-    pub(super) fn waits_for_outside(&mut self) -> bool {
+    pub(in crate::run) fn waits_for_outside(&mut self) -> bool {
         let waiting: Vec<KernelCall> = self
             .waiting_threads()
             .into_iter()
@@ -239,7 +243,7 @@ impl Execution<'_> {
     /// Every thread waits in the kernel for the outside: waits until one of them is ready,
     /// serving the stops of the processes the program started, for at most the execution
     /// timeout. True when one became ready.
-    pub(super) fn wait_for_outside(&mut self) -> Result<bool> {
+    pub(in crate::run) fn wait_for_outside(&mut self) -> Result<bool> {
         let start = std::time::Instant::now();
         loop {
             self.recheck_kernel_waits();
@@ -262,7 +266,7 @@ impl Execution<'_> {
 
     /// The finding when every thread waited longer than the execution timeout and some
     /// wait for the world outside the program (a terminal, a socket, a child process).
-    pub(super) fn outside_finding(&mut self) -> Finding {
+    pub(in crate::run) fn outside_finding(&mut self) -> Finding {
         let secs = self.cfg.execution_timeout.as_secs_f64();
         let waiting = self.waiting_threads();
         let mut threads = Vec::new();
@@ -272,7 +276,7 @@ impl Execution<'_> {
             calls.push(format!("T{t} in {what}"));
             threads.push(self.thread_report(t, format!("waits in the kernel in {what}")));
         }
-        super::findings::finding(
+        crate::run::findings::finding(
             FindingKind::Timeout,
             format!(
                 "no thread can run and nothing came from outside the program for {secs:.1} s: {}",
@@ -283,7 +287,7 @@ impl Execution<'_> {
     }
 
     /// What thread `t` waits for in the kernel, for reports ("read(fd 3: pipe:[123])").
-    pub(super) fn describe_kernel_wait(&self, t: ThreadId) -> Option<String> {
+    pub(in crate::run) fn describe_kernel_wait(&self, t: ThreadId) -> Option<String> {
         let call = self.kernel.calls.get(&t)?;
         let pid = self.p.pid;
         let fd = |fd: i32| format!("fd {fd}: {}", procfs::descriptor_target(pid, fd));
@@ -304,7 +308,7 @@ impl Execution<'_> {
 
     /// Lets `t`, at a seccomp stop, run its call natively.
     fn run_on(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
-        self.p.threads[t].place = super::process::StopPlace::Event;
+        self.p.threads[t].place = crate::run::process::StopPlace::Event;
         events::resume(self.p.threads[t].tid, None)?;
         Ok(None)
     }

@@ -2,15 +2,20 @@
 //! instructions, memory accesses of the code under test, allocators, modelled libc calls,
 //! Rust's panic entry and the dynamic loader's rendezvous.
 
+pub(super) mod hooks;
+pub(super) mod patching;
+pub(super) mod plan;
+pub(super) mod scan_cache;
+
 use std::collections::HashMap;
 
 use anyhow::Result;
 
-use super::execution::Execution;
-use super::hooks::{merge_aliases, Hook};
-use super::plan::{role_of, Alloc, Role};
-use super::process::BreakpointKind;
+use self::hooks::{merge_aliases, Hook};
+use self::plan::{role_of, Alloc, Role};
 use crate::binary::{ElfFile, ErrnoTls};
+use crate::run::execution::Execution;
+use crate::run::process::BreakpointKind;
 
 impl Execution<'_> {
     /// Puts breakpoints on the threading API, atomic and PAUSE instructions of the code

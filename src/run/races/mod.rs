@@ -5,19 +5,22 @@
 //! stacks a second run of a schedule asks for. What it reads of the rest of the execution
 //! comes through [`Env`].
 
+pub(super) mod happens_before;
+pub(super) mod repeat_filter;
+
 use std::path::Path;
 
-use super::execution::AccessKey;
-use super::findings::{finding, thread_name, Reporter};
-use super::happens_before::ATOMIC;
-use super::patching::AccessSite;
-use super::plan::{Alloc, MemFn};
-use super::process::Process;
-use super::stacks::{primary_location, Symbols};
-use super::worker_state::WorkerState;
+use self::happens_before::ATOMIC;
 use crate::detect::race::{Access, HeapBlock, Race, RaceDetector};
 use crate::model::{Footprint, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
+use crate::run::execution::AccessKey;
+use crate::run::findings::{finding, thread_name, Reporter};
+use crate::run::instrument::patching::AccessSite;
+use crate::run::instrument::plan::{Alloc, MemFn};
+use crate::run::process::stacks::{primary_location, Symbols};
+use crate::run::process::Process;
+use crate::run::worker_state::WorkerState;
 use crate::tracee::memory::Memory;
 
 /// Something to do when a thread returns from a call (its return address is hit with the
@@ -124,7 +127,6 @@ pub(super) struct RaceResults {
     pub breakpoint_accesses: u64,
 }
 
-
 /// The race recording of one execution.
 #[derive(Debug, Clone, Default)]
 pub(super) struct RaceRecording {
@@ -207,7 +209,6 @@ impl Env<'_> {
                 .iter()
                 .all(|f| f.line.is_none())
     }
-
 }
 
 impl RaceRecording {
@@ -267,7 +268,11 @@ impl RaceRecording {
     pub fn racy_pcs(&self) -> Vec<u64> {
         self.detector
             .as_ref()
-            .map(|d| (d.races().iter()).flat_map(|r| [r.earlier.pc, r.later.pc]).collect())
+            .map(|d| {
+                (d.races().iter())
+                    .flat_map(|r| [r.earlier.pc, r.later.pc])
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -477,7 +482,9 @@ impl RaceRecording {
         env.worker.repeats.forget();
         self.capture_if_requested(env, t, pc);
         env.worker.atomic_addresses.insert(ea);
-        let Some(d) = self.detector.as_mut() else { return };
+        let Some(d) = self.detector.as_mut() else {
+            return;
+        };
         d.acquire(t, (ATOMIC, ea));
         let access = Access {
             thread: t,
@@ -600,7 +607,10 @@ impl RaceRecording {
         // Each side by its own kind: the earlier access was a modelled call when its pc is
         // one of this execution's call sites (a return address).
         let earlier_in_call = self.call_sites.contains(&race.earlier.pc);
-        let earlier_stack = env.worker.symbols.frame_at(race.earlier.pc, earlier_in_call);
+        let earlier_stack = env
+            .worker
+            .symbols
+            .frame_at(race.earlier.pc, earlier_in_call);
         let earlier_tid = env.p.threads.get(earlier_t).map_or(0, |x| x.tid.as_raw());
         let earlier = ThreadReport {
             id: earlier_t,
@@ -666,7 +676,11 @@ impl RaceRecording {
     /// Names the memory at `addr`: a global variable, or a heap block (with its allocation
     /// site when `with_site`), or its address.
     pub(super) fn memory_name(&self, symbols: &mut Symbols, addr: u64, with_site: bool) -> String {
-        if let Some(b) = self.detector.as_ref().and_then(|d| d.block_containing(addr)) {
+        if let Some(b) = self
+            .detector
+            .as_ref()
+            .and_then(|d| d.block_containing(addr))
+        {
             let site = if with_site {
                 let s = symbols.call_site(b.site).short();
                 format!(", allocated by T{} at {s}", b.thread)
@@ -715,4 +729,3 @@ fn string_length(mem: &Memory, s: u64, cap: u64) -> u64 {
     }
     cap
 }
-

@@ -12,7 +12,7 @@ use crate::model::{Model, ThreadId};
 
 /// The choices offered at one scheduling point.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Offer {
+pub(in crate::run) struct Offer {
     /// Every thread that may be chosen, in id order: the enabled ones and the timeouts.
     pub choices: Vec<ThreadId>,
     /// The threads of `choices` whose step is a timeout, earliest deadline first.
@@ -23,7 +23,7 @@ pub(super) struct Offer {
 
 /// What may be chosen in `model`'s state when `early` early timeouts were taken in this
 /// execution and `max_early` are allowed.
-pub(super) fn offer(model: &Model, early: u32, max_early: u32) -> Offer {
+pub(in crate::run) fn offer(model: &Model, early: u32, max_early: u32) -> Offer {
     let enabled = model.enabled_threads();
     let mut timeouts = model.timeout_threads();
     let runnable = !enabled.is_empty();

@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 
-use super::process::{Process, StopPlace};
+use crate::run::process::{Process, StopPlace};
 use crate::tracee::memory::Memory;
 use crate::tracee::pagemap::{writable_regions, Pagemap, Region, PAGE};
 use crate::tracee::write_tracking::WriteTracker;
@@ -63,7 +63,7 @@ const TRACK_FROM_PAGES: usize = 256;
 
 /// What one execution keeps between hashed points to hash memory incrementally.
 #[derive(Default)]
-pub(super) struct MemoryHasher {
+pub(in crate::run) struct MemoryHasher {
     tracker: Option<WriteTracker>,
     /// Write tracking could not be set up: every point hashes all memory.
     off: bool,
@@ -83,19 +83,19 @@ pub(super) struct MemoryHasher {
 
 /// Pages of a process's writable mappings, by (start, end): whether each is present, and
 /// its hash term.
-pub(super) type PageTerms = HashMap<(u64, u64), (Vec<bool>, Vec<u64>)>;
+pub(in crate::run) type PageTerms = HashMap<(u64, u64), (Vec<bool>, Vec<u64>)>;
 
 /// What a fork copy's hasher starts from: write tracking set up before anything wrote to
 /// the copy, and the page terms of its template, which hold for every page not reported
 /// written since.
-pub(super) struct CopyTracking {
+pub(in crate::run) struct CopyTracking {
     tracker: WriteTracker,
     terms: Arc<PageTerms>,
 }
 
 /// A snapshot template's page terms, computed by its first copy: None when the program is
 /// too small for write tracking to pay, or it could not be set up.
-pub(super) type TemplateTerms = OnceCell<Option<Arc<PageTerms>>>;
+pub(in crate::run) type TemplateTerms = OnceCell<Option<Arc<PageTerms>>>;
 
 /// Sets up write tracking in a fresh fork copy `copy` of a template, through its stopped
 /// main thread (outside any syscall; `syscall_insn` is a `syscall` of the program), before
@@ -103,7 +103,7 @@ pub(super) type TemplateTerms = OnceCell<Option<Arc<PageTerms>>>;
 /// template's terms come from `template`, filled by reading this copy the first time.
 /// None when tracking is off ([`FULL_ENV`]), does not pay or fails: the copy's hasher
 /// then starts from nothing.
-pub(super) fn track_copy(
+pub(in crate::run) fn track_copy(
     copy: Pid,
     syscall_insn: u64,
     template: &TemplateTerms,
@@ -274,7 +274,7 @@ impl MemoryHasher {
 }
 
 /// The hash of the state of `p` combined with `tracer_state`; memory through `hasher`.
-pub(super) fn state_hash(
+pub(in crate::run) fn state_hash(
     p: &Process,
     tracer_state: u64,
     hasher: &mut MemoryHasher,

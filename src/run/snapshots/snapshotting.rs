@@ -4,12 +4,12 @@
 
 use anyhow::{Context, Result};
 
-use super::execution::Execution;
-use super::process::StopPlace;
 use super::snapshot::{
     self, BranchSnapshot, CopiedThread, PendingSignals, SavedExecution, StartupSnapshot,
 };
 use crate::model::ThreadId;
+use crate::run::execution::Execution;
+use crate::run::process::StopPlace;
 use crate::tracee::files::FileStates;
 use crate::tracee::fork::{fork_stopped, ForkFrom};
 use crate::tracee::threads;
@@ -21,7 +21,7 @@ const BRANCH_GAP: usize = 48;
 
 impl Execution<'_> {
     /// The tracer-side state now, for a snapshot.
-    pub(super) fn save_state(&self) -> SavedExecution {
+    pub(in crate::run) fn save_state(&self) -> SavedExecution {
         let mut kernel = self.kernel.clone();
         kernel.note_pid(self.p.pid);
         SavedExecution {
@@ -51,7 +51,7 @@ impl Execution<'_> {
     /// At the first thread creation (`t` at the clone's seccomp stop with registers `r`):
     /// forks the template of the worker's startup snapshot. True when it was taken; the
     /// thread is then resumed at the `syscall`, to run the clone as if nothing happened.
-    pub(super) fn take_startup_snapshot(
+    pub(in crate::run) fn take_startup_snapshot(
         &mut self,
         t: ThreadId,
         r: &regs::Regs,
@@ -76,7 +76,7 @@ impl Execution<'_> {
     /// At `main` of a program whose first execution created no thread (the main thread at
     /// the removed breakpoint, registers `r` with rip at `main`): the startup snapshot is
     /// taken there instead. The thread is left stopped for the caller to resume.
-    pub(super) fn take_main_snapshot(
+    pub(in crate::run) fn take_main_snapshot(
         &mut self,
         t: ThreadId,
         r: &regs::Regs,
@@ -176,7 +176,7 @@ impl Execution<'_> {
     /// At a scheduling point of a tree search with several enabled threads: snapshots the
     /// whole process when the path has gone [`BRANCH_GAP`] decisions without one. Silently
     /// skipped when the process cannot be copied faithfully here.
-    pub(super) fn maybe_branch_snapshot(&mut self) -> Result<()> {
+    pub(in crate::run) fn maybe_branch_snapshot(&mut self) -> Result<()> {
         let Some(key) = self.branch_key.clone() else {
             return Ok(());
         };
@@ -196,7 +196,7 @@ impl Execution<'_> {
     /// For the debugger (`mcheck replay --gdb`), at a scheduling point: a branch snapshot of
     /// the whole process here, whatever the gap to the last one. False when this execution
     /// cannot be copied faithfully here (or takes no snapshots).
-    pub(super) fn debug_snapshot(&mut self) -> Result<bool> {
+    pub(in crate::run) fn debug_snapshot(&mut self) -> Result<bool> {
         if !self.worker.debug_snapshots
             || !self.record_points
             || self.points_overflowed

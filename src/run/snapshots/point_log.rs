@@ -14,7 +14,7 @@ const CHUNK: usize = 1024;
 
 /// An append-only log of points, cheap to clone.
 #[derive(Clone, Default)]
-pub(super) struct PointLog {
+pub(in crate::run) struct PointLog {
     chunks: Vec<Arc<[SavedPoint]>>,
     tail: Vec<SavedPoint>,
 }

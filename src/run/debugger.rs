@@ -339,7 +339,7 @@ impl Execution<'_> {
         t: ThreadId,
         addr: u64,
     ) -> anyhow::Result<Option<Option<super::execution::RunResult>>> {
-        let mcheck_bp = self.p.bp_kinds.contains_key(&addr);
+        let mcheck_bp = self.code.has_kind(addr);
         let Some(hook) = self.worker.debug.as_mut() else {
             return Ok(None);
         };
@@ -392,10 +392,10 @@ impl Execution<'_> {
             crate::tracee::events::resume(tid, sig)?;
             return Ok(Some(None));
         }
-        if self.p.bp_kinds.contains_key(&addr) {
+        if self.code.has_kind(addr) {
             return Ok(None);
         }
-        if self.p.bps.contains(addr) {
+        if self.code.has_breakpoint(addr) {
             return Ok(Some(self.step_and_resume(t)?));
         }
         // The debugger took its breakpoint out while stopped on it: run the instruction.
@@ -482,11 +482,13 @@ impl Execution<'_> {
     /// the executor traps).
     fn steppable(&mut self, t: ThreadId) -> bool {
         let pc = self.debug_pc(t);
-        match self.p.bp_kinds.get(&pc).cloned() {
-            Some(super::process::BreakpointKind::Access(id)) if self.access_is_point(t, pc, id) => {
+        match self.code.kind(pc).cloned() {
+            Some(crate::run::instrument::code::BreakpointKind::Access(id))
+                if self.access_is_point(t, pc, id) =>
+            {
                 return false
             }
-            Some(super::process::BreakpointKind::Access(_)) => {}
+            Some(crate::run::instrument::code::BreakpointKind::Access(_)) => {}
             Some(_) => return false,
             None => {}
         }
@@ -512,8 +514,8 @@ impl Execution<'_> {
             }];
         }
         let pc = self.debug_pc(t);
-        match self.p.bp_kinds.get(&pc) {
-            Some(super::process::BreakpointKind::Hook(_)) => {
+        match self.code.kind(pc) {
+            Some(crate::run::instrument::code::BreakpointKind::Hook(_)) => {
                 let mut to: Vec<Boundary> = (self.p.mem.read_u64(r.rsp).ok())
                     .map(|ret| Boundary {
                         addr: ret,
@@ -524,9 +526,10 @@ impl Execution<'_> {
                 to.extend(self.after_native(pc, r.rsp));
                 to
             }
-            Some(super::process::BreakpointKind::Entry | super::process::BreakpointKind::Main) => {
-                Vec::new()
-            }
+            Some(
+                crate::run::instrument::code::BreakpointKind::Entry
+                | crate::run::instrument::code::BreakpointKind::Main,
+            ) => Vec::new(),
             Some(_) => self.after_native(pc, r.rsp).into_iter().collect(),
             None if self.is_syscall_insn(pc) => vec![Boundary {
                 addr: pc + 2,
@@ -540,19 +543,19 @@ impl Execution<'_> {
     /// is executed with stack pointer `sp`: a call through a slot to the called function, a
     /// jump to its target, any instruction that does not branch to the next one.
     fn after_native(&self, pc: u64, sp: u64) -> Option<Boundary> {
-        if let Some((target, _)) = self.p.call_through_slot(pc) {
+        if let Some((target, _)) = self.code.call_through_slot(&self.p.mem, pc) {
             return Some(Boundary {
                 addr: target,
                 sp: sp - 8,
             });
         }
-        if let Some(target) = self.p.jump_target(pc) {
+        if let Some(target) = self.code.jump_target(&self.p.mem, pc) {
             return Some(Boundary { addr: target, sp });
         }
         let mut code = [0u8; 16];
         self.p.mem.read(pc, &mut code).ok()?;
         for (i, b) in code.iter_mut().enumerate() {
-            if let Some(orig) = self.p.bps.original_byte(pc + i as u64) {
+            if let Some(orig) = self.code.original_byte(pc + i as u64) {
                 *b = orig;
             }
         }
@@ -566,7 +569,7 @@ impl Execution<'_> {
     /// Whether the program's own bytes at `pc` are a `syscall` instruction.
     fn is_syscall_insn(&self, pc: u64) -> bool {
         let byte = |a: u64| {
-            (self.p.bps.original_byte(a)).unwrap_or_else(|| self.p.mem.read_u8(a).unwrap_or(0))
+            (self.code.original_byte(a)).unwrap_or_else(|| self.p.mem.read_u8(a).unwrap_or(0))
         };
         [byte(pc), byte(pc + 1)] == [0x0f, 0x05]
     }
@@ -578,7 +581,7 @@ impl Execution<'_> {
         if !self.cfg.preempt_on_races {
             return false;
         }
-        let Some(site) = self.p.patching.sites.get(id as usize).copied() else {
+        let Some(site) = self.code.site(id) else {
             return true;
         };
         let Ok(mut regs) = crate::tracee::regs::get(self.p.threads[t].tid) else {
@@ -609,15 +612,16 @@ impl Execution<'_> {
             let debugger_bp =
                 (self.worker.debug.as_ref()).is_some_and(|h| h.breakpoints.contains(&pc));
             if self.take_return(t, pc, &at)? == Some(true)
-                && !self.p.bp_kinds.contains_key(&pc)
+                && !self.code.has_kind(pc)
                 && !debugger_bp
             {
-                self.p.remove_breakpoint(pc)?;
+                self.code.remove_breakpoint(&self.p.mem, pc)?;
             }
         }
-        if let Some(super::process::BreakpointKind::Access(id)) = self.p.bp_kinds.get(&pc).cloned()
+        if let Some(crate::run::instrument::code::BreakpointKind::Access(id)) =
+            self.code.kind(pc).cloned()
         {
-            if let Some(site) = self.p.patching.sites.get(id as usize).copied() {
+            if let Some(site) = self.code.site(id) {
                 let mut regs = r;
                 regs.rip = pc;
                 self.p.threads[t].regs = regs;
@@ -626,9 +630,9 @@ impl Execution<'_> {
                 races.record_access(&mut env, t, &site, ea, super::races::Seen::AtAccess);
             }
         }
-        let event = if self.p.bps.contains(pc) {
+        let event = if self.code.has_breakpoint(pc) {
             self.p.threads[t].place = StopPlace::Breakpoint(pc);
-            self.p.step_over_breakpoint(t)?
+            self.code.step_over(&mut self.p, t)?
         } else {
             let mut regs = r;
             regs.rip = pc;
@@ -660,7 +664,7 @@ impl Execution<'_> {
         let tid = self.p.threads[t].tid;
         for _ in 0..MAX_PATCH_STEPS {
             let rip = crate::tracee::regs::get(tid)?.rip;
-            let table = &self.p.patching.table;
+            let table = &self.code.table();
             if table.trampoline_at(rip).is_none() && table.hop_to(rip).is_none() {
                 break;
             }
@@ -801,13 +805,13 @@ impl ProgramView for View<'_, '_> {
             n
         };
         for (i, b) in buf[..n].iter_mut().enumerate() {
-            if let Some(orig) = self.exec.p.bps.original_byte(addr + i as u64) {
+            if let Some(orig) = self.exec.code.original_byte(addr + i as u64) {
                 *b = orig;
             }
         }
         // Patched sites show the instructions they replaced.
         let end = addr + n as u64;
-        for (at, original) in self.exec.p.patching.table.originals_overlapping(addr..end) {
+        for (at, original) in self.exec.code.table().originals_overlapping(addr..end) {
             for (j, &byte) in original.iter().enumerate() {
                 let a = at + j as u64;
                 if (addr..end).contains(&a) {
@@ -819,13 +823,13 @@ impl ProgramView for View<'_, '_> {
     }
 
     fn write_memory(&mut self, addr: u64, data: &[u8]) -> bool {
-        let p = &mut self.exec.p;
+        let (code, mem) = (&mut self.exec.code, &self.exec.p.mem);
         for (i, &b) in data.iter().enumerate() {
             let a = addr + i as u64;
-            let ok = if p.bps.contains(a) {
-                p.bps.replace_original(a, b)
+            let ok = if code.has_breakpoint(a) {
+                code.replace_original(a, b)
             } else {
-                p.mem.write(a, &[b]).is_ok()
+                mem.write(a, &[b]).is_ok()
             };
             if !ok {
                 return false;
@@ -835,21 +839,27 @@ impl ProgramView for View<'_, '_> {
     }
 
     fn set_breakpoint(&mut self, addr: u64) -> bool {
-        if !self.bps.insert(addr) || self.exec.p.bps.contains(addr) {
+        if !self.bps.insert(addr) || self.exec.code.has_breakpoint(addr) {
             return true;
         }
-        self.exec.p.insert_breakpoint(addr).is_ok()
+        self.exec
+            .code
+            .insert_breakpoint(&self.exec.p.mem, addr)
+            .is_ok()
     }
 
     fn clear_breakpoint(&mut self, addr: u64) -> bool {
         // mcheck's own, or a return it waits for, keep theirs.
         if !self.bps.remove(&addr)
-            || self.exec.p.bp_kinds.contains_key(&addr)
+            || self.exec.code.has_kind(addr)
             || self.exec.returns.contains_key(&addr)
         {
             return true;
         }
-        self.exec.p.remove_breakpoint(addr).is_ok()
+        self.exec
+            .code
+            .remove_breakpoint(&self.exec.p.mem, addr)
+            .is_ok()
     }
 
     fn set_watch(&mut self, w: Watch) -> bool {

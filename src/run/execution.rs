@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use nix::sys::signal::Signal;
 
+use super::instrument::code::{BreakpointKind, CodeEdits};
 use super::instrument::hooks::Hook;
 use super::instrument::hooks::{Convention, HookContext};
 use super::kernel::kernel_waits::KernelWaits;
@@ -18,7 +19,7 @@ use super::kernel::syscalls::TimeSource;
 use super::kernel::timeouts;
 use super::launch::auxv_entry;
 use super::livelock::{Window, WindowStep};
-use super::process::{BreakpointKind, Process, StopPlace};
+use super::process::{Process, StopPlace};
 use super::races::happens_before;
 use super::races::{PendingReturn, RaceRecording, ReturnAction, Seen};
 use super::snapshots::point_log::PointLog;
@@ -191,6 +192,7 @@ macro_rules! race_env {
             &mut $s.races,
             $crate::run::races::Env {
                 p: &$s.p,
+                code: &$s.code,
                 worker: &mut *$s.worker,
                 atomic_ranges: &$s.atomic_ranges,
                 threads: $s.model.thread_count(),
@@ -229,6 +231,8 @@ pub(super) enum ProcessEnd {
 pub(super) struct Execution<'a> {
     pub(super) cfg: &'a ExecutionConfig,
     pub(super) p: Process,
+    /// What mcheck changed in the program's code (`instrument/code.rs`).
+    pub(super) code: CodeEdits,
     pub(super) model: Model,
     pub(super) worker: &'a mut WorkerState,
     /// Race recording (`races.rs`).
@@ -289,8 +293,6 @@ pub(super) struct Execution<'a> {
     pub(super) restored_prefix: PointLog,
     /// A restored startup copy resumes its main thread first.
     pub(super) resume_main: bool,
-    /// Address of a `syscall` instruction in the program (for injected syscalls).
-    pub(super) syscall_insn: u64,
     /// Set when this execution may take branch snapshots (a tree search): the
     /// configuration's key.
     pub(super) branch_key: Option<String>,
@@ -325,8 +327,8 @@ impl Execution<'_> {
                     .patch_auxv(&self.p.mem, rsp)
                     .context("making the execution deterministic (auxv)")?;
                 let entry = auxv_entry(self.p.pid)?;
-                self.p
-                    .add_breakpoints(&[entry], |_| Some(BreakpointKind::Entry))?;
+                self.code
+                    .add_breakpoints(&self.p.mem, &[entry], |_| Some(BreakpointKind::Entry))?;
             }
             Some(prefix) => {
                 for saved in prefix.iter() {
@@ -410,7 +412,7 @@ impl Execution<'_> {
                     &self.p,
                     tracer_state,
                     &mut self.memory_hasher,
-                    self.syscall_insn,
+                    self.p.syscall_insn,
                 )?;
                 if sched.visit_state(self.steps as usize, h) {
                     let mut out = self.outcome(None);
@@ -611,7 +613,7 @@ impl Execution<'_> {
             patch_stats: super::instrument::patching::PatchStats {
                 moved_out: self.moved_out_of_trampolines,
                 breakpoint_accesses: found.breakpoint_accesses,
-                ..self.p.patching.stats.clone()
+                ..self.code.stats().clone()
             },
             cut_short: false,
             changed_files: self.changed_files,
@@ -713,7 +715,7 @@ impl Execution<'_> {
         let place = self.p.threads[t].place;
         match place {
             StopPlace::Breakpoint(addr) => {
-                let kind = self.p.bp_kinds.get(&addr).cloned();
+                let kind = self.code.kind(addr).cloned();
                 let convention = match &kind {
                     Some(BreakpointKind::Hook(h)) => h.convention(),
                     _ => Convention::Native,
@@ -727,7 +729,7 @@ impl Execution<'_> {
                         races.record_atomic(&mut env, t, ea, size, addr);
                     }
                     Some(BreakpointKind::Access(id)) => {
-                        if let Some(site) = self.p.patching.sites.get(*id as usize).copied() {
+                        if let Some(site) = self.code.site(*id) {
                             let ea = self.p.effective_address(t, &site.insn, 0);
                             let (races, mut env) = race_env!(self);
                             races.record_access(&mut env, t, &site, ea, Seen::AtAccess);
@@ -743,7 +745,7 @@ impl Execution<'_> {
                 }
                 match (convention, c) {
                     (Convention::Native, _) | (_, Completion::Native) => {
-                        if let Some(ev) = self.p.step_over_breakpoint(t)? {
+                        if let Some(ev) = self.code.step_over(&mut self.p, t)? {
                             return self.fault_during_step(t, ev);
                         }
                     }

@@ -158,7 +158,7 @@ pub fn run_execution(
 /// program's output is shown once per execution. If that fails the output is shown again,
 /// which is all it costs.
 fn silence_stdout(exec: &Execution<'_>) {
-    let _ = threads::point_at_dev_null(exec.p.pid, exec.syscall_insn, 1);
+    let _ = threads::point_at_dev_null(exec.p.pid, exec.p.syscall_insn, 1);
 }
 
 /// Puts the program's files back as an execution starting from `restored` (a copy of a
@@ -246,6 +246,7 @@ impl<'a> Execution<'a> {
         Execution {
             cfg,
             p,
+            code: Default::default(),
             model: Model::new(),
             worker,
             races: RaceRecording::new(cfg.races, cfg.stack_requests.clone()),
@@ -278,7 +279,6 @@ impl<'a> Execution<'a> {
             points_overflowed: false,
             restored_prefix: Default::default(),
             resume_main: false,
-            syscall_insn: 0,
             branch_key: None,
             branch_depth: 0,
             inherited_fds: Vec::new(),
@@ -299,6 +299,7 @@ impl<'a> Execution<'a> {
         Execution {
             cfg,
             p: r.process,
+            code: s.code,
             model: s.model,
             worker,
             races: RaceRecording::restored(s.races, cfg.stack_requests.clone()),
@@ -331,7 +332,6 @@ impl<'a> Execution<'a> {
             points_overflowed: false,
             restored_prefix: r.prefix,
             resume_main: r.resume_main,
-            syscall_insn: s.syscall_insn,
             branch_key: None,
             branch_depth: 0,
             inherited_fds: Vec::new(),

@@ -89,7 +89,7 @@ impl Execution<'_> {
     /// At a watchdog tick: interrupts the running thread when it spins or sleeps in the
     /// kernel too long (see `Watchdog::should_interrupt`).
     pub(super) fn check_timeout(&mut self, tid: Pid) -> Result<()> {
-        let pending = self.p.patching.log.as_ref().map_or(0, |l| l.len());
+        let pending = self.code.logged();
         let limit = self.cfg.execution_timeout;
         if self
             .watchdog
@@ -120,7 +120,7 @@ impl Execution<'_> {
 
     /// The running thread's own progress since it was resumed (`Watchdog::progress`).
     pub(super) fn progress_since_resume(&self) -> Duration {
-        let pending = self.p.patching.log.as_ref().map_or(0, |l| l.len());
+        let pending = self.code.logged();
         self.watchdog.progress(self.p.pid, pending)
     }
 
@@ -188,7 +188,7 @@ impl Execution<'_> {
     pub(super) fn adopt_foreign(&mut self, child: Pid, clean: bool) -> Result<()> {
         self.p.foreign.insert(child);
         if clean {
-            self.clean_forked_child(child)?;
+            self.code.clean_forked_child(child)?;
         }
         if self.p.early_stops.remove(&child) {
             events::resume(child, None)?;

@@ -23,9 +23,10 @@ impl Execution<'_> {
         let tid = self.p.threads[t].tid;
         let nr = r.orig_rax as i64;
         let a = regs::syscall_args(&r);
-        if self.syscall_insn == 0 && self.p.mem.read_u16(r.rip.wrapping_sub(2)).ok() == Some(0x050f)
+        if self.p.syscall_insn == 0
+            && self.p.mem.read_u16(r.rip.wrapping_sub(2)).ok() == Some(0x050f)
         {
-            self.syscall_insn = r.rip - 2;
+            self.p.syscall_insn = r.rip - 2;
         }
         let clone_flags = match nr {
             nr::CLONE => a[0],

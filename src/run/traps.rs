@@ -6,8 +6,9 @@ use anyhow::Result;
 use nix::sys::signal::Signal;
 
 use super::execution::{race_env, Execution, RunResult};
+use super::instrument::code::BreakpointKind;
 use super::instrument::plan::{Alloc, MemFn};
-use super::process::{BreakpointKind, StopPlace};
+use super::process::StopPlace;
 use super::races::happens_before::ONCE;
 use super::races::{glibc_chunk_size, PendingReturn, ReturnAction, Seen};
 use crate::detect::race::HeapBlock;
@@ -46,7 +47,7 @@ impl Execution<'_> {
                 return Ok(ran);
             }
         }
-        let Some(kind) = self.p.bp_kinds.get(&addr).cloned() else {
+        let Some(kind) = self.code.kind(addr).cloned() else {
             if let Some(done) = self.on_log_full(t, addr)? {
                 return Ok(done);
             }
@@ -57,8 +58,7 @@ impl Execution<'_> {
         self.p.threads[t].place = StopPlace::Breakpoint(addr);
         let (op, site) = match kind {
             BreakpointKind::Entry => {
-                self.p.remove_breakpoint(addr)?;
-                self.p.bp_kinds.remove(&addr);
+                self.code.forget_breakpoint(&self.p.mem, addr)?;
                 let mut r = r;
                 r.rip = addr;
                 regs::set(self.p.threads[t].tid, r)?;
@@ -74,8 +74,7 @@ impl Execution<'_> {
                 (Op::Continue, 0)
             }
             BreakpointKind::Main => {
-                self.p.remove_breakpoint(addr)?;
-                self.p.bp_kinds.remove(&addr);
+                self.code.forget_breakpoint(&self.p.mem, addr)?;
                 let mut r = r;
                 r.rip = addr;
                 let tid = self.p.threads[t].tid;
@@ -139,7 +138,7 @@ impl Execution<'_> {
     pub(super) fn on_return_of_call(&mut self, t: ThreadId, action: ReturnAction) -> Result<()> {
         let r = self.p.threads[t].regs;
         let ret = self.p.mem.read_u64(r.rsp)?;
-        self.p.insert_breakpoint(ret)?;
+        self.code.insert_breakpoint(&self.p.mem, ret)?;
         self.returns.entry(ret).or_default().push(PendingReturn {
             thread: t,
             rsp: r.rsp + 8,
@@ -161,7 +160,7 @@ impl Execution<'_> {
             return Ok(None);
         };
         if !list.iter().any(|p| p.thread == t && p.rsp == r.rsp) {
-            if self.p.bp_kinds.contains_key(&addr) {
+            if self.code.has_kind(addr) {
                 return Ok(None);
             }
             // Someone else's return address: step over it.
@@ -169,11 +168,11 @@ impl Execution<'_> {
             return Ok(Some(self.step_and_resume(t)?));
         };
         let empty = self.take_return(t, addr, r)? == Some(true);
-        if self.p.bp_kinds.contains_key(&addr) {
+        if self.code.has_kind(addr) {
             return Ok(None);
         }
         if empty {
-            self.p.remove_breakpoint(addr)?;
+            self.code.remove_breakpoint(&self.p.mem, addr)?;
             let mut regs = *r;
             regs.rip = addr;
             regs::set(self.p.threads[t].tid, regs)?;
@@ -249,7 +248,7 @@ impl Execution<'_> {
     /// when the program handles that signal, delivered to it.
     pub(super) fn step_and_resume(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
         if let StopPlace::Breakpoint(addr) = self.p.threads[t].place {
-            if let Some(target) = self.p.jump_target(addr) {
+            if let Some(target) = self.code.jump_target(&self.p.mem, addr) {
                 // A PLT stub or a tail-call shim: jump for it, no single-step needed.
                 let mut r = self.p.threads[t].regs;
                 r.rip = target;
@@ -261,7 +260,7 @@ impl Execution<'_> {
                 return Ok(None);
             }
         }
-        if let Some(crate::tracee::Event::Signal(sig)) = self.p.step_over_breakpoint(t)? {
+        if let Some(crate::tracee::Event::Signal(sig)) = self.code.step_over(&mut self.p, t)? {
             if let Some(f) = self.signal_finding(t, sig) {
                 return Ok(Some(RunResult::Found(Box::new(f))));
             }
@@ -292,7 +291,7 @@ impl Execution<'_> {
     /// return address pushed, `t` at the called function's entry, as at a PLT stub's
     /// hook. A hook on a PLT stub or a tail jump is left as it is.
     pub(super) fn enter_called_function(&mut self, t: ThreadId, addr: u64) -> Result<()> {
-        let Some((target, ret)) = self.p.call_through_slot(addr) else {
+        let Some((target, ret)) = self.code.call_through_slot(&self.p.mem, addr) else {
             return Ok(());
         };
         let mut r = self.p.threads[t].regs;
@@ -378,7 +377,7 @@ impl Execution<'_> {
         addr: u64,
         id: u32,
     ) -> Result<Option<RunResult>> {
-        let Some(site) = self.p.patching.sites.get(id as usize).copied() else {
+        let Some(site) = self.code.site(id) else {
             return self.step_and_resume(t);
         };
         if let Some(f) = site.mem_fn {
@@ -442,7 +441,7 @@ impl Execution<'_> {
                 }
             }
         }
-        match self.p.patching.table.out_of_line(addr) {
+        match self.code.table().out_of_line(addr) {
             Some(copy) => self.resume_at(t, copy),
             None => self.step_and_resume(t),
         }

@@ -2,6 +2,7 @@
 //! instructions, memory accesses of the code under test, allocators, modelled libc calls,
 //! Rust's panic entry and the dynamic loader's rendezvous.
 
+pub(super) mod code;
 pub(super) mod hooks;
 pub(super) mod patching;
 pub(super) mod plan;
@@ -11,11 +12,11 @@ use std::collections::HashMap;
 
 use anyhow::Result;
 
+use self::code::BreakpointKind;
 use self::hooks::{merge_aliases, Hook};
 use self::plan::{role_of, Alloc, Role};
 use crate::binary::{ElfFile, ErrnoTls};
 use crate::run::execution::Execution;
-use crate::run::process::BreakpointKind;
 
 impl Execution<'_> {
     /// Puts breakpoints on the threading API, atomic and PAUSE instructions of the code
@@ -39,8 +40,9 @@ impl Execution<'_> {
                         .into_iter()
                         .map(|a| a + m.bias)
                         .collect();
-                    self.p
-                        .add_breakpoints(&addrs, |_| Some(BreakpointKind::LinkMapChanged))?;
+                    self.code.add_breakpoints(&self.p.mem, &addrs, |_| {
+                        Some(BreakpointKind::LinkMapChanged)
+                    })?;
                 }
                 continue;
             }
@@ -71,8 +73,9 @@ impl Execution<'_> {
                     .or_insert(h);
             }
             let addrs: Vec<u64> = hooks.keys().copied().collect();
-            self.p
-                .add_breakpoints(&addrs, |a| hooks.get(&a).map(|&h| BreakpointKind::Hook(h)))?;
+            self.code.add_breakpoints(&self.p.mem, &addrs, |a| {
+                hooks.get(&a).map(|&h| BreakpointKind::Hook(h))
+            })?;
             if role == Role::Program && self.snapshot_at_main && self.snapshot_key.is_some() {
                 // The startup snapshot of a program that created no thread goes at main.
                 if let Ok(elf) = ElfFile::load(&m.path) {
@@ -81,8 +84,8 @@ impl Execution<'_> {
                         .into_iter()
                         .map(|a| a + bias)
                         .collect();
-                    self.p
-                        .add_breakpoints(&mains, |_| Some(BreakpointKind::Main))?;
+                    self.code
+                        .add_breakpoints(&self.p.mem, &mains, |_| Some(BreakpointKind::Main))?;
                 }
             }
             if self.p.errno_tp_offset.is_none() {
@@ -95,8 +98,8 @@ impl Execution<'_> {
                 };
             }
             let panics: Vec<u64> = plan.panics.iter().map(|a| a + bias).collect();
-            self.p
-                .add_breakpoints(&panics, |_| Some(BreakpointKind::Panic))?;
+            self.code
+                .add_breakpoints(&self.p.mem, &panics, |_| Some(BreakpointKind::Panic))?;
             let atomics: HashMap<u64, usize> = plan
                 .atomics
                 .iter()
@@ -104,7 +107,7 @@ impl Execution<'_> {
                 .map(|(i, insn)| (insn.ip() + bias, i))
                 .collect();
             let addrs: Vec<u64> = atomics.keys().copied().collect();
-            self.p.add_breakpoints(&addrs, |a| {
+            self.code.add_breakpoints(&self.p.mem, &addrs, |a| {
                 atomics.get(&a).map(|&index| BreakpointKind::Atomic {
                     plan: plan.clone(),
                     index,
@@ -112,8 +115,8 @@ impl Execution<'_> {
                 })
             })?;
             let pauses: Vec<u64> = plan.pauses.iter().map(|a| a + bias).collect();
-            self.p
-                .add_breakpoints(&pauses, |_| Some(BreakpointKind::Pause))?;
+            self.code
+                .add_breakpoints(&self.p.mem, &pauses, |_| Some(BreakpointKind::Pause))?;
             self.atomic_ranges.extend(
                 plan.atomic_ranges
                     .iter()
@@ -125,7 +128,7 @@ impl Execution<'_> {
                 .map(|&(a, k)| (a + bias, k))
                 .collect();
             let addrs: Vec<u64> = allocs.keys().copied().collect();
-            self.p.add_breakpoints(&addrs, |a| {
+            self.code.add_breakpoints(&self.p.mem, &addrs, |a| {
                 allocs.get(&a).map(|&k| BreakpointKind::Alloc(k))
             })?;
             if self.cfg.races {

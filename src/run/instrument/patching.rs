@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
-use nix::unistd::Pid;
 
+use super::code::BreakpointKind;
 use super::plan::{MemFn, ModulePlan};
 use crate::binary::accesses::AccessKind;
 use crate::model::ThreadId;
@@ -24,7 +24,6 @@ use crate::patch::{
     Record, Refusal, SiteRequest,
 };
 use crate::run::execution::{race_env, Execution, RunResult};
-use crate::run::process::BreakpointKind;
 use crate::run::races::Seen;
 use crate::tracee::access_log::AccessLog;
 use crate::tracee::memory::Memory;
@@ -160,8 +159,8 @@ impl Execution<'_> {
         let tid = self.p.threads[t].tid;
         let canonical = leave_seccomp_stop(tid, r).context("stepping out of the clone")?;
         self.p.threads[t].regs = canonical;
-        if self.syscall_insn == 0 {
-            self.syscall_insn = canonical.rip;
+        if self.p.syscall_insn == 0 {
+            self.p.syscall_insn = canonical.rip;
         }
         if self.cfg.patch {
             self.create_access_log(t, &canonical)?;
@@ -193,11 +192,11 @@ impl Execution<'_> {
             tid,
             &self.p.mem,
             r.rsp,
-            self.syscall_insn,
+            self.p.syscall_insn,
             layout,
         )
         .context("mapping the access log")?;
-        self.p.patching.log = Some(Arc::new(log));
+        self.code.patching.log = Some(Arc::new(log));
         Ok(())
     }
 
@@ -227,7 +226,7 @@ impl Execution<'_> {
         plan: &Arc<ModulePlan>,
         bias: u64,
     ) -> Result<()> {
-        let patch_on = self.p.patching.log.is_some();
+        let patch_on = self.code.patching.log.is_some();
         // Calls of memory functions whose ranges follow from their arguments are logged at
         // their hooks when patching is on; the others, and any hook that cannot be
         // patched, stop at a breakpoint (at PLT stubs; calls through the GOT are then not
@@ -240,7 +239,7 @@ impl Execution<'_> {
             .filter(|&(_, f)| !logged(f))
             .collect();
         let addrs: Vec<u64> = mem_fns.keys().copied().collect();
-        self.p.add_breakpoints(&addrs, |a| {
+        self.code.add_breakpoints(&self.p.mem, &addrs, |a| {
             mem_fns.get(&a).map(|&f| BreakpointKind::MemFn(f))
         })?;
         let hooks: Vec<(u64, MemFn, bool)> = (plan.mem_fns.iter())
@@ -308,7 +307,7 @@ impl Execution<'_> {
         }
         let stops = self.stop_sites();
         let mut new_sites = Vec::new();
-        let first_id = self.p.patching.sites.len();
+        let first_id = self.code.patching.sites.len();
         for (insn, template) in &candidates {
             let pc = insn.ip() + bias;
             let Some(Region { code, requests, .. }) =
@@ -319,7 +318,7 @@ impl Execution<'_> {
             let Some(bytes) = code.get(pc, insn.len()).map(<[u8]>::to_vec) else {
                 continue;
             };
-            if self.p.bps.contains(pc) {
+            if self.code.has_breakpoint(pc) {
                 // Another breakpoint of mcheck's is there (an allocator's entry): its
                 // meaning wins, as it always has.
                 continue;
@@ -348,7 +347,7 @@ impl Execution<'_> {
             let Some(region) = regions.iter_mut().find(|r| r.code.get(pc, 1).is_some()) else {
                 continue;
             };
-            if self.p.bps.contains(pc) {
+            if self.code.has_breakpoint(pc) {
                 continue;
             }
             let Some(site) = entry_site(&region.code, pc, stub, f.measure()) else {
@@ -373,7 +372,7 @@ impl Execution<'_> {
             });
             region.entries.push((EntryRequest { id, site }, f, stub));
         }
-        Arc::make_mut(&mut self.p.patching.sites).extend(new_sites);
+        Arc::make_mut(&mut self.code.patching.sites).extend(new_sites);
         let free = self.free_space(&maps);
         for mut region in regions {
             if region.requests.is_empty() && region.entries.is_empty() {
@@ -397,7 +396,7 @@ impl Execution<'_> {
             requests,
             entries,
         } = region;
-        let layout = self.p.patching.log.as_ref().map_or(
+        let layout = self.code.patching.log.as_ref().map_or(
             LogLayout {
                 base: 0,
                 capacity: 1,
@@ -405,7 +404,7 @@ impl Execution<'_> {
             |l| *l.layout(),
         );
         let pristine = code.clone();
-        let table = Arc::make_mut(&mut self.p.patching.table);
+        let table = Arc::make_mut(&mut self.code.patching.table);
         if table.space.chunk_count() == 0 {
             table.space = CodeSpace::new(free.to_vec());
         } else {
@@ -438,7 +437,7 @@ impl Execution<'_> {
             for r in requests.iter_mut() {
                 r.needs_stop = true;
             }
-            let table = Arc::make_mut(&mut self.p.patching.table);
+            let table = Arc::make_mut(&mut self.code.patching.table);
             planned = patch::plan(code, requests, &mut table.space, &layout);
             out_of_line.clear();
             hooked.clear();
@@ -451,8 +450,8 @@ impl Execution<'_> {
             if *stub && !hooked_at.contains(&at) {
                 if let Some(&[original]) = code.get(at, 1) {
                     code.set(at, &[0xcc]);
-                    self.p.bps.adopt(at, original);
-                    self.p.bp_kinds.insert(at, BreakpointKind::MemFn(*f));
+                    self.code.bps.adopt(at, original);
+                    self.code.kinds.insert(at, BreakpointKind::MemFn(*f));
                 }
             }
         }
@@ -485,7 +484,7 @@ impl Execution<'_> {
             .collect();
         pieces.sort_by_key(|p| p.0);
         write_coalesced(&self.p.mem, &pieces).context("writing trampolines")?;
-        let stats = &mut self.p.patching.stats;
+        let stats = &mut self.code.patching.stats;
         for (at, original, why) in &planned.refused {
             let reason = if !patch_on {
                 "patching off"
@@ -497,8 +496,8 @@ impl Execution<'_> {
                 continue;
             }
             let id = ids.get(at).copied().unwrap_or(0);
-            self.p.bps.adopt(*at, *original);
-            self.p.bp_kinds.insert(*at, BreakpointKind::Access(id));
+            self.code.bps.adopt(*at, *original);
+            self.code.kinds.insert(*at, BreakpointKind::Access(id));
         }
         for (at, bytes) in code.changed_pages() {
             self.p
@@ -509,7 +508,7 @@ impl Execution<'_> {
         stats.patched += planned.patched.len() as u64;
         stats.moved_neighbours += planned.evicted.len() as u64;
         stats.memory_calls_patched += hooked.len() as u64;
-        let table = Arc::make_mut(&mut self.p.patching.table);
+        let table = Arc::make_mut(&mut self.code.patching.table);
         for p in (planned.patched.into_iter())
             .chain(planned.evicted)
             .chain(hooked)
@@ -558,14 +557,14 @@ impl Execution<'_> {
         let mut ok = true;
         for &chunk in chunks {
             let args = [chunk, CHUNK, PROT, FLAGS, u64::MAX, 0];
-            let (got, _) = inject(tid, self.syscall_insn, libc::SYS_mmap as u64, args)
+            let (got, _) = inject(tid, self.p.syscall_insn, libc::SYS_mmap as u64, args)
                 .context("mapping trampolines")?;
             if got as u64 != chunk {
                 if got >= 0 {
                     let args = [got as u64, CHUNK, 0, 0, 0, 0];
-                    inject(tid, self.syscall_insn, libc::SYS_munmap as u64, args)?;
+                    inject(tid, self.p.syscall_insn, libc::SYS_munmap as u64, args)?;
                 }
-                Arc::make_mut(&mut self.p.patching.table)
+                Arc::make_mut(&mut self.code.patching.table)
                     .space
                     .chunk_failed(chunk);
                 ok = false;
@@ -581,7 +580,7 @@ impl Execution<'_> {
             return Vec::new();
         }
         let words: HashSet<u64> = addresses.iter().map(|a| a & !7).collect();
-        (self.p.patching.sites.iter())
+        (self.code.patching.sites.iter())
             .filter(|s| !s.atomic_source && !s.rmw)
             .filter(|s| fixed_operand(&s.insn).is_some_and(|a| words.contains(&(a & !7))))
             .map(|s| s.insn.ip())
@@ -610,23 +609,23 @@ impl Execution<'_> {
     /// this execution needs stops at get their breakpoints back (memory-function hooks too,
     /// in a run that takes the stacks of races).
     pub(in crate::run) fn prepare_copy_for_recording(&mut self) -> Result<()> {
-        if let Some(log) = &self.p.patching.log {
+        if let Some(log) = &self.code.patching.log {
             log.reset();
         }
         for pc in self.stop_sites() {
-            if self.p.patching.table.get(pc).is_some() {
-                self.p.unpatch_covering(pc..pc + 1)?;
+            if self.code.patching.table.get(pc).is_some() {
+                self.code.unpatch_covering(&self.p.mem, pc..pc + 1)?;
             }
         }
         if self.cfg.stacks_in_calls {
             // Stacks are taken at the calls themselves: memory-function hooks stop.
-            let sites = &self.p.patching.sites;
-            let hooks: Vec<u64> = (self.p.patching.table.sites())
+            let sites = &self.code.patching.sites;
+            let hooks: Vec<u64> = (self.code.patching.table.sites())
                 .filter(|(_, s)| sites.get(s.id as usize).is_some_and(|x| x.mem_fn.is_some()))
                 .map(|(at, _)| at)
                 .collect();
             for at in hooks {
-                self.p.unpatch_covering(at..at + 1)?;
+                self.code.unpatch_covering(&self.p.mem, at..at + 1)?;
             }
         }
         Ok(())
@@ -649,12 +648,12 @@ impl Execution<'_> {
 
     /// Moves `t`, stopped inside a trampoline, to its site (or past it).
     pub(in crate::run) fn leave_trampoline(&mut self, t: ThreadId) -> Result<()> {
-        if self.p.patching.table.is_empty() {
+        if self.code.patching.table.is_empty() {
             return Ok(());
         }
         let tid = self.p.threads[t].tid;
         let mut r = regs::get(tid)?;
-        if let Some(site) = self.p.patching.table.hop_to(r.rip) {
+        if let Some(site) = self.code.patching.table.hop_to(r.rip) {
             // Between a site's short jump and the jump it lands on: nothing done yet.
             r.rip = site;
             regs::set(tid, r)?;
@@ -662,10 +661,10 @@ impl Execution<'_> {
             self.moved_out_of_trampolines += 1;
             return Ok(());
         }
-        let Some(meta) = self.p.patching.table.trampoline_at(r.rip).copied() else {
+        let Some(meta) = self.code.patching.table.trampoline_at(r.rip).copied() else {
             return Ok(());
         };
-        let Some(log) = self.p.patching.log.clone() else {
+        let Some(log) = self.code.patching.log.clone() else {
             return Ok(());
         };
         match meta.exit_at(r.rip) {
@@ -712,7 +711,7 @@ impl Execution<'_> {
     /// Feeds what the running thread `t` logged to the race detector: accesses, and the
     /// calls of memory functions (a call's records hold its arguments and its caller).
     pub(in crate::run) fn drain_log(&mut self, t: ThreadId) {
-        let Some(log) = self.p.patching.log.clone() else {
+        let Some(log) = self.code.patching.log.clone() else {
             return;
         };
         if log.is_empty() {
@@ -721,7 +720,7 @@ impl Execution<'_> {
         let mut records = std::mem::take(&mut self.worker.log_buffer);
         records.clear();
         log.drain_into(&mut records);
-        let sites = self.p.patching.sites.clone();
+        let sites = self.code.patching.sites.clone();
         let (races, mut env) = race_env!(self);
         env.worker.repeats.forget();
         let mut i = 0;
@@ -772,7 +771,7 @@ impl Execution<'_> {
     /// that one of such a global becomes a scheduling point before it happens; any other
     /// thread logs freely.
     pub(in crate::run) fn sync_log_mode(&self, t: ThreadId) {
-        let Some(log) = &self.p.patching.log else {
+        let Some(log) = &self.code.patching.log else {
             return;
         };
         // Only an atomic global reached through a pointer needs the watch (sites whose
@@ -796,10 +795,10 @@ impl Execution<'_> {
         t: ThreadId,
         addr: u64,
     ) -> Result<Option<Option<RunResult>>> {
-        let Some(meta) = self.p.patching.table.trampoline_at(addr).copied() else {
+        let Some(meta) = self.code.patching.table.trampoline_at(addr).copied() else {
             return Ok(None);
         };
-        let Some(log) = self.p.patching.log.clone() else {
+        let Some(log) = self.code.patching.log.clone() else {
             return Ok(None);
         };
         if addr != meta.full_address() {
@@ -812,8 +811,8 @@ impl Execution<'_> {
             // first, then the tracer records the call from the registers, and the thread
             // goes on past the records (the code restores rax itself).
             self.drain_log(t);
-            let id = self.p.patching.table.get(meta.site).map(|s| s.id);
-            let f = id.and_then(|id| self.p.patching.sites.get(id as usize)?.mem_fn);
+            let id = self.code.patching.table.get(meta.site).map(|s| s.id);
+            let f = id.and_then(|id| self.code.patching.sites.get(id as usize)?.mem_fn);
             if let Some(f) = f {
                 let caller = if pushes {
                     meta.site + meta.site_len as u64
@@ -832,8 +831,8 @@ impl Execution<'_> {
             return Ok(Some(None));
         }
         if log.is_armed() {
-            let id = self.p.patching.table.get(meta.site).map(|s| s.id);
-            let site = id.and_then(|id| self.p.patching.sites.get(id as usize).copied());
+            let id = self.code.patching.table.get(meta.site).map(|s| s.id);
+            let site = id.and_then(|id| self.code.patching.sites.get(id as usize).copied());
             if let Some(site) = site {
                 let ea = r.rax;
                 let atomic =
@@ -867,24 +866,6 @@ impl Execution<'_> {
         self.p.threads[t].regs = r;
         events::resume(tid, None)?;
         Ok(Some(None))
-    }
-
-    /// A child process the program forked runs natively: its copy of the code gets back
-    /// every byte mcheck changed (patched sites and breakpoints) before it runs.
-    pub(in crate::run) fn clean_forked_child(&mut self, child: Pid) -> Result<()> {
-        let mut edits: Vec<(u64, Vec<u8>)> = self
-            .p
-            .patching
-            .table
-            .sites()
-            .map(|(at, s)| (at, s.original_bytes().to_vec()))
-            .collect();
-        edits.extend(self.p.bps.originals().map(|(at, byte)| (at, vec![byte])));
-        if edits.is_empty() {
-            return Ok(());
-        }
-        let mem = Memory::open(child).context("opening a forked child's memory")?;
-        write_edits_by_page(&mem, &mut edits).context("cleaning a forked child's code")
     }
 }
 
@@ -967,7 +948,10 @@ fn write_coalesced(mem: &Memory, pieces: &[(u64, &[u8])]) -> std::io::Result<()>
 }
 
 /// Applies small edits page by page: each page is read once, edited, written once.
-fn write_edits_by_page(mem: &Memory, edits: &mut [(u64, Vec<u8>)]) -> std::io::Result<()> {
+pub(super) fn write_edits_by_page(
+    mem: &Memory,
+    edits: &mut [(u64, Vec<u8>)],
+) -> std::io::Result<()> {
     edits.sort_by_key(|e| e.0);
     let mut i = 0;
     while i < edits.len() {

@@ -11,49 +11,10 @@ use std::io;
 use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind, Register};
 use nix::unistd::Pid;
 
-use std::sync::Arc;
-
 use crate::model::ThreadId;
-use crate::run::instrument::hooks::Hook;
-use crate::run::instrument::patching::Patching;
-use crate::run::instrument::plan::{Alloc, MemFn, ModulePlan};
-use crate::tracee::breakpoints::Breakpoints;
 use crate::tracee::memory::Memory;
 use crate::tracee::regs::{self, Regs};
 use crate::tracee::{events, interrupt, Event, WaitOutcome};
-
-/// What a breakpoint address means.
-#[derive(Clone, Debug)]
-pub enum BreakpointKind {
-    /// The program's entry point: libraries are mapped, install the rest.
-    Entry,
-    /// The program's `main`, where a program that creates no thread is snapshotted.
-    Main,
-    /// Entry of an intercepted function.
-    Hook(Hook),
-    /// An atomic instruction: `plan.atomics[index]`, loaded with `bias`.
-    Atomic {
-        /// The file's plan.
-        plan: Arc<ModulePlan>,
-        /// Index in `plan.atomics`.
-        index: usize,
-        /// Load bias of the file.
-        bias: u64,
-    },
-    /// A memory-access instruction of the code under test left on the breakpoint path:
-    /// its id in the process's site table (`Patching::sites`).
-    Access(u32),
-    /// A PAUSE instruction of the code under test: a yield, then stepped over.
-    Pause,
-    /// An allocator entry.
-    Alloc(Alloc),
-    /// The PLT stub of a modelled libc memory function.
-    MemFn(MemFn),
-    /// Rust's panic entry (`rust_begin_unwind`): not a scheduling point, only noted.
-    Panic,
-    /// ld.so's `_dl_debug_state`: the set of loaded libraries changed.
-    LinkMapChanged,
-}
 
 /// Where a thread is stopped, which decides how it is resumed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,10 +106,6 @@ pub struct Process {
     pub pid: Pid,
     /// Its memory.
     pub mem: Memory,
-    /// Inserted breakpoints.
-    pub bps: Breakpoints,
-    /// Meaning of each breakpoint.
-    pub bp_kinds: HashMap<u64, BreakpointKind>,
     /// Threads by logical id.
     pub threads: Vec<TracedThread>,
     /// Logical id by tid.
@@ -159,8 +116,9 @@ pub struct Process {
     pub foreign: HashSet<Pid>,
     /// TP offset of errno, once known.
     pub errno_tp_offset: Option<i64>,
-    /// Access sites, patches and the access log.
-    pub patching: Patching,
+    /// Address of a `syscall` instruction of the program (for injected system calls),
+    /// once seen (0 before).
+    pub syscall_insn: u64,
 }
 
 impl Process {
@@ -172,14 +130,12 @@ impl Process {
         Ok(Process {
             pid,
             mem,
-            bps: Breakpoints::default(),
-            bp_kinds: HashMap::new(),
             threads: vec![TracedThread::new(pid, true, 0, 0)],
             by_tid,
             early_stops: HashSet::new(),
             foreign: HashSet::new(),
             errno_tp_offset: None,
-            patching: Patching::default(),
+            syscall_insn: 0,
         })
     }
 
@@ -196,106 +152,13 @@ impl Process {
         Ok(Process {
             pid: copy,
             mem: Memory::open(copy)?,
-            bps: self.bps.clone(),
-            bp_kinds: self.bp_kinds.clone(),
             threads,
             by_tid,
             early_stops: HashSet::new(),
             foreign: HashSet::new(),
             errno_tp_offset: self.errno_tp_offset,
-            patching: self.patching.clone(),
+            syscall_insn: self.syscall_insn,
         })
-    }
-
-    /// Inserts breakpoints at `addrs`, all with meaning produced by `kind`. An address that
-    /// already has a breakpoint keeps its first meaning.
-    pub fn add_breakpoints(
-        &mut self,
-        addrs: &[u64],
-        mut kind: impl FnMut(u64) -> Option<BreakpointKind>,
-    ) -> io::Result<()> {
-        let mut new = Vec::with_capacity(addrs.len());
-        for &a in addrs {
-            if self.bp_kinds.contains_key(&a) {
-                continue;
-            }
-            let Some(k) = kind(a) else { continue };
-            self.bp_kinds.insert(a, k);
-            new.push(a);
-        }
-        for &a in &new {
-            self.unpatch_covering(a..a + 1)?;
-        }
-        self.bps.insert_many(&self.mem, &new)
-    }
-
-    /// Inserts one breakpoint at `addr` (no-op when present), taking out first the patches
-    /// whose jumps rely on that byte.
-    pub fn insert_breakpoint(&mut self, addr: u64) -> io::Result<()> {
-        if !self.bps.contains(addr) {
-            self.unpatch_covering(addr..addr + 1)?;
-        }
-        self.bps.insert(&self.mem, addr)
-    }
-
-    /// Removes the breakpoint at `addr` for good, taking out first the patches whose jumps
-    /// rely on that byte.
-    pub fn remove_breakpoint(&mut self, addr: u64) -> io::Result<()> {
-        if self.bps.contains(addr) {
-            self.unpatch_covering(addr..addr + 1)?;
-        }
-        self.bps.remove(&self.mem, addr)
-    }
-
-    /// Takes out every patch whose jump relies on bytes in `range` (and, in turn, those
-    /// relying on the bytes that restores): each site gets its original bytes back and a
-    /// breakpoint, so that its accesses are still recorded.
-    pub fn unpatch_covering(&mut self, range: std::ops::Range<u64>) -> io::Result<()> {
-        if self.patching.table.is_empty() {
-            return Ok(());
-        }
-        let sites = self.patching.table.dependents(range);
-        if sites.is_empty() {
-            return Ok(());
-        }
-        let table = Arc::make_mut(&mut self.patching.table);
-        let mut removed = Vec::with_capacity(sites.len());
-        for at in sites {
-            if let Some(site) = table.remove(at) {
-                self.mem.write(at, site.original_bytes())?;
-                table.space.release(site.trampoline);
-                if site.access {
-                    removed.push((at, site.id, site.original_bytes().to_vec()));
-                }
-            }
-        }
-        for (at, id, bytes) in removed {
-            self.bp_kinds.insert(at, BreakpointKind::Access(id));
-            self.bps.insert(&self.mem, at)?;
-            self.patching.stats.unpatched += 1;
-            // A copy to run the instruction out of line, so that a hit costs one stop and
-            // no single-step (in trampoline space already mapped: nothing can be mapped
-            // from here).
-            let table = Arc::make_mut(&mut self.patching.table);
-            let Some(site) = self.patching.sites.get(id as usize) else {
-                continue;
-            };
-            if table.out_of_line(at).is_some() || site.mem_fn.is_some() {
-                continue;
-            }
-            let req = crate::patch::SiteRequest {
-                id,
-                insn: site.insn,
-                bytes,
-                needs_stop: true,
-            };
-            if let Some(copy) = crate::patch::plan_out_of_line([&req], &mut table.space, true).pop()
-            {
-                self.mem.write(copy.meta.at, &copy.bytes)?;
-                table.insert_out_of_line(copy.meta);
-            }
-        }
-        Ok(())
     }
 
     /// Reads the registers of thread `t` into its record.
@@ -339,17 +202,14 @@ impl Process {
         Ok(())
     }
 
-    /// Steps thread `t` over the breakpoint it is stopped at, executing the original
-    /// instruction. Returns an event that interrupted the step (a fault), if any.
-    pub fn step_over_breakpoint(&mut self, t: ThreadId) -> io::Result<Option<Event>> {
-        let StopPlace::Breakpoint(addr) = self.threads[t].place else {
-            return Ok(None);
-        };
+    /// Executes one instruction of thread `t` at `addr` (the caller lifted what mcheck had
+    /// written there): a single-step. Returns an event that interrupted the step (a fault),
+    /// if any. The thread is then at an event stop.
+    pub fn step_instruction_at(&mut self, t: ThreadId, addr: u64) -> io::Result<Option<Event>> {
         let tid = self.threads[t].tid;
         let mut r = self.threads[t].regs;
         r.rip = addr;
         regs::set(tid, r).map_err(io::Error::from)?;
-        self.bps.lift(&self.mem, addr)?;
         events::step(tid).map_err(io::Error::from)?;
         let result = loop {
             match events::wait(Some(tid)).map_err(io::Error::from)? {
@@ -366,7 +226,6 @@ impl Process {
                 WaitOutcome::Event(_, ev) => break Some(ev),
             }
         };
-        self.bps.restore(&self.mem, addr)?;
         self.threads[t].place = StopPlace::Event;
         Ok(result)
     }
@@ -382,43 +241,6 @@ impl Process {
         } else {
             self.threads[t].pending_signal = Some(sig);
         }
-    }
-
-    /// Where an unconditional jump at `addr` (under a breakpoint) goes: the target of a
-    /// direct `jmp`, or the pointer a `jmp [rip+x]` (a PLT stub) reads. None for any other
-    /// instruction. Stepping over such a breakpoint is then a register write, not a
-    /// single-step.
-    pub fn jump_target(&self, addr: u64) -> Option<u64> {
-        let mut code = [0u8; 16];
-        self.mem.read(addr, &mut code).ok()?;
-        code[0] = self.bps.original_byte(addr)?;
-        let insn = decode_at(&code, addr);
-        if insn.mnemonic() != iced_x86::Mnemonic::Jmp || insn.op_count() != 1 {
-            return None;
-        }
-        match insn.op0_kind() {
-            OpKind::NearBranch64 => Some(insn.near_branch_target()),
-            OpKind::Memory if insn.is_ip_rel_memory_operand() => {
-                self.mem.read_u64(insn.ip_rel_memory_address()).ok()
-            }
-            _ => None,
-        }
-    }
-
-    /// For a breakpoint on `call *slot(%rip)` at `addr`: the called function (the slot's
-    /// value) and the return address the call pushes.
-    pub fn call_through_slot(&self, addr: u64) -> Option<(u64, u64)> {
-        let mut code = [0u8; 16];
-        self.mem.read(addr, &mut code).ok()?;
-        code[0] = self.bps.original_byte(addr)?;
-        let insn = decode_at(&code, addr);
-        if insn.flow_control() != iced_x86::FlowControl::IndirectCall
-            || !insn.is_ip_rel_memory_operand()
-        {
-            return None;
-        }
-        let target = self.mem.read_u64(insn.ip_rel_memory_address()).ok()?;
-        Some((target, insn.next_ip()))
     }
 
     /// Effective address of the memory operand of `insn` (decoded at its file address, in a

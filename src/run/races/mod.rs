@@ -16,6 +16,7 @@ use crate::model::{Footprint, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::run::execution::AccessKey;
 use crate::run::findings::{finding, thread_name, Reporter};
+use crate::run::instrument::code::CodeEdits;
 use crate::run::instrument::patching::AccessSite;
 use crate::run::instrument::plan::{Alloc, MemFn};
 use crate::run::process::stacks::{primary_location, Symbols};
@@ -160,8 +161,10 @@ pub(super) struct RaceRecording {
 
 /// What race recording reads and touches of the rest of the execution.
 pub(super) struct Env<'a> {
-    /// The traced process (memory, threads, the access-site table).
+    /// The traced process (memory, threads).
     pub p: &'a Process,
+    /// The program's code as mcheck changed it (the access-site table).
+    pub code: &'a CodeEdits,
     /// The worker's memory: symbols, atomic addresses, the repeat filter.
     pub worker: &'a mut WorkerState,
     /// Address ranges known to hold atomics (from DWARF).
@@ -195,11 +198,7 @@ impl Env<'_> {
     /// `_Py_atomic_*_relaxed` on its eval-breaker flags, in a Debian python3 without debug
     /// information) is counted, not reported: a false report is worse than a missed one.
     fn atomicity_unknown(&mut self, pc: u64) -> bool {
-        let plain = self
-            .p
-            .patching
-            .sites
-            .iter()
+        let plain = (self.code.sites().iter())
             .any(|s| s.insn.ip() == pc && s.plain_mov && !s.atomic_source);
         plain
             && self
@@ -576,7 +575,7 @@ impl RaceRecording {
         let presumed = |s: &crate::detect::race::Seen| {
             s.atomic
                 && !env.atomic_ranges.iter().any(|r| r.contains(&race.addr))
-                && (env.p.patching.sites.iter())
+                && (env.code.sites().iter())
                     .any(|x| x.insn.ip() == s.pc && x.plain_mov && !x.atomic_source)
         };
         let (earlier_presumed, later_presumed) = (presumed(&race.earlier), presumed(&race.later));

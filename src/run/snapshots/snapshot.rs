@@ -109,6 +109,7 @@ pub(in crate::run) struct SavedExecution {
     pub races: crate::run::races::RaceRecording,
     pub returns: HashMap<u64, Vec<PendingReturn>>,
     pub atomic_ranges: Vec<std::ops::Range<u64>>,
+    pub code: crate::run::instrument::code::CodeEdits,
     pub rec: crate::run::instrument::patching::Recording,
     pub instrumented: std::collections::HashSet<u64>,
     pub steps: u64,
@@ -120,7 +121,6 @@ pub(in crate::run) struct SavedExecution {
     pub window: Window,
     pub fair: Option<FairFilter>,
     pub det: Determinism,
-    pub syscall_insn: u64,
     /// What the running thread has touched in its current step so far.
     pub segment: Footprint,
     pub kernel: crate::run::kernel::kernel_waits::KernelWaits,

@@ -29,6 +29,7 @@ impl Execution<'_> {
             races: self.races.saved(true),
             returns: self.returns.clone(),
             atomic_ranges: self.atomic_ranges.clone(),
+            code: self.code.clone(),
             rec: self.rec.clone(),
             instrumented: self.instrumented.clone(),
             steps: self.steps,
@@ -40,7 +41,6 @@ impl Execution<'_> {
             window: self.window.clone(),
             fair: self.fair.clone(),
             det: self.det.clone(),
-            syscall_insn: self.syscall_insn,
             segment: self.segment.clone(),
             kernel,
             early_timeouts: self.early_timeouts,
@@ -82,13 +82,13 @@ impl Execution<'_> {
         r: &regs::Regs,
         key: String,
     ) -> Result<bool> {
-        if self.syscall_insn == 0 {
+        if self.p.syscall_insn == 0 {
             return Ok(false);
         }
         let mut canonical = *r;
         canonical.orig_rax = u64::MAX;
         let from = ForkFrom::Stop {
-            syscall_insn: self.syscall_insn,
+            syscall_insn: self.p.syscall_insn,
         };
         self.fork_startup_template(t, canonical, from, key)
     }
@@ -155,7 +155,7 @@ impl Execution<'_> {
             StartupSnapshot {
                 template,
                 regs: canonical,
-                syscall_insn: self.syscall_insn,
+                syscall_insn: self.p.syscall_insn,
                 tid_addr: tid_addr.expect("checked"),
                 process,
                 state,
@@ -218,7 +218,7 @@ impl Execution<'_> {
     /// (`tid_offset`: where the C library caches a thread's id, from its thread pointer);
     /// true when it was kept.
     fn branch_snapshot(&mut self, key: String, tid_offset: u64) -> Result<bool> {
-        if self.syscall_insn == 0
+        if self.p.syscall_insn == 0
             || !self.p.foreign.is_empty()
             || self.p.threads[0].gone
             || self.model.is_finished(0)
@@ -289,7 +289,7 @@ impl Execution<'_> {
             ForkFrom::SeccompStop
         } else {
             ForkFrom::Stop {
-                syscall_insn: self.syscall_insn,
+                syscall_insn: self.p.syscall_insn,
             }
         };
         let template =
@@ -311,7 +311,7 @@ impl Execution<'_> {
                 key,
                 choices,
                 template,
-                syscall_insn: self.syscall_insn,
+                syscall_insn: self.p.syscall_insn,
                 tid_offset,
                 leader_regs,
                 leader_at_syscall,

@@ -16,7 +16,10 @@ use crate::explore::Coverage;
 use crate::report::schedule::{file_sha256, ExecutionOptions, ScheduleFile};
 use crate::report::{human, json, Finding};
 use crate::run::search::{search, Plan};
-use crate::run::{patching_enabled, ExecutionConfig, SearchConfig, SearchResult};
+use crate::run::{
+    patching_enabled, ExecutionConfig, InstrumentConfig, Limits, ProgramSetup, SearchConfig,
+    SearchResult, SnapshotConfig,
+};
 
 /// Runs a search as the options say; returns the exit status.
 pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
@@ -36,35 +39,44 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     let env = current_env();
     let cfg = SearchConfig {
         execution: ExecutionConfig {
-            patch: patching_enabled(),
-            program: program.clone(),
-            args: args.command[1..].to_vec(),
-            env: env.clone(),
-            quiet_program: args.output.quiet_program,
-            stdio: Some(crate::run::program_stdio::search_kinds(
-                args.output.quiet_program,
-            )),
-            signals: crate::tracee::signals::at_start(),
-            expect_exit: args.expect_exit,
-            execution_timeout: Duration::from_secs_f64(args.execution_timeout),
-            max_steps: Some(args.max_steps),
-            max_timeouts: args.max_timeouts,
-            trace: false,
-            stop_after: None,
-            // The dynamic loader reads the time-stamp counter at startup and keeps the values
-            // in its data: a state cache must see the same values in every execution.
-            trap_rdtsc: args.state_cache || ExecutionConfig::program_reads_tsc(&program),
-            state_cache: args.state_cache,
-            races: !args.no_races,
-            preempt_on_races: args.preempt_on_races(),
-            trace_lib: args.trace_lib.clone(),
-            no_trace_lib: args.no_trace_lib.clone(),
+            program: ProgramSetup {
+                path: program.clone(),
+                args: args.command[1..].to_vec(),
+                env: env.clone(),
+                quiet: args.output.quiet_program,
+                stdio: Some(crate::run::program_stdio::search_kinds(
+                    args.output.quiet_program,
+                )),
+                signals: crate::tracee::signals::at_start(),
+                // The dynamic loader reads the time-stamp counter at startup and keeps the
+                // values in its data: a state cache must see the same values in every
+                // execution.
+                trap_rdtsc: args.state_cache || ExecutionConfig::program_reads_tsc(&program),
+            },
+            instrument: InstrumentConfig {
+                races: !args.no_races,
+                preempt_on_races: args.preempt_on_races(),
+                trace_lib: args.trace_lib.clone(),
+                no_trace_lib: args.no_trace_lib.clone(),
+                stop_at_sites: Vec::new(),
+                stacks_in_calls: false,
+                patch: patching_enabled(),
+            },
+            limits: Limits {
+                expect_exit: args.expect_exit,
+                execution_timeout: Duration::from_secs_f64(args.execution_timeout),
+                max_steps: Some(args.max_steps),
+                max_timeouts: args.max_timeouts,
+                stop_after: None,
+            },
+            snapshots: SnapshotConfig {
+                snapshots: !args.no_snapshots,
+                snapshot_memory: args.snapshot_memory,
+                state_cache: args.state_cache,
+            },
             stack_requests: Vec::new(),
-            stop_at_sites: Vec::new(),
-            stacks_in_calls: false,
-            snapshots: !args.no_snapshots,
-            snapshot_memory: args.snapshot_memory,
             fair: !args.no_fair,
+            trace: false,
         },
         plan: plan(args, share.seed),
         jobs: args

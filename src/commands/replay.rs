@@ -15,7 +15,10 @@ use crate::explore::ReplayScheduler;
 use crate::report::schedule::ScheduleFile;
 use crate::report::{human, json};
 use crate::run::search::run_single;
-use crate::run::{patching_enabled, ExecutionConfig, RacyPoints, TraceStep};
+use crate::run::{
+    patching_enabled, ExecutionConfig, InstrumentConfig, Limits, ProgramSetup, RacyPoints,
+    SnapshotConfig, TraceStep,
+};
 use crate::tracee::signals::SignalSetup;
 
 /// Replays a schedule file; returns the exit status.
@@ -26,40 +29,50 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         .map_err(|e| Failure::Usage(e.to_string()))?;
     crate::binary::check_program(&schedule.program).map_err(|e| Failure::Usage(e.to_string()))?;
     let cfg = ExecutionConfig {
-        program: schedule.program.clone(),
-        args: schedule.args.iter().map(OsString::from).collect(),
-        env: schedule
-            .env
-            .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .collect(),
-        quiet_program: args.output.quiet_program,
-        stdio: schedule.options.stdio,
-        signals: recorded_signals(&schedule),
-        expect_exit: schedule.options.expect_exit,
-        execution_timeout: Duration::from_secs_f64(schedule.options.execution_timeout.max(0.001)),
-        max_steps: Some(schedule.options.max_steps),
-        max_timeouts: schedule.options.max_timeouts,
-        trace: true,
-        stop_after: args.until,
-        trap_rdtsc: ExecutionConfig::program_reads_tsc(&schedule.program),
-        state_cache: false,
-        races: schedule.options.races,
-        preempt_on_races: schedule.options.preempt_on_races,
-        trace_lib: schedule.options.trace_lib.clone(),
-        no_trace_lib: schedule.options.no_trace_lib.clone(),
-        stack_requests: Vec::new(),
-        stop_at_sites: Vec::new(),
-        stacks_in_calls: false,
+        program: ProgramSetup {
+            path: schedule.program.clone(),
+            args: schedule.args.iter().map(OsString::from).collect(),
+            env: schedule
+                .env
+                .iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+                .collect(),
+            quiet: args.output.quiet_program,
+            stdio: schedule.options.stdio,
+            signals: recorded_signals(&schedule),
+            trap_rdtsc: ExecutionConfig::program_reads_tsc(&schedule.program),
+        },
+        instrument: InstrumentConfig {
+            races: schedule.options.races,
+            preempt_on_races: schedule.options.preempt_on_races,
+            trace_lib: schedule.options.trace_lib.clone(),
+            no_trace_lib: schedule.options.no_trace_lib.clone(),
+            stop_at_sites: Vec::new(),
+            stacks_in_calls: false,
+            // A schedule that made racy accesses points without saying at which
+            // instructions was recorded with every access site on a breakpoint.
+            patch: patching_enabled()
+                && (schedule.options.racy_sites.is_some()
+                    || schedule.options.racy_addresses.is_empty()),
+        },
+        limits: Limits {
+            expect_exit: schedule.options.expect_exit,
+            execution_timeout: Duration::from_secs_f64(
+                schedule.options.execution_timeout.max(0.001),
+            ),
+            max_steps: Some(schedule.options.max_steps),
+            max_timeouts: schedule.options.max_timeouts,
+            stop_after: args.until,
+        },
         // One execution: nothing to gain from a snapshot.
-        snapshots: false,
-        snapshot_memory: 0,
+        snapshots: SnapshotConfig {
+            snapshots: false,
+            snapshot_memory: 0,
+            state_cache: false,
+        },
+        stack_requests: Vec::new(),
         fair: schedule.options.fair,
-        // A schedule that made racy accesses points without saying at which instructions
-        // was recorded with every access site on a breakpoint.
-        patch: patching_enabled()
-            && (schedule.options.racy_sites.is_some()
-                || schedule.options.racy_addresses.is_empty()),
+        trace: true,
     };
     let racy = racy_points(&schedule);
     if let Some(recorded) = schedule.options.stdio {
@@ -84,7 +97,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         .context("replaying the schedule")?;
     // The program wrote its stdout file through a description of its own: what the shell
     // writes next goes after it.
-    crate::tracee::files::advance_user_outputs(cfg.quiet_program);
+    crate::tracee::files::advance_user_outputs(cfg.program.quiet);
 
     eprint!("{}", format_trace(&outcome.trace));
     if let Some(d) = outcome.divergence {
@@ -143,31 +156,24 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
 /// stops there: a first run of the schedule without gdb finds them. When that run does
 /// not follow the schedule, every access site keeps a breakpoint.
 fn gdb_config(cfg: ExecutionConfig, schedule: &ScheduleFile, racy: &RacyPoints) -> ExecutionConfig {
-    let cfg = ExecutionConfig {
+    let mut cfg = ExecutionConfig {
         trace: false,
-        // The session's snapshots (`--gdb-snapshot-every`): a search's default budget.
-        snapshot_memory: 1 << 30,
         ..cfg
     };
-    if !cfg.patch {
+    // The session's snapshots (`--gdb-snapshot-every`): a search's default budget.
+    cfg.snapshots.snapshot_memory = 1 << 30;
+    if !cfg.instrument.patch {
         return cfg;
     }
-    let quiet = ExecutionConfig {
-        quiet_program: true,
-        ..cfg.clone()
-    };
+    let mut quiet = cfg.clone();
+    quiet.program.quiet = true;
     let mut sched = ReplayScheduler::new(schedule.decisions.clone());
     let atomics = &schedule.options.atomic_addresses;
     match crate::run::search::race_sites(&quiet, &mut sched, racy, atomics) {
-        Ok(Some(sites)) => ExecutionConfig {
-            stop_at_sites: sites,
-            ..cfg
-        },
-        _ => ExecutionConfig {
-            patch: false,
-            ..cfg
-        },
+        Ok(Some(sites)) => cfg.instrument.stop_at_sites = sites,
+        _ => cfg.instrument.patch = false,
     }
+    cfg
 }
 
 /// The signals the program started with in the search (what mcheck was given, for a file

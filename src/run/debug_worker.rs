@@ -8,8 +8,9 @@ use std::collections::HashSet;
 
 use anyhow::Result;
 
+use super::config::ExecutionConfig;
 use super::debugger::DebugHook;
-use super::execution::{ExecutionConfig, ExecutionOutcome};
+use super::execution::ExecutionOutcome;
 use super::launch::run_execution;
 use super::search::replay_worker;
 use super::snapshots::snapshot;

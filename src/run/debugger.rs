@@ -578,7 +578,7 @@ impl Execution<'_> {
     /// schedule's scheduling points (an access to an address found racing, when the
     /// schedule preempts there): only the executor may pass it.
     fn access_is_point(&mut self, t: ThreadId, pc: u64, id: u32) -> bool {
-        if !self.cfg.preempt_on_races {
+        if !self.cfg.instrument.preempt_on_races {
             return false;
         }
         let Some(site) = self.code.site(id) else {
@@ -883,7 +883,7 @@ impl ProgramView for View<'_, '_> {
     }
 
     fn program_function(&self, name: &str) -> Option<u64> {
-        let program = &self.exec.cfg.program;
+        let program = &self.exec.cfg.program.path;
         let modules = self.exec.worker.symbols.modules();
         let m = modules.modules().iter().find(|m| {
             m.path == *program

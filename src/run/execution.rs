@@ -4,13 +4,11 @@
 //! whole process tree.
 
 use std::collections::HashMap;
-use std::ffi::OsString;
-use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use nix::sys::signal::Signal;
 
+use super::config::ExecutionConfig;
 use super::instrument::code::{BreakpointKind, CodeEdits};
 use super::instrument::hooks::Hook;
 use super::instrument::hooks::{Convention, HookContext};
@@ -27,83 +25,12 @@ use super::snapshots::snapshot::{self, SavedPoint};
 use super::snapshots::state_hash;
 use super::worker_state::WorkerState;
 use super::world::determinism::Determinism;
-use crate::binary::ElfFile;
 use crate::explore::{Decision, Divergence, FairFilter, Point, Scheduler};
 use crate::model::{
     Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId,
 };
 use crate::report::{Finding, ThreadReport};
 use crate::tracee::events;
-
-/// How to run the program.
-#[derive(Clone, Debug)]
-pub struct ExecutionConfig {
-    /// The program (absolute path).
-    pub program: PathBuf,
-    /// Its arguments (argv[1..]).
-    pub args: Vec<OsString>,
-    /// Its environment (mcheck adds `GLIBC_TUNABLES=glibc.pthread.rseq=0`).
-    pub env: Vec<(OsString, OsString)>,
-    /// Hide the program's stdout and stderr.
-    pub quiet_program: bool,
-    /// The kinds of stdin and stdout the program gets (`program_stdio`; None: mcheck's
-    /// own, or /dev/null for a hidden stdout).
-    pub stdio: Option<super::world::program_stdio::StdioKinds>,
-    /// The signals ignored and blocked when the program starts (`tracee/signals.rs`).
-    pub signals: crate::tracee::signals::SignalSetup,
-    /// The exit status that is not a finding.
-    pub expect_exit: i32,
-    /// Longest a thread may run without reaching a scheduling point.
-    pub execution_timeout: Duration,
-    /// Most scheduling decisions in one execution (None: unbounded).
-    pub max_steps: Option<u64>,
-    /// Record a readable trace of every step (replay).
-    pub trace: bool,
-    /// Most timeouts in one execution that fire while another thread could run
-    /// (`run/timeouts.rs`).
-    pub max_timeouts: u32,
-    /// Stop after this many decisions (replay --until).
-    pub stop_after: Option<u64>,
-    /// Trap rdtsc/rdtscp (only needed when the program's own code reads the counter; the
-    /// trap makes every ptrace stop dearer on VMs).
-    pub trap_rdtsc: bool,
-    /// Detect data races.
-    pub races: bool,
-    /// Make accesses to addresses found racy earlier scheduling points.
-    pub preempt_on_races: bool,
-    /// Extra libraries to trace (path substrings).
-    pub trace_lib: Vec<String>,
-    /// Libraries not to trace (path substrings).
-    pub no_trace_lib: Vec<String>,
-    /// Accesses whose stacks to capture (a second run of a schedule that found races).
-    pub stack_requests: Vec<AccessKey>,
-    /// Access sites kept on breakpoints although they could be patched (under gdb: the
-    /// later accesses of the execution's races, so that the replay stops at them).
-    pub stop_at_sites: Vec<u64>,
-    /// Some of them are calls of modelled memory functions: their hooks must stop (the
-    /// thread must be at the call when its stack is taken), not log.
-    pub stacks_in_calls: bool,
-    /// Start executions from a fork snapshot taken at the first thread creation.
-    pub snapshots: bool,
-    /// Most resident memory a worker's snapshots may hold.
-    pub snapshot_memory: u64,
-    /// Filter the enabled threads through the fair scheduler's priority relation
-    /// (`explore::fair`) before the strategy chooses.
-    pub fair: bool,
-    /// States are hashed at points (`--state-cache`): fork copies of a program with much
-    /// memory are write-tracked from their start (`state_hash`).
-    pub state_cache: bool,
-    /// Record accesses through patched code where possible (else every access site keeps
-    /// a breakpoint; `MCHECK_PATCH=off` sets this off).
-    pub patch: bool,
-}
-
-impl ExecutionConfig {
-    /// Whether `program` reads the time-stamp counter itself, so that it must be trapped.
-    pub fn program_reads_tsc(program: &std::path::Path) -> bool {
-        ElfFile::load(program).is_ok_and(|e| crate::binary::reads_time_stamp_counter(&e))
-    }
-}
 
 /// How one execution ended.
 #[derive(Debug, Default)]
@@ -197,7 +124,7 @@ macro_rules! race_env {
                 atomic_ranges: &$s.atomic_ranges,
                 threads: $s.model.thread_count(),
                 segment: &mut $s.segment,
-                program: &$s.cfg.program,
+                program: &$s.cfg.program.path,
             },
         )
     };
@@ -383,7 +310,11 @@ impl Execution<'_> {
                 return Ok(self.cut_short());
             }
             self.recheck_kernel_waits();
-            let offer = timeouts::offer(&self.model, self.early_timeouts, self.cfg.max_timeouts);
+            let offer = timeouts::offer(
+                &self.model,
+                self.early_timeouts,
+                self.cfg.limits.max_timeouts,
+            );
             let enabled = offer.choices.clone();
             if enabled.is_empty() {
                 if self.model.all_finished() {
@@ -400,7 +331,7 @@ impl Execution<'_> {
                 let f = self.model_finding(self.model.global_deadlock());
                 return Ok(self.outcome(Some(f)));
             }
-            if self.cfg.max_steps.is_some_and(|m| self.steps >= m) {
+            if self.cfg.limits.max_steps.is_some_and(|m| self.steps >= m) {
                 let finding = self.livelock_finding();
                 let mut out = self.outcome(finding);
                 out.step_limit_hit = true;
@@ -529,7 +460,7 @@ impl Execution<'_> {
             });
             self.steps += 1;
             current = Some(t);
-            if self.cfg.stop_after.is_some_and(|n| self.steps >= n) {
+            if self.cfg.limits.stop_after.is_some_and(|n| self.steps >= n) {
                 let mut out = self.outcome(None);
                 out.stopped_early = true;
                 return Ok(out);

@@ -93,7 +93,7 @@ impl Execution<'_> {
         Reporter {
             p: &self.p,
             symbols: &mut self.worker.symbols,
-            program: &self.cfg.program,
+            program: &self.cfg.program.path,
         }
     }
 
@@ -220,7 +220,7 @@ impl Execution<'_> {
     pub(super) fn timeout_finding(&mut self, t: ThreadId) -> Result<Finding> {
         self.p.load_regs(t)?;
         self.p.threads[t].place = StopPlace::Event;
-        let secs = self.cfg.execution_timeout.as_secs_f64();
+        let secs = self.cfg.limits.execution_timeout.as_secs_f64();
         let report = self.thread_report(
             t,
             format!("ran {secs:.1} s without reaching a scheduling point"),
@@ -243,7 +243,7 @@ impl Execution<'_> {
 
     pub(super) fn exit_finding(&self, end: ProcessEnd) -> Option<Finding> {
         match end {
-            ProcessEnd::Exited(code) if code == self.cfg.expect_exit => None,
+            ProcessEnd::Exited(code) if code == self.cfg.limits.expect_exit => None,
             ProcessEnd::Exited(101) | ProcessEnd::Killed(Signal::SIGABRT)
                 if self.panic.is_some() =>
             {
@@ -255,7 +255,7 @@ impl Execution<'_> {
                 FindingKind::ExitStatus,
                 format!(
                     "the program exited with status {code}, expected {}",
-                    self.cfg.expect_exit
+                    self.cfg.limits.expect_exit
                 ),
                 vec![],
             )),

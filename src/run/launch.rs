@@ -8,7 +8,8 @@ use anyhow::{anyhow, Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::execution::{Execution, ExecutionConfig, ExecutionOutcome};
+use super::config::ExecutionConfig;
+use super::execution::{Execution, ExecutionOutcome};
 use super::process::Process;
 use super::races::RaceRecording;
 use super::snapshots::snapshot::{self, Restored};
@@ -33,7 +34,7 @@ pub fn run_execution(
     worker: &mut WorkerState,
 ) -> Result<ExecutionOutcome> {
     if worker.capture.is_none() {
-        worker.capture = Some(StderrCapture::start(!cfg.quiet_program)?);
+        worker.capture = Some(StderrCapture::start(!cfg.program.quiet)?);
     }
     if let Some(capture) = &worker.capture {
         capture.begin_execution(!worker.quiet_rerun);
@@ -46,23 +47,25 @@ pub fn run_execution(
     if let Some(copy) = worker.debug_start.take() {
         // A debugger going back: from a copy of its snapshot.
         restored = Some(copy);
-    } else if cfg.snapshots {
+    } else if cfg.snapshots.snapshots {
         if let Some(planned) = &planned {
             let atomics = worker.atomic_addresses.len();
-            let racy = worker.racy_points_in_use(cfg.preempt_on_races);
+            let racy = worker.racy_points_in_use(cfg.instrument.preempt_on_races);
             worker
                 .snapshots
                 .prune_branches(&key, planned, atomics, racy);
             restored = worker
                 .snapshots
-                .fork_branch(&key, planned, cfg.state_cache)?;
+                .fork_branch(&key, planned, cfg.snapshots.state_cache)?;
         }
         if restored.is_none() {
-            restored = worker.snapshots.fork_startup(&key, cfg.state_cache)?;
+            restored = worker
+                .snapshots
+                .fork_startup(&key, cfg.snapshots.state_cache)?;
         }
     }
     let restored = put_files_back(worker, restored, &key);
-    let branch_key = (cfg.snapshots && planned.is_some()).then(|| key.clone());
+    let branch_key = (cfg.snapshots.snapshots && planned.is_some()).then(|| key.clone());
     // The deepest branch snapshot on this execution's path (the one it starts from, if any).
     let branch_depth = planned
         .as_ref()
@@ -92,7 +95,7 @@ pub fn run_execution(
             let mut exec = Execution::fresh(cfg, worker, process);
             exec.branch_key = branch_key;
             exec.branch_depth = branch_depth;
-            if cfg.snapshots && exec.worker.snapshots.wanted(&key) {
+            if cfg.snapshots.snapshots && exec.worker.snapshots.wanted(&key) {
                 exec.snapshot_key = Some(key.clone());
                 exec.inherited_fds = procfs::descriptors(exec.p.pid);
                 exec.snapshot_at_main = exec.worker.snapshots.threadless(&key);
@@ -204,26 +207,26 @@ fn launch(cfg: &ExecutionConfig, worker: &mut WorkerState) -> Result<Process> {
         Some(c) => Some(c.writer()?),
         None => None,
     };
-    let shown = !(cfg.quiet_program || worker.quiet_rerun);
-    let stdout = match cfg.stdio {
+    let shown = !(cfg.program.quiet || worker.quiet_rerun);
+    let stdout = match cfg.program.stdio {
         Some(kinds) => worker.outputs.stdout(kinds.stdout, shown)?,
         None if shown => None,
         None => Some(program_stdio::dev_null()?),
     };
-    let stdin = program_stdio::stdin(cfg.stdio)?;
-    let path = CString::new(cfg.program.as_os_str().as_bytes())?;
+    let stdin = program_stdio::stdin(cfg.program.stdio)?;
+    let path = CString::new(cfg.program.path.as_os_str().as_bytes())?;
     let mut argv = vec![path.clone()];
-    for a in &cfg.args {
+    for a in &cfg.program.args {
         argv.push(CString::new(a.as_bytes())?);
     }
-    let envp = environment(&cfg.env)?;
+    let envp = environment(&cfg.program.env)?;
     let pid = spawn_traced(
         &path,
         &argv,
         &envp,
         StdioSetup {
-            trap_rdtsc: cfg.trap_rdtsc,
-            signals: cfg.signals.clone(),
+            trap_rdtsc: cfg.program.trap_rdtsc,
+            signals: cfg.program.signals.clone(),
             stdin,
             stdout,
             stderr: stderr_fd,
@@ -249,7 +252,7 @@ impl<'a> Execution<'a> {
             code: Default::default(),
             model: Model::new(),
             worker,
-            races: RaceRecording::new(cfg.races, cfg.stack_requests.clone()),
+            races: RaceRecording::new(cfg.instrument.races, cfg.stack_requests.clone()),
             returns: Default::default(),
             atomic_ranges: Vec::new(),
             rec: Default::default(),

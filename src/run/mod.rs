@@ -14,6 +14,7 @@
 //!
 //! The execution itself (`execution.rs`, with `stops.rs` and `traps.rs`) composes them.
 
+mod config;
 mod creation;
 pub mod debug_worker;
 pub mod debugger;
@@ -34,7 +35,8 @@ mod traps;
 mod worker_state;
 mod world;
 
-pub use execution::{ExecutionConfig, ExecutionOutcome, TraceStep};
+pub use config::{ExecutionConfig, InstrumentConfig, Limits, ProgramSetup, SnapshotConfig};
+pub use execution::{ExecutionOutcome, TraceStep};
 pub use instrument::patching::{patching_enabled, PatchStats};
 pub use launch::run_execution;
 pub use process::cut::CutSignal;

@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::execution::{AccessKey, ExecutionConfig, ExecutionOutcome};
+use super::config::ExecutionConfig;
+use super::execution::{AccessKey, ExecutionOutcome};
 use super::instrument::patching::PatchStats;
 use super::launch::run_execution;
 use super::process::cut::CutSignal;
@@ -182,11 +183,11 @@ pub fn attach_earlier_stacks(
     let requests: Vec<_> = (outcome.race_origins.iter())
         .flat_map(|o| std::iter::once(o.earlier).chain(o.later))
         .collect();
-    let cfg = ExecutionConfig {
+    let mut cfg = ExecutionConfig {
         stack_requests: requests,
-        stacks_in_calls: outcome.race_origins.iter().any(|o| o.in_call),
         ..cfg.clone()
     };
+    cfg.instrument.stacks_in_calls = outcome.race_origins.iter().any(|o| o.in_call);
     let Some(again) = rerun(&cfg, &outcome.decisions, racy_before, state)? else {
         return Ok(());
     };
@@ -894,10 +895,12 @@ impl Shared<'_> {
 pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult> {
     // Racy sites become scheduling points of the tree search (a new tree per round) when
     // races are detected and `--preempt-on-races` is on.
-    let refine =
-        cfg.plan.tree_cap().is_some() && cfg.execution.races && cfg.execution.preempt_on_races;
+    let refine = cfg.plan.tree_cap().is_some()
+        && cfg.execution.instrument.races
+        && cfg.execution.instrument.preempt_on_races;
     // The portfolio's reduced member (partial-order reduction needs race tracing).
-    let reduced_member = cfg.execution.races && cfg.plan.mix().cycle.contains(&Slot::ReducedTree);
+    let reduced_member =
+        cfg.execution.instrument.races && cfg.plan.mix().cycle.contains(&Slot::ReducedTree);
     let shared = Shared {
         cfg,
         tree: cfg.plan.tree_cap().map(|cap| {
@@ -942,7 +945,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         pages_hashed: AtomicU64::new(0),
         pages_reused: AtomicU64::new(0),
         pruned: AtomicU64::new(0),
-        cache: (cfg.state_cache && matches!(cfg.plan, Plan::Dfs { .. }))
+        cache: (cfg.execution.snapshots.state_cache && matches!(cfg.plan, Plan::Dfs { .. }))
             .then(|| Arc::new(Mutex::new(StateTable::default()))),
         ends: Mutex::new(EndTable::default()),
         cut_signal: CutSignal::default(),
@@ -961,7 +964,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     // run would, and the search leaves them as the first complete execution did.
     let outputs = tracee::files::user_files()
         .iter()
-        .filter(|f| !(f.fd == 1 && cfg.execution.quiet_program))
+        .filter(|f| !(f.fd == 1 && cfg.execution.program.quiet))
         .filter_map(|f| f.output.as_deref());
     let writes_output = {
         let mut journal = shared.journal.lock().expect("file journal");
@@ -1004,7 +1007,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     });
     // The files as the first execution that ran to its end left them (also after an error).
     shared.journal.lock().expect("file journal").finish();
-    tracee::files::advance_user_outputs(cfg.execution.quiet_program);
+    tracee::files::advance_user_outputs(cfg.execution.program.quiet);
     if let Some(e) = shared.error.lock().expect("lock").take() {
         return Err(e);
     }
@@ -1031,7 +1034,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     // plain accesses do not race (CHESS): without race detection nobody knows, and races
     // taken for relaxed atomics (plain accesses without debug information) were not
     // explored as racy sites. One execution that had nothing to explore covers every order.
-    let races_checked = cfg.execution.races;
+    let races_checked = cfg.execution.instrument.races;
     if nothing_to_explore.is_none() && (!races_checked || unverified_races.0 > 0) {
         coverage.exhausted = false;
     }
@@ -1167,10 +1170,8 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
     };
     // Tree searches need the same scheduling points in every execution: racy accesses
     // become points of a tree only at a refinement round, the same for all its executions.
-    let tree_cfg = ExecutionConfig {
-        preempt_on_races: shared.refine,
-        ..shared.cfg.execution.clone()
-    };
+    let mut tree_cfg = shared.cfg.execution.clone();
+    tree_cfg.instrument.preempt_on_races = shared.refine;
     let Mix {
         members: mut randoms,
         cycle,
@@ -1211,7 +1212,7 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
             slot_index += 1;
             cycle[(slot_index - 1) % cycle.len()]
         };
-        if slot == Slot::ReducedTree && (!cfg.execution.races || cfg.shard.is_some()) {
+        if slot == Slot::ReducedTree && (!cfg.execution.instrument.races || cfg.shard.is_some()) {
             // Without race tracing steps cannot be reduced, and a reduced tree cannot be
             // split over shards (it learns from other shards' subtrees): the slot goes to
             // the tree.
@@ -1321,7 +1322,7 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         let racy_before = if slot.tree_member().is_some() {
             // The round's points, the same in every execution of its tree.
             round_points.clone()
-        } else if exec_cfg.preempt_on_races {
+        } else if exec_cfg.instrument.preempt_on_races {
             state.racy_points()
         } else {
             RacyPoints::default()
@@ -1436,11 +1437,12 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         } else {
             state.atomic_addresses.iter().copied().collect()
         };
-        let racy = exec_cfg.preempt_on_races.then_some(racy_before);
+        let racy = exec_cfg.instrument.preempt_on_races.then_some(racy_before);
         // A whole execution without a single choice: every execution is this one.
         // Not when races found make racy accesses scheduling points of later executions
         // (`--preempt-on-races`): those have choices this one did not.
-        let racy_points_ahead = cfg.execution.preempt_on_races && !state.racy_addresses.is_empty();
+        let racy_points_ahead =
+            cfg.execution.instrument.preempt_on_races && !state.racy_addresses.is_empty();
         let single_path = outcome.choice_steps.is_empty()
             && outcome.divergence.is_none()
             && !outcome.step_limit_hit

@@ -90,7 +90,7 @@ impl Execution<'_> {
     /// kernel too long (see `Watchdog::should_interrupt`).
     pub(super) fn check_timeout(&mut self, tid: Pid) -> Result<()> {
         let pending = self.code.logged();
-        let limit = self.cfg.execution_timeout;
+        let limit = self.cfg.limits.execution_timeout;
         if self
             .watchdog
             .should_interrupt(self.p.pid, tid, limit, pending)
@@ -286,7 +286,7 @@ impl Execution<'_> {
             }
             Event::Stop(_) => {
                 if self.watchdog.interrupted() {
-                    if self.progress_since_resume() < self.cfg.execution_timeout {
+                    if self.progress_since_resume() < self.cfg.limits.execution_timeout {
                         // Not a spin: blocked in the kernel, waiting for something no
                         // thread can do while mcheck holds them stopped. Not the program's
                         // fault as far as mcheck can tell: no finding.

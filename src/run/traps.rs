@@ -409,7 +409,7 @@ impl Execution<'_> {
         // sites found racing (all of them on breakpoints): a site left on a breakpoint by a
         // snapshot template must not become a point, or the executions of one tree would
         // differ by where they started (a schedule of a file without sites: every site).
-        if self.cfg.preempt_on_races
+        if self.cfg.instrument.preempt_on_races
             && self.model.thread_count() > 1
             && self.worker.racy_addresses.contains(&ea)
             && (self.worker.racy_sites.is_empty() || self.worker.racy_sites.contains(&addr))

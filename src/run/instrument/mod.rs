@@ -10,6 +10,28 @@ pub(super) mod scan_cache;
 
 use std::collections::HashMap;
 
+/// What is instrumented and recorded, and where the program must stop.
+#[derive(Clone, Debug)]
+pub struct InstrumentConfig {
+    /// Detect data races (memory accesses are recorded).
+    pub races: bool,
+    /// Make accesses to addresses found racy earlier scheduling points.
+    pub preempt_on_races: bool,
+    /// Extra libraries to trace (path substrings).
+    pub trace_lib: Vec<String>,
+    /// Libraries not to trace (path substrings).
+    pub no_trace_lib: Vec<String>,
+    /// Access sites kept on breakpoints although they could be patched (under gdb: the
+    /// later accesses of the execution's races, so that the replay stops at them).
+    pub stop_at_sites: Vec<u64>,
+    /// Stacks of races are taken at calls of modelled memory functions: their hooks must
+    /// stop (the thread must be at the call when its stack is taken), not log.
+    pub stacks_in_calls: bool,
+    /// Record accesses through patched code where possible (else every access site keeps
+    /// a breakpoint; `MCHECK_PATCH=off` sets this off).
+    pub patch: bool,
+}
+
 use anyhow::Result;
 
 use self::code::BreakpointKind;
@@ -48,12 +70,12 @@ impl Execution<'_> {
             }
             let role = role_of(
                 &m.path,
-                &self.cfg.program,
-                &self.cfg.trace_lib,
-                &self.cfg.no_trace_lib,
+                &self.cfg.program.path,
+                &self.cfg.instrument.trace_lib,
+                &self.cfg.instrument.no_trace_lib,
             );
             if role == Role::System {
-                if self.cfg.races {
+                if self.cfg.instrument.races {
                     let plan = self.worker.plans.get(&m.path, role, true);
                     if let Some(plan) = plan.filter(|p| !p.library_atomics.is_empty()) {
                         self.add_access_module(t, plan, m.bias)?;
@@ -61,7 +83,11 @@ impl Execution<'_> {
                 }
                 continue;
             }
-            let Some(plan) = self.worker.plans.get(&m.path, role, self.cfg.races) else {
+            let Some(plan) = self
+                .worker
+                .plans
+                .get(&m.path, role, self.cfg.instrument.races)
+            else {
                 continue;
             };
             let bias = m.bias;
@@ -131,7 +157,7 @@ impl Execution<'_> {
             self.code.add_breakpoints(&self.p.mem, &addrs, |a| {
                 allocs.get(&a).map(|&k| BreakpointKind::Alloc(k))
             })?;
-            if self.cfg.races {
+            if self.cfg.instrument.races {
                 self.add_access_module(t, plan.clone(), bias)?;
             }
         }

@@ -162,7 +162,7 @@ impl Execution<'_> {
         if self.p.syscall_insn == 0 {
             self.p.syscall_insn = canonical.rip;
         }
-        if self.cfg.patch {
+        if self.cfg.instrument.patch {
             self.create_access_log(t, &canonical)?;
         }
         for (plan, bias) in std::mem::take(&mut self.rec.pending) {
@@ -209,7 +209,7 @@ impl Execution<'_> {
             .map(|m| m.start)
             .or_else(|| {
                 // No heap yet: it will start after the program's last mapping.
-                let program = self.cfg.program.to_string_lossy();
+                let program = self.cfg.program.path.to_string_lossy();
                 maps.iter()
                     .filter(|m| m.name == program)
                     .map(|m| m.end)
@@ -233,7 +233,8 @@ impl Execution<'_> {
         // hooked at all: a stop at each of Rust's memcpys costs too much).
         // A second run that takes the stacks of races stops at every hook: the thread
         // must be at the call when its stack is taken.
-        let logged = |f: MemFn| patch_on && f.logged_at_entry() && !self.cfg.stacks_in_calls;
+        let logged =
+            |f: MemFn| patch_on && f.logged_at_entry() && !self.cfg.instrument.stacks_in_calls;
         let mem_fns: HashMap<u64, MemFn> = (plan.mem_fns.iter())
             .map(|&(a, f)| (a + bias, f))
             .filter(|&(_, f)| !logged(f))
@@ -598,8 +599,8 @@ impl Execution<'_> {
     /// configuration names (`stop_at_sites`).
     fn stop_sites(&self) -> HashSet<u64> {
         let mut s: HashSet<u64> = self.races.requested_pcs().collect();
-        s.extend(self.cfg.stop_at_sites.iter().copied());
-        if self.cfg.preempt_on_races {
+        s.extend(self.cfg.instrument.stop_at_sites.iter().copied());
+        if self.cfg.instrument.preempt_on_races {
             s.extend(self.worker.racy_sites.iter().copied());
         }
         s
@@ -617,7 +618,7 @@ impl Execution<'_> {
                 self.code.unpatch_covering(&self.p.mem, pc..pc + 1)?;
             }
         }
-        if self.cfg.stacks_in_calls {
+        if self.cfg.instrument.stacks_in_calls {
             // Stacks are taken at the calls themselves: memory-function hooks stop.
             let sites = &self.code.patching.sites;
             let hooks: Vec<u64> = (self.code.patching.table.sites())

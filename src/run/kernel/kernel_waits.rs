@@ -250,7 +250,7 @@ impl Execution<'_> {
             if !self.model.enabled_threads().is_empty() {
                 return Ok(true);
             }
-            if start.elapsed() > self.cfg.execution_timeout {
+            if start.elapsed() > self.cfg.limits.execution_timeout {
                 return Ok(false);
             }
             match events::wait(None)? {
@@ -267,7 +267,7 @@ impl Execution<'_> {
     /// The finding when every thread waited longer than the execution timeout and some
     /// wait for the world outside the program (a terminal, a socket, a child process).
     pub(in crate::run) fn outside_finding(&mut self) -> Finding {
-        let secs = self.cfg.execution_timeout.as_secs_f64();
+        let secs = self.cfg.limits.execution_timeout.as_secs_f64();
         let waiting = self.waiting_threads();
         let mut threads = Vec::new();
         let mut calls = Vec::new();

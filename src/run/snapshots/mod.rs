@@ -8,3 +8,15 @@ pub(super) mod point_log;
 pub(super) mod snapshot;
 pub(super) mod snapshotting;
 pub(super) mod state_hash;
+
+/// Fork snapshots and state hashing.
+#[derive(Clone, Debug)]
+pub struct SnapshotConfig {
+    /// Start executions from a fork snapshot taken at the first thread creation.
+    pub snapshots: bool,
+    /// Most resident memory a worker's snapshots may hold.
+    pub snapshot_memory: u64,
+    /// States are hashed at points (`--state-cache`): fork copies of a program with much
+    /// memory are write-tracked from their start (`state_hash`).
+    pub state_cache: bool,
+}

@@ -32,7 +32,8 @@ use super::state_hash;
 use crate::explore::{Decision, FairFilter, Point};
 use crate::model::{Footprint, Model, ThreadId};
 use crate::report::ThreadReport;
-use crate::run::execution::{ExecutionConfig, TraceStep};
+use crate::run::config::ExecutionConfig;
+use crate::run::execution::TraceStep;
 use crate::run::livelock::Window;
 use crate::run::process::{Process, StopPlace};
 use crate::run::races::PendingReturn;
@@ -239,12 +240,12 @@ static SAID: AtomicBool = AtomicBool::new(false);
 /// The configuration a snapshot was made under: everything that can change the start.
 /// (Racy-address points only exist once threads do, so `preempt_on_races` cannot.)
 pub(in crate::run) fn key(cfg: &ExecutionConfig) -> String {
-    let plain = ExecutionConfig {
+    let mut plain = ExecutionConfig {
         stack_requests: Vec::new(),
-        stacks_in_calls: false,
-        preempt_on_races: false,
         ..cfg.clone()
     };
+    plain.instrument.stacks_in_calls = false;
+    plain.instrument.preempt_on_races = false;
     format!("{plain:?}")
 }
 

@@ -111,7 +111,7 @@ impl Execution<'_> {
             Some("the program makes too many scheduling decisions before its first thread".into())
         } else if !self.p.foreign.is_empty() {
             Some("the program started child processes before its first thread".into())
-        } else if procfs::resident_bytes(pid) > self.cfg.snapshot_memory {
+        } else if procfs::resident_bytes(pid) > self.cfg.snapshots.snapshot_memory {
             Some(format!(
                 "the program's resident memory at its first thread ({} MiB) is above --snapshot-memory",
                 procfs::resident_bytes(pid) >> 20
@@ -301,11 +301,13 @@ impl Execution<'_> {
             regs::set(pid, leader)?;
         }
         let process = self.p.copy_with(template, &[(0, template)])?;
-        let budget = self.cfg.snapshot_memory;
+        let budget = self.cfg.snapshots.snapshot_memory;
         let choices: Vec<ThreadId> = self.decisions.iter().map(|d| d.thread).collect();
         self.branch_depth = choices.len();
         let atomics_known = self.worker.atomic_addresses.len();
-        let racy_known = self.worker.racy_points_in_use(self.cfg.preempt_on_races);
+        let racy_known = self
+            .worker
+            .racy_points_in_use(self.cfg.instrument.preempt_on_races);
         let kept = self.worker.snapshots.add_branch(
             BranchSnapshot {
                 key,

@@ -121,7 +121,7 @@ macro_rules! race_env {
                 p: &$s.p,
                 code: &$s.code,
                 worker: &mut *$s.worker,
-                atomic_ranges: &$s.atomic_ranges,
+                atomic_ranges: $s.instr.atomic_ranges(),
                 threads: $s.model.thread_count(),
                 segment: &mut $s.segment,
                 program: &$s.cfg.program.path,
@@ -166,12 +166,8 @@ pub(super) struct Execution<'a> {
     pub(super) races: RaceRecording,
     /// Return breakpoints waiting, by address.
     pub(super) returns: HashMap<u64, Vec<PendingReturn>>,
-    /// Address ranges known to hold atomics in this process (runtime addresses).
-    pub(super) atomic_ranges: Vec<std::ops::Range<u64>>,
-    /// Access recording: started or not, files waiting for the first thread.
-    pub(super) rec: super::instrument::patching::Recording,
-    /// Start addresses of the mapped files already instrumented.
-    pub(super) instrumented: std::collections::HashSet<u64>,
+    /// The instrumentation of the program (`instrument/`).
+    pub(super) instr: super::instrument::Instrumentation,
     pub(super) group_exiting: bool,
     /// (flags, child_tid, tls) of the clone the running thread is making.
     pub(super) pending_clone: Option<(u64, u64, u64)>,
@@ -179,8 +175,6 @@ pub(super) struct Execution<'a> {
     pub(super) watchdog: super::progress::Watchdog,
     /// Where the running thread was blocked when the execution was abandoned.
     pub(super) abandoned: Option<String>,
-    /// Threads moved out of generated code in this execution (signals, interrupts).
-    pub(super) moved_out_of_trampolines: u64,
     /// The execution changed a file or directory: the file system is not part of a fork
     /// snapshot, so no branch snapshot is taken after that (a copy would find the files
     /// of a later point: pbzip2's unlink, then its O_EXCL create of the same name).
@@ -496,6 +490,18 @@ impl Execution<'_> {
         }
     }
 
+    /// Sites this execution needs a real stop at: racy sites under `--preempt-on-races`,
+    /// the earlier accesses whose stacks it is asked to capture, and those the
+    /// configuration names (`stop_at_sites`).
+    pub(super) fn stop_sites(&self) -> std::collections::HashSet<u64> {
+        let mut s: std::collections::HashSet<u64> = self.races.requested_pcs().collect();
+        s.extend(self.cfg.instrument.stop_at_sites.iter().copied());
+        if self.cfg.instrument.preempt_on_races {
+            s.extend(self.worker.racy_sites.iter().copied());
+        }
+        s
+    }
+
     pub(super) fn outcome(&mut self, finding: Option<Finding>) -> ExecutionOutcome {
         // Addresses found racy become scheduling points from the next execution on (never
         // within this one, so that its schedule replays with the same points).
@@ -507,7 +513,7 @@ impl Execution<'_> {
         // Every other instruction that accesses a racy global by its fixed address is a
         // racy site too: a race of its own may need a switch right before it (a read-back
         // after a racy write) and show only in that order.
-        let companions = self.fixed_address_sites(&fresh);
+        let companions = self.code.fixed_address_sites(&fresh);
         self.worker.racy_sites.extend(companions);
         let mut finding = finding;
         if let Some(f) = &mut finding {
@@ -542,7 +548,7 @@ impl Execution<'_> {
             library_sync: found.library_sync,
             unverified_races: found.unverified_races,
             patch_stats: super::instrument::patching::PatchStats {
-                moved_out: self.moved_out_of_trampolines,
+                moved_out: self.instr.moved_out(),
                 breakpoint_accesses: found.breakpoint_accesses,
                 ..self.code.stats().clone()
             },

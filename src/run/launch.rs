@@ -80,7 +80,7 @@ pub fn run_execution(
             if exec.worker.quiet_rerun {
                 silence_stdout(&exec);
             }
-            let result = match exec.prepare_copy_for_recording() {
+            let result = match exec.instrumenting(|i, c| i.prepare_copy(c)) {
                 Ok(()) => exec.run(sched, Some(prefix)),
                 Err(e) => Err(e),
             };
@@ -254,14 +254,11 @@ impl<'a> Execution<'a> {
             worker,
             races: RaceRecording::new(cfg.instrument.races, cfg.stack_requests.clone()),
             returns: Default::default(),
-            atomic_ranges: Vec::new(),
-            rec: Default::default(),
-            instrumented: Default::default(),
+            instr: Default::default(),
             group_exiting: false,
             pending_clone: None,
             watchdog: Default::default(),
             abandoned: None,
-            moved_out_of_trampolines: 0,
             changed_files: false,
             fs_state: super::world::file_journal::ORIGIN,
             steps: 0,
@@ -307,14 +304,11 @@ impl<'a> Execution<'a> {
             worker,
             races: RaceRecording::restored(s.races, cfg.stack_requests.clone()),
             returns: s.returns,
-            atomic_ranges: s.atomic_ranges,
-            rec: s.rec,
-            instrumented: s.instrumented,
+            instr: s.instr,
             group_exiting: false,
             pending_clone: None,
             watchdog: Default::default(),
             abandoned: None,
-            moved_out_of_trampolines: 0,
             changed_files: false,
             fs_state: s.fs_state,
             steps: s.steps,

@@ -33,10 +33,10 @@ impl Execution<'_> {
             nr::CLONE3 => self.p.mem.read_u64(a[0]).unwrap_or(0),
             _ => 0,
         };
-        if clone_flags & CLONE_THREAD != 0 && self.races.on() && !self.rec.started {
+        if clone_flags & CLONE_THREAD != 0 && self.races.on() && !self.instr.recording() {
             // The first thread: from here on accesses can race and are recorded. The
             // thread enters the clone again afterwards.
-            self.start_recording_accesses(t, &r)?;
+            self.instrumenting(|i, c| i.start_recording(c, t, &r))?;
             return Ok(None);
         }
         if let Some(key) = self.snapshot_key.take() {

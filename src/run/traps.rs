@@ -8,11 +8,13 @@ use nix::sys::signal::Signal;
 use super::execution::{race_env, Execution, RunResult};
 use super::instrument::code::BreakpointKind;
 use super::instrument::plan::{Alloc, MemFn};
+use super::instrument::Instrumentation;
 use super::process::StopPlace;
 use super::races::happens_before::ONCE;
 use super::races::{glibc_chunk_size, PendingReturn, ReturnAction, Seen};
 use crate::detect::race::HeapBlock;
 use crate::model::{Op, ThreadId};
+use crate::patch::{Kind, Record};
 use crate::tracee::regs::Regs;
 use crate::tracee::{events, regs};
 
@@ -24,7 +26,7 @@ impl Execution<'_> {
             if let Some(watched) = self.watch_hit(t)? {
                 // A hardware watchpoint of the debugger fired after the instruction (in a
                 // trampoline: shown past its site, where the program goes on from).
-                self.leave_trampoline(t)?;
+                self.instr.leave_trampoline(&mut self.p, &self.code, t)?;
                 self.p.load_regs(t)?;
                 self.p.threads[t].place = StopPlace::Event;
                 let ev = super::debugger::DebugEvent::Watch {
@@ -387,7 +389,7 @@ impl Execution<'_> {
         }
         let ea = self.p.effective_address(t, &site.insn, 0);
         let statically_atomic =
-            site.atomic_source || self.atomic_ranges.iter().any(|r| r.contains(&ea));
+            site.atomic_source || self.instr.atomic_ranges().iter().any(|r| r.contains(&ea));
         if statically_atomic && self.creation_stretch.contains(&t) {
             // An atomic access can be ordered against another thread's without a data race:
             // the stretch around a thread creation ends here, as a scheduling point (see
@@ -445,5 +447,194 @@ impl Execution<'_> {
             Some(copy) => self.resume_at(t, copy),
             None => self.step_and_resume(t),
         }
+    }
+}
+
+/// The access log: drained at every stop of the running thread, and the stop of a full
+/// log.
+impl Execution<'_> {
+    /// Before an event of the running thread `t` is handled: a thread stopped inside a
+    /// trampoline (a signal, an interrupt) is put back where it would be without it, and
+    /// what it logged is recorded.
+    pub(super) fn settle_running_stop(&mut self, t: ThreadId, ev: &events::Event) -> Result<()> {
+        if matches!(ev, events::Event::Signal(_) | events::Event::Stop(_)) {
+            self.instr.leave_trampoline(&mut self.p, &self.code, t)?;
+        }
+        self.drain_log(t);
+        Ok(())
+    }
+
+    /// Feeds what the running thread `t` logged to the race detector: accesses, and the
+    /// calls of memory functions (a call's records hold its arguments and its caller).
+    pub(super) fn drain_log(&mut self, t: ThreadId) {
+        let Some(log) = self.code.log_handle() else {
+            return;
+        };
+        if log.is_empty() {
+            return;
+        }
+        let mut records = std::mem::take(&mut self.worker.log_buffer);
+        records.clear();
+        log.drain_into(&mut records);
+        let sites = self.code.sites().clone();
+        let (races, mut env) = race_env!(self);
+        env.worker.repeats.forget();
+        let mut i = 0;
+        while let Some(rec) = records.get(i) {
+            i += 1;
+            let Some(site) = sites.get(rec.site() as usize) else {
+                continue;
+            };
+            if site.mem_fn.is_none()
+                && !site.rmw
+                && !site.atomic_source
+                && env.worker.repeats.repeated(rec.addr, rec.site())
+            {
+                // The same plain access again in this stretch: nothing for the detector.
+                races.count_traced();
+                self.watchdog.logged().note(rec.addr, site.write);
+                continue;
+            }
+            if let Some(f) = site.mem_fn {
+                let (Some(&Record { addr: a1, word: a2 }), Some(caller)) =
+                    (records.get(i), records.get(i + 1))
+                else {
+                    break;
+                };
+                i += 2;
+                // A string function's third record holds the length measured at its entry.
+                let measured = f.measure().map(|_| caller.word);
+                races.record_mem_call(
+                    &mut env,
+                    t,
+                    f,
+                    [rec.addr, a1, a2],
+                    measured,
+                    caller.addr,
+                    Seen::LoggedCall,
+                );
+                continue;
+            }
+            self.watchdog.logged().note(rec.addr, site.write);
+            races.record_access(&mut env, t, site, rec.addr, Seen::Logged);
+        }
+        self.worker.log_buffer = records;
+        self.sync_log_mode(t);
+    }
+
+    /// The `int3` at `addr` ends a full log's trampoline: the log was drained with the
+    /// stop, so `t` resumes where the record is written, with an empty log. A thread in a
+    /// creation stretch stops here at every access (`sync_log_mode`): the access is
+    /// recorded by the tracer, or, when the binary says it is atomic, becomes a scheduling
+    /// point before it happens. None when `addr` is not such a place.
+    pub(super) fn on_log_full(
+        &mut self,
+        t: ThreadId,
+        addr: u64,
+    ) -> Result<Option<Option<RunResult>>> {
+        let Some(meta) = self.code.table().trampoline_at(addr).copied() else {
+            return Ok(None);
+        };
+        let Some(log) = self.code.log_handle() else {
+            return Ok(None);
+        };
+        if addr != meta.full_address() {
+            return Ok(None);
+        }
+        let tid = self.p.threads[t].tid;
+        let mut r = self.p.threads[t].regs;
+        if let Kind::Entry { pushes, .. } = meta.kind {
+            // No room for a call's records (or the log is armed): what was logged goes
+            // first, then the tracer records the call from the registers, and the thread
+            // goes on past the records (the code restores rax itself).
+            self.drain_log(t);
+            let id = self.code.table().get(meta.site).map(|s| s.id);
+            let f = id.and_then(|id| self.code.site(id)?.mem_fn);
+            if let Some(f) = f {
+                let caller = if pushes {
+                    meta.site + meta.site_len as u64
+                } else {
+                    self.p.mem.read_u64(r.rsp).unwrap_or(0)
+                };
+                // Inside generated code: its stack is taken by a second run, as a logged one.
+                let (races, mut env) = race_env!(self);
+                let args = [r.rdi, r.rsi, r.rdx];
+                races.record_mem_call(&mut env, t, f, args, None, caller, Seen::LoggedCall);
+            }
+            r.rip = meta.at + meta.committed as u64;
+            regs::set(tid, r)?;
+            self.p.threads[t].regs = r;
+            events::resume(tid, None)?;
+            return Ok(Some(None));
+        }
+        if log.is_armed() {
+            let id = self.code.table().get(meta.site).map(|s| s.id);
+            let site = id.and_then(|id| self.code.site(id));
+            if let Some(site) = site {
+                let ea = r.rax;
+                let atomic = site.atomic_source
+                    || self.instr.atomic_ranges().iter().any(|x| x.contains(&ea));
+                if atomic && self.creation_stretch.contains(&t) {
+                    // Back to the site, which runs again (logging) once the thread is chosen.
+                    let (rax, rcx) = log.scratch();
+                    (r.rax, r.rcx, r.rip) = (rax, rcx, meta.site);
+                    regs::set(tid, r)?;
+                    self.p.threads[t].regs = r;
+                    self.p.threads[t].place = crate::run::process::StopPlace::Event;
+                    let op = crate::model::Op::MemoryAccess {
+                        addr: ea,
+                        write: site.write,
+                    };
+                    let point = self.point(t, op, meta.site)?;
+                    self.sync_log_mode(t);
+                    return Ok(Some(point));
+                }
+                let (races, mut env) = race_env!(self);
+                races.record_access(&mut env, t, &site, ea, Seen::Logged);
+            }
+            // Past the record: the log stays armed.
+            r.rip = meta.at + meta.committed as u64;
+        } else {
+            self.drain_log(t);
+            r.rcx = log.layout().empty_cursor() as u64;
+            r.rip = meta.resume_address();
+        }
+        regs::set(tid, r)?;
+        self.p.threads[t].regs = r;
+        events::resume(tid, None)?;
+        Ok(Some(None))
+    }
+
+    /// Sets the empty log up for the running thread `t` (`CodeEdits::sync_log_mode`): only
+    /// a thread in a creation stretch of a program with atomic globals stops at every
+    /// logged access (sites whose source or fixed address says atomic keep breakpoints).
+    pub(super) fn sync_log_mode(&self, t: ThreadId) {
+        let stretch = self.creation_stretch.contains(&t) && !self.instr.atomic_ranges().is_empty();
+        self.code.sync_log_mode(stretch);
+    }
+
+    /// Instruments the files mapped now (at the entry point, and after each change of the
+    /// link map), through thread `t`.
+    pub(super) fn install_hooks(&mut self, t: ThreadId) -> Result<()> {
+        let main_snapshot = self.snapshot_at_main && self.snapshot_key.is_some();
+        self.instrumenting(|i, c| i.install(c, t, main_snapshot))
+    }
+
+    /// Runs `f` on the instrumentation part with what it reads of the execution.
+    pub(super) fn instrumenting<R>(
+        &mut self,
+        f: impl FnOnce(&mut Instrumentation, &mut super::instrument::Ctx<'_>) -> R,
+    ) -> R {
+        let stop_sites = self.stop_sites();
+        let mut ctx = super::instrument::Ctx {
+            p: &mut self.p,
+            code: &mut self.code,
+            cfg: &self.cfg.instrument,
+            program: &self.cfg.program.path,
+            plans: &mut self.worker.plans,
+            symbols: &mut self.worker.symbols,
+            stop_sites: &stop_sites,
+        };
+        f(&mut self.instr, &mut ctx)
     }
 }

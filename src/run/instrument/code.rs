@@ -4,7 +4,7 @@
 //! takes the patch out first. Also the moves that depend on the original code: stepping a
 //! thread over a breakpoint, and reading through one (a jump's target, a call's slot).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::sync::Arc;
 
@@ -14,7 +14,7 @@ use super::hooks::Hook;
 use anyhow::Context;
 use nix::unistd::Pid;
 
-use super::patching::{write_edits_by_page, AccessSite, PatchStats, Patching};
+use super::patching::{fixed_operand, write_edits_by_page, AccessSite, PatchStats, Patching};
 use super::plan::{Alloc, MemFn, ModulePlan};
 use crate::model::ThreadId;
 use crate::patch::PatchTable;
@@ -114,6 +114,11 @@ impl CodeEdits {
     /// What is patched.
     pub fn table(&self) -> &PatchTable {
         &self.patching.table
+    }
+
+    /// The access log, once mapped (a handle to it).
+    pub fn log_handle(&self) -> Option<Arc<crate::tracee::access_log::AccessLog>> {
+        self.patching.log.clone()
     }
 
     /// Records logged and not drained yet.
@@ -286,5 +291,34 @@ impl CodeEdits {
         }
         let mem = Memory::open(child).context("opening a forked child's memory")?;
         write_edits_by_page(&mem, &mut edits).context("cleaning a forked child's code")
+    }
+
+    /// Sets the empty log up for the running thread: a thread that must stop at every
+    /// logged access (`stretch`: in a creation stretch of a program with atomic globals,
+    /// see `creation.rs`, so that an access to one becomes a scheduling point before it
+    /// happens) gets the log armed; any other thread logs freely.
+    pub fn sync_log_mode(&self, stretch: bool) {
+        let Some(log) = &self.patching.log else {
+            return;
+        };
+        if stretch && !log.is_armed() && log.is_empty() {
+            log.arm_trap();
+        } else if !stretch && log.is_armed() {
+            log.reset();
+        }
+    }
+
+    /// The access sites whose operand is a fixed address (RIP-relative or absolute) in the
+    /// aligned 8-byte word of one of `addresses`: the other accesses of a racy global.
+    pub fn fixed_address_sites(&self, addresses: &[u64]) -> Vec<u64> {
+        if addresses.is_empty() {
+            return Vec::new();
+        }
+        let words: HashSet<u64> = addresses.iter().map(|a| a & !7).collect();
+        (self.patching.sites.iter())
+            .filter(|s| !s.atomic_source && !s.rmw)
+            .filter(|s| fixed_operand(&s.insn).is_some_and(|a| words.contains(&(a & !7))))
+            .map(|s| s.insn.ip())
+            .collect()
     }
 }

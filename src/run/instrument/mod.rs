@@ -1,6 +1,10 @@
-//! Instrumentation of the mapped files: breakpoints on the threading API, atomic and PAUSE
-//! instructions, memory accesses of the code under test, allocators, modelled libc calls,
-//! Rust's panic entry and the dynamic loader's rendezvous.
+//! The instrumentation part: what mcheck puts into the program's code and why. Once the
+//! libraries are mapped: breakpoints on the threading API, atomic and PAUSE instructions,
+//! allocators, modelled libc calls, Rust's panic entry and the dynamic loader's rendezvous;
+//! from the first thread creation on: the memory-access sites of the code under test,
+//! patched to log into the access log (`patching.rs`). The code as changed is
+//! [`code::CodeEdits`]; the per-file plans (`plan.rs`, computed once per worker) say what
+//! each file gets. It calls the process part (memory, registers, injected system calls).
 
 pub(super) mod code;
 pub(super) mod hooks;
@@ -8,7 +12,19 @@ pub(super) mod patching;
 pub(super) mod plan;
 pub(super) mod scan_cache;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use anyhow::Result;
+
+use self::code::{BreakpointKind, CodeEdits};
+use self::hooks::{merge_aliases, Hook};
+use self::patching::Recording;
+use self::plan::{role_of, Alloc, PlanCache, Role};
+use crate::binary::{ElfFile, ErrnoTls};
+use crate::model::ThreadId;
+use crate::run::process::stacks::Symbols;
+use crate::run::process::Process;
 
 /// What is instrumented and recorded, and where the program must stop.
 #[derive(Clone, Debug)]
@@ -32,23 +48,71 @@ pub struct InstrumentConfig {
     pub patch: bool,
 }
 
-use anyhow::Result;
+/// The instrumentation of one execution (kept with snapshots).
+#[derive(Clone, Default)]
+pub(in crate::run) struct Instrumentation {
+    /// Access recording: started or not, files waiting for the first thread.
+    rec: Recording,
+    /// Start addresses of the mapped files already instrumented.
+    instrumented: HashSet<u64>,
+    /// Address ranges known to hold atomics in this process (runtime addresses).
+    atomic_ranges: Vec<std::ops::Range<u64>>,
+    /// Threads moved out of generated code in this execution (signals, interrupts).
+    moved_out: u64,
+}
 
-use self::code::BreakpointKind;
-use self::hooks::{merge_aliases, Hook};
-use self::plan::{role_of, Alloc, Role};
-use crate::binary::{ElfFile, ErrnoTls};
-use crate::run::execution::Execution;
+/// What instrumenting reads and changes besides its own state.
+pub(in crate::run) struct Ctx<'a> {
+    /// The process (memory, registers, injected calls).
+    pub p: &'a mut Process,
+    /// Its code as mcheck changed it.
+    pub code: &'a mut CodeEdits,
+    /// What to instrument.
+    pub cfg: &'a InstrumentConfig,
+    /// The program (which files are its own).
+    pub program: &'a Path,
+    /// The worker's per-file plans.
+    pub plans: &'a mut PlanCache,
+    /// The worker's symbols (the module map).
+    pub symbols: &'a mut Symbols,
+    /// Sites this execution needs a real stop at (kept on breakpoints).
+    pub stop_sites: &'a HashSet<u64>,
+}
 
-impl Execution<'_> {
+impl Instrumentation {
+    /// Address ranges known to hold atomics (from DWARF).
+    pub fn atomic_ranges(&self) -> &[std::ops::Range<u64>] {
+        &self.atomic_ranges
+    }
+
+    /// Whether accesses are recorded yet (the program created a thread).
+    pub fn recording(&self) -> bool {
+        self.rec.started
+    }
+
+    /// What a snapshot keeps (the count of threads moved out is per execution).
+    pub fn saved(&self) -> Instrumentation {
+        Instrumentation {
+            moved_out: 0,
+            ..self.clone()
+        }
+    }
+
+    /// Threads moved out of generated code in this execution.
+    pub fn moved_out(&self) -> u64 {
+        self.moved_out
+    }
+}
+
+impl Instrumentation {
     /// Puts breakpoints on the threading API, atomic and PAUSE instructions of the code
     /// under test, once libraries are mapped (at the entry point, and after each change of
     /// the link map, through thread `t`); memory-access sites, allocators and modelled libc
     /// calls are instrumented from the first thread creation on (`patching.rs`). The
     /// per-file plans are computed once per worker.
-    pub(super) fn install_hooks(&mut self, t: crate::model::ThreadId) -> Result<()> {
-        self.worker.symbols.refresh(self.p.pid.as_raw());
-        let modules = self.worker.symbols.modules().clone();
+    pub fn install(&mut self, ctx: &mut Ctx<'_>, t: ThreadId, main_snapshot: bool) -> Result<()> {
+        ctx.symbols.refresh(ctx.p.pid.as_raw());
+        let modules = ctx.symbols.modules().clone();
         for m in modules.modules() {
             if !self.instrumented.insert(m.start) {
                 continue;
@@ -62,7 +126,7 @@ impl Execution<'_> {
                         .into_iter()
                         .map(|a| a + m.bias)
                         .collect();
-                    self.code.add_breakpoints(&self.p.mem, &addrs, |_| {
+                    ctx.code.add_breakpoints(&ctx.p.mem, &addrs, |_| {
                         Some(BreakpointKind::LinkMapChanged)
                     })?;
                 }
@@ -70,24 +134,20 @@ impl Execution<'_> {
             }
             let role = role_of(
                 &m.path,
-                &self.cfg.program.path,
-                &self.cfg.instrument.trace_lib,
-                &self.cfg.instrument.no_trace_lib,
+                ctx.program,
+                &ctx.cfg.trace_lib,
+                &ctx.cfg.no_trace_lib,
             );
             if role == Role::System {
-                if self.cfg.instrument.races {
-                    let plan = self.worker.plans.get(&m.path, role, true);
+                if ctx.cfg.races {
+                    let plan = ctx.plans.get(&m.path, role, true);
                     if let Some(plan) = plan.filter(|p| !p.library_atomics.is_empty()) {
-                        self.add_access_module(t, plan, m.bias)?;
+                        self.add_access_module(ctx, t, plan, m.bias)?;
                     }
                 }
                 continue;
             }
-            let Some(plan) = self
-                .worker
-                .plans
-                .get(&m.path, role, self.cfg.instrument.races)
-            else {
+            let Some(plan) = ctx.plans.get(&m.path, role, ctx.cfg.races) else {
                 continue;
             };
             let bias = m.bias;
@@ -99,10 +159,10 @@ impl Execution<'_> {
                     .or_insert(h);
             }
             let addrs: Vec<u64> = hooks.keys().copied().collect();
-            self.code.add_breakpoints(&self.p.mem, &addrs, |a| {
+            ctx.code.add_breakpoints(&ctx.p.mem, &addrs, |a| {
                 hooks.get(&a).map(|&h| BreakpointKind::Hook(h))
             })?;
-            if role == Role::Program && self.snapshot_at_main && self.snapshot_key.is_some() {
+            if role == Role::Program && main_snapshot {
                 // The startup snapshot of a program that created no thread goes at main.
                 if let Ok(elf) = ElfFile::load(&m.path) {
                     let mains: Vec<u64> = elf
@@ -110,22 +170,22 @@ impl Execution<'_> {
                         .into_iter()
                         .map(|a| a + bias)
                         .collect();
-                    self.code
-                        .add_breakpoints(&self.p.mem, &mains, |_| Some(BreakpointKind::Main))?;
+                    ctx.code
+                        .add_breakpoints(&ctx.p.mem, &mains, |_| Some(BreakpointKind::Main))?;
                 }
             }
-            if self.p.errno_tp_offset.is_none() {
-                self.p.errno_tp_offset = match plan.errno {
+            if ctx.p.errno_tp_offset.is_none() {
+                ctx.p.errno_tp_offset = match plan.errno {
                     Some(ErrnoTls::Constant(c)) => Some(c),
                     Some(ErrnoTls::GotSlot(s)) => {
-                        self.p.mem.read_u64(s + bias).ok().map(|v| v as i64)
+                        ctx.p.mem.read_u64(s + bias).ok().map(|v| v as i64)
                     }
                     None => None,
                 };
             }
             let panics: Vec<u64> = plan.panics.iter().map(|a| a + bias).collect();
-            self.code
-                .add_breakpoints(&self.p.mem, &panics, |_| Some(BreakpointKind::Panic))?;
+            ctx.code
+                .add_breakpoints(&ctx.p.mem, &panics, |_| Some(BreakpointKind::Panic))?;
             let atomics: HashMap<u64, usize> = plan
                 .atomics
                 .iter()
@@ -133,7 +193,7 @@ impl Execution<'_> {
                 .map(|(i, insn)| (insn.ip() + bias, i))
                 .collect();
             let addrs: Vec<u64> = atomics.keys().copied().collect();
-            self.code.add_breakpoints(&self.p.mem, &addrs, |a| {
+            ctx.code.add_breakpoints(&ctx.p.mem, &addrs, |a| {
                 atomics.get(&a).map(|&index| BreakpointKind::Atomic {
                     plan: plan.clone(),
                     index,
@@ -141,8 +201,8 @@ impl Execution<'_> {
                 })
             })?;
             let pauses: Vec<u64> = plan.pauses.iter().map(|a| a + bias).collect();
-            self.code
-                .add_breakpoints(&self.p.mem, &pauses, |_| Some(BreakpointKind::Pause))?;
+            ctx.code
+                .add_breakpoints(&ctx.p.mem, &pauses, |_| Some(BreakpointKind::Pause))?;
             self.atomic_ranges.extend(
                 plan.atomic_ranges
                     .iter()
@@ -154,11 +214,11 @@ impl Execution<'_> {
                 .map(|&(a, k)| (a + bias, k))
                 .collect();
             let addrs: Vec<u64> = allocs.keys().copied().collect();
-            self.code.add_breakpoints(&self.p.mem, &addrs, |a| {
+            ctx.code.add_breakpoints(&ctx.p.mem, &addrs, |a| {
                 allocs.get(&a).map(|&k| BreakpointKind::Alloc(k))
             })?;
-            if self.cfg.instrument.races {
-                self.add_access_module(t, plan.clone(), bias)?;
+            if ctx.cfg.races {
+                self.add_access_module(ctx, t, plan.clone(), bias)?;
             }
         }
         Ok(())

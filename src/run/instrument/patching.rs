@@ -15,16 +15,16 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
 
-use super::code::BreakpointKind;
+use super::code::{BreakpointKind, CodeEdits};
 use super::plan::{MemFn, ModulePlan};
+use super::{Ctx, Instrumentation};
 use crate::binary::accesses::AccessKind;
 use crate::model::ThreadId;
 use crate::patch::{
-    self, free_ranges, Code, CodeSpace, EntryRequest, EntrySite, Exit, Kind, LogLayout, PatchTable,
-    Record, Refusal, SiteRequest,
+    self, free_ranges, Code, CodeSpace, EntryRequest, EntrySite, Exit, LogLayout, PatchTable,
+    Refusal, SiteRequest,
 };
-use crate::run::execution::{race_env, Execution, RunResult};
-use crate::run::races::Seen;
+use crate::run::process::Process;
 use crate::tracee::access_log::AccessLog;
 use crate::tracee::memory::Memory;
 use crate::tracee::threads::{inject, leave_seccomp_stop};
@@ -128,19 +128,20 @@ pub fn patching_enabled() -> bool {
     std::env::var("MCHECK_PATCH").map_or(true, |v| v != "off")
 }
 
-impl Execution<'_> {
+impl Instrumentation {
     /// The access sites and libc memory calls of a file, traced from the first thread
     /// creation on (before it, nothing can race: creating a thread orders everything before
     /// it with everything the thread does). Allocators are followed from the start, so that
     /// a block allocated before the first thread is named in reports.
-    pub(in crate::run) fn add_access_module(
+    pub(super) fn add_access_module(
         &mut self,
+        ctx: &mut Ctx<'_>,
         t: ThreadId,
         plan: Arc<ModulePlan>,
         bias: u64,
     ) -> Result<()> {
         if self.rec.started {
-            self.instrument_accesses(t, &plan, bias)
+            self.instrument_accesses(ctx, t, &plan, bias)
         } else {
             self.rec.pending.push((plan, bias));
             Ok(())
@@ -150,23 +151,24 @@ impl Execution<'_> {
     /// At the first thread creation (`t` at the clone's seccomp stop, registers `r`): maps
     /// the access log and instruments every file seen so far, then lets `t` enter the
     /// clone again (its seccomp stop comes back, and is handled as usual).
-    pub(in crate::run) fn start_recording_accesses(
+    pub fn start_recording(
         &mut self,
+        ctx: &mut Ctx<'_>,
         t: ThreadId,
         r: &regs::Regs,
     ) -> Result<()> {
         self.rec.started = true;
-        let tid = self.p.threads[t].tid;
+        let tid = ctx.p.threads[t].tid;
         let canonical = leave_seccomp_stop(tid, r).context("stepping out of the clone")?;
-        self.p.threads[t].regs = canonical;
-        if self.p.syscall_insn == 0 {
-            self.p.syscall_insn = canonical.rip;
+        ctx.p.threads[t].regs = canonical;
+        if ctx.p.syscall_insn == 0 {
+            ctx.p.syscall_insn = canonical.rip;
         }
-        if self.cfg.instrument.patch {
-            self.create_access_log(t, &canonical)?;
+        if ctx.cfg.patch {
+            self.create_access_log(ctx, t, &canonical)?;
         }
         for (plan, bias) in std::mem::take(&mut self.rec.pending) {
-            self.instrument_accesses(t, &plan, bias)?;
+            self.instrument_accesses(ctx, t, &plan, bias)?;
         }
         regs::set(tid, canonical)?;
         events::resume(tid, None)?;
@@ -174,10 +176,10 @@ impl Execution<'_> {
     }
 
     /// Maps the access log below 2 GiB; without room there, sites stay breakpoints.
-    fn create_access_log(&mut self, t: ThreadId, r: &regs::Regs) -> Result<()> {
-        let maps = procfs::mappings(self.p.pid)?;
+    fn create_access_log(&mut self, ctx: &mut Ctx<'_>, t: ThreadId, r: &regs::Regs) -> Result<()> {
+        let maps = procfs::mappings(ctx.p.pid)?;
         let size = LogLayout::new(0, LOG_RECORDS).map_or(0, |l| l.size());
-        let free = self.free_space(&maps);
+        let free = free_space(ctx.program, &maps);
         let base = free.iter().rev().find_map(|f| {
             let top = f.end.min(patch::log_layout::ADDRESS_LIMIT);
             let base = top.checked_sub(size)? & !0xfff;
@@ -186,61 +188,42 @@ impl Execution<'_> {
         let Some(layout) = base.and_then(|b| LogLayout::new(b, LOG_RECORDS)) else {
             return Ok(());
         };
-        let tid = self.p.threads[t].tid;
+        let tid = ctx.p.threads[t].tid;
         let log = AccessLog::create(
-            self.p.pid,
+            ctx.p.pid,
             tid,
-            &self.p.mem,
+            &ctx.p.mem,
             r.rsp,
-            self.p.syscall_insn,
+            ctx.p.syscall_insn,
             layout,
         )
         .context("mapping the access log")?;
-        self.code.patching.log = Some(Arc::new(log));
+        ctx.code.patching.log = Some(Arc::new(log));
         Ok(())
-    }
-
-    /// The address space free for trampolines now.
-    fn free_space(&self, maps: &[procfs::Mapping]) -> Vec<std::ops::Range<u64>> {
-        let mapped: Vec<_> = maps.iter().map(|m| m.start..m.end).collect();
-        let heap = maps
-            .iter()
-            .find(|m| m.name == "[heap]")
-            .map(|m| m.start)
-            .or_else(|| {
-                // No heap yet: it will start after the program's last mapping.
-                let program = self.cfg.program.path.to_string_lossy();
-                maps.iter()
-                    .filter(|m| m.name == program)
-                    .map(|m| m.end)
-                    .max()
-            });
-        let stack = maps.iter().find(|m| m.name == "[stack]").map(|m| m.start);
-        free_ranges(&mapped, heap, stack)
     }
 
     /// Instruments the access sites and libc memory calls of one file.
     fn instrument_accesses(
         &mut self,
+        ctx: &mut Ctx<'_>,
         t: ThreadId,
         plan: &Arc<ModulePlan>,
         bias: u64,
     ) -> Result<()> {
-        let patch_on = self.code.patching.log.is_some();
+        let patch_on = ctx.code.patching.log.is_some();
         // Calls of memory functions whose ranges follow from their arguments are logged at
         // their hooks when patching is on; the others, and any hook that cannot be
         // patched, stop at a breakpoint (at PLT stubs; calls through the GOT are then not
         // hooked at all: a stop at each of Rust's memcpys costs too much).
         // A second run that takes the stacks of races stops at every hook: the thread
         // must be at the call when its stack is taken.
-        let logged =
-            |f: MemFn| patch_on && f.logged_at_entry() && !self.cfg.instrument.stacks_in_calls;
+        let logged = |f: MemFn| patch_on && f.logged_at_entry() && !ctx.cfg.stacks_in_calls;
         let mem_fns: HashMap<u64, MemFn> = (plan.mem_fns.iter())
             .map(|&(a, f)| (a + bias, f))
             .filter(|&(_, f)| !logged(f))
             .collect();
         let addrs: Vec<u64> = mem_fns.keys().copied().collect();
-        self.code.add_breakpoints(&self.p.mem, &addrs, |a| {
+        ctx.code.add_breakpoints(&ctx.p.mem, &addrs, |a| {
             mem_fns.get(&a).map(|&f| BreakpointKind::MemFn(f))
         })?;
         let hooks: Vec<(u64, MemFn, bool)> = (plan.mem_fns.iter())
@@ -285,7 +268,7 @@ impl Execution<'_> {
             return Ok(());
         }
         candidates.sort_by_key(|(i, _)| i.ip());
-        let maps = procfs::mappings(self.p.pid)?;
+        let maps = procfs::mappings(ctx.p.pid)?;
         let mut regions: Vec<Region> = Vec::new();
         for m in maps.iter().filter(|m| m.executable()) {
             let first = candidates.partition_point(|(i, _)| i.ip() + bias < m.start);
@@ -295,7 +278,7 @@ impl Execution<'_> {
             let has_hooks = hooks.iter().any(|&(a, _, _)| (m.start..m.end).contains(&a));
             if has_sites || has_hooks {
                 let mut bytes = vec![0u8; (m.end - m.start) as usize];
-                self.p
+                ctx.p
                     .mem
                     .read(m.start, &mut bytes)
                     .context("reading code to patch")?;
@@ -306,9 +289,9 @@ impl Execution<'_> {
                 });
             }
         }
-        let stops = self.stop_sites();
+        let stops = ctx.stop_sites;
         let mut new_sites = Vec::new();
-        let first_id = self.code.patching.sites.len();
+        let first_id = ctx.code.patching.sites.len();
         for (insn, template) in &candidates {
             let pc = insn.ip() + bias;
             let Some(Region { code, requests, .. }) =
@@ -319,7 +302,7 @@ impl Execution<'_> {
             let Some(bytes) = code.get(pc, insn.len()).map(<[u8]>::to_vec) else {
                 continue;
             };
-            if self.code.has_breakpoint(pc) {
+            if ctx.code.has_breakpoint(pc) {
                 // Another breakpoint of mcheck's is there (an allocator's entry): its
                 // meaning wins, as it always has.
                 continue;
@@ -348,7 +331,7 @@ impl Execution<'_> {
             let Some(region) = regions.iter_mut().find(|r| r.code.get(pc, 1).is_some()) else {
                 continue;
             };
-            if self.code.has_breakpoint(pc) {
+            if ctx.code.has_breakpoint(pc) {
                 continue;
             }
             let Some(site) = entry_site(&region.code, pc, stub, f.measure()) else {
@@ -373,13 +356,13 @@ impl Execution<'_> {
             });
             region.entries.push((EntryRequest { id, site }, f, stub));
         }
-        Arc::make_mut(&mut self.code.patching.sites).extend(new_sites);
-        let free = self.free_space(&maps);
+        Arc::make_mut(&mut ctx.code.patching.sites).extend(new_sites);
+        let free = free_space(ctx.program, &maps);
         for mut region in regions {
             if region.requests.is_empty() && region.entries.is_empty() {
                 continue;
             }
-            self.patch_region(t, &mut region, &free, patch_on)?;
+            self.patch_region(ctx, t, &mut region, &free, patch_on)?;
         }
         Ok(())
     }
@@ -387,6 +370,7 @@ impl Execution<'_> {
     /// Plans and writes the patches of one region of code.
     fn patch_region(
         &mut self,
+        ctx: &mut Ctx<'_>,
         t: ThreadId,
         region: &mut Region,
         free: &[std::ops::Range<u64>],
@@ -397,7 +381,7 @@ impl Execution<'_> {
             requests,
             entries,
         } = region;
-        let layout = self.code.patching.log.as_ref().map_or(
+        let layout = ctx.code.patching.log.as_ref().map_or(
             LogLayout {
                 base: 0,
                 capacity: 1,
@@ -405,7 +389,7 @@ impl Execution<'_> {
             |l| *l.layout(),
         );
         let pristine = code.clone();
-        let table = Arc::make_mut(&mut self.code.patching.table);
+        let table = Arc::make_mut(&mut ctx.code.patching.table);
         if table.space.chunk_count() == 0 {
             table.space = CodeSpace::new(free.to_vec());
         } else {
@@ -432,13 +416,13 @@ impl Execution<'_> {
             Vec::new()
         };
         let chunks = table.space.take_new_chunks();
-        if !self.map_chunks(t, &chunks)? {
+        if !map_chunks(ctx.p, &mut ctx.code.patching, t, &chunks)? {
             // A chunk could not be mapped after all: this region stays on breakpoints.
             *code = pristine;
             for r in requests.iter_mut() {
                 r.needs_stop = true;
             }
-            let table = Arc::make_mut(&mut self.code.patching.table);
+            let table = Arc::make_mut(&mut ctx.code.patching.table);
             planned = patch::plan(code, requests, &mut table.space, &layout);
             out_of_line.clear();
             hooked.clear();
@@ -451,8 +435,8 @@ impl Execution<'_> {
             if *stub && !hooked_at.contains(&at) {
                 if let Some(&[original]) = code.get(at, 1) {
                     code.set(at, &[0xcc]);
-                    self.code.bps.adopt(at, original);
-                    self.code.kinds.insert(at, BreakpointKind::MemFn(*f));
+                    ctx.code.bps.adopt(at, original);
+                    ctx.code.kinds.insert(at, BreakpointKind::MemFn(*f));
                 }
             }
         }
@@ -472,7 +456,7 @@ impl Execution<'_> {
                 broken.len(),
                 broken
             );
-            self.drop_broken_jumps(code, &mut planned, &mut hooked, &broken);
+            drop_broken_jumps(code, &mut planned, &mut hooked, &broken);
         }
         let ids: HashMap<u64, u32> = requests.iter().map(|r| (r.insn.ip(), r.id)).collect();
         // Trampolines first, then breakpoints of the sites left out, then the jumps.
@@ -484,8 +468,8 @@ impl Execution<'_> {
             .map(|t| (t.meta.at, t.bytes.as_slice()))
             .collect();
         pieces.sort_by_key(|p| p.0);
-        write_coalesced(&self.p.mem, &pieces).context("writing trampolines")?;
-        let stats = &mut self.code.patching.stats;
+        write_coalesced(&ctx.p.mem, &pieces).context("writing trampolines")?;
+        let stats = &mut ctx.code.patching.stats;
         for (at, original, why) in &planned.refused {
             let reason = if !patch_on {
                 "patching off"
@@ -497,19 +481,16 @@ impl Execution<'_> {
                 continue;
             }
             let id = ids.get(at).copied().unwrap_or(0);
-            self.code.bps.adopt(*at, *original);
-            self.code.kinds.insert(*at, BreakpointKind::Access(id));
+            ctx.code.bps.adopt(*at, *original);
+            ctx.code.kinds.insert(*at, BreakpointKind::Access(id));
         }
         for (at, bytes) in code.changed_pages() {
-            self.p
-                .mem
-                .write(at, bytes)
-                .context("writing patched code")?;
+            ctx.p.mem.write(at, bytes).context("writing patched code")?;
         }
         stats.patched += planned.patched.len() as u64;
         stats.moved_neighbours += planned.evicted.len() as u64;
         stats.memory_calls_patched += hooked.len() as u64;
-        let table = Arc::make_mut(&mut self.code.patching.table);
+        let table = Arc::make_mut(&mut ctx.code.patching.table);
         for p in (planned.patched.into_iter())
             .chain(planned.evicted)
             .chain(hooked)
@@ -522,150 +503,62 @@ impl Execution<'_> {
         Ok(())
     }
 
-    /// Takes the plans at `broken` out of `planned` and `hooked`: each site gets its original
-    /// bytes back with a breakpoint on its first byte (an access site records from there, a
-    /// memory function's hook stops; an evicted neighbour just runs in place).
-    fn drop_broken_jumps(
-        &mut self,
-        code: &mut Code,
-        planned: &mut patch::Plan,
-        hooked: &mut Vec<patch::Planned>,
-        broken: &[u64],
-    ) {
-        let mut out = Vec::new();
-        for list in [&mut planned.patched, &mut planned.evicted, hooked] {
-            let (bad, good): (Vec<_>, Vec<_>) =
-                list.drain(..).partition(|p| broken.contains(&p.at));
-            *list = good;
-            out.extend(bad);
-        }
-        for p in out {
-            let original = p.site.original_bytes().to_vec();
-            code.set(p.at, &original);
-            if p.site.access {
-                code.set(p.at, &[0xcc]);
-                planned.refused.push((p.at, original[0], Refusal::NoRoom));
-            }
-        }
-    }
-
-    /// Maps trampoline chunks in the tracee (through `t`); false when one could not be.
-    fn map_chunks(&mut self, t: ThreadId, chunks: &[u64]) -> Result<bool> {
-        let tid = self.p.threads[t].tid;
-        const PROT: u64 = (libc::PROT_READ | libc::PROT_EXEC) as u64;
-        const FLAGS: u64 =
-            (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE) as u64 | 0x10_0000; // MAP_FIXED_NOREPLACE
-        let mut ok = true;
-        for &chunk in chunks {
-            let args = [chunk, CHUNK, PROT, FLAGS, u64::MAX, 0];
-            let (got, _) = inject(tid, self.p.syscall_insn, libc::SYS_mmap as u64, args)
-                .context("mapping trampolines")?;
-            if got as u64 != chunk {
-                if got >= 0 {
-                    let args = [got as u64, CHUNK, 0, 0, 0, 0];
-                    inject(tid, self.p.syscall_insn, libc::SYS_munmap as u64, args)?;
-                }
-                Arc::make_mut(&mut self.code.patching.table)
-                    .space
-                    .chunk_failed(chunk);
-                ok = false;
-            }
-        }
-        Ok(ok)
-    }
-
-    /// The access sites whose operand is a fixed address (RIP-relative or absolute) in the
-    /// aligned 8-byte word of one of `addresses`: the other accesses of a racy global.
-    pub(in crate::run) fn fixed_address_sites(&self, addresses: &[u64]) -> Vec<u64> {
-        if addresses.is_empty() {
-            return Vec::new();
-        }
-        let words: HashSet<u64> = addresses.iter().map(|a| a & !7).collect();
-        (self.code.patching.sites.iter())
-            .filter(|s| !s.atomic_source && !s.rmw)
-            .filter(|s| fixed_operand(&s.insn).is_some_and(|a| words.contains(&(a & !7))))
-            .map(|s| s.insn.ip())
-            .collect()
-    }
-
     /// Whether the operand of `insn` is a fixed address known to hold an atomic (DWARF).
     fn statically_atomic(&self, insn: &Instruction) -> bool {
         fixed_operand(insn)
             .is_some_and(|fixed| self.atomic_ranges.iter().any(|r| r.contains(&fixed)))
     }
 
-    /// Sites this execution needs a real stop at: racy sites under `--preempt-on-races`,
-    /// the earlier accesses whose stacks it is asked to capture, and those the
-    /// configuration names (`stop_at_sites`).
-    fn stop_sites(&self) -> HashSet<u64> {
-        let mut s: HashSet<u64> = self.races.requested_pcs().collect();
-        s.extend(self.cfg.instrument.stop_at_sites.iter().copied());
-        if self.cfg.instrument.preempt_on_races {
-            s.extend(self.worker.racy_sites.iter().copied());
-        }
-        s
-    }
-
     /// At the start of an execution from a snapshot copy: the log is emptied, and sites
     /// this execution needs stops at get their breakpoints back (memory-function hooks too,
     /// in a run that takes the stacks of races).
-    pub(in crate::run) fn prepare_copy_for_recording(&mut self) -> Result<()> {
-        if let Some(log) = &self.code.patching.log {
+    pub fn prepare_copy(&mut self, ctx: &mut Ctx<'_>) -> Result<()> {
+        if let Some(log) = &ctx.code.patching.log {
             log.reset();
         }
-        for pc in self.stop_sites() {
-            if self.code.patching.table.get(pc).is_some() {
-                self.code.unpatch_covering(&self.p.mem, pc..pc + 1)?;
+        for &pc in ctx.stop_sites {
+            if ctx.code.patching.table.get(pc).is_some() {
+                ctx.code.unpatch_covering(&ctx.p.mem, pc..pc + 1)?;
             }
         }
-        if self.cfg.instrument.stacks_in_calls {
+        if ctx.cfg.stacks_in_calls {
             // Stacks are taken at the calls themselves: memory-function hooks stop.
-            let sites = &self.code.patching.sites;
-            let hooks: Vec<u64> = (self.code.patching.table.sites())
+            let sites = &ctx.code.patching.sites;
+            let hooks: Vec<u64> = (ctx.code.patching.table.sites())
                 .filter(|(_, s)| sites.get(s.id as usize).is_some_and(|x| x.mem_fn.is_some()))
                 .map(|(at, _)| at)
                 .collect();
             for at in hooks {
-                self.code.unpatch_covering(&self.p.mem, at..at + 1)?;
+                ctx.code.unpatch_covering(&ctx.p.mem, at..at + 1)?;
             }
         }
         Ok(())
     }
 
-    /// Before an event of the running thread `t` is handled: a thread stopped inside a
-    /// trampoline (a signal, an interrupt) is put back where it would be without it, and
-    /// what it logged is recorded.
-    pub(in crate::run) fn settle_running_stop(
-        &mut self,
-        t: ThreadId,
-        ev: &events::Event,
-    ) -> Result<()> {
-        if matches!(ev, events::Event::Signal(_) | events::Event::Stop(_)) {
-            self.leave_trampoline(t)?;
-        }
-        self.drain_log(t);
-        Ok(())
-    }
-
     /// Moves `t`, stopped inside a trampoline, to its site (or past it).
-    pub(in crate::run) fn leave_trampoline(&mut self, t: ThreadId) -> Result<()> {
-        if self.code.patching.table.is_empty() {
+    pub fn leave_trampoline(
+        &mut self,
+        p: &mut Process,
+        code: &CodeEdits,
+        t: ThreadId,
+    ) -> Result<()> {
+        if code.patching.table.is_empty() {
             return Ok(());
         }
-        let tid = self.p.threads[t].tid;
+        let tid = p.threads[t].tid;
         let mut r = regs::get(tid)?;
-        if let Some(site) = self.code.patching.table.hop_to(r.rip) {
+        if let Some(site) = code.patching.table.hop_to(r.rip) {
             // Between a site's short jump and the jump it lands on: nothing done yet.
             r.rip = site;
             regs::set(tid, r)?;
-            self.p.threads[t].regs = r;
-            self.moved_out_of_trampolines += 1;
+            p.threads[t].regs = r;
+            self.moved_out += 1;
             return Ok(());
         }
-        let Some(meta) = self.code.patching.table.trampoline_at(r.rip).copied() else {
+        let Some(meta) = code.patching.table.trampoline_at(r.rip).copied() else {
             return Ok(());
         };
-        let Some(log) = self.code.patching.log.clone() else {
+        let Some(log) = code.patching.log.clone() else {
             return Ok(());
         };
         match meta.exit_at(r.rip) {
@@ -704,169 +597,9 @@ impl Execution<'_> {
             }
         }
         regs::set(tid, r)?;
-        self.p.threads[t].regs = r;
-        self.moved_out_of_trampolines += 1;
+        p.threads[t].regs = r;
+        self.moved_out += 1;
         Ok(())
-    }
-
-    /// Feeds what the running thread `t` logged to the race detector: accesses, and the
-    /// calls of memory functions (a call's records hold its arguments and its caller).
-    pub(in crate::run) fn drain_log(&mut self, t: ThreadId) {
-        let Some(log) = self.code.patching.log.clone() else {
-            return;
-        };
-        if log.is_empty() {
-            return;
-        }
-        let mut records = std::mem::take(&mut self.worker.log_buffer);
-        records.clear();
-        log.drain_into(&mut records);
-        let sites = self.code.patching.sites.clone();
-        let (races, mut env) = race_env!(self);
-        env.worker.repeats.forget();
-        let mut i = 0;
-        while let Some(rec) = records.get(i) {
-            i += 1;
-            let Some(site) = sites.get(rec.site() as usize) else {
-                continue;
-            };
-            if site.mem_fn.is_none()
-                && !site.rmw
-                && !site.atomic_source
-                && env.worker.repeats.repeated(rec.addr, rec.site())
-            {
-                // The same plain access again in this stretch: nothing for the detector.
-                races.count_traced();
-                self.watchdog.logged().note(rec.addr, site.write);
-                continue;
-            }
-            if let Some(f) = site.mem_fn {
-                let (Some(&Record { addr: a1, word: a2 }), Some(caller)) =
-                    (records.get(i), records.get(i + 1))
-                else {
-                    break;
-                };
-                i += 2;
-                // A string function's third record holds the length measured at its entry.
-                let measured = f.measure().map(|_| caller.word);
-                races.record_mem_call(
-                    &mut env,
-                    t,
-                    f,
-                    [rec.addr, a1, a2],
-                    measured,
-                    caller.addr,
-                    Seen::LoggedCall,
-                );
-                continue;
-            }
-            self.watchdog.logged().note(rec.addr, site.write);
-            races.record_access(&mut env, t, site, rec.addr, Seen::Logged);
-        }
-        self.worker.log_buffer = records;
-        self.sync_log_mode(t);
-    }
-
-    /// Sets the empty log up for the running thread `t`: in a program with atomic globals,
-    /// a thread in a creation stretch (see `creation.rs`) stops at every logged access, so
-    /// that one of such a global becomes a scheduling point before it happens; any other
-    /// thread logs freely.
-    pub(in crate::run) fn sync_log_mode(&self, t: ThreadId) {
-        let Some(log) = &self.code.patching.log else {
-            return;
-        };
-        // Only an atomic global reached through a pointer needs the watch (sites whose
-        // source or fixed address says atomic keep breakpoints): without atomic globals,
-        // a thread's start runs as freely as the rest of it.
-        let stretch = self.creation_stretch.contains(&t) && !self.atomic_ranges.is_empty();
-        if stretch && !log.is_armed() && log.is_empty() {
-            log.arm_trap();
-        } else if !stretch && log.is_armed() {
-            log.reset();
-        }
-    }
-
-    /// The `int3` at `addr` ends a full log's trampoline: the log was drained with the
-    /// stop, so `t` resumes where the record is written, with an empty log. A thread in a
-    /// creation stretch stops here at every access (`sync_log_mode`): the access is
-    /// recorded by the tracer, or, when the binary says it is atomic, becomes a scheduling
-    /// point before it happens. None when `addr` is not such a place.
-    pub(in crate::run) fn on_log_full(
-        &mut self,
-        t: ThreadId,
-        addr: u64,
-    ) -> Result<Option<Option<RunResult>>> {
-        let Some(meta) = self.code.patching.table.trampoline_at(addr).copied() else {
-            return Ok(None);
-        };
-        let Some(log) = self.code.patching.log.clone() else {
-            return Ok(None);
-        };
-        if addr != meta.full_address() {
-            return Ok(None);
-        }
-        let tid = self.p.threads[t].tid;
-        let mut r = self.p.threads[t].regs;
-        if let Kind::Entry { pushes, .. } = meta.kind {
-            // No room for a call's records (or the log is armed): what was logged goes
-            // first, then the tracer records the call from the registers, and the thread
-            // goes on past the records (the code restores rax itself).
-            self.drain_log(t);
-            let id = self.code.patching.table.get(meta.site).map(|s| s.id);
-            let f = id.and_then(|id| self.code.patching.sites.get(id as usize)?.mem_fn);
-            if let Some(f) = f {
-                let caller = if pushes {
-                    meta.site + meta.site_len as u64
-                } else {
-                    self.p.mem.read_u64(r.rsp).unwrap_or(0)
-                };
-                // Inside generated code: its stack is taken by a second run, as a logged one.
-                let (races, mut env) = race_env!(self);
-                let args = [r.rdi, r.rsi, r.rdx];
-                races.record_mem_call(&mut env, t, f, args, None, caller, Seen::LoggedCall);
-            }
-            r.rip = meta.at + meta.committed as u64;
-            regs::set(tid, r)?;
-            self.p.threads[t].regs = r;
-            events::resume(tid, None)?;
-            return Ok(Some(None));
-        }
-        if log.is_armed() {
-            let id = self.code.patching.table.get(meta.site).map(|s| s.id);
-            let site = id.and_then(|id| self.code.patching.sites.get(id as usize).copied());
-            if let Some(site) = site {
-                let ea = r.rax;
-                let atomic =
-                    site.atomic_source || self.atomic_ranges.iter().any(|x| x.contains(&ea));
-                if atomic && self.creation_stretch.contains(&t) {
-                    // Back to the site, which runs again (logging) once the thread is chosen.
-                    let (rax, rcx) = log.scratch();
-                    (r.rax, r.rcx, r.rip) = (rax, rcx, meta.site);
-                    regs::set(tid, r)?;
-                    self.p.threads[t].regs = r;
-                    self.p.threads[t].place = crate::run::process::StopPlace::Event;
-                    let op = crate::model::Op::MemoryAccess {
-                        addr: ea,
-                        write: site.write,
-                    };
-                    let point = self.point(t, op, meta.site)?;
-                    self.sync_log_mode(t);
-                    return Ok(Some(point));
-                }
-                let (races, mut env) = race_env!(self);
-                races.record_access(&mut env, t, &site, ea, Seen::Logged);
-            }
-            // Past the record: the log stays armed.
-            r.rip = meta.at + meta.committed as u64;
-        } else {
-            self.drain_log(t);
-            r.rcx = log.layout().empty_cursor() as u64;
-            r.rip = meta.resume_address();
-        }
-        regs::set(tid, r)?;
-        self.p.threads[t].regs = r;
-        events::resume(tid, None)?;
-        Ok(Some(None))
     }
 }
 
@@ -920,7 +653,7 @@ fn entry_site(
 
 /// Writes `pieces` (sorted by address), merging pieces that touch into one write.
 /// The memory operand of `insn` when it is a fixed address (RIP-relative or absolute).
-fn fixed_operand(insn: &Instruction) -> Option<u64> {
+pub(super) fn fixed_operand(insn: &Instruction) -> Option<u64> {
     if insn.is_ip_rel_memory_operand() {
         Some(insn.ip_rel_memory_address())
     } else if insn.memory_base() == iced_x86::Register::None
@@ -973,4 +706,70 @@ pub(super) fn write_edits_by_page(
         i = j;
     }
     Ok(())
+}
+/// The address space free for trampolines now.
+fn free_space(program: &std::path::Path, maps: &[procfs::Mapping]) -> Vec<std::ops::Range<u64>> {
+    let mapped: Vec<_> = maps.iter().map(|m| m.start..m.end).collect();
+    let heap = maps
+        .iter()
+        .find(|m| m.name == "[heap]")
+        .map(|m| m.start)
+        .or_else(|| {
+            // No heap yet: it will start after the program's last mapping.
+            let program = program.to_string_lossy();
+            maps.iter()
+                .filter(|m| m.name == program)
+                .map(|m| m.end)
+                .max()
+        });
+    let stack = maps.iter().find(|m| m.name == "[stack]").map(|m| m.start);
+    free_ranges(&mapped, heap, stack)
+}
+
+/// Takes the plans at `broken` out of `planned` and `hooked`: each site gets its original
+/// bytes back with a breakpoint on its first byte (an access site records from there, a
+/// memory function's hook stops; an evicted neighbour just runs in place).
+fn drop_broken_jumps(
+    code: &mut Code,
+    planned: &mut patch::Plan,
+    hooked: &mut Vec<patch::Planned>,
+    broken: &[u64],
+) {
+    let mut out = Vec::new();
+    for list in [&mut planned.patched, &mut planned.evicted, hooked] {
+        let (bad, good): (Vec<_>, Vec<_>) = list.drain(..).partition(|p| broken.contains(&p.at));
+        *list = good;
+        out.extend(bad);
+    }
+    for p in out {
+        let original = p.site.original_bytes().to_vec();
+        code.set(p.at, &original);
+        if p.site.access {
+            code.set(p.at, &[0xcc]);
+            planned.refused.push((p.at, original[0], Refusal::NoRoom));
+        }
+    }
+}
+
+/// Maps trampoline chunks in the tracee (through `t`); false when one could not be.
+fn map_chunks(p: &Process, patching: &mut Patching, t: ThreadId, chunks: &[u64]) -> Result<bool> {
+    let tid = p.threads[t].tid;
+    const PROT: u64 = (libc::PROT_READ | libc::PROT_EXEC) as u64;
+    const FLAGS: u64 =
+        (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE) as u64 | 0x10_0000; // MAP_FIXED_NOREPLACE
+    let mut ok = true;
+    for &chunk in chunks {
+        let args = [chunk, CHUNK, PROT, FLAGS, u64::MAX, 0];
+        let (got, _) = inject(tid, p.syscall_insn, libc::SYS_mmap as u64, args)
+            .context("mapping trampolines")?;
+        if got as u64 != chunk {
+            if got >= 0 {
+                let args = [got as u64, CHUNK, 0, 0, 0, 0];
+                inject(tid, p.syscall_insn, libc::SYS_munmap as u64, args)?;
+            }
+            Arc::make_mut(&mut patching.table).space.chunk_failed(chunk);
+            ok = false;
+        }
+    }
+    Ok(ok)
 }

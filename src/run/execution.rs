@@ -24,7 +24,6 @@ use super::snapshots::point_log::PointLog;
 use super::snapshots::snapshot::{self, SavedPoint};
 use super::snapshots::state_hash;
 use super::worker_state::WorkerState;
-use super::world::determinism::Determinism;
 use crate::explore::{Decision, Divergence, FairFilter, Point, Scheduler};
 use crate::model::{
     Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId,
@@ -175,12 +174,6 @@ pub(super) struct Execution<'a> {
     pub(super) watchdog: super::progress::Watchdog,
     /// Where the running thread was blocked when the execution was abandoned.
     pub(super) abandoned: Option<String>,
-    /// The execution changed a file or directory: the file system is not part of a fork
-    /// snapshot, so no branch snapshot is taken after that (a copy would find the files
-    /// of a later point: pbzip2's unlink, then its O_EXCL create of the same name).
-    pub(super) changed_files: bool,
-    /// The state of the program's files this execution started from (`file_journal`).
-    pub(super) fs_state: super::world::file_journal::StateId,
     pub(super) steps: u64,
     pub(super) preemptions: u64,
     pub(super) killed: bool,
@@ -200,7 +193,8 @@ pub(super) struct Execution<'a> {
     pub(super) window: Window,
     /// The fair scheduler's priority relation (None with `--no-fair`).
     pub(super) fair: Option<FairFilter>,
-    pub(super) det: Determinism,
+    /// The program's world: determinism, its files (`world/`).
+    pub(super) world: super::world::World,
     /// Set while this execution should fork the startup snapshot at its first thread
     /// creation (the key of its configuration).
     pub(super) snapshot_key: Option<String>,
@@ -244,7 +238,7 @@ impl Execution<'_> {
         match &restored {
             None => {
                 let rsp = self.p.load_regs(0)?.rsp;
-                self.det
+                self.world
                     .patch_auxv(&self.p.mem, rsp)
                     .context("making the execution deterministic (auxv)")?;
                 let entry = auxv_entry(self.p.pid)?;
@@ -553,7 +547,7 @@ impl Execution<'_> {
                 ..self.code.stats().clone()
             },
             cut_short: false,
-            changed_files: self.changed_files,
+            changed_files: self.world.changed_files(),
         }
     }
 

@@ -17,7 +17,6 @@ use super::snapshots::state_hash;
 use super::stops::reap_all;
 use super::worker_state::WorkerState;
 use super::world::capture::{failure_message, StderrCapture};
-use super::world::determinism::Determinism;
 use super::world::file_journal::{NotFaithful, ORIGIN};
 use super::world::program_stdio;
 use crate::explore::{FairFilter, Scheduler};
@@ -177,7 +176,9 @@ fn put_files_back(
     let Some(journal) = worker.journal.clone() else {
         return restored;
     };
-    let to = restored.as_ref().map_or(ORIGIN, |r| r.state.fs_state);
+    let to = restored
+        .as_ref()
+        .map_or(ORIGIN, |r| r.state.world.fs_state());
     if !journal.lock().expect("file journal").needs_restore(to) {
         return restored;
     }
@@ -259,8 +260,6 @@ impl<'a> Execution<'a> {
             pending_clone: None,
             watchdog: Default::default(),
             abandoned: None,
-            changed_files: false,
-            fs_state: super::world::file_journal::ORIGIN,
             steps: 0,
             preemptions: 0,
             killed: false,
@@ -272,7 +271,7 @@ impl<'a> Execution<'a> {
             trace: Vec::new(),
             window: Default::default(),
             fair: cfg.fair.then(FairFilter::new),
-            det: Determinism::default(),
+            world: Default::default(),
             snapshot_key: None,
             points: Default::default(),
             record_points: false,
@@ -309,8 +308,6 @@ impl<'a> Execution<'a> {
             pending_clone: None,
             watchdog: Default::default(),
             abandoned: None,
-            changed_files: false,
-            fs_state: s.fs_state,
             steps: s.steps,
             preemptions: s.preemptions,
             killed: false,
@@ -322,7 +319,7 @@ impl<'a> Execution<'a> {
             trace: s.trace,
             window: s.window,
             fair: s.fair,
-            det: s.det,
+            world: s.world,
             snapshot_key: None,
             points: r.prefix.clone(),
             record_points: false,

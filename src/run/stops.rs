@@ -159,7 +159,9 @@ impl Execution<'_> {
                 self.adopt_foreign(child, false)?;
                 events::resume(pid, None)?;
             }
-            Event::Signal(Signal::SIGSEGV) if self.emulate_rdtsc_in(pid)? => {
+            Event::Signal(Signal::SIGSEGV)
+                if self.world.emulate_rdtsc(pid, self.model.now())? =>
+            {
                 events::resume(pid, None)?
             }
             Event::Signal(sig) if self.meant_for_mcheck(pid, sig) => {
@@ -173,7 +175,7 @@ impl Execution<'_> {
                 if let (Ok(r), Ok(mem)) = (regs::get(pid), Memory::open(pid)) {
                     let (nr, a) = (r.orig_rax as i64, regs::syscall_args(&r));
                     if let Some(changes) = note_file_change(self.worker, pid, pid, &mem, nr, a) {
-                        self.changed_files |= changes;
+                        self.world.note_file_changes(changes);
                     }
                 }
                 events::resume(pid, None)?

@@ -8,7 +8,7 @@ use nix::unistd::Pid;
 
 use super::creation::CLONE_THREAD;
 use super::execution::{Execution, RunResult};
-use super::kernel::syscalls::{self, ClockCall, SyscallAction, TimeSource};
+use super::kernel::syscalls::{self, SyscallAction, TimeSource};
 use super::process::StopPlace;
 use super::worker_state::WorkerState;
 use super::world::fs_gate::changes_files;
@@ -101,14 +101,14 @@ impl Execution<'_> {
             SyscallAction::Clock(call) => {
                 // Reading the clock sees where timeouts have moved it.
                 self.segment.touch(ObjectKind::Time, 0, false);
-                let v = self.answer_clock(call);
+                let v = self.world.answer_clock(call, self.model.now(), &self.p.mem);
                 self.p.finish_syscall(t, v)?;
                 events::resume(tid, None)?;
                 Ok(None)
             }
             SyscallAction::Random { buf, len } => {
                 let len = len.min(1 << 20) as usize;
-                let bytes = self.det.random_bytes(len);
+                let bytes = self.world.random_bytes(len);
                 let v = match self.p.mem.write(buf, &bytes) {
                     Ok(()) => len as i64,
                     Err(_) => -(libc::EFAULT as i64),
@@ -134,7 +134,7 @@ impl Execution<'_> {
         }
         let (pid, tid) = (self.p.pid, self.p.threads[t].tid);
         match note_file_change(self.worker, pid, tid, &self.p.mem, nr, a) {
-            Some(changes) => self.changed_files |= changes,
+            Some(changes) => self.world.note_file_changes(changes),
             None => return Ok(Some(Some(RunResult::CutShort))),
         }
         self.p.threads[t].place = StopPlace::Event;
@@ -142,79 +142,16 @@ impl Execution<'_> {
         Ok(Some(None))
     }
 
-    /// Answers a time query from the virtual clock, writing the result where asked.
-    pub(super) fn answer_clock(&mut self, call: ClockCall) -> i64 {
-        let now = self.model.now();
-        let write = |mem: &crate::tracee::memory::Memory, out: u64, a: u64, b: u64| {
-            if out == 0 {
-                return true;
-            }
-            let mut bytes = a.to_le_bytes().to_vec();
-            bytes.extend_from_slice(&b.to_le_bytes());
-            mem.write(out, &bytes).is_ok()
-        };
-        let ok = |fine: bool, v: i64| if fine { v } else { -(libc::EFAULT as i64) };
-        match call {
-            ClockCall::Gettime { clock, out } => {
-                let ns = self.det.clock_ns(clock, now);
-                ok(
-                    write(&self.p.mem, out, ns / 1_000_000_000, ns % 1_000_000_000),
-                    0,
-                )
-            }
-            ClockCall::Gettimeofday { out } => {
-                let ns = self.det.clock_ns(libc::CLOCK_REALTIME, now);
-                ok(
-                    write(
-                        &self.p.mem,
-                        out,
-                        ns / 1_000_000_000,
-                        ns % 1_000_000_000 / 1_000,
-                    ),
-                    0,
-                )
-            }
-            ClockCall::Time { out } => {
-                let secs = self.det.clock_ns(libc::CLOCK_REALTIME, now) / 1_000_000_000;
-                let fine = out == 0 || self.p.mem.write(out, &secs.to_le_bytes()).is_ok();
-                ok(fine, secs as i64)
-            }
-        }
-    }
-
     /// Emulates rdtsc/rdtscp in thread `t`, which fault under PR_TSC_SIGSEGV; true when it
     /// was one.
     pub(super) fn emulate_rdtsc(&mut self, t: ThreadId) -> Result<bool> {
         let tid = self.p.threads[t].tid;
-        let done = self.emulate_rdtsc_in(tid)?;
+        let done = self.world.emulate_rdtsc(tid, self.model.now())?;
         if done {
             self.segment.touch(ObjectKind::Time, 0, false);
             self.p.load_regs(t)?;
         }
         Ok(done)
-    }
-
-    /// Emulates rdtsc/rdtscp for any stopped tracee (forked children inherit the trap).
-    pub(super) fn emulate_rdtsc_in(&mut self, tid: Pid) -> Result<bool> {
-        let mut r = regs::get(tid)?;
-        let Ok(word) = nix::sys::ptrace::read(tid, r.rip as nix::sys::ptrace::AddressType) else {
-            return Ok(false);
-        };
-        let b = (word as u64).to_le_bytes();
-        let len = match [b[0], b[1], b[2]] {
-            [0x0f, 0x31, _] => 2,
-            [0x0f, 0x01, 0xf9] => 3,
-            _ => return Ok(false),
-        };
-        let tsc = self.det.tsc(self.model.now());
-        r.rax = tsc & 0xffff_ffff;
-        r.rdx = tsc >> 32;
-        if len == 3 {
-            r.rcx = 0;
-        }
-        r.rip += len;
-        regs::set(tid, r)?;
-        Ok(true)
     }
 }
 
@@ -228,7 +165,7 @@ impl TimeSource for Execution<'_> {
         Some(sec.saturating_mul(1_000_000_000).saturating_add(nsec))
     }
     fn clock_now_ns(&self, clock: libc::clockid_t) -> u64 {
-        self.det.peek_ns(clock, self.model.now())
+        self.world.peek_ns(clock, self.model.now())
     }
 }
 

@@ -109,6 +109,13 @@ pub fn finish_syscall_in_event(tid: Pid) -> nix::Result<Option<Signal>> {
     }
 }
 
+/// Reads the word at `addr` of stopped thread `tid` (PTRACE_PEEKTEXT), if readable.
+pub fn peek_word(tid: Pid, addr: u64) -> Option<u64> {
+    ptrace::read(tid, addr as ptrace::AddressType)
+        .ok()
+        .map(|w| w as u64)
+}
+
 /// Single-steps a stopped thread.
 pub fn step(tid: Pid) -> nix::Result<()> {
     ignore_gone(ptrace::step(tid, None))

@@ -37,7 +37,6 @@ use crate::run::execution::TraceStep;
 use crate::run::livelock::Window;
 use crate::run::process::{Process, StopPlace};
 use crate::run::races::PendingReturn;
-use crate::run::world::determinism::Determinism;
 use crate::tracee::files::FileStates;
 use crate::tracee::fork::{discard, fork_stopped, ForkFrom};
 use crate::tracee::memory::Memory;
@@ -119,13 +118,11 @@ pub(in crate::run) struct SavedExecution {
     pub trace: Vec<TraceStep>,
     pub window: Window,
     pub fair: Option<FairFilter>,
-    pub det: Determinism,
+    pub world: crate::run::world::World,
     /// What the running thread has touched in its current step so far.
     pub segment: Footprint,
     pub kernel: crate::run::kernel::kernel_waits::KernelWaits,
     pub early_timeouts: u32,
-    /// The state of the program's files copies must start from (`file_journal`).
-    pub fs_state: crate::run::world::file_journal::StateId,
 }
 
 /// What a restored execution starts from.
@@ -662,7 +659,7 @@ fn discard_group(pid: Pid) {
         }
         match crate::tracee::events::wait(None) {
             Ok(crate::tracee::WaitOutcome::Event(p, _)) => {
-                let _ = nix::sys::ptrace::cont(p, None);
+                let _ = crate::tracee::events::resume(p, None);
             }
             Ok(crate::tracee::WaitOutcome::NoChildren) | Err(_) => return,
             Ok(crate::tracee::WaitOutcome::Interrupted) => {}

@@ -38,11 +38,10 @@ impl Execution<'_> {
             trace: self.trace.clone(),
             window: self.window.clone(),
             fair: self.fair.clone(),
-            det: self.det.clone(),
+            world: self.world.saved(),
             segment: self.segment.clone(),
             kernel,
             early_timeouts: self.early_timeouts,
-            fs_state: self.fs_state,
         }
     }
 
@@ -139,8 +138,9 @@ impl Execution<'_> {
         // The program's files as the copies must find them (an output it opened already).
         if let Some(journal) = &self.worker.journal {
             let held = procfs::open_file_ids(pid);
-            state.fs_state = journal.lock().expect("file journal").checkpoint(held);
-            self.fs_state = state.fs_state;
+            let checkpoint = journal.lock().expect("file journal").checkpoint(held);
+            state.world.set_fs_state(checkpoint);
+            self.world.set_fs_state(checkpoint);
         }
         let pending = PendingSignals::capture(pid, &[(0, self.p.threads[0].tid)]);
         let template =
@@ -180,7 +180,7 @@ impl Execution<'_> {
         };
         if self.decisions.len() < self.branch_depth + BRANCH_GAP
             || self.points_overflowed
-            || self.changed_files
+            || self.world.changed_files()
             || !self.worker.snapshots.branches_allowed()
         {
             return Ok(());
@@ -198,7 +198,7 @@ impl Execution<'_> {
         if !self.worker.debug_snapshots
             || !self.record_points
             || self.points_overflowed
-            || self.changed_files
+            || self.world.changed_files()
             || self.p.threads[0].gone
         {
             return Ok(false);

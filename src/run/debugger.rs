@@ -899,7 +899,7 @@ impl ProgramView for View<'_, '_> {
     }
 
     fn steps(&self) -> u64 {
-        self.exec.steps
+        self.exec.steps()
     }
 
     fn auxv(&self) -> Vec<u8> {

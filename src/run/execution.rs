@@ -9,14 +9,15 @@ use anyhow::{Context, Result};
 use nix::sys::signal::Signal;
 
 use super::config::ExecutionConfig;
+use super::history::{Decided, History};
 use super::instrument::code::{BreakpointKind, CodeEdits};
 use super::instrument::hooks::Hook;
 use super::instrument::hooks::{Convention, HookContext};
 use super::kernel::kernel_waits::KernelWaits;
 use super::kernel::syscalls::TimeSource;
 use super::kernel::timeouts;
+use super::kernel::timeouts::Offer;
 use super::launch::auxv_entry;
-use super::livelock::{Window, WindowStep};
 use super::process::{Process, StopPlace};
 use super::races::happens_before;
 use super::races::{PendingReturn, RaceRecording, ReturnAction, Seen};
@@ -24,7 +25,7 @@ use super::snapshots::point_log::PointLog;
 use super::snapshots::snapshot::{self, SavedPoint};
 use super::snapshots::state_hash;
 use super::worker_state::WorkerState;
-use crate::explore::{Decision, Divergence, FairFilter, Point, Scheduler};
+use crate::explore::Divergence;
 use crate::model::{
     Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId,
 };
@@ -47,7 +48,7 @@ pub struct ExecutionOutcome {
     /// Threads created (including main).
     pub threads: usize,
     /// Every scheduling decision, in order (the schedule).
-    pub decisions: Vec<Decision>,
+    pub decisions: Vec<crate::explore::Decision>,
     /// Indexes (in `decisions`) of the decisions taken among more than one thread.
     pub choice_steps: Vec<u32>,
     /// The strategy could not follow its plan (replay): the execution was abandoned.
@@ -130,6 +131,26 @@ macro_rules! race_env {
 }
 pub(super) use race_env;
 
+/// What a step of the execution came to.
+pub(super) enum Stop {
+    /// The chosen thread blocked at once (its operation waits): no step ran.
+    Blocked,
+    /// The thread ran to its next scheduling point; what it touched natively (None: the
+    /// start from exec, which is part of the first step).
+    Point(Option<Footprint>),
+    /// The execution is over, after the thread touched what it did (None: it ended before
+    /// the thread ran).
+    End(Box<ExecutionOutcome>, Option<Footprint>),
+}
+
+/// What the next scheduling point offers.
+pub(super) enum Choices {
+    /// The threads that may be chosen.
+    At(Offer),
+    /// None: the execution is over.
+    End(Box<ExecutionOutcome>),
+}
+
 /// What running a thread to its next stop produced.
 pub(super) enum RunResult {
     /// The thread is at a new scheduling point.
@@ -174,25 +195,17 @@ pub(super) struct Execution<'a> {
     pub(super) watchdog: super::progress::Watchdog,
     /// Where the running thread was blocked when the execution was abandoned.
     pub(super) abandoned: Option<String>,
-    pub(super) steps: u64,
-    pub(super) preemptions: u64,
     pub(super) killed: bool,
     /// The first thread that started a Rust panic, with its stack.
     pub(super) panic: Option<ThreadReport>,
-    pub(super) decisions: Vec<Decision>,
-    /// Indexes of the decisions taken among more than one thread.
-    pub(super) choice_steps: Vec<u32>,
     /// What incremental state hashing keeps between points (`--state-cache`).
     pub(super) memory_hasher: state_hash::MemoryHasher,
     /// Threads running a stretch that is not a decision of its own (`on_clone`): a parent
     /// from its clone to its next point, a new thread from its start to its first one.
     /// Empty at every scheduling point.
     pub(super) creation_stretch: std::collections::BTreeSet<ThreadId>,
-    pub(super) trace: Vec<TraceStep>,
-    /// The last decisions, to tell a livelock from an unfair schedule at `--max-steps`.
-    pub(super) window: Window,
-    /// The fair scheduler's priority relation (None with `--no-fair`).
-    pub(super) fair: Option<FairFilter>,
+    /// What the execution did, decision by decision (`history.rs`).
+    pub(super) history: History,
     /// The program's world: determinism, its files (`world/`).
     pub(super) world: super::world::World,
     /// Set while this execution should fork the startup snapshot at its first thread
@@ -222,266 +235,254 @@ pub(super) struct Execution<'a> {
     pub(super) segment: Footprint,
     /// Threads waiting in the kernel and what they wait for (`run/kernel_waits.rs`).
     pub(super) kernel: KernelWaits,
-    /// Timeouts taken in this execution while another thread could run.
-    pub(super) early_timeouts: u32,
 }
 
 impl Execution<'_> {
-    /// Runs the execution to its end: from exec, or from a snapshot copy whose skipped
-    /// decisions (`restored`) are first shown to the strategy again.
-    pub(super) fn run(
-        &mut self,
-        sched: &mut dyn Scheduler,
-        restored: Option<PointLog>,
-    ) -> Result<ExecutionOutcome> {
-        let mut current: Option<ThreadId> = None;
-        match &restored {
-            None => {
-                let rsp = self.p.load_regs(0)?.rsp;
-                self.world
-                    .patch_auxv(&self.p.mem, rsp)
-                    .context("making the execution deterministic (auxv)")?;
-                let entry = auxv_entry(self.p.pid)?;
-                self.code
-                    .add_breakpoints(&self.p.mem, &[entry], |_| Some(BreakpointKind::Entry))?;
-            }
-            Some(prefix) => {
-                for saved in prefix.iter() {
-                    match sched.choose(&saved.point()) {
-                        Ok(t) if t == saved.chosen => {
-                            current = Some(t);
-                            if let Some(touched) = &saved.ran {
-                                sched.ran(touched);
-                            }
-                        }
-                        Ok(t) => {
-                            let mut out = self.outcome(None);
-                            out.divergence = Some(Divergence {
-                                step: saved.step,
-                                reason: format!(
-                                    "the strategy chose T{t} where only T{} could run",
-                                    saved.chosen
-                                ),
-                            });
-                            return Ok(out);
-                        }
-                        Err(d) => {
-                            let mut out = self.outcome(None);
-                            out.divergence = Some(d);
-                            return Ok(out);
-                        }
-                    }
-                }
-            }
+    /// Begins an execution from exec: the auxiliary vector made deterministic, and a
+    /// breakpoint at the program's entry (where the libraries are mapped).
+    pub(super) fn begin(&mut self) -> Result<()> {
+        let rsp = self.p.load_regs(0)?.rsp;
+        self.world
+            .patch_auxv(&self.p.mem, rsp)
+            .context("making the execution deterministic (auxv)")?;
+        let entry = auxv_entry(self.p.pid)?;
+        self.code
+            .add_breakpoints(&self.p.mem, &[entry], |_| Some(BreakpointKind::Entry))?;
+        Ok(())
+    }
+
+    /// Whether the main thread must first be run to its first scheduling point: from exec,
+    /// or in a copy of the startup snapshot (a branch copy is at a point already).
+    pub(super) fn starts_with_main(&self, from_exec: bool) -> bool {
+        from_exec || self.resume_main
+    }
+
+    /// Runs the main thread from where the execution begins to its first scheduling point.
+    /// In a copy that skipped decisions (`skipped`), that finishes the step the snapshot
+    /// interrupted: its footprint is returned, to be shown to the strategy; from exec it
+    /// becomes part of the first step's.
+    pub(super) fn run_main(&mut self, skipped: bool) -> Result<Stop> {
+        let first = self.resume_and_run(0)?;
+        let mut done = self.settle(0, first)?;
+        if done.is_none() {
+            done = self.start_new_threads()?;
         }
-        if restored.is_none() || self.resume_main {
-            let first = self.resume_and_run(0)?;
-            let mut done = self.settle(0, first)?;
-            if done.is_none() {
-                done = self.start_new_threads()?;
-            }
-            if restored.as_ref().is_some_and(|p| !p.is_empty()) {
-                // The step the startup snapshot interrupted has ended: report it as the
-                // loop below does for every step.
-                let touched = std::mem::take(&mut self.segment);
-                if let Some(p) = self.points.last_mut() {
-                    p.ran = Some(touched.clone());
-                }
-                sched.ran(&touched);
-            }
-            if let Some(done) = done {
-                return Ok(done);
-            }
-        }
+        let touched = skipped.then(|| self.end_of_step());
+        Ok(match done {
+            Some(out) => Stop::End(Box::new(out), touched),
+            None => Stop::Point(touched),
+        })
+    }
+
+    /// The choices at the next scheduling point, or the end of the execution (the program
+    /// ended, deadlocked, or reached `--max-steps`; or the search cut it short).
+    pub(super) fn choices(&mut self) -> Result<Choices> {
         loop {
             if self.worker.cut.raised() {
-                return Ok(self.cut_short());
+                return Ok(Choices::End(Box::new(self.cut_short())));
             }
             self.recheck_kernel_waits();
             let offer = timeouts::offer(
                 &self.model,
-                self.early_timeouts,
+                self.history.early_timeouts(),
                 self.cfg.limits.max_timeouts,
             );
-            let enabled = offer.choices.clone();
-            if enabled.is_empty() {
+            if offer.choices.is_empty() {
                 if self.model.all_finished() {
                     let end = self.wait_process_end()?;
-                    return Ok(self.ended(end));
+                    return Ok(Choices::End(Box::new(self.ended(end))));
                 }
                 if self.waits_for_outside() {
                     if self.wait_for_outside()? {
                         continue;
                     }
                     let f = self.outside_finding();
-                    return Ok(self.outcome(Some(f)));
+                    return Ok(Choices::End(Box::new(self.outcome(Some(f)))));
                 }
                 let f = self.model_finding(self.model.global_deadlock());
-                return Ok(self.outcome(Some(f)));
+                return Ok(Choices::End(Box::new(self.outcome(Some(f)))));
             }
-            if self.cfg.limits.max_steps.is_some_and(|m| self.steps >= m) {
-                let finding = self.livelock_finding();
+            let steps = self.history.steps();
+            if self.cfg.limits.max_steps.is_some_and(|m| steps >= m) {
+                let finished = |t| self.model.is_finished(t);
+                let mut rep = super::findings::Reporter {
+                    p: &self.p,
+                    symbols: &mut self.worker.symbols,
+                    program: &self.cfg.program.path,
+                };
+                let finding = self.history.livelock_finding(&mut rep, finished);
                 let mut out = self.outcome(finding);
                 out.step_limit_hit = true;
-                return Ok(out);
+                return Ok(Choices::End(Box::new(out)));
             }
-            if sched.wants_state(self.steps as usize) {
-                let tracer_state = self.tracer_state();
-                let h = state_hash::state_hash(
-                    &self.p,
-                    tracer_state,
-                    &mut self.memory_hasher,
-                    self.p.syscall_insn,
-                )?;
-                if sched.visit_state(self.steps as usize, h) {
-                    let mut out = self.outcome(None);
-                    out.pruned = true;
-                    return Ok(out);
-                }
-            }
-            if enabled.len() > 1 && sched.may_backtrack_to(self.steps as usize) {
-                self.maybe_branch_snapshot()?;
-            }
-            let schedulable = match self.fair.as_mut() {
-                Some(f) => f.schedulable(&enabled),
-                None => enabled.clone(),
-            };
-            let ops: Vec<&'static str> = schedulable
-                .iter()
-                .map(|&u| self.model.choice_name(u))
-                .collect();
-            let current_yields = current.is_some_and(|c| {
-                matches!(self.model.pending(c), Some(Op::Yield | Op::Sleep { .. }))
-                    || offer.timeouts.contains(&c)
-            });
-            let footprints: Vec<Footprint> = schedulable
-                .iter()
-                .map(|&u| self.model.choice_footprint(u))
-                .collect();
-            // Threads that cannot be chosen here: blocked ones, timed waits whose timeout
-            // is not offered, and enabled ones the fair filter holds back.
-            let blocked: Vec<(ThreadId, Footprint)> = (0..self.model.thread_count())
-                .filter(|u| !schedulable.contains(u) && self.model.pending(*u).is_some())
-                .map(|u| (u, self.model.choice_footprint(u)))
-                .collect();
-            let timeouts: Vec<ThreadId> = (offer.timeouts.iter())
-                .filter(|u| schedulable.contains(u))
-                .copied()
-                .collect();
-            let point = Point {
-                enabled: &schedulable,
-                ops: &ops,
-                footprints: &footprints,
-                blocked: &blocked,
-                timeouts: &timeouts,
-                current,
-                current_yields,
-                step: self.steps as usize,
-            };
-            let t = match sched.choose(&point) {
-                Ok(t) => t,
-                Err(d) => {
-                    let mut out = self.outcome(None);
-                    out.divergence = Some(d);
-                    return Ok(out);
-                }
-            };
-            if sched.leaves_share() {
-                let mut out = self.outcome(None);
-                out.outside_share = true;
-                return Ok(out);
-            }
-            if self.debugging() {
-                let ev = super::debugger::DebugEvent::Point {
-                    step: self.steps,
-                    thread: t,
-                };
-                if self.debug_event(ev) == super::debugger::Resume::Kill {
-                    return Ok(self.cut_short());
-                }
-                if self.model.pending(t) == Some(&Op::ExitGroup)
-                    && self.debug_exiting(t)? == super::debugger::Resume::Kill
-                {
-                    return Ok(self.cut_short());
-                }
-            }
-            if point.is_preemption(t) {
-                self.preemptions += 1;
-            }
-            if self.record_points {
-                if self.points.len() < snapshot::MAX_PREFIX_POINTS {
-                    self.points.push(SavedPoint::new(&point, t));
-                } else {
-                    self.points_overflowed = true;
-                }
-            }
-            let op = ops[schedulable.iter().position(|&u| u == t).unwrap_or(0)];
-            let times_out = timeouts.contains(&t);
-            if times_out && offer.runnable {
-                self.early_timeouts += 1;
-            }
-            // A timeout is a yield for fairness: a thread that keeps timing out without
-            // progress lets the threads it starves run first.
-            let yields = times_out || self.model.pending(t).is_some_and(Op::yields_for_fairness);
-            let site = self.model.pending_site(t);
-            if let Some(f) = self.fair.as_mut() {
-                let state = yields.then(|| yield_state(&self.model, site));
-                f.chose(t, &enabled, state);
-            }
-            self.window.push(WindowStep {
-                enabled: enabled.clone(),
-                thread: t,
-                op,
-                site,
-                site_is_pc: self.p.threads[t].place == StopPlace::Breakpoint(site),
-                yields,
-            });
-            if self.cfg.trace {
-                self.trace_step(t, op);
-            }
-            if schedulable.len() > 1 {
-                self.choice_steps.push(self.decisions.len() as u32);
-            }
-            self.decisions.push(Decision {
-                thread: t,
-                op: op.to_string(),
-            });
-            self.steps += 1;
-            current = Some(t);
-            if self.cfg.limits.stop_after.is_some_and(|n| self.steps >= n) {
-                let mut out = self.outcome(None);
-                out.stopped_early = true;
-                return Ok(out);
-            }
-            let completion = match self.execute_op(t) {
-                Ok(c) => c,
-                Err(f) => {
-                    let f = self.model_finding(f);
-                    return Ok(self.outcome(Some(f)));
-                }
-            };
-            let completion = self.finish_kernel_wait(t, completion)?;
-            if completion == Completion::Blocked {
-                continue;
-            }
-            if let Some(f) = self.complete(t, completion)? {
-                return Ok(self.outcome(Some(f)));
-            }
-            let r = self.resume_and_run(t)?;
-            let mut done = self.settle(t, r)?;
-            if done.is_none() {
-                // Threads the step created start within it: what they touch is its footprint.
-                done = self.start_new_threads()?;
-            }
-            let touched = std::mem::take(&mut self.segment);
-            if let Some(p) = self.points.last_mut().filter(|_| self.record_points) {
-                p.ran = Some(touched.clone());
-            }
-            sched.ran(&touched);
-            if let Some(done) = done {
-                return Ok(done);
+            return Ok(Choices::At(offer));
+        }
+    }
+
+    /// Decisions taken so far.
+    pub(super) fn steps(&self) -> u64 {
+        self.history.steps()
+    }
+
+    /// A hash of the program's state now (`--state-cache`).
+    pub(super) fn state_hash(&mut self) -> Result<u64> {
+        let tracer_state = self.tracer_state();
+        state_hash::state_hash(
+            &self.p,
+            tracer_state,
+            &mut self.memory_hasher,
+            self.p.syscall_insn,
+        )
+    }
+
+    /// The scheduling point offering `offer`, `current` having run last: the threads the
+    /// fair filter lets the strategy choose, with their operations and footprints, the
+    /// threads that cannot be chosen, and the timeouts on offer.
+    pub(super) fn scheduling_point(
+        &mut self,
+        offer: &Offer,
+        current: Option<ThreadId>,
+    ) -> SavedPoint {
+        let schedulable = self.history.schedulable(&offer.choices);
+        let ops: Vec<&'static str> = schedulable
+            .iter()
+            .map(|&u| self.model.choice_name(u))
+            .collect();
+        let current_yields = current.is_some_and(|c| {
+            matches!(self.model.pending(c), Some(Op::Yield | Op::Sleep { .. }))
+                || offer.timeouts.contains(&c)
+        });
+        let footprints: Vec<Footprint> = schedulable
+            .iter()
+            .map(|&u| self.model.choice_footprint(u))
+            .collect();
+        // Threads that cannot be chosen here: blocked ones, timed waits whose timeout is
+        // not offered, and enabled ones the fair filter holds back.
+        let blocked: Vec<(ThreadId, Footprint)> = (0..self.model.thread_count())
+            .filter(|u| !schedulable.contains(u) && self.model.pending(*u).is_some())
+            .map(|u| (u, self.model.choice_footprint(u)))
+            .collect();
+        let timeouts: Vec<ThreadId> = (offer.timeouts.iter())
+            .filter(|u| schedulable.contains(u))
+            .copied()
+            .collect();
+        SavedPoint {
+            enabled: schedulable,
+            ops,
+            footprints,
+            blocked,
+            timeouts,
+            ran: None,
+            current,
+            current_yields,
+            step: self.history.steps() as usize,
+            chosen: 0,
+        }
+    }
+
+    /// Shows the debugger (if any) decision `t` before it is carried out; true when the
+    /// debugger ends the execution there.
+    pub(super) fn debugger_at_decision(&mut self, t: ThreadId) -> Result<bool> {
+        if !self.debugging() {
+            return Ok(false);
+        }
+        let ev = super::debugger::DebugEvent::Point {
+            step: self.history.steps(),
+            thread: t,
+        };
+        if self.debug_event(ev) == super::debugger::Resume::Kill {
+            return Ok(true);
+        }
+        Ok(self.model.pending(t) == Some(&Op::ExitGroup)
+            && self.debug_exiting(t)? == super::debugger::Resume::Kill)
+    }
+
+    /// Records the decision to run `point.chosen` at `point` (out of `offer`): the
+    /// history, the points a snapshot keeps, the readable trace. True when the execution
+    /// is to stop here (`--until`).
+    pub(super) fn decide(&mut self, mut point: SavedPoint, offer: &Offer) -> bool {
+        let t = point.chosen;
+        let preemption = point.point().is_preemption(t);
+        let op = point.ops[point.enabled.iter().position(|&u| u == t).unwrap_or(0)];
+        let times_out = point.timeouts.contains(&t);
+        // A timeout is a yield for fairness: a thread that keeps timing out without
+        // progress lets the threads it starves run first.
+        let yields = times_out || self.model.pending(t).is_some_and(Op::yields_for_fairness);
+        let site = self.model.pending_site(t);
+        let choice = point.enabled.len() > 1;
+        if self.record_points {
+            if self.points.len() < snapshot::MAX_PREFIX_POINTS {
+                point.ran = None;
+                self.points.push(point);
+            } else {
+                self.points_overflowed = true;
             }
         }
+        if self.cfg.trace {
+            let step = self.trace_step(t, op);
+            self.history.trace(step);
+        }
+        self.history.record(Decided {
+            thread: t,
+            op,
+            enabled: &offer.choices,
+            choice,
+            preemption,
+            early_timeout: times_out && offer.runnable,
+            yield_state: yields.then(|| yield_state(&self.model, site)),
+            site: (site, self.p.threads[t].place == StopPlace::Breakpoint(site)),
+        });
+        self.cfg
+            .limits
+            .stop_after
+            .is_some_and(|n| self.history.steps() >= n)
+    }
+
+    /// Carries out the decision to run `t`: its operation in the model, then the thread
+    /// natively to its next scheduling point (with the threads it creates, to their first).
+    pub(super) fn step(&mut self, t: ThreadId) -> Result<Stop> {
+        let completion = match self.execute_op(t) {
+            Ok(c) => c,
+            Err(f) => {
+                let f = self.model_finding(f);
+                return Ok(Stop::End(Box::new(self.outcome(Some(f))), None));
+            }
+        };
+        let completion = self.finish_kernel_wait(t, completion)?;
+        if completion == Completion::Blocked {
+            return Ok(Stop::Blocked);
+        }
+        if let Some(f) = self.complete(t, completion)? {
+            return Ok(Stop::End(Box::new(self.outcome(Some(f))), None));
+        }
+        let r = self.resume_and_run(t)?;
+        let mut done = self.settle(t, r)?;
+        if done.is_none() {
+            // Threads the step created start within it: what they touch is its footprint.
+            done = self.start_new_threads()?;
+        }
+        let touched = Some(self.end_of_step());
+        Ok(match done {
+            Some(out) => Stop::End(Box::new(out), touched),
+            None => Stop::Point(touched),
+        })
+    }
+
+    /// The step that ran ends: what it touched natively, noted with its point for a
+    /// snapshot.
+    fn end_of_step(&mut self) -> Footprint {
+        let touched = std::mem::take(&mut self.segment);
+        if let Some(p) = self.points.last_mut().filter(|_| self.record_points) {
+            p.ran = Some(touched.clone());
+        }
+        touched
+    }
+
+    /// The outcome of an execution the strategy could not follow.
+    pub(super) fn diverged(&mut self, d: Divergence) -> ExecutionOutcome {
+        let mut out = self.outcome(None);
+        out.divergence = Some(d);
+        out
     }
 
     /// Sites this execution needs a real stop at: racy sites under `--preempt-on-races`,
@@ -511,21 +512,22 @@ impl Execution<'_> {
         self.worker.racy_sites.extend(companions);
         let mut finding = finding;
         if let Some(f) = &mut finding {
-            f.preemptions = self.preemptions;
-            f.steps = self.steps;
+            f.preemptions = self.history.preemptions();
+            f.steps = self.history.steps();
         }
         let found = self.races.finish(self.worker.symbols.modules());
+        let record = self.history.finish();
         ExecutionOutcome {
             finding,
-            steps: self.steps,
-            preemptions: self.preemptions,
+            steps: self.history.steps(),
+            preemptions: self.history.preemptions(),
             step_limit_hit: false,
             threads: self.model.thread_count(),
             races: found.findings,
-            decisions: std::mem::take(&mut self.decisions),
-            choice_steps: std::mem::take(&mut self.choice_steps),
+            decisions: record.decisions,
+            choice_steps: record.choice_steps,
             divergence: None,
-            trace: std::mem::take(&mut self.trace),
+            trace: record.trace,
             stopped_early: false,
             traced_accesses: found.traced,
             race_origins: found.origins,
@@ -574,20 +576,17 @@ impl Execution<'_> {
         let mut h = DefaultHasher::new();
         self.model.sync_fingerprint().hash(&mut h);
         self.model.now().hash(&mut h);
-        self.early_timeouts.hash(&mut h);
+        self.history.early_timeouts().hash(&mut h);
         for t in 0..self.model.thread_count() {
             self.model.pending(t).map(Op::name).hash(&mut h);
             self.model.pending_site(t).hash(&mut h);
         }
-        self.fair
-            .as_ref()
-            .map(FairFilter::state_fingerprint)
-            .hash(&mut h);
+        self.history.fair_fingerprint().hash(&mut h);
         h.finish()
     }
 
     /// Records one step of the readable trace (replay): thread, operation, object, line.
-    fn trace_step(&mut self, t: ThreadId, op: &'static str) {
+    fn trace_step(&mut self, t: ThreadId, op: &'static str) -> TraceStep {
         let object = self
             .model
             .pending(t)
@@ -597,13 +596,13 @@ impl Execution<'_> {
             .or_else(|| self.describe_kernel_wait(t));
         let site = self.model.pending_site(t);
         let location = (site != 0).then(|| self.worker.symbols.call_site(site));
-        self.trace.push(TraceStep {
-            step: self.steps + 1,
+        TraceStep {
+            step: self.history.steps() + 1,
             thread: t,
             op,
             object,
             location,
-        });
+        }
     }
 
     /// Handles the result of running `t`; Some when the execution is over.

@@ -19,7 +19,7 @@ use super::worker_state::WorkerState;
 use super::world::capture::{failure_message, StderrCapture};
 use super::world::file_journal::{NotFaithful, ORIGIN};
 use super::world::program_stdio;
-use crate::explore::{FairFilter, Scheduler};
+use crate::explore::Scheduler;
 use crate::model::{Footprint, Model, ThreadId};
 use crate::report::FindingKind;
 use crate::tracee::spawn::{spawn_traced, StdioSetup};
@@ -80,7 +80,7 @@ pub fn run_execution(
                 silence_stdout(&exec);
             }
             let result = match exec.instrumenting(|i, c| i.prepare_copy(c)) {
-                Ok(()) => exec.run(sched, Some(prefix)),
+                Ok(()) => super::drive::drive(&mut exec, sched, Some(prefix)),
                 Err(e) => Err(e),
             };
             if let Ok(out) = &result {
@@ -106,7 +106,7 @@ pub fn run_execution(
             exec.record_points = exec.branch_key.is_some()
                 || exec.snapshot_key.is_some()
                 || exec.worker.debug_snapshots;
-            let result = exec.run(sched, None);
+            let result = super::drive::drive(&mut exec, sched, None);
             if let Ok(out) = &result {
                 exec.debug_end(out);
             }
@@ -260,17 +260,11 @@ impl<'a> Execution<'a> {
             pending_clone: None,
             watchdog: Default::default(),
             abandoned: None,
-            steps: 0,
-            preemptions: 0,
             killed: false,
             panic: None,
-            decisions: Vec::new(),
-            choice_steps: Vec::new(),
             creation_stretch: Default::default(),
             memory_hasher: state_hash::MemoryHasher::new(None),
-            trace: Vec::new(),
-            window: Default::default(),
-            fair: cfg.fair.then(FairFilter::new),
+            history: super::history::History::new(cfg.fair),
             world: Default::default(),
             snapshot_key: None,
             points: Default::default(),
@@ -284,7 +278,6 @@ impl<'a> Execution<'a> {
             snapshot_at_main: false,
             segment: Footprint::default(),
             kernel: Default::default(),
-            early_timeouts: 0,
         }
     }
 
@@ -308,17 +301,11 @@ impl<'a> Execution<'a> {
             pending_clone: None,
             watchdog: Default::default(),
             abandoned: None,
-            steps: s.steps,
-            preemptions: s.preemptions,
             killed: false,
             panic: s.panic,
-            decisions: s.decisions,
-            choice_steps: s.choice_steps,
             creation_stretch: Default::default(),
             memory_hasher: state_hash::MemoryHasher::new(r.memory.take()),
-            trace: s.trace,
-            window: s.window,
-            fair: s.fair,
+            history: s.history,
             world: s.world,
             snapshot_key: None,
             points: r.prefix.clone(),
@@ -332,7 +319,6 @@ impl<'a> Execution<'a> {
             snapshot_at_main: false,
             segment: s.segment,
             kernel: s.kernel,
-            early_timeouts: s.early_timeouts,
         }
     }
 }

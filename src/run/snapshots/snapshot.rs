@@ -29,12 +29,10 @@ use nix::unistd::Pid;
 use super::memory_guard;
 use super::point_log::PointLog;
 use super::state_hash;
-use crate::explore::{Decision, FairFilter, Point};
+use crate::explore::Point;
 use crate::model::{Footprint, Model, ThreadId};
 use crate::report::ThreadReport;
 use crate::run::config::ExecutionConfig;
-use crate::run::execution::TraceStep;
-use crate::run::livelock::Window;
 use crate::run::process::{Process, StopPlace};
 use crate::run::races::PendingReturn;
 use crate::tracee::files::FileStates;
@@ -71,22 +69,6 @@ pub(in crate::run) struct SavedPoint {
 }
 
 impl SavedPoint {
-    /// Records `point`, where `chosen` was picked.
-    pub fn new(point: &Point<'_>, chosen: ThreadId) -> SavedPoint {
-        SavedPoint {
-            enabled: point.enabled.to_vec(),
-            ops: point.ops.to_vec(),
-            footprints: point.footprints.to_vec(),
-            blocked: point.blocked.to_vec(),
-            timeouts: point.timeouts.to_vec(),
-            ran: None,
-            current: point.current,
-            current_yields: point.current_yields,
-            step: point.step,
-            chosen,
-        }
-    }
-
     /// The point as the strategy saw it.
     pub fn point(&self) -> Point<'_> {
         Point {
@@ -110,19 +92,12 @@ pub(in crate::run) struct SavedExecution {
     pub returns: HashMap<u64, Vec<PendingReturn>>,
     pub code: crate::run::instrument::code::CodeEdits,
     pub instr: crate::run::instrument::Instrumentation,
-    pub steps: u64,
-    pub preemptions: u64,
     pub panic: Option<ThreadReport>,
-    pub decisions: Vec<Decision>,
-    pub choice_steps: Vec<u32>,
-    pub trace: Vec<TraceStep>,
-    pub window: Window,
-    pub fair: Option<FairFilter>,
+    pub history: crate::run::history::History,
     pub world: crate::run::world::World,
     /// What the running thread has touched in its current step so far.
     pub segment: Footprint,
     pub kernel: crate::run::kernel::kernel_waits::KernelWaits,
-    pub early_timeouts: u32,
 }
 
 /// What a restored execution starts from.

@@ -30,18 +30,11 @@ impl Execution<'_> {
             returns: self.returns.clone(),
             code: self.code.clone(),
             instr: self.instr.saved(),
-            steps: self.steps,
-            preemptions: self.preemptions,
             panic: self.panic.clone(),
-            decisions: self.decisions.clone(),
-            choice_steps: self.choice_steps.clone(),
-            trace: self.trace.clone(),
-            window: self.window.clone(),
-            fair: self.fair.clone(),
+            history: self.history.clone(),
             world: self.world.saved(),
             segment: self.segment.clone(),
             kernel,
-            early_timeouts: self.early_timeouts,
         }
     }
 
@@ -178,7 +171,7 @@ impl Execution<'_> {
         let Some(key) = self.branch_key.clone() else {
             return Ok(());
         };
-        if self.decisions.len() < self.branch_depth + BRANCH_GAP
+        if self.history.decisions().len() < self.branch_depth + BRANCH_GAP
             || self.points_overflowed
             || self.world.changed_files()
             || !self.worker.snapshots.branches_allowed()
@@ -300,7 +293,7 @@ impl Execution<'_> {
         }
         let process = self.p.copy_with(template, &[(0, template)])?;
         let budget = self.cfg.snapshots.snapshot_memory;
-        let choices: Vec<ThreadId> = self.decisions.iter().map(|d| d.thread).collect();
+        let choices: Vec<ThreadId> = self.history.decisions().iter().map(|d| d.thread).collect();
         self.branch_depth = choices.len();
         let atomics_known = self.worker.atomic_addresses.len();
         let racy_known = self
@@ -333,7 +326,7 @@ impl Execution<'_> {
             let known = self.worker.atomic_addresses.clone();
             self.worker
                 .debug_atomics
-                .insert(self.decisions.len(), known);
+                .insert(self.history.decisions().len(), known);
         }
         Ok(kept)
     }

@@ -1,3 +1,7 @@
+//! What an execution did, decision by decision ([`History`]): the schedule, its
+//! preemptions, the early timeouts, the readable trace (replay), the fair scheduler's
+//! priority relation, and the window of the last decisions that tells a livelock.
+//!
 //! Livelocks: at `--max-steps`, telling a program that makes no progress under a fair
 //! schedule from an execution cut short because its schedule was unfair, and describing the
 //! cycle of operations it keeps repeating.
@@ -14,7 +18,9 @@
 
 use std::collections::VecDeque;
 
-use super::execution::Execution;
+use super::execution::TraceStep;
+use super::findings::{finding, Reporter};
+use crate::explore::{Decision, FairFilter};
 use crate::model::{Site, ThreadId};
 use crate::report::{CycleStep, Finding, FindingKind, ThreadReport};
 
@@ -108,10 +114,145 @@ impl Window {
     }
 }
 
-impl Execution<'_> {
+/// What an execution did, decision by decision (kept with snapshots).
+#[derive(Clone, Default)]
+pub(super) struct History {
+    /// Scheduling decisions taken.
+    steps: u64,
+    /// Preemptive switches among them.
+    preemptions: u64,
+    /// Every decision, in order (the schedule).
+    decisions: Vec<Decision>,
+    /// Indexes of the decisions taken among more than one thread.
+    choice_steps: Vec<u32>,
+    /// The readable trace (replay).
+    trace: Vec<TraceStep>,
+    /// The last decisions, to tell a livelock from an unfair schedule at `--max-steps`.
+    window: Window,
+    /// The fair scheduler's priority relation (None with `--no-fair`).
+    fair: Option<FairFilter>,
+    /// Timeouts taken while another thread could run.
+    early_timeouts: u32,
+}
+
+/// One decision, as the history records it.
+pub(super) struct Decided<'a> {
+    /// The thread chosen.
+    pub thread: ThreadId,
+    /// Its operation's name.
+    pub op: &'static str,
+    /// The threads that could run (before the fair filter).
+    pub enabled: &'a [ThreadId],
+    /// Chosen among more than one thread.
+    pub choice: bool,
+    /// A preemptive switch.
+    pub preemption: bool,
+    /// A timeout taken while another thread could run.
+    pub early_timeout: bool,
+    /// The thread yields for fairness, in this state (the fair filter's progress measure).
+    pub yield_state: Option<u64>,
+    /// Where its operation was called from, and whether that is the instruction itself.
+    pub site: (Site, bool),
+}
+
+/// What an execution's history reports at its end.
+pub(super) struct Record {
+    /// Every decision, in order.
+    pub decisions: Vec<Decision>,
+    /// Indexes of the decisions taken among more than one thread.
+    pub choice_steps: Vec<u32>,
+    /// The readable trace.
+    pub trace: Vec<TraceStep>,
+}
+
+impl History {
+    /// The history of a new execution, with the fair filter when `fair`.
+    pub fn new(fair: bool) -> History {
+        History {
+            fair: fair.then(FairFilter::new),
+            ..History::default()
+        }
+    }
+
+    /// Decisions taken so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Preemptive switches so far.
+    pub fn preemptions(&self) -> u64 {
+        self.preemptions
+    }
+
+    /// Timeouts taken early so far.
+    pub fn early_timeouts(&self) -> u32 {
+        self.early_timeouts
+    }
+
+    /// The decisions so far.
+    pub fn decisions(&self) -> &[Decision] {
+        &self.decisions
+    }
+
+    /// The threads of `enabled` the fair filter lets the strategy choose.
+    pub fn schedulable(&mut self, enabled: &[ThreadId]) -> Vec<ThreadId> {
+        match self.fair.as_mut() {
+            Some(f) => f.schedulable(enabled),
+            None => enabled.to_vec(),
+        }
+    }
+
+    /// Records a decision.
+    pub fn record(&mut self, d: Decided<'_>) {
+        self.preemptions += d.preemption as u64;
+        self.early_timeouts += d.early_timeout as u32;
+        if let Some(f) = self.fair.as_mut() {
+            f.chose(d.thread, d.enabled, d.yield_state);
+        }
+        self.window.push(WindowStep {
+            enabled: d.enabled.to_vec(),
+            thread: d.thread,
+            op: d.op,
+            site: d.site.0,
+            site_is_pc: d.site.1,
+            yields: d.yield_state.is_some(),
+        });
+        if d.choice {
+            self.choice_steps.push(self.decisions.len() as u32);
+        }
+        self.decisions.push(Decision {
+            thread: d.thread,
+            op: d.op.to_string(),
+        });
+        self.steps += 1;
+    }
+
+    /// Adds a step to the readable trace.
+    pub fn trace(&mut self, step: TraceStep) {
+        self.trace.push(step);
+    }
+
+    /// The fair scheduler's state, for a state hash.
+    pub fn fair_fingerprint(&self) -> Option<u64> {
+        self.fair.as_ref().map(FairFilter::state_fingerprint)
+    }
+
+    /// Hands the record over at the end of the execution.
+    pub fn finish(&mut self) -> Record {
+        Record {
+            decisions: std::mem::take(&mut self.decisions),
+            choice_steps: std::mem::take(&mut self.choice_steps),
+            trace: std::mem::take(&mut self.trace),
+        }
+    }
+
     /// At `--max-steps`: a livelock finding when the window says so, else None (the
-    /// execution is cut short and counted).
-    pub(super) fn livelock_finding(&mut self) -> Option<Finding> {
+    /// execution is cut short and counted). `finished` tells the threads that ended.
+    pub fn livelock_finding(
+        &self,
+        rep: &mut Reporter<'_>,
+        finished: impl Fn(ThreadId) -> bool,
+    ) -> Option<Finding> {
         let fair = self.fair.is_some();
         if !self.window.is_livelock(fair) {
             return None;
@@ -129,9 +270,9 @@ impl Execution<'_> {
                 op: op.to_string(),
                 location: (site != 0).then(|| {
                     if is_pc {
-                        self.worker.symbols.instruction_site(site)
+                        rep.symbols.instruction_site(site)
                     } else {
-                        self.worker.symbols.call_site(site)
+                        rep.symbols.call_site(site)
                     }
                 }),
             })
@@ -139,13 +280,13 @@ impl Execution<'_> {
         let mut involved: Vec<ThreadId> = cycle.iter().map(|c| c.0).collect();
         involved.sort_unstable();
         involved.dedup();
-        involved.retain(|&t| !self.model.is_finished(t));
+        involved.retain(|&t| !finished(t));
         let threads: Vec<ThreadReport> = involved
             .iter()
             .map(|&t| {
                 let ops: Vec<&str> = cycle.iter().filter(|c| c.0 == t).map(|c| c.1).collect();
                 let state = format!("keeps repeating {}", ops.join(", "));
-                self.thread_report(t, state)
+                rep.thread_report(t, state)
             })
             .collect();
         let names: Vec<String> = involved.iter().map(|t| format!("T{t}")).collect();
@@ -166,7 +307,7 @@ impl Execution<'_> {
                 self.steps
             )
         };
-        let mut f = super::findings::finding(FindingKind::Livelock, message, threads);
+        let mut f = finding(FindingKind::Livelock, message, threads);
         f.details.push("the execution repeats forever:".to_string());
         for s in &steps {
             let at = s

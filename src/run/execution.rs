@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use nix::sys::signal::Signal;
 
 use super::config::ExecutionConfig;
+use super::findings::{describe_deadlock, finding, signal_is_caught, Reporter};
 use super::history::{Decided, History};
 use super::instrument::code::{BreakpointKind, CodeEdits};
 use super::instrument::hooks::Hook;
@@ -22,14 +23,14 @@ use super::process::{Process, StopPlace};
 use super::races::happens_before;
 use super::races::{PendingReturn, RaceRecording, ReturnAction, Seen};
 use super::snapshots::point_log::PointLog;
-use super::snapshots::snapshot::{self, SavedPoint};
+use super::snapshots::snapshot::{self, Restored, SavedPoint};
 use super::snapshots::state_hash;
 use super::worker_state::WorkerState;
 use crate::explore::Divergence;
 use crate::model::{
     Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId,
 };
-use crate::report::{Finding, ThreadReport};
+use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::events;
 
 /// How one execution ended.
@@ -811,5 +812,272 @@ impl HookContext for Execution<'_> {
     }
     fn spin_held(&self, s: u64) -> bool {
         self.model.spin_held(s)
+    }
+}
+
+impl<'a> Execution<'a> {
+    /// An execution of a freshly launched process.
+    pub(super) fn fresh(cfg: &'a ExecutionConfig, worker: &'a mut WorkerState, p: Process) -> Self {
+        Execution {
+            cfg,
+            p,
+            code: Default::default(),
+            model: Model::new(),
+            worker,
+            races: RaceRecording::new(cfg.instrument.races, cfg.stack_requests.clone()),
+            returns: Default::default(),
+            instr: Default::default(),
+            group_exiting: false,
+            pending_clone: None,
+            watchdog: Default::default(),
+            abandoned: None,
+            killed: false,
+            panic: None,
+            creation_stretch: Default::default(),
+            memory_hasher: state_hash::MemoryHasher::new(None),
+            history: super::history::History::new(cfg.fair),
+            world: Default::default(),
+            snapshot_key: None,
+            points: Default::default(),
+            record_points: false,
+            points_overflowed: false,
+            restored_prefix: Default::default(),
+            resume_main: false,
+            branch_key: None,
+            branch_depth: 0,
+            inherited_fds: Vec::new(),
+            snapshot_at_main: false,
+            segment: Footprint::default(),
+            kernel: Default::default(),
+        }
+    }
+
+    /// An execution continuing from a copy of a snapshot.
+    pub(super) fn restored(
+        cfg: &'a ExecutionConfig,
+        worker: &'a mut WorkerState,
+        mut r: Restored,
+    ) -> Self {
+        let s = r.state;
+        Execution {
+            cfg,
+            p: r.process,
+            code: s.code,
+            model: s.model,
+            worker,
+            races: RaceRecording::restored(s.races, cfg.stack_requests.clone()),
+            returns: s.returns,
+            instr: s.instr,
+            group_exiting: false,
+            pending_clone: None,
+            watchdog: Default::default(),
+            abandoned: None,
+            killed: false,
+            panic: s.panic,
+            creation_stretch: Default::default(),
+            memory_hasher: state_hash::MemoryHasher::new(r.memory.take()),
+            history: s.history,
+            world: s.world,
+            snapshot_key: None,
+            points: r.prefix.clone(),
+            record_points: false,
+            points_overflowed: false,
+            restored_prefix: r.prefix,
+            resume_main: r.resume_main,
+            branch_key: None,
+            branch_depth: 0,
+            inherited_fds: Vec::new(),
+            snapshot_at_main: false,
+            segment: s.segment,
+            kernel: s.kernel,
+        }
+    }
+}
+
+/// Findings: what went wrong, with the stacks of the threads involved.
+impl Execution<'_> {
+    /// Stacks and reports of this execution's threads.
+    pub(super) fn reporter(&mut self) -> Reporter<'_> {
+        Reporter {
+            p: &self.p,
+            symbols: &mut self.worker.symbols,
+            program: &self.cfg.program.path,
+        }
+    }
+
+    /// Thread `t` with its stack, in `state`.
+    pub(super) fn thread_report(&mut self, t: ThreadId, state: String) -> ThreadReport {
+        self.reporter().thread_report(t, state)
+    }
+
+    pub(super) fn object_desc(&mut self, kind: ObjectKind, addr: u64) -> String {
+        match kind {
+            ObjectKind::Thread => format!("thread T{addr}"),
+            ObjectKind::Time => "a timer".to_string(),
+            ObjectKind::Kernel => self
+                .describe_kernel_wait(addr as ThreadId)
+                .unwrap_or_else(|| "the kernel".to_string()),
+            _ => {
+                let name = (self.races).memory_name(&mut self.worker.symbols, addr, true);
+                format!("{} {name}", kind.name())
+            }
+        }
+    }
+
+    pub(super) fn model_finding(&mut self, f: ModelFinding) -> Finding {
+        match f {
+            ModelFinding::Misuse {
+                thread,
+                object,
+                message,
+            } => {
+                let what = object
+                    .map(|o| format!(" ({})", self.object_desc(o.kind, o.addr)))
+                    .unwrap_or_default();
+                let state = format!("{message}{what}");
+                let report = self.thread_report(thread, state.clone());
+                finding(
+                    FindingKind::ApiMisuse,
+                    format!("thread T{thread} {state}"),
+                    vec![report],
+                )
+            }
+            ModelFinding::Deadlock { local, blocked } => {
+                let mut threads = Vec::new();
+                let mut details = Vec::new();
+                for b in &blocked {
+                    let obj = self.object_desc(b.object.kind, b.object.addr);
+                    let mut state = if b.object.kind == ObjectKind::Kernel {
+                        format!("is blocked in the kernel in {obj}")
+                    } else {
+                        format!("is blocked in {} on {obj}", b.op)
+                    };
+                    for h in &b.holders {
+                        let held = if b.object.kind == ObjectKind::Thread {
+                            if h.exited {
+                                String::new()
+                            } else {
+                                ", which has not exited".to_string()
+                            }
+                        } else {
+                            let at = if h.site != 0 {
+                                format!(
+                                    ", acquired at {}",
+                                    self.worker.symbols.call_site(h.site).short()
+                                )
+                            } else {
+                                String::new()
+                            };
+                            let exited = if h.exited { " (which has exited)" } else { "" };
+                            format!(", held by T{}{exited}{at}", h.thread)
+                        };
+                        state.push_str(&held);
+                    }
+                    if b.site != 0 && b.object.kind != ObjectKind::Thread {
+                        let at = self.worker.symbols.call_site(b.site).short();
+                        details.push(format!("T{} waits at {at}", b.thread));
+                    }
+                    threads.push(self.thread_report(b.thread, state));
+                }
+                let message = describe_deadlock(local, &blocked);
+                let mut f = finding(FindingKind::Deadlock, message, threads);
+                f.details = details;
+                f
+            }
+        }
+    }
+
+    pub(super) fn signal_finding(&mut self, t: ThreadId, sig: Signal) -> Option<Finding> {
+        let fatal = matches!(
+            sig,
+            Signal::SIGSEGV | Signal::SIGBUS | Signal::SIGFPE | Signal::SIGILL | Signal::SIGABRT
+        );
+        if !fatal || signal_is_caught(self.p.threads[t].tid, sig) {
+            return None;
+        }
+        let _ = self.p.load_regs(t);
+        self.p.threads[t].place = StopPlace::Event;
+        if sig == Signal::SIGABRT {
+            let report = self.thread_report(t, "aborted (SIGABRT)".into());
+            return Some(finding(
+                FindingKind::Assertion,
+                format!("the program aborted in thread T{t}"),
+                vec![report],
+            ));
+        }
+        let addr = events::fault_address(self.p.threads[t].tid).unwrap_or(0);
+        let report = self.thread_report(t, format!("received {sig:?}"));
+        let place = report
+            .stack
+            .first()
+            .map(|f| format!(" in {}", f.short()))
+            .unwrap_or_default();
+        let what = match sig {
+            Signal::SIGSEGV => format!("invalid memory access at address {addr:#x}"),
+            Signal::SIGBUS => format!("bus error at address {addr:#x}"),
+            Signal::SIGFPE => "arithmetic exception".to_string(),
+            _ => "illegal instruction".to_string(),
+        };
+        Some(finding(
+            FindingKind::Crash,
+            format!("{sig:?}: {what} by thread T{t}{place}"),
+            vec![report],
+        ))
+    }
+
+    pub(super) fn timeout_finding(&mut self, t: ThreadId) -> Result<Finding> {
+        self.p.load_regs(t)?;
+        self.p.threads[t].place = StopPlace::Event;
+        let secs = self.cfg.limits.execution_timeout.as_secs_f64();
+        let report = self.thread_report(
+            t,
+            format!("ran {secs:.1} s without reaching a scheduling point"),
+        );
+        let place = report
+            .stack
+            .iter()
+            .find(|f| f.user_code)
+            .or(report.stack.first())
+            .map(|f| format!(" in {}", f.short()))
+            .unwrap_or_default();
+        Ok(finding(
+            FindingKind::Timeout,
+            format!(
+                "thread T{t} spins{place}: no scheduling point for {secs:.1} s (a busy wait on a plain variable?)"
+            ),
+            vec![report],
+        ))
+    }
+
+    pub(super) fn exit_finding(&self, end: ProcessEnd) -> Option<Finding> {
+        match end {
+            ProcessEnd::Exited(code) if code == self.cfg.limits.expect_exit => None,
+            ProcessEnd::Exited(101) | ProcessEnd::Killed(Signal::SIGABRT)
+                if self.panic.is_some() =>
+            {
+                let report = self.panic.clone().expect("checked");
+                let msg = format!("the program panicked in thread T{}", report.id);
+                Some(finding(FindingKind::Assertion, msg, vec![report]))
+            }
+            ProcessEnd::Exited(code) => Some(finding(
+                FindingKind::ExitStatus,
+                format!(
+                    "the program exited with status {code}, expected {}",
+                    self.cfg.limits.expect_exit
+                ),
+                vec![],
+            )),
+            ProcessEnd::Killed(Signal::SIGABRT) => Some(finding(
+                FindingKind::Assertion,
+                "the program aborted (SIGABRT)".into(),
+                vec![],
+            )),
+            ProcessEnd::Killed(sig) => Some(finding(
+                FindingKind::ExitStatus,
+                format!("the program was terminated by {sig:?}"),
+                vec![],
+            )),
+            ProcessEnd::Vanished | ProcessEnd::Abandoned => None,
+        }
     }
 }

@@ -11,16 +11,14 @@ use nix::unistd::Pid;
 use super::config::ExecutionConfig;
 use super::execution::{Execution, ExecutionOutcome};
 use super::process::Process;
-use super::races::RaceRecording;
 use super::snapshots::snapshot::{self, Restored};
-use super::snapshots::state_hash;
 use super::stops::reap_all;
 use super::worker_state::WorkerState;
 use super::world::capture::{failure_message, StderrCapture};
 use super::world::file_journal::{NotFaithful, ORIGIN};
 use super::world::program_stdio;
 use crate::explore::Scheduler;
-use crate::model::{Footprint, Model, ThreadId};
+use crate::model::ThreadId;
 use crate::report::FindingKind;
 use crate::tracee::spawn::{spawn_traced, StdioSetup};
 use crate::tracee::{procfs, threads};
@@ -240,85 +238,6 @@ fn launch(cfg: &ExecutionConfig, worker: &mut WorkerState) -> Result<Process> {
             let _ = kill(pid, Signal::SIGKILL);
             reap_all(pid, &Default::default());
             Err(e).context("opening the program's memory")
-        }
-    }
-}
-
-impl<'a> Execution<'a> {
-    /// An execution of a freshly launched process.
-    pub(super) fn fresh(cfg: &'a ExecutionConfig, worker: &'a mut WorkerState, p: Process) -> Self {
-        Execution {
-            cfg,
-            p,
-            code: Default::default(),
-            model: Model::new(),
-            worker,
-            races: RaceRecording::new(cfg.instrument.races, cfg.stack_requests.clone()),
-            returns: Default::default(),
-            instr: Default::default(),
-            group_exiting: false,
-            pending_clone: None,
-            watchdog: Default::default(),
-            abandoned: None,
-            killed: false,
-            panic: None,
-            creation_stretch: Default::default(),
-            memory_hasher: state_hash::MemoryHasher::new(None),
-            history: super::history::History::new(cfg.fair),
-            world: Default::default(),
-            snapshot_key: None,
-            points: Default::default(),
-            record_points: false,
-            points_overflowed: false,
-            restored_prefix: Default::default(),
-            resume_main: false,
-            branch_key: None,
-            branch_depth: 0,
-            inherited_fds: Vec::new(),
-            snapshot_at_main: false,
-            segment: Footprint::default(),
-            kernel: Default::default(),
-        }
-    }
-
-    /// An execution continuing from a copy of a snapshot.
-    pub(super) fn restored(
-        cfg: &'a ExecutionConfig,
-        worker: &'a mut WorkerState,
-        mut r: Restored,
-    ) -> Self {
-        let s = r.state;
-        Execution {
-            cfg,
-            p: r.process,
-            code: s.code,
-            model: s.model,
-            worker,
-            races: RaceRecording::restored(s.races, cfg.stack_requests.clone()),
-            returns: s.returns,
-            instr: s.instr,
-            group_exiting: false,
-            pending_clone: None,
-            watchdog: Default::default(),
-            abandoned: None,
-            killed: false,
-            panic: s.panic,
-            creation_stretch: Default::default(),
-            memory_hasher: state_hash::MemoryHasher::new(r.memory.take()),
-            history: s.history,
-            world: s.world,
-            snapshot_key: None,
-            points: r.prefix.clone(),
-            record_points: false,
-            points_overflowed: false,
-            restored_prefix: r.prefix,
-            resume_main: r.resume_main,
-            branch_key: None,
-            branch_depth: 0,
-            inherited_fds: Vec::new(),
-            snapshot_at_main: false,
-            segment: s.segment,
-            kernel: s.kernel,
         }
     }
 }

@@ -1081,3 +1081,17 @@ impl Execution<'_> {
         }
     }
 }
+
+impl TimeSource for Execution<'_> {
+    fn timespec_ns(&self, addr: u64) -> Option<u64> {
+        if addr == 0 {
+            return None;
+        }
+        let sec = self.p.mem.read_u64(addr).ok()?;
+        let nsec = self.p.mem.read_u64(addr + 8).ok()?;
+        Some(sec.saturating_mul(1_000_000_000).saturating_add(nsec))
+    }
+    fn clock_now_ns(&self, clock: libc::clockid_t) -> u64 {
+        self.world.peek_ns(clock, self.model.now())
+    }
+}

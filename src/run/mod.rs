@@ -15,7 +15,6 @@
 //! The execution itself (`execution.rs`, with `stops.rs` and `traps.rs`) composes them.
 
 mod config;
-mod creation;
 pub mod debug_worker;
 pub mod debugger;
 mod drive;
@@ -31,7 +30,6 @@ mod races;
 pub mod search;
 mod snapshots;
 mod stops;
-mod syscall_stops;
 mod traps;
 mod worker_state;
 mod world;

@@ -2,7 +2,23 @@
 //! scheduling point, while serving the stops of every other tracee (threads that are not
 //! running, processes the program forked, new threads' first stops), and the end of an
 //! execution: waiting for the process to end, killing and reaping the whole tree.
+//!
+//! Also here: seccomp stops (the system calls the model needs: futex, clone, exit_group,
+//! sleeps...; the clock and random-number calls answered for determinism; rdtsc
+//! emulation), and thread creation: the clone event, and the start of new threads within
+//! the step that created them (thread creation is not a scheduling point while races are
+//! traced).
 
+use std::path::PathBuf;
+
+use super::execution::ExecutionOutcome;
+use super::kernel::syscalls::{self, SyscallAction};
+use super::process::{StopPlace, TracedThread};
+use super::worker_state::WorkerState;
+use super::world::fs_gate::changes_files;
+use crate::model::{ObjectKind, Op};
+use crate::tracee::file_paths;
+use crate::tracee::seccomp::nr;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
@@ -10,7 +26,6 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use super::execution::{Execution, ProcessEnd, RunResult};
-use super::syscall_stops::note_file_change;
 
 use crate::model::ThreadId;
 use crate::report::Finding;
@@ -415,4 +430,278 @@ pub(super) fn reap_all(pid: Pid, foreign: &std::collections::HashSet<Pid>) {
             return;
         }
     }
+}
+
+/// Thread creation.
+impl Execution<'_> {
+    pub(super) fn on_clone(&mut self, t: ThreadId, child: Pid) -> Result<Option<RunResult>> {
+        let (flags, ctid, tls) = self.pending_clone.take().unwrap_or((CLONE_THREAD, 0, 0));
+        let parent_tid = self.p.threads[t].tid;
+        if flags & CLONE_THREAD == 0 {
+            self.adopt_foreign(child, flags & CLONE_VM == 0)?;
+            events::resume(parent_tid, None)?;
+            return Ok(None);
+        }
+        let id = self.model.add_thread();
+        let started = self.p.early_stops.remove(&child);
+        let clear_tid = if flags & CLONE_CHILD_CLEARTID != 0 {
+            ctid
+        } else {
+            0
+        };
+        let handle = if flags & CLONE_SETTLS != 0 { tls } else { 0 };
+        self.p
+            .threads
+            .push(TracedThread::new(child, started, clear_tid, handle));
+        self.p.by_tid.insert(child, id);
+        if let Some(d) = self.races.detector() {
+            d.thread_created(t, id);
+        }
+        debug_assert_eq!(self.p.threads.len(), id + 1);
+        if !self.eager_starts() {
+            // Without race detection nothing tells what the parent and the new thread do
+            // before their next operations: the parent's step after the clone and the new
+            // thread's start are decisions of their own. Out of the clone event, to the
+            // syscall's exit, so that the parent can be copied into a snapshot.
+            if let Some(sig) = events::finish_syscall_in_event(parent_tid)? {
+                self.p.threads[t].pending_signal = Some(sig);
+            }
+            self.p.threads[t].place = StopPlace::Event;
+            return self.point(t, Op::Continue, 0);
+        }
+        // Creating a thread is not a scheduling point: the parent runs on to its next
+        // operation, and the new thread starts right after (`start_new_threads`). Until
+        // then, what either does that another thread could order itself against without a
+        // data race (an access the binary says is atomic; exit_group, a point anyway while
+        // other threads live) becomes a scheduling point. What is left commutes with every
+        // other thread's steps up to data races, which the detector reports whatever the
+        // order; glibc-internal locking stays part of its libc call, as in every step.
+        self.creation_stretch.insert(t);
+        self.sync_log_mode(t);
+        events::resume(parent_tid, None)?;
+        Ok(None)
+    }
+
+    /// Whether thread creation runs the parent on and starts the new thread within the
+    /// creating step: only with race detection, which traces the accesses that end such a
+    /// stretch.
+    pub(super) fn eager_starts(&self) -> bool {
+        self.races.on()
+    }
+
+    /// Runs every thread that has not started yet up to its first operation, in creation
+    /// order, as part of the step that created it (no scheduling decision: see `on_clone`).
+    /// Threads those create in turn start by a decision of their own, so that a chain of
+    /// thread creations still counts against `--max-steps`. Some when the execution ended
+    /// on the way.
+    pub(super) fn start_new_threads(&mut self) -> Result<Option<ExecutionOutcome>> {
+        if !self.eager_starts() {
+            return Ok(None);
+        }
+        let new: Vec<ThreadId> = (0..self.model.thread_count())
+            .filter(|&u| matches!(self.model.pending(u), Some(Op::Start)))
+            .collect();
+        for u in new {
+            let completion = match self.execute_op(u) {
+                Ok(c) => c,
+                Err(f) => {
+                    let f = self.model_finding(f);
+                    return Ok(Some(self.outcome(Some(f))));
+                }
+            };
+            if let Some(f) = self.complete(u, completion)? {
+                return Ok(Some(self.outcome(Some(f))));
+            }
+            self.creation_stretch.insert(u);
+            self.sync_log_mode(u);
+            let r = self.resume_and_run(u)?;
+            if let Some(done) = self.settle(u, r)? {
+                return Ok(Some(done));
+            }
+            if self.model.is_finished(u) {
+                // Gone within the step: a join of it depends on this step.
+                self.segment.touch_exit(u);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether a thread other than `t` has not finished.
+    pub(super) fn others_live(&self, t: ThreadId) -> bool {
+        (0..self.model.thread_count()).any(|u| u != t && !self.model.is_finished(u))
+    }
+}
+
+/// Seccomp stops.
+impl Execution<'_> {
+    pub(super) fn on_seccomp(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
+        let r = self.p.load_regs(t)?;
+        let tid = self.p.threads[t].tid;
+        let nr = r.orig_rax as i64;
+        let a = regs::syscall_args(&r);
+        if self.p.syscall_insn == 0
+            && self.p.mem.read_u16(r.rip.wrapping_sub(2)).ok() == Some(0x050f)
+        {
+            self.p.syscall_insn = r.rip - 2;
+        }
+        let clone_flags = match nr {
+            nr::CLONE => a[0],
+            nr::CLONE3 => self.p.mem.read_u64(a[0]).unwrap_or(0),
+            _ => 0,
+        };
+        if clone_flags & CLONE_THREAD != 0 && self.races.on() && !self.instr.recording() {
+            // The first thread: from here on accesses can race and are recorded. The
+            // thread enters the clone again afterwards.
+            self.instrumenting(|i, c| i.start_recording(c, t, &r))?;
+            return Ok(None);
+        }
+        if let Some(key) = self.snapshot_key.take() {
+            if clone_flags & CLONE_THREAD == 0 {
+                self.snapshot_key = Some(key);
+            } else if self.take_startup_snapshot(t, &r, key)? {
+                return Ok(None);
+            }
+        }
+        if let Some(stop) = self.before_file_change(t, nr, a)? {
+            return Ok(stop);
+        }
+        self.p.threads[t].place = StopPlace::Syscall;
+        match nr {
+            nr::CLONE => self.pending_clone = Some((a[0], a[3], a[4])),
+            nr::CLONE3 => {
+                let flags = self.p.mem.read_u64(a[0]).unwrap_or(0);
+                let ctid = self.p.mem.read_u64(a[0] + 16).unwrap_or(0);
+                let tls = self.p.mem.read_u64(a[0] + 56).unwrap_or(0);
+                self.pending_clone = Some((flags, ctid, tls));
+            }
+            nr::SET_TID_ADDRESS => self.p.threads[t].clear_tid = a[0],
+            nr::SIGALTSTACK if a[0] != 0 => {
+                let mut ss = [0u8; 24];
+                if self.p.mem.read(a[0], &mut ss).is_ok() {
+                    let flags = i32::from_le_bytes(ss[8..12].try_into().expect("4 bytes"));
+                    self.p.threads[t].altstack = (flags & libc::SS_DISABLE == 0).then_some(ss);
+                }
+            }
+            nr::EXIT_GROUP if self.others_live(t) => {
+                // Other threads could still run first: ending the process is a decision.
+                let site = self.p.mem.read_u64(r.rsp).unwrap_or(r.rip);
+                return self.point(t, Op::ExitGroup, site);
+            }
+            nr::EXIT_GROUP => {
+                self.group_exiting = true;
+                if self.debug_exiting(t)? == super::debugger::Resume::Kill {
+                    return Ok(Some(RunResult::CutShort));
+                }
+            }
+            _ => {}
+        }
+        let site = || self.p.mem.read_u64(r.rsp).unwrap_or(r.rip);
+        if let Some(stop) = self.on_kernel_call(t, nr, a, site())? {
+            return Ok(stop);
+        }
+        match syscalls::decode(nr, a, self) {
+            SyscallAction::Point(op) => {
+                let site = self.p.mem.read_u64(r.rsp).unwrap_or(r.rip);
+                self.point(t, op, site)
+            }
+            SyscallAction::Emulate(v) => {
+                self.p.finish_syscall(t, v)?;
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+            SyscallAction::Native => {
+                self.p.threads[t].place = StopPlace::Event;
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+            SyscallAction::Clock(call) => {
+                // Reading the clock sees where timeouts have moved it.
+                self.segment.touch(ObjectKind::Time, 0, false);
+                let v = self.world.answer_clock(call, self.model.now(), &self.p.mem);
+                self.p.finish_syscall(t, v)?;
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+            SyscallAction::Random { buf, len } => {
+                let len = len.min(1 << 20) as usize;
+                let bytes = self.world.random_bytes(len);
+                let v = match self.p.mem.write(buf, &bytes) {
+                    Ok(()) => len as i64,
+                    Err(_) => -(libc::EFAULT as i64),
+                };
+                self.p.finish_syscall(t, v)?;
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// A system call that may change files: the worker takes the file-system gate first
+    /// (`fs_gate`), and the call runs natively. None when `nr` is no such call.
+    fn before_file_change(
+        &mut self,
+        t: ThreadId,
+        nr: i64,
+        a: [u64; 6],
+    ) -> Result<Option<Option<RunResult>>> {
+        let opens = [nr::OPEN, nr::OPENAT, nr::OPENAT2];
+        if !opens.contains(&nr) && !nr::FILE_CHANGES.contains(&nr) {
+            return Ok(None);
+        }
+        let (pid, tid) = (self.p.pid, self.p.threads[t].tid);
+        match note_file_change(self.worker, pid, tid, &self.p.mem, nr, a) {
+            Some(changes) => self.world.note_file_changes(changes),
+            None => return Ok(Some(Some(RunResult::CutShort))),
+        }
+        self.p.threads[t].place = StopPlace::Event;
+        events::resume(self.p.threads[t].tid, None)?;
+        Ok(Some(None))
+    }
+
+    /// Emulates rdtsc/rdtscp in thread `t`, which fault under PR_TSC_SIGSEGV; true when it
+    /// was one.
+    pub(super) fn emulate_rdtsc(&mut self, t: ThreadId) -> Result<bool> {
+        let tid = self.p.threads[t].tid;
+        let done = self.world.emulate_rdtsc(tid, self.model.now())?;
+        if done {
+            self.segment.touch(ObjectKind::Time, 0, false);
+            self.p.load_regs(t)?;
+        }
+        Ok(done)
+    }
+}
+
+pub(super) const CLONE_THREAD: u64 = 0x0001_0000;
+const CLONE_VM: u64 = 0x0000_0100;
+pub(super) const CLONE_CHILD_CLEARTID: u64 = 0x0020_0000;
+pub(super) const CLONE_SETTLS: u64 = 0x0008_0000;
+
+/// Before system call `nr` (arguments `a`) of thread `tid` of process `pid` (the
+/// program, or a process it forked) runs: when it may change files, the worker takes the
+/// file-system gate (`fs_gate`) and the journal saves the state of the paths it names
+/// (`file_journal`). Whether it may change files; None when the search is being cut
+/// short meanwhile.
+pub(super) fn note_file_change(
+    worker: &mut WorkerState,
+    pid: Pid,
+    tid: Pid,
+    mem: &Memory,
+    nr: i64,
+    a: [u64; 6],
+) -> Option<bool> {
+    if !changes_files(nr, a, |how| mem.read_u64(how).unwrap_or(0)) {
+        return Some(false);
+    }
+    if worker.fs_pass.is_none() {
+        match worker.fs_gate.enter(&worker.cut) {
+            Some(pass) => worker.fs_pass = Some(pass),
+            None => return None,
+        }
+    }
+    if let Some(journal) = &worker.journal {
+        let paths = file_paths::changed_paths(pid, tid, mem, nr, a);
+        let mut j = journal.lock().expect("file journal");
+        j.note_change(paths.iter().map(PathBuf::as_path));
+    }
+    Some(true)
 }

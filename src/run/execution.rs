@@ -293,7 +293,7 @@ impl Execution<'_> {
                     let end = self.wait_process_end()?;
                     return Ok(Choices::End(Box::new(self.ended(end))));
                 }
-                if self.waits_for_outside() {
+                if self.kernel.waits_for_outside(&self.p, &self.model) {
                     if self.wait_for_outside()? {
                         continue;
                     }
@@ -449,7 +449,7 @@ impl Execution<'_> {
                 return Ok(Stop::End(Box::new(self.outcome(Some(f))), None));
             }
         };
-        let completion = self.finish_kernel_wait(t, completion)?;
+        let completion = self.kernel.finish(&mut self.p, t, completion)?;
         if completion == Completion::Blocked {
             return Ok(Stop::Blocked);
         }
@@ -594,7 +594,7 @@ impl Execution<'_> {
             .and_then(Op::object)
             .filter(|o| o.kind != ObjectKind::Atomic || o.addr != 0)
             .map(|o| self.object_desc(o.kind, o.addr))
-            .or_else(|| self.describe_kernel_wait(t));
+            .or_else(|| self.kernel.describe(self.p.pid, t));
         let site = self.model.pending_site(t);
         let location = (site != 0).then(|| self.worker.symbols.call_site(site));
         TraceStep {
@@ -896,6 +896,28 @@ impl<'a> Execution<'a> {
 
 /// Findings: what went wrong, with the stacks of the threads involved.
 impl Execution<'_> {
+    /// The finding when every thread waited longer than the execution timeout and some
+    /// wait for the world outside the program (a terminal, a socket, a child process).
+    pub(in crate::run) fn outside_finding(&mut self) -> Finding {
+        let secs = self.cfg.limits.execution_timeout.as_secs_f64();
+        let waiting = self.kernel.waiting_threads(&self.model);
+        let mut threads = Vec::new();
+        let mut calls = Vec::new();
+        for t in waiting {
+            let what = self.kernel.describe(self.p.pid, t).unwrap_or_default();
+            calls.push(format!("T{t} in {what}"));
+            threads.push(self.thread_report(t, format!("waits in the kernel in {what}")));
+        }
+        finding(
+            FindingKind::Timeout,
+            format!(
+                "no thread can run and nothing came from outside the program for {secs:.1} s: {}",
+                calls.join(", ")
+            ),
+            threads,
+        )
+    }
+
     /// Stacks and reports of this execution's threads.
     pub(super) fn reporter(&mut self) -> Reporter<'_> {
         Reporter {
@@ -915,7 +937,8 @@ impl Execution<'_> {
             ObjectKind::Thread => format!("thread T{addr}"),
             ObjectKind::Time => "a timer".to_string(),
             ObjectKind::Kernel => self
-                .describe_kernel_wait(addr as ThreadId)
+                .kernel
+                .describe(self.p.pid, addr as ThreadId)
                 .unwrap_or_else(|| "the kernel".to_string()),
             _ => {
                 let name = (self.races).memory_name(&mut self.worker.symbols, addr, true);

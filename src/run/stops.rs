@@ -12,8 +12,10 @@
 use std::path::PathBuf;
 
 use super::execution::ExecutionOutcome;
+use super::kernel::kernel_waits::KernelThen;
 use super::kernel::syscalls::{self, SyscallAction};
 use super::process::{StopPlace, TracedThread};
+use super::races::happens_before;
 use super::worker_state::WorkerState;
 use super::world::fs_gate::changes_files;
 use crate::model::{ObjectKind, Op};
@@ -668,6 +670,84 @@ impl Execution<'_> {
             self.p.load_regs(t)?;
         }
         Ok(done)
+    }
+}
+
+/// The kernel as a source of blocking (`kernel/`).
+impl Execution<'_> {
+    /// A trapped call at its seccomp stop in thread `t`: None when it is not a kernel call,
+    /// else what the stop turns into (a scheduling point when it would wait).
+    pub(super) fn on_kernel_call(
+        &mut self,
+        t: ThreadId,
+        nr: i64,
+        args: [u64; 6],
+        site: u64,
+    ) -> Result<Option<Option<RunResult>>> {
+        let in_stretch = self.creation_stretch.contains(&t);
+        let Some(stop) = self.kernel.classify(&mut self.p, t, nr, args, in_stretch)? else {
+            return Ok(None);
+        };
+        if stop.communicated {
+            self.communicated(t);
+        }
+        match stop.then {
+            KernelThen::RunOn => self.run_on(t).map(Some),
+            KernelThen::Return(v) => {
+                self.p.load_regs(t)?;
+                self.p.finish_syscall(t, v)?;
+                events::resume(self.p.threads[t].tid, None)?;
+                Ok(Some(None))
+            }
+            KernelThen::Wait(op) => self.point(t, op, site).map(Some),
+        }
+    }
+
+    /// Looks again at every call the model has blocked in the kernel and tells the model
+    /// which are ready (at every scheduling point: another thread may have written to the
+    /// pipe, sent the signal, ended the child...).
+    pub(super) fn recheck_kernel_waits(&mut self) {
+        self.kernel.recheck(&self.p, &mut self.model);
+    }
+
+    /// Every thread waits in the kernel for the outside: waits until one of them is ready,
+    /// serving the stops of the processes the program started, for at most the execution
+    /// timeout. True when one became ready.
+    pub(in crate::run) fn wait_for_outside(&mut self) -> Result<bool> {
+        let start = std::time::Instant::now();
+        loop {
+            self.recheck_kernel_waits();
+            if !self.model.enabled_threads().is_empty() {
+                return Ok(true);
+            }
+            if start.elapsed() > self.cfg.limits.execution_timeout {
+                return Ok(false);
+            }
+            match events::wait(None)? {
+                crate::tracee::WaitOutcome::Event(pid, ev) if self.p.foreign.contains(&pid) => {
+                    self.pass_through(pid, ev)?
+                }
+                crate::tracee::WaitOutcome::Event(pid, ev) => self.unknown_stop(pid, ev),
+                crate::tracee::WaitOutcome::Interrupted => {}
+                crate::tracee::WaitOutcome::NoChildren => return Ok(false),
+            }
+        }
+    }
+
+    /// Lets `t`, at a seccomp stop, run its call natively.
+    fn run_on(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
+        self.p.threads[t].place = crate::run::process::StopPlace::Event;
+        events::resume(self.p.threads[t].tid, None)?;
+        Ok(None)
+    }
+
+    /// `t` passed something through the kernel: its step touches the kernel object, and
+    /// the race detector sees an acquire and a release of it.
+    fn communicated(&mut self, t: ThreadId) {
+        self.segment.touch(ObjectKind::Kernel, 0, true);
+        if let Some(d) = self.races.detector() {
+            happens_before::kernel(d, t);
+        }
     }
 }
 

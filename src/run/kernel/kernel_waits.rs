@@ -21,12 +21,10 @@ use std::sync::Arc;
 use anyhow::Result;
 
 use super::kernel_calls::{self, KernelAction, KernelCall, TimedOut, Timeout, Wait};
-use crate::model::{Completion, ObjectKind, Op, ThreadId};
-use crate::report::{Finding, FindingKind};
-use crate::run::execution::{Execution, RunResult};
-use crate::run::races::happens_before;
+use crate::model::{Completion, Model, Op, ThreadId};
+use crate::run::process::Process;
 use crate::tracee::fds::{Descriptors, FdKind};
-use crate::tracee::{events, procfs, Pid};
+use crate::tracee::{procfs, Pid};
 
 /// The largest write a pipe takes at once when it has room (one pipe buffer page): POLLOUT
 /// means a free page, so a write up to this size never waits.
@@ -39,22 +37,49 @@ pub(in crate::run) struct KernelWaits {
     calls: BTreeMap<ThreadId, KernelCall>,
     /// The program did I/O on a pipe, socket or similar descriptor: a fork copy would share
     /// that object with its template.
-    pub shares_descriptors: bool,
+    shares_descriptors: bool,
     /// The descriptors of the process (opened on first use; a fork copy opens its own).
     descriptors: Option<(Pid, Arc<Descriptors>)>,
     /// The pids the program ran as in the executions its snapshots were taken from (see
-    /// [`Execution::own_pid_now`]).
+    /// `own_pid_now`).
     former_pids: Vec<i32>,
 }
 
 impl KernelWaits {
-    /// Notes that the program runs as process `pid` when a snapshot is taken: a copy of
-    /// the snapshot still holds that pid wherever the program saved it.
-    pub(in crate::run) fn note_pid(&mut self, pid: Pid) {
-        if !self.former_pids.contains(&pid.as_raw()) {
-            self.former_pids.push(pid.as_raw());
+    /// What a snapshot of process `pid` keeps: a copy of the snapshot still holds that pid
+    /// wherever the program saved it.
+    pub fn saved(&self, pid: Pid) -> KernelWaits {
+        let mut k = self.clone();
+        if !k.former_pids.contains(&pid.as_raw()) {
+            k.former_pids.push(pid.as_raw());
         }
+        k
     }
+
+    /// Whether the program did I/O on a pipe, socket or similar descriptor (a fork copy
+    /// would share that object with its template).
+    pub fn shares_descriptors(&self) -> bool {
+        self.shares_descriptors
+    }
+}
+
+/// What a trapped call at its seccomp stop comes to.
+pub(in crate::run) struct KernelStop {
+    /// It passes something through the kernel to or from another thread: the step touches
+    /// the kernel object, and the race detector sees an acquire and a release of it.
+    pub communicated: bool,
+    /// What happens to the call.
+    pub then: KernelThen,
+}
+
+/// What happens to a trapped kernel call.
+pub(in crate::run) enum KernelThen {
+    /// It runs natively, within the step that made it (it returns at once).
+    RunOn,
+    /// The tracer placed its whole write into a pipe: it returns this at once.
+    Return(i64),
+    /// It would wait: a scheduling point with this operation.
+    Wait(Op),
 }
 
 /// What a look at a waiting call found.
@@ -67,17 +92,21 @@ struct Look {
     communicates: bool,
 }
 
-impl Execution<'_> {
-    /// A trapped call at its seccomp stop in thread `t`: None when it is not a kernel call,
-    /// else what the stop turns into (a scheduling point when it would wait).
-    pub(in crate::run) fn on_kernel_call(
+impl KernelWaits {
+    /// A trapped call at its seccomp stop in thread `t` of `p`: None when it is not a
+    /// kernel call, else what it comes to. `in_stretch`: `t` is in a thread creation's
+    /// stretch (a parent after its clone, a new thread before its first point), where
+    /// nothing may be ordered against another thread without a scheduling point: a call
+    /// that passes something through the kernel becomes one, even when it is ready.
+    pub fn classify(
         &mut self,
+        p: &mut Process,
         t: ThreadId,
         nr: i64,
         args: [u64; 6],
-        site: u64,
-    ) -> Result<Option<Option<RunResult>>> {
-        let mem = &self.p.mem;
+        in_stretch: bool,
+    ) -> Result<Option<KernelStop>> {
+        let mem = &p.mem;
         let read = |addr: u64, len: usize| {
             let mut b = vec![0u8; len];
             mem.read(addr, &mut b).ok().map(|_| b)
@@ -86,23 +115,27 @@ impl Execution<'_> {
             return Ok(None);
         };
         if matches!(action, KernelAction::Signal) {
-            self.own_pid_now(t, nr, args)?;
+            self.own_pid_now(p, t, nr, args)?;
         }
         let call = match action {
-            KernelAction::Signal if self.creation_stretch.contains(&t) => {
-                // A thread creation's stretch must not hide an order with another thread:
-                // the send becomes a point of its own (see `in_stretch` below).
+            KernelAction::Signal if in_stretch => {
+                // The send becomes a point of its own.
                 let call = KernelCall::immediate(kernel_calls::name_of(nr));
                 let op = Op::Kernel {
                     call: call.name,
                     timeout: None,
                 };
-                self.kernel.calls.insert(t, call);
-                return self.point(t, op, site).map(Some);
+                self.calls.insert(t, call);
+                return Ok(Some(KernelStop {
+                    communicated: false,
+                    then: KernelThen::Wait(op),
+                }));
             }
             KernelAction::Signal => {
-                self.communicated(t);
-                return self.run_on(t).map(Some);
+                return Ok(Some(KernelStop {
+                    communicated: true,
+                    then: KernelThen::RunOn,
+                }))
             }
             KernelAction::Wait(call) => call,
         };
@@ -111,30 +144,30 @@ impl Execution<'_> {
         {
             // Output on stdout and stderr is read by the user (or by mcheck): let it go, as
             // the outside drains it.
-            return self.run_on(t).map(Some);
+            return Ok(Some(KernelStop {
+                communicated: false,
+                then: KernelThen::RunOn,
+            }));
         }
         let mut call = call;
-        self.push_pipe_write(&mut call);
-        let look = self.look(t, &call);
+        self.push_pipe_write(p, &mut call);
+        let look = self.look(p, t, &call);
         if look.communicates && matches!(call.wait, Wait::Fds(_)) {
-            self.kernel.shares_descriptors = true;
+            self.shares_descriptors = true;
         }
-        // In a thread creation's stretch (a parent after its clone, a new thread before its
-        // first point) nothing may be ordered against another thread without a point: a
-        // call that passes something through the kernel is one, even when it is ready.
-        let in_stretch = look.communicates && self.creation_stretch.contains(&t);
-        if look.communicates && !in_stretch {
-            self.communicated(t);
-        }
+        let communicated = look.communicates && !in_stretch;
         if look.ready && call.written > 0 && !in_stretch {
             // The tracer placed the whole write: the call returns at once with its length.
-            self.p.load_regs(t)?;
-            self.p.finish_syscall(t, call.written as i64)?;
-            events::resume(self.p.threads[t].tid, None)?;
-            return Ok(Some(None));
+            return Ok(Some(KernelStop {
+                communicated,
+                then: KernelThen::Return(call.written as i64),
+            }));
         }
         if look.ready && !in_stretch {
-            return self.run_on(t).map(Some);
+            return Ok(Some(KernelStop {
+                communicated,
+                then: KernelThen::RunOn,
+            }));
         }
         let op = Op::Kernel {
             call: call.name,
@@ -143,19 +176,21 @@ impl Execution<'_> {
                 _ => None,
             },
         };
-        self.kernel.calls.insert(t, call);
-        self.point(t, op, site).map(Some)
+        self.calls.insert(t, call);
+        Ok(Some(KernelStop {
+            communicated,
+            then: KernelThen::Wait(op),
+        }))
     }
 
     /// Looks again at every call the model has blocked in the kernel and tells the model
     /// which are ready (at every scheduling point: another thread may have written to the
     /// pipe, sent the signal, ended the child...).
-    pub(in crate::run) fn recheck_kernel_waits(&mut self) {
+    pub fn recheck(&mut self, p: &Process, model: &mut Model) {
         let waiting: Vec<(ThreadId, KernelCall)> = self
-            .kernel
             .calls
             .iter()
-            .filter(|(&t, _)| matches!(self.model.pending(t), Some(Op::Kernel { .. })))
+            .filter(|(&t, _)| matches!(model.pending(t), Some(Op::Kernel { .. })))
             .map(|(&t, c)| (t, c.clone()))
             .collect();
         // Writes the tracer moves into pipes first (they may make reads ready), then every
@@ -163,133 +198,76 @@ impl Execution<'_> {
         for (t, call) in &waiting {
             let mut call = call.clone();
             if call.written > 0 {
-                self.push_pipe_write(&mut call);
-                self.kernel.calls.insert(*t, call);
+                self.push_pipe_write(p, &mut call);
+                self.calls.insert(*t, call);
             }
         }
         for (t, _) in waiting {
-            let call = self.kernel.calls[&t].clone();
-            let ready = self.look(t, &call).ready;
-            self.model.set_kernel_ready(t, ready);
+            let call = self.calls[&t].clone();
+            let ready = self.look(p, t, &call).ready;
+            model.set_kernel_ready(t, ready);
         }
     }
 
     /// Thread `t` was chosen to perform its pending operation with result `c`: when it is a
     /// kernel wait, the call now runs natively (ready) or times out, its result made by the
     /// tracer. Returns the completion still to apply to the thread.
-    pub(in crate::run) fn finish_kernel_wait(
-        &mut self,
-        t: ThreadId,
-        c: Completion,
-    ) -> Result<Completion> {
-        let Some(call) = self.kernel.calls.remove(&t) else {
+    pub fn finish(&mut self, p: &mut Process, t: ThreadId, c: Completion) -> Result<Completion> {
+        let Some(call) = self.calls.remove(&t) else {
             return Ok(c);
         };
         if call.written > 0 && c == Completion::Native {
             // The tracer moved the write into the pipe: the call returns what it placed.
-            self.p.load_regs(t)?;
-            self.p.finish_syscall(t, call.written as i64)?;
+            p.load_regs(t)?;
+            p.finish_syscall(t, call.written as i64)?;
             return Ok(c);
         }
         if c != Completion::Error(crate::model::errno::ETIMEDOUT) {
             return Ok(c);
         }
-        self.p.load_regs(t)?;
+        p.load_regs(t)?;
         let value = match &call.timed_out {
             TimedOut::Poll { revents } => {
                 for &a in revents {
-                    self.p.mem.write(a, &[0, 0])?;
+                    p.mem.write(a, &[0, 0])?;
                 }
                 0
             }
             TimedOut::Select { sets, remaining } => {
                 for &(a, len) in sets {
-                    self.p.mem.write(a, &vec![0u8; len])?;
+                    p.mem.write(a, &vec![0u8; len])?;
                 }
                 if *remaining != 0 {
-                    self.p.mem.write(*remaining, &[0u8; 16])?;
+                    p.mem.write(*remaining, &[0u8; 16])?;
                 }
                 0
             }
             TimedOut::Zero => 0,
             TimedOut::Again => -(libc::EAGAIN as i64),
         };
-        self.p.finish_syscall(t, value)?;
+        p.finish_syscall(t, value)?;
         Ok(Completion::Native)
     }
 
     /// Whether the executor should wait for the world outside the program before declaring
     /// a deadlock: some thread waits in the kernel for something another process, a
     /// terminal or the network could still bring.
-    pub(in crate::run) fn waits_for_outside(&mut self) -> bool {
-        let waiting: Vec<KernelCall> = self
-            .waiting_threads()
-            .into_iter()
-            .map(|t| self.kernel.calls[&t].clone())
-            .collect();
-        waiting.iter().any(|c| self.is_external(c))
+    pub fn waits_for_outside(&self, p: &Process, model: &Model) -> bool {
+        (self.waiting_threads(model).into_iter()).any(|t| self.is_external(p, &self.calls[&t]))
     }
 
     /// The threads blocked in a kernel wait, in id order.
-    fn waiting_threads(&self) -> Vec<ThreadId> {
-        self.kernel
-            .calls
+    pub fn waiting_threads(&self, model: &Model) -> Vec<ThreadId> {
+        self.calls
             .keys()
             .copied()
-            .filter(|&t| matches!(self.model.pending(t), Some(Op::Kernel { .. })))
+            .filter(|&t| matches!(model.pending(t), Some(Op::Kernel { .. })))
             .collect()
     }
 
-    /// Every thread waits in the kernel for the outside: waits until one of them is ready,
-    /// serving the stops of the processes the program started, for at most the execution
-    /// timeout. True when one became ready.
-    pub(in crate::run) fn wait_for_outside(&mut self) -> Result<bool> {
-        let start = std::time::Instant::now();
-        loop {
-            self.recheck_kernel_waits();
-            if !self.model.enabled_threads().is_empty() {
-                return Ok(true);
-            }
-            if start.elapsed() > self.cfg.limits.execution_timeout {
-                return Ok(false);
-            }
-            match events::wait(None)? {
-                crate::tracee::WaitOutcome::Event(pid, ev) if self.p.foreign.contains(&pid) => {
-                    self.pass_through(pid, ev)?
-                }
-                crate::tracee::WaitOutcome::Event(pid, ev) => self.unknown_stop(pid, ev),
-                crate::tracee::WaitOutcome::Interrupted => {}
-                crate::tracee::WaitOutcome::NoChildren => return Ok(false),
-            }
-        }
-    }
-
-    /// The finding when every thread waited longer than the execution timeout and some
-    /// wait for the world outside the program (a terminal, a socket, a child process).
-    pub(in crate::run) fn outside_finding(&mut self) -> Finding {
-        let secs = self.cfg.limits.execution_timeout.as_secs_f64();
-        let waiting = self.waiting_threads();
-        let mut threads = Vec::new();
-        let mut calls = Vec::new();
-        for t in waiting {
-            let what = self.describe_kernel_wait(t).unwrap_or_default();
-            calls.push(format!("T{t} in {what}"));
-            threads.push(self.thread_report(t, format!("waits in the kernel in {what}")));
-        }
-        crate::run::findings::finding(
-            FindingKind::Timeout,
-            format!(
-                "no thread can run and nothing came from outside the program for {secs:.1} s: {}",
-                calls.join(", ")
-            ),
-            threads,
-        )
-    }
-
     /// What thread `t` waits for in the kernel, for reports ("read(fd 3: pipe:[123])").
-    pub(in crate::run) fn describe_kernel_wait(&self, t: ThreadId) -> Option<String> {
-        let call = self.kernel.calls.get(&t)?;
-        let pid = self.p.pid;
+    pub fn describe(&self, pid: Pid, t: ThreadId) -> Option<String> {
+        let call = self.calls.get(&t)?;
         let fd = |fd: i32| format!("fd {fd}: {}", procfs::descriptor_target(pid, fd));
         let what = match &call.wait {
             Wait::Fds(fds) => fds
@@ -306,52 +284,34 @@ impl Execution<'_> {
         Some(format!("{}({what})", call.name))
     }
 
-    /// Lets `t`, at a seccomp stop, run its call natively.
-    fn run_on(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
-        self.p.threads[t].place = crate::run::process::StopPlace::Event;
-        events::resume(self.p.threads[t].tid, None)?;
-        Ok(None)
-    }
-
-    /// `t` passed something through the kernel: its step touches the kernel object, and
-    /// the race detector sees an acquire and a release of it.
-    fn communicated(&mut self, t: ThreadId) {
-        self.segment.touch(ObjectKind::Kernel, 0, true);
-        if let Some(d) = self.races.detector() {
-            happens_before::kernel(d, t);
-        }
-    }
-
     /// A signal sent by a fork copy to the pid its program saved before the snapshot (lbzip2
     /// keeps `getpid()` and signals its main thread with `kill`): fork copies get pids of
     /// their own, so that pid names a template or a process already gone (ESRCH, and lbzip2
     /// aborts). The call, at its seccomp stop, is pointed at the copy's own pid instead, as
     /// glibc's cached tids are patched. Thread ids saved by the program are not translated.
-    fn own_pid_now(&mut self, t: ThreadId, nr: i64, args: [u64; 6]) -> Result<()> {
+    fn own_pid_now(&self, p: &mut Process, t: ThreadId, nr: i64, args: [u64; 6]) -> Result<()> {
         use crate::tracee::seccomp::nr;
         let takes_pid = matches!(
             nr,
             nr::KILL | nr::TGKILL | nr::RT_SIGQUEUEINFO | nr::RT_TGSIGQUEUEINFO
         );
         let target = args[0] as i32;
-        let me = self.p.pid.as_raw();
-        if !takes_pid || target == me || !self.kernel.former_pids.contains(&target) {
+        let me = p.pid.as_raw();
+        if !takes_pid || target == me || !self.former_pids.contains(&target) {
             return Ok(());
         }
-        let mut r = self.p.load_regs(t)?;
+        let mut r = p.load_regs(t)?;
         r.rdi = me as u64;
-        crate::tracee::regs::set(self.p.threads[t].tid, r)?;
-        self.p.threads[t].regs = r;
+        p.set_regs(t, r)?;
         Ok(())
     }
 
-    fn descriptors(&mut self) -> Option<Arc<Descriptors>> {
-        let pid = self.p.pid;
-        match &self.kernel.descriptors {
+    fn descriptors(&mut self, pid: Pid) -> Option<Arc<Descriptors>> {
+        match &self.descriptors {
             Some((p, d)) if *p == pid => Some(d.clone()),
             _ => {
                 let d = Arc::new(Descriptors::open(pid).ok()?);
-                self.kernel.descriptors = Some((pid, d.clone()));
+                self.descriptors = Some((pid, d.clone()));
                 Some(d)
             }
         }
@@ -361,13 +321,15 @@ impl Execution<'_> {
     /// moves as much of it as fits, a page at a time, from the program's buffer into the
     /// pipe, as the kernel does while the writer sleeps. The call is then finished by the
     /// tracer once all of it is in (see [`Execution::finish_kernel_wait`]).
-    fn push_pipe_write(&mut self, call: &mut KernelCall) {
+    fn push_pipe_write(&mut self, p: &Process, call: &mut KernelCall) {
         let (Some(buf), Some(len), Wait::Fds(fds)) = (call.write_buf, call.write_len, &call.wait)
         else {
             return;
         };
         let Some(&(fd, _)) = fds.first() else { return };
-        let Some(d) = self.descriptors() else { return };
+        let Some(d) = self.descriptors(p.pid) else {
+            return;
+        };
         while call.written < len {
             let Ok(s) = d.look(fd, libc::POLLOUT) else {
                 return;
@@ -382,7 +344,7 @@ impl Execution<'_> {
             }
             let chunk = (len - call.written).min(PIPE_BUF) as usize;
             let mut data = vec![0u8; chunk];
-            if self.p.mem.read(buf + call.written, &mut data).is_err() {
+            if p.mem.read(buf + call.written, &mut data).is_err() {
                 return;
             }
             match d.write(fd, &data) {
@@ -393,12 +355,12 @@ impl Execution<'_> {
     }
 
     /// Whether `call` of thread `t` would return at once.
-    fn look(&mut self, t: ThreadId, call: &KernelCall) -> Look {
+    fn look(&mut self, p: &Process, t: ThreadId, call: &KernelCall) -> Look {
         let mut look = Look::default();
         let mut blocked_mask = None;
         match &call.wait {
             Wait::Fds(fds) => {
-                let Some(d) = self.descriptors() else {
+                let Some(d) = self.descriptors(p.pid) else {
                     // Without a view of the descriptors, let the call run.
                     look.ready = true;
                     return look;
@@ -436,13 +398,13 @@ impl Execution<'_> {
             }
             Wait::Signals(set) => {
                 look.communicates = true;
-                let (own, shared, blocked) = self.signal_state(t);
+                let (own, shared, blocked) = signal_state(p, t);
                 look.ready = (own | shared) & set != 0;
                 blocked_mask = Some(blocked);
             }
             Wait::Child(pid) => {
                 look.communicates = true;
-                let children = procfs::children(self.p.pid);
+                let children = procfs::children(p.pid);
                 let mine: Vec<&(Pid, bool)> = children
                     .iter()
                     .filter(|(c, _)| *pid <= 0 || c.as_raw() as i64 == *pid)
@@ -461,24 +423,20 @@ impl Execution<'_> {
         }
         if !look.ready {
             // A signal the thread does not block while it waits interrupts any wait.
-            let (own, shared, blocked) = self.signal_state(t);
+            let (own, shared, blocked) = signal_state(p, t);
             let mask = call.mask.or(blocked_mask).unwrap_or(blocked);
             look.ready = (own | shared) & !mask != 0;
         }
         look
     }
 
-    fn signal_state(&self, t: ThreadId) -> (u64, u64, u64) {
-        procfs::signal_state(self.p.pid, self.p.threads[t].tid)
-    }
-
     /// Whether what `call` waits for could come from outside the program: a child process
     /// still running, a descriptor that is not a pipe or eventfd of the process's own
     /// (a terminal, a socket, a timerfd, a pipe whose other end is elsewhere).
-    fn is_external(&self, call: &KernelCall) -> bool {
-        let pid = self.p.pid;
+    fn is_external(&self, p: &Process, call: &KernelCall) -> bool {
+        let pid = p.pid;
         let children_run = procfs::children(pid).iter().any(|(_, ended)| !ended);
-        if children_run || !self.p.foreign.is_empty() {
+        if children_run || !p.foreign.is_empty() {
             return true;
         }
         match &call.wait {
@@ -486,6 +444,11 @@ impl Execution<'_> {
             Wait::Signals(_) | Wait::Interrupt | Wait::Child(_) | Wait::Nothing => false,
         }
     }
+}
+
+/// The signals pending for thread `t` of `p`: its own, the process's, and its mask.
+fn signal_state(p: &Process, t: ThreadId) -> (u64, u64, u64) {
+    procfs::signal_state(p.pid, p.threads[t].tid)
 }
 
 /// poll, select and epoll wait whatever their descriptors' O_NONBLOCK says.

@@ -168,6 +168,13 @@ impl Process {
         Ok(r)
     }
 
+    /// Sets thread `t`'s registers (and its record of them).
+    pub fn set_regs(&mut self, t: ThreadId, r: Regs) -> nix::Result<()> {
+        regs::set(self.threads[t].tid, r)?;
+        self.threads[t].regs = r;
+        Ok(())
+    }
+
     /// Makes thread `t`, stopped at a function-entry breakpoint, return `value` to its caller.
     pub fn return_from_call(&mut self, t: ThreadId, value: u64) -> io::Result<()> {
         let th = &mut self.threads[t];

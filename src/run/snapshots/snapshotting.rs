@@ -22,8 +22,7 @@ const BRANCH_GAP: usize = 48;
 impl Execution<'_> {
     /// The tracer-side state now, for a snapshot.
     pub(in crate::run) fn save_state(&self) -> SavedExecution {
-        let mut kernel = self.kernel.clone();
-        kernel.note_pid(self.p.pid);
+        let kernel = self.kernel.saved(self.p.pid);
         SavedExecution {
             model: self.model.clone(),
             races: self.races.saved(true),
@@ -213,7 +212,7 @@ impl Execution<'_> {
             || !self.p.foreign.is_empty()
             || self.p.threads[0].gone
             || self.model.is_finished(0)
-            || self.kernel.shares_descriptors
+            || self.kernel.shares_descriptors()
         {
             return Ok(false);
         }

@@ -189,6 +189,10 @@ pub trait ProgramView {
     fn snapshot(&mut self) -> Option<Vec<u64>>;
 }
 
+/// The debugger's door into an execution: what the executor does at the moments it
+/// reports, and the stepping of the running thread under the debugger.
+pub(super) struct Debugging<'e, 'a>(pub &'e mut Execution<'a>);
+
 /// The debugger of an execution and the breakpoints it set (kept by the worker).
 pub struct DebugHook {
     /// The debugger.
@@ -217,7 +221,7 @@ impl DebugHook {
     }
 }
 
-impl Execution<'_> {
+impl Debugging<'_, '_> {
     /// Reports `ev` to the debugger, if there is one. A request to step a thread other
     /// than `stepper` (the one stopped where it may execute an instruction) is refused and
     /// reported as a step that did not move: with the boundaries the thread reaches once
@@ -229,12 +233,12 @@ impl Execution<'_> {
         stepper: Option<ThreadId>,
         runner: Option<ThreadId>,
     ) -> Resume {
-        let Some(mut hook) = self.worker.debug.take() else {
+        let Some(mut hook) = self.0.worker.debug.take() else {
             return Resume::Continue;
         };
         let resume = loop {
             let mut view = View {
-                exec: self,
+                exec: &mut *self.0,
                 bps: &mut hook.breakpoints,
                 watches: &mut hook.watches,
                 generation: &mut hook.generation,
@@ -259,10 +263,10 @@ impl Execution<'_> {
                 r => break r,
             }
         };
-        self.worker.debug = Some(hook);
+        self.0.worker.debug = Some(hook);
         // Watchpoints set or cleared now apply to every thread before it runs again.
-        for u in 0..self.p.threads.len() {
-            let th = &self.p.threads[u];
+        for u in 0..self.0.p.threads.len() {
+            let th = &self.0.p.threads[u];
             if th.started && !th.gone {
                 let _ = self.debug_arm(u);
             }
@@ -289,7 +293,7 @@ impl Execution<'_> {
         match next {
             Some(t) if t != u => format!(
                 "mcheck: T{u} cannot move now: the schedule runs T{t} next ({}); `continue` follows the schedule, `monitor next-point` runs T{t} to its next scheduling point",
-                self.model.pending(t).map_or("its operation", |op| op.name())
+                self.0.model.pending(t).map_or("its operation", |op| op.name())
             ),
             _ => format!(
                 "mcheck: T{u} cannot step here: it waits at one of mcheck's scheduling points, which only `continue` or `monitor next-point` passes (the schedule decides when it runs)"
@@ -299,7 +303,7 @@ impl Execution<'_> {
 
     /// Shows the debugger the end of the execution, before its processes are killed.
     pub(super) fn debug_end(&mut self, out: &super::execution::ExecutionOutcome) {
-        if !self.debugging() || out.cut_short || out.divergence.is_some() {
+        if !self.0.debugging() || out.cut_short || out.divergence.is_some() {
             return;
         }
         let ev = DebugEvent::End {
@@ -312,23 +316,21 @@ impl Execution<'_> {
     /// Thread `t` is at its exit_group: when the status is a finding, the debugger is shown
     /// it there (once the process is gone, nothing of it can be read).
     pub(super) fn debug_exiting(&mut self, t: ThreadId) -> anyhow::Result<Resume> {
-        if !self.debugging() {
+        if !self.0.debugging() {
             return Ok(Resume::Continue);
         }
-        let code = (self.p.load_regs(t)?.rdi & 0xff) as i32;
-        let Some(finding) = self.exit_finding(super::execution::ProcessEnd::Exited(code)) else {
+        let code = (self.0.p.load_regs(t)?.rdi & 0xff) as i32;
+        let Some(finding) = self
+            .0
+            .exit_finding(super::execution::ProcessEnd::Exited(code))
+        else {
             return Ok(Resume::Continue);
         };
-        self.p.threads[t].place = StopPlace::Syscall;
+        self.0.p.threads[t].place = StopPlace::Syscall;
         Ok(self.debug_event(DebugEvent::Exiting {
             thread: t,
             finding: Box::new(finding),
         }))
-    }
-
-    /// Whether a debugger watches this execution.
-    pub(super) fn debugging(&self) -> bool {
-        self.worker.debug.is_some()
     }
 
     /// A trap at `addr` in `t`: when the debugger has a breakpoint there, it looks first.
@@ -339,8 +341,8 @@ impl Execution<'_> {
         t: ThreadId,
         addr: u64,
     ) -> anyhow::Result<Option<Option<super::execution::RunResult>>> {
-        let mcheck_bp = self.code.has_kind(addr);
-        let Some(hook) = self.worker.debug.as_mut() else {
+        let mcheck_bp = self.0.code.has_kind(addr);
+        let Some(hook) = self.0.worker.debug.as_mut() else {
             return Ok(None);
         };
         let gdb_bp = hook.breakpoints.contains(&addr);
@@ -350,12 +352,12 @@ impl Execution<'_> {
         if !gdb_bp && !interrupt {
             return Ok(None);
         }
-        self.p.threads[t].place = StopPlace::Breakpoint(addr);
+        self.0.p.threads[t].place = StopPlace::Breakpoint(addr);
         if gdb_bp {
             // A return mcheck waits for here is noted now: the debugger may step on from
             // here, or take its breakpoint out.
-            let r = self.p.threads[t].regs;
-            self.take_return(t, addr, &r)?;
+            let r = self.0.p.threads[t].regs;
+            self.0.take_return(t, addr, &r)?;
         }
         let mut ev = if gdb_bp {
             DebugEvent::Breakpoint { thread: t, addr }
@@ -385,33 +387,33 @@ impl Execution<'_> {
                 }
             }
         }
-        if self.p.threads[t].place != StopPlace::Breakpoint(addr) {
+        if self.0.p.threads[t].place != StopPlace::Breakpoint(addr) {
             // Stepped away: run on from where the thread is.
-            let tid = self.p.threads[t].tid;
-            let sig = self.p.threads[t].pending_signal.take();
+            let tid = self.0.p.threads[t].tid;
+            let sig = self.0.p.threads[t].pending_signal.take();
             crate::tracee::events::resume(tid, sig)?;
             return Ok(Some(None));
         }
-        if self.code.has_kind(addr) {
+        if self.0.code.has_kind(addr) {
             return Ok(None);
         }
-        if self.code.has_breakpoint(addr) {
-            return Ok(Some(self.step_and_resume(t)?));
+        if self.0.code.has_breakpoint(addr) {
+            return Ok(Some(self.0.step_and_resume(t)?));
         }
         // The debugger took its breakpoint out while stopped on it: run the instruction.
-        let tid = self.p.threads[t].tid;
-        let mut r = self.p.threads[t].regs;
+        let tid = self.0.p.threads[t].tid;
+        let mut r = self.0.p.threads[t].regs;
         r.rip = addr;
         crate::tracee::regs::set(tid, r)?;
-        self.p.threads[t].regs = r;
-        self.p.threads[t].place = StopPlace::Event;
-        let sig = self.p.threads[t].pending_signal.take();
+        self.0.p.threads[t].regs = r;
+        self.0.p.threads[t].place = StopPlace::Event;
+        let sig = self.0.p.threads[t].pending_signal.take();
         crate::tracee::events::resume(tid, sig)?;
         Ok(Some(None))
     }
 }
 
-impl Execution<'_> {
+impl Debugging<'_, '_> {
     /// Before thread `t` runs natively after a scheduling decision (or at its start): the
     /// debugger is polled as at mcheck's breakpoints, and may stop the thread there and
     /// step it (gdb's Ctrl-C, a step back's anchor). Some when that ended the execution.
@@ -420,10 +422,10 @@ impl Execution<'_> {
         t: ThreadId,
     ) -> anyhow::Result<Option<super::execution::RunResult>> {
         // A thread at a system call's stop resumes into the call: nothing to step there.
-        if self.p.threads[t].place == StopPlace::Syscall {
+        if self.0.p.threads[t].place == StopPlace::Syscall {
             return Ok(None);
         }
-        let Some(hook) = self.worker.debug.as_mut() else {
+        let Some(hook) = self.0.worker.debug.as_mut() else {
             return Ok(None);
         };
         if !hook.debugger.poll_interrupt(t) {
@@ -469,7 +471,7 @@ impl Execution<'_> {
     /// from the thread, not from the registers cached for it: a thread stopped for the
     /// first time (a new thread before it ever ran) has none cached yet.
     fn debug_pc(&self, t: ThreadId) -> u64 {
-        let th = &self.p.threads[t];
+        let th = &self.0.p.threads[t];
         match th.place {
             StopPlace::Breakpoint(addr) => addr,
             _ => crate::tracee::regs::get(th.tid).map_or(th.regs.rip, |r| r.rip),
@@ -482,7 +484,7 @@ impl Execution<'_> {
     /// the executor traps).
     fn steppable(&mut self, t: ThreadId) -> bool {
         let pc = self.debug_pc(t);
-        match self.code.kind(pc).cloned() {
+        match self.0.code.kind(pc).cloned() {
             Some(crate::run::instrument::code::BreakpointKind::Access(id))
                 if self.access_is_point(t, pc, id) =>
             {
@@ -503,10 +505,10 @@ impl Execution<'_> {
     /// (an atomic instruction, an allocator's entry...), the instruction the original one
     /// leads to. Empty when that cannot be told (a branch under a breakpoint).
     fn boundaries_after(&mut self, t: ThreadId) -> Vec<Boundary> {
-        let Ok(r) = crate::tracee::regs::get(self.p.threads[t].tid) else {
+        let Ok(r) = crate::tracee::regs::get(self.0.p.threads[t].tid) else {
             return Vec::new();
         };
-        if self.p.threads[t].place == StopPlace::Syscall {
+        if self.0.p.threads[t].place == StopPlace::Syscall {
             // At the call's seccomp stop: it returns past the instruction.
             return vec![Boundary {
                 addr: r.rip,
@@ -514,9 +516,9 @@ impl Execution<'_> {
             }];
         }
         let pc = self.debug_pc(t);
-        match self.code.kind(pc) {
+        match self.0.code.kind(pc) {
             Some(crate::run::instrument::code::BreakpointKind::Hook(_)) => {
-                let mut to: Vec<Boundary> = (self.p.mem.read_u64(r.rsp).ok())
+                let mut to: Vec<Boundary> = (self.0.p.mem.read_u64(r.rsp).ok())
                     .map(|ret| Boundary {
                         addr: ret,
                         sp: r.rsp + 8,
@@ -543,19 +545,19 @@ impl Execution<'_> {
     /// is executed with stack pointer `sp`: a call through a slot to the called function, a
     /// jump to its target, any instruction that does not branch to the next one.
     fn after_native(&self, pc: u64, sp: u64) -> Option<Boundary> {
-        if let Some((target, _)) = self.code.call_through_slot(&self.p.mem, pc) {
+        if let Some((target, _)) = self.0.code.call_through_slot(&self.0.p.mem, pc) {
             return Some(Boundary {
                 addr: target,
                 sp: sp - 8,
             });
         }
-        if let Some(target) = self.code.jump_target(&self.p.mem, pc) {
+        if let Some(target) = self.0.code.jump_target(&self.0.p.mem, pc) {
             return Some(Boundary { addr: target, sp });
         }
         let mut code = [0u8; 16];
-        self.p.mem.read(pc, &mut code).ok()?;
+        self.0.p.mem.read(pc, &mut code).ok()?;
         for (i, b) in code.iter_mut().enumerate() {
-            if let Some(orig) = self.code.original_byte(pc + i as u64) {
+            if let Some(orig) = self.0.code.original_byte(pc + i as u64) {
                 *b = orig;
             }
         }
@@ -569,7 +571,7 @@ impl Execution<'_> {
     /// Whether the program's own bytes at `pc` are a `syscall` instruction.
     fn is_syscall_insn(&self, pc: u64) -> bool {
         let byte = |a: u64| {
-            (self.code.original_byte(a)).unwrap_or_else(|| self.p.mem.read_u8(a).unwrap_or(0))
+            (self.0.code.original_byte(a)).unwrap_or_else(|| self.0.p.mem.read_u8(a).unwrap_or(0))
         };
         [byte(pc), byte(pc + 1)] == [0x0f, 0x05]
     }
@@ -578,93 +580,93 @@ impl Execution<'_> {
     /// schedule's scheduling points (an access to an address found racing, when the
     /// schedule preempts there): only the executor may pass it.
     fn access_is_point(&mut self, t: ThreadId, pc: u64, id: u32) -> bool {
-        if !self.cfg.instrument.preempt_on_races {
+        if !self.0.cfg.instrument.preempt_on_races {
             return false;
         }
-        let Some(site) = self.code.site(id) else {
+        let Some(site) = self.0.code.site(id) else {
             return true;
         };
-        let Ok(mut regs) = crate::tracee::regs::get(self.p.threads[t].tid) else {
+        let Ok(mut regs) = crate::tracee::regs::get(self.0.p.threads[t].tid) else {
             return true;
         };
         regs.rip = pc;
-        let cached = std::mem::replace(&mut self.p.threads[t].regs, regs);
-        let ea = self.p.effective_address(t, &site.insn, 0);
-        self.p.threads[t].regs = cached;
-        self.model.thread_count() > 1
-            && self.worker.racy_addresses.contains(&ea)
-            && (self.worker.racy_sites.is_empty() || self.worker.racy_sites.contains(&pc))
+        let cached = std::mem::replace(&mut self.0.p.threads[t].regs, regs);
+        let ea = self.0.p.effective_address(t, &site.insn, 0);
+        self.0.p.threads[t].regs = cached;
+        self.0.model.thread_count() > 1
+            && self.0.worker.racy_addresses.contains(&ea)
+            && (self.0.worker.racy_sites.is_empty() || self.0.worker.racy_sites.contains(&pc))
     }
 
     /// Executes one instruction of `t` (an access site's access is recorded first); Some
     /// when that ended the execution (a fault that is a finding).
     fn debug_step(&mut self, t: ThreadId) -> anyhow::Result<Option<super::execution::RunResult>> {
         let pc = self.debug_pc(t);
-        let tid = self.p.threads[t].tid;
+        let tid = self.0.p.threads[t].tid;
         // An empty log: a trampoline stepped through below cannot find it full.
-        self.drain_log(t);
+        self.0.drain_log(t);
         let r = crate::tracee::regs::get(tid)?;
-        self.p.threads[t].regs = r;
-        if self.returns.contains_key(&pc) {
+        self.0.p.threads[t].regs = r;
+        if self.0.returns.contains_key(&pc) {
             // A return mcheck waits for: noted as running on would, before stepping on.
             let mut at = r;
             at.rip = pc;
             let debugger_bp =
-                (self.worker.debug.as_ref()).is_some_and(|h| h.breakpoints.contains(&pc));
-            if self.take_return(t, pc, &at)? == Some(true)
-                && !self.code.has_kind(pc)
+                (self.0.worker.debug.as_ref()).is_some_and(|h| h.breakpoints.contains(&pc));
+            if self.0.take_return(t, pc, &at)? == Some(true)
+                && !self.0.code.has_kind(pc)
                 && !debugger_bp
             {
-                self.code.remove_breakpoint(&self.p.mem, pc)?;
+                self.0.code.remove_breakpoint(&self.0.p.mem, pc)?;
             }
         }
         if let Some(crate::run::instrument::code::BreakpointKind::Access(id)) =
-            self.code.kind(pc).cloned()
+            self.0.code.kind(pc).cloned()
         {
-            if let Some(site) = self.code.site(id) {
+            if let Some(site) = self.0.code.site(id) {
                 let mut regs = r;
                 regs.rip = pc;
-                self.p.threads[t].regs = regs;
-                let ea = self.p.effective_address(t, &site.insn, 0);
-                let (races, mut env) = super::execution::race_env!(self);
+                self.0.p.threads[t].regs = regs;
+                let ea = self.0.p.effective_address(t, &site.insn, 0);
+                let (races, mut env) = super::execution::race_env!(self.0);
                 races.record_access(&mut env, t, &site, ea, super::races::Seen::AtAccess);
             }
         }
-        let event = if self.code.has_breakpoint(pc) {
-            self.p.threads[t].place = StopPlace::Breakpoint(pc);
-            self.code.step_over(&mut self.p, t)?
+        let event = if self.0.code.has_breakpoint(pc) {
+            self.0.p.threads[t].place = StopPlace::Breakpoint(pc);
+            self.0.code.step_over(&mut self.0.p, t)?
         } else {
             let mut regs = r;
             regs.rip = pc;
             crate::tracee::regs::set(tid, regs)?;
             crate::tracee::events::step(tid)?;
-            self.p.threads[t].place = StopPlace::Event;
+            self.0.p.threads[t].place = StopPlace::Event;
             step_done(tid)?
         };
         let event = match event {
             None => self.step_out_of_patches(t)?,
             ev => ev,
         };
-        self.p.load_regs(t)?;
+        self.0.p.load_regs(t)?;
         if let Some(crate::tracee::Event::Signal(sig)) = event {
-            if let Some(f) = self.signal_finding(t, sig) {
+            if let Some(f) = self.0.signal_finding(t, sig) {
                 return Ok(Some(super::execution::RunResult::Found(Box::new(f))));
             }
-            self.p.threads[t].pending_signal = Some(sig);
+            self.0.p.threads[t].pending_signal = Some(sig);
         }
         Ok(None)
     }
 }
 
-impl Execution<'_> {
+impl Debugging<'_, '_> {
     /// After a step into patched code (a site's jump towards its trampoline): steps on
     /// until the thread is back in the program's own code, so that a step is one of the
     /// program's instructions. The event that ended the steps, when not a step's trap.
     fn step_out_of_patches(&mut self, t: ThreadId) -> anyhow::Result<Option<Event>> {
-        let tid = self.p.threads[t].tid;
+        let tid = self.0.p.threads[t].tid;
         for _ in 0..MAX_PATCH_STEPS {
             let rip = crate::tracee::regs::get(tid)?.rip;
-            let table = &self.code.table();
+            let table = &self.0.code.table();
             if table.trampoline_at(rip).is_none() && table.hop_to(rip).is_none() {
                 break;
             }
@@ -678,8 +680,8 @@ impl Execution<'_> {
 
     /// Brings thread `t`'s debug registers up to the debugger's watchpoints before it runs.
     pub(super) fn debug_arm(&mut self, t: ThreadId) -> anyhow::Result<()> {
-        let tid = self.p.threads[t].tid;
-        let Some(hook) = self.worker.debug.as_mut() else {
+        let tid = self.0.p.threads[t].tid;
+        let Some(hook) = self.0.worker.debug.as_mut() else {
             return Ok(());
         };
         let held = hook.armed.get(&tid.as_raw()).copied().unwrap_or(0);
@@ -692,10 +694,16 @@ impl Execution<'_> {
 
     /// The address of the debugger's watchpoint that fired in `t` since it was resumed.
     pub(super) fn watch_hit(&mut self, t: ThreadId) -> anyhow::Result<Option<u64>> {
-        let Some(hook) = self.worker.debug.as_ref().filter(|h| !h.watches.is_empty()) else {
+        let Some(hook) = self
+            .0
+            .worker
+            .debug
+            .as_ref()
+            .filter(|h| !h.watches.is_empty())
+        else {
             return Ok(None);
         };
-        let hits = debugregs::take_hits(self.p.threads[t].tid)?;
+        let hits = debugregs::take_hits(self.0.p.threads[t].tid)?;
         Ok((0..hook.watches.len())
             .find(|&i| hits & (1 << i) != 0)
             .map(|i| hook.watches[i].addr))
@@ -704,8 +712,8 @@ impl Execution<'_> {
     /// Shows the debugger the watchpoint at `addr` that fired in `t` (already taken from
     /// DR6).
     pub(super) fn debug_watch_hit(&mut self, t: ThreadId, addr: u64) -> anyhow::Result<Resume> {
-        self.p.load_regs(t)?;
-        self.p.threads[t].place = StopPlace::Event;
+        self.0.p.load_regs(t)?;
+        self.0.p.threads[t].place = StopPlace::Event;
         Ok(self.debug_event(DebugEvent::Watch { thread: t, addr }))
     }
 

@@ -238,7 +238,12 @@ pub(super) struct Execution<'a> {
     pub(super) kernel: KernelWaits,
 }
 
-impl Execution<'_> {
+impl<'a> Execution<'a> {
+    /// The debugger's door into this execution.
+    pub(super) fn debug(&mut self) -> super::debugger::Debugging<'_, 'a> {
+        super::debugger::Debugging(self)
+    }
+
     /// Begins an execution from exec: the auxiliary vector made deterministic, and a
     /// breakpoint at the program's entry (where the libraries are mapped).
     pub(super) fn begin(&mut self) -> Result<()> {
@@ -391,11 +396,11 @@ impl Execution<'_> {
             step: self.history.steps(),
             thread: t,
         };
-        if self.debug_event(ev) == super::debugger::Resume::Kill {
+        if self.debug().debug_event(ev) == super::debugger::Resume::Kill {
             return Ok(true);
         }
         Ok(self.model.pending(t) == Some(&Op::ExitGroup)
-            && self.debug_exiting(t)? == super::debugger::Resume::Kill)
+            && self.debug().debug_exiting(t)? == super::debugger::Resume::Kill)
     }
 
     /// Records the decision to run `point.chosen` at `point` (out of `offer`): the
@@ -484,6 +489,11 @@ impl Execution<'_> {
         let mut out = self.outcome(None);
         out.divergence = Some(d);
         out
+    }
+
+    /// Whether a debugger watches this execution.
+    pub(super) fn debugging(&self) -> bool {
+        self.worker.debug.is_some()
     }
 
     /// Sites this execution needs a real stop at: racy sites under `--preempt-on-races`,

@@ -82,7 +82,7 @@ pub fn run_execution(
                 Err(e) => Err(e),
             };
             if let Ok(out) = &result {
-                exec.debug_end(out);
+                exec.debug().debug_end(out);
             }
             exec.kill_all();
             result
@@ -106,7 +106,7 @@ pub fn run_execution(
                 || exec.worker.debug_snapshots;
             let result = super::drive::drive(&mut exec, sched, None);
             if let Ok(out) = &result {
-                exec.debug_end(out);
+                exec.debug().debug_end(out);
             }
             if exec.snapshot_key.is_some() && exec.model.thread_count() == 1 {
                 // No thread was created, so no snapshot taken: the next execution takes it

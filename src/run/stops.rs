@@ -56,8 +56,8 @@ impl Execution<'_> {
     pub(super) fn resume_and_run(&mut self, t: ThreadId) -> Result<RunResult> {
         self.ensure_started(t)?;
         if self.debugging() {
-            self.debug_arm(t)?;
-            if let Some(r) = self.debug_before_running(t)? {
+            self.debug().debug_arm(t)?;
+            if let Some(r) = self.debug().debug_before_running(t)? {
                 return Ok(r);
             }
         }
@@ -591,7 +591,7 @@ impl Execution<'_> {
             }
             nr::EXIT_GROUP => {
                 self.group_exiting = true;
-                if self.debug_exiting(t)? == super::debugger::Resume::Kill {
+                if self.debug().debug_exiting(t)? == super::debugger::Resume::Kill {
                     return Ok(Some(RunResult::CutShort));
                 }
             }

@@ -23,7 +23,7 @@ impl Execution<'_> {
         let r = self.p.load_regs(t)?;
         let addr = r.rip.wrapping_sub(1);
         if self.debugging() {
-            if let Some(watched) = self.watch_hit(t)? {
+            if let Some(watched) = self.debug().watch_hit(t)? {
                 // A hardware watchpoint of the debugger fired after the instruction (in a
                 // trampoline: shown past its site, where the program goes on from).
                 self.instr.leave_trampoline(&mut self.p, &self.code, t)?;
@@ -33,14 +33,14 @@ impl Execution<'_> {
                     thread: t,
                     addr: watched,
                 };
-                if let Some(done) = self.debug_stop_stepping(t, ev)? {
+                if let Some(done) = self.debug().debug_stop_stepping(t, ev)? {
                     return Ok(Some(done));
                 }
                 let sig = self.p.threads[t].pending_signal.take();
                 events::resume(self.p.threads[t].tid, sig)?;
                 return Ok(None);
             }
-            if let Some(done) = self.debugger_trap(t, addr)? {
+            if let Some(done) = self.debug().debugger_trap(t, addr)? {
                 return Ok(done);
             }
         }
@@ -68,7 +68,9 @@ impl Execution<'_> {
                 self.p.threads[t].place = StopPlace::Event;
                 self.p.threads[t].handle = r.fs_base;
                 self.install_hooks(t)?;
-                if self.debug_event(super::debugger::DebugEvent::Started)
+                if self
+                    .debug()
+                    .debug_event(super::debugger::DebugEvent::Started)
                     == super::debugger::Resume::Kill
                 {
                     return Ok(Some(RunResult::CutShort));
@@ -268,7 +270,7 @@ impl Execution<'_> {
             }
             self.p.threads[t].pending_signal = Some(sig);
         }
-        if self.debugging() && self.debug_watch(t)? == super::debugger::Resume::Kill {
+        if self.debugging() && self.debug().debug_watch(t)? == super::debugger::Resume::Kill {
             return Ok(Some(RunResult::CutShort));
         }
         let sig = self.p.threads[t].pending_signal.take();
@@ -438,7 +440,7 @@ impl Execution<'_> {
                     thread: t,
                     finding: Box::new(f),
                 };
-                if self.debug_event(ev) == super::debugger::Resume::Kill {
+                if self.debug().debug_event(ev) == super::debugger::Resume::Kill {
                     return Ok(Some(RunResult::CutShort));
                 }
             }

@@ -915,7 +915,7 @@ impl ProgramView for View<'_, '_> {
     }
 
     fn snapshot(&mut self) -> Option<Vec<u64>> {
-        if !self.exec.debug_snapshot().unwrap_or(false) {
+        if !self.exec.snapshotting().debug_snapshot().unwrap_or(false) {
             return None;
         }
         let key = super::snapshots::snapshot::key(self.exec.cfg);

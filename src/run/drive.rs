@@ -63,7 +63,7 @@ pub(super) fn drive(
             }
         }
         if offer.choices.len() > 1 && sched.may_backtrack_to(step) {
-            exec.maybe_branch_snapshot()?;
+            exec.snapshotting().maybe_branch_snapshot()?;
         }
         let mut point = exec.scheduling_point(&offer, current);
         let t = match sched.choose(&point.point()) {

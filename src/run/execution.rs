@@ -22,9 +22,10 @@ use super::launch::auxv_entry;
 use super::process::{Process, StopPlace};
 use super::races::happens_before;
 use super::races::{PendingReturn, RaceRecording, ReturnAction, Seen};
-use super::snapshots::point_log::PointLog;
-use super::snapshots::snapshot::{self, Restored, SavedPoint};
+use super::snapshots::snapshot::{Restored, SavedPoint};
+use super::snapshots::snapshotting::SnapshotState;
 use super::snapshots::state_hash;
+use super::step_state::StepState;
 use super::worker_state::WorkerState;
 use crate::explore::Divergence;
 use crate::model::{
@@ -124,7 +125,7 @@ macro_rules! race_env {
                 worker: &mut *$s.worker,
                 atomic_ranges: $s.instr.atomic_ranges(),
                 threads: $s.model.thread_count(),
-                segment: &mut $s.segment,
+                segment: &mut $s.step.segment,
                 program: &$s.cfg.program.path,
             },
         )
@@ -189,56 +190,30 @@ pub(super) struct Execution<'a> {
     pub(super) returns: HashMap<u64, Vec<PendingReturn>>,
     /// The instrumentation of the program (`instrument/`).
     pub(super) instr: super::instrument::Instrumentation,
-    pub(super) group_exiting: bool,
-    /// (flags, child_tid, tls) of the clone the running thread is making.
-    pub(super) pending_clone: Option<(u64, u64, u64)>,
     /// The running thread's clock (`--execution-timeout`).
     pub(super) watchdog: super::progress::Watchdog,
     /// Where the running thread was blocked when the execution was abandoned.
     pub(super) abandoned: Option<String>,
-    pub(super) killed: bool,
     /// The first thread that started a Rust panic, with its stack.
     pub(super) panic: Option<ThreadReport>,
-    /// What incremental state hashing keeps between points (`--state-cache`).
-    pub(super) memory_hasher: state_hash::MemoryHasher,
-    /// Threads running a stretch that is not a decision of its own (`on_clone`): a parent
-    /// from its clone to its next point, a new thread from its start to its first one.
-    /// Empty at every scheduling point.
-    pub(super) creation_stretch: std::collections::BTreeSet<ThreadId>,
+    /// What the execution keeps for snapshots (`snapshots/`).
+    pub(super) snaps: SnapshotState,
     /// What the execution did, decision by decision (`history.rs`).
     pub(super) history: History,
     /// The program's world: determinism, its files (`world/`).
     pub(super) world: super::world::World,
-    /// Set while this execution should fork the startup snapshot at its first thread
-    /// creation (the key of its configuration).
-    pub(super) snapshot_key: Option<String>,
-    /// Every point so far with its decision, saved with a snapshot (kept only while
-    /// `record_points`: this execution may take one).
-    pub(super) points: PointLog,
-    pub(super) record_points: bool,
-    /// More points than a snapshot keeps were made.
-    pub(super) points_overflowed: bool,
-    /// The decisions a restored execution skipped, to show the strategy.
-    pub(super) restored_prefix: PointLog,
-    /// A restored startup copy resumes its main thread first.
-    pub(super) resume_main: bool,
-    /// Set when this execution may take branch snapshots (a tree search): the
-    /// configuration's key.
-    pub(super) branch_key: Option<String>,
-    /// Decisions before the deepest branch snapshot on this execution's path.
-    pub(super) branch_depth: usize,
-    /// The descriptors the program was started with (while a snapshot is wanted).
-    pub(super) inherited_fds: Vec<(i32, String)>,
-    /// Take the startup snapshot at `main` (an earlier execution created no thread).
-    pub(super) snapshot_at_main: bool,
-    /// What the running thread touched since its step began, beyond its operation (atomic
-    /// locations accessed with plain instructions, libc-internal lock operations).
-    pub(super) segment: Footprint,
+    /// The step in progress (`step_state.rs`).
+    pub(super) step: StepState,
     /// Threads waiting in the kernel and what they wait for (`run/kernel_waits.rs`).
     pub(super) kernel: KernelWaits,
 }
 
 impl<'a> Execution<'a> {
+    /// The taking of snapshots of this execution.
+    pub(super) fn snapshotting(&mut self) -> super::snapshots::snapshotting::Snapshotting<'_, 'a> {
+        super::snapshots::snapshotting::Snapshotting(self)
+    }
+
     /// The debugger's door into this execution.
     pub(super) fn debug(&mut self) -> super::debugger::Debugging<'_, 'a> {
         super::debugger::Debugging(self)
@@ -260,7 +235,7 @@ impl<'a> Execution<'a> {
     /// Whether the main thread must first be run to its first scheduling point: from exec,
     /// or in a copy of the startup snapshot (a branch copy is at a point already).
     pub(super) fn starts_with_main(&self, from_exec: bool) -> bool {
-        from_exec || self.resume_main
+        from_exec || self.snaps.resumes_main()
     }
 
     /// Runs the main thread from where the execution begins to its first scheduling point.
@@ -336,7 +311,7 @@ impl<'a> Execution<'a> {
         state_hash::state_hash(
             &self.p,
             tracer_state,
-            &mut self.memory_hasher,
+            self.snaps.hasher(),
             self.p.syscall_insn,
         )
     }
@@ -416,14 +391,8 @@ impl<'a> Execution<'a> {
         let yields = times_out || self.model.pending(t).is_some_and(Op::yields_for_fairness);
         let site = self.model.pending_site(t);
         let choice = point.enabled.len() > 1;
-        if self.record_points {
-            if self.points.len() < snapshot::MAX_PREFIX_POINTS {
-                point.ran = None;
-                self.points.push(point);
-            } else {
-                self.points_overflowed = true;
-            }
-        }
+        point.ran = None;
+        self.snaps.note_point(point);
         if self.cfg.trace {
             let step = self.trace_step(t, op);
             self.history.trace(step);
@@ -477,10 +446,8 @@ impl<'a> Execution<'a> {
     /// The step that ran ends: what it touched natively, noted with its point for a
     /// snapshot.
     fn end_of_step(&mut self) -> Footprint {
-        let touched = std::mem::take(&mut self.segment);
-        if let Some(p) = self.points.last_mut().filter(|_| self.record_points) {
-            p.ran = Some(touched.clone());
-        }
+        let touched = std::mem::take(&mut self.step.segment);
+        self.snaps.note_ran(&touched);
         touched
     }
 
@@ -547,10 +514,7 @@ impl<'a> Execution<'a> {
             outside_share: false,
             exit: None,
             output_digest: 0,
-            hashed_pages: (
-                self.memory_hasher.pages_hashed,
-                self.memory_hasher.pages_reused,
-            ),
+            hashed_pages: self.snaps.hashed_pages(),
             abandoned: None,
             library_sync: found.library_sync,
             unverified_races: found.unverified_races,
@@ -642,7 +606,7 @@ impl<'a> Execution<'a> {
 
     /// Thread `t` exited: the race detector keeps its clock, the model its holdings.
     fn thread_exited(&mut self, t: ThreadId) -> std::result::Result<(), ModelFinding> {
-        self.creation_stretch.remove(&t);
+        self.step.creation_stretch.remove(&t);
         self.sync_log_mode(t);
         if let Some(d) = self.races.detector() {
             d.thread_exited(t);
@@ -724,7 +688,7 @@ impl<'a> Execution<'a> {
         op: Op,
         site: u64,
     ) -> Result<Option<RunResult>> {
-        self.segment.extend(&op.footprint());
+        self.step.segment.extend(&op.footprint());
         if let Err(f) = self.model.set_pending(t, op.clone(), site) {
             return Ok(Some(RunResult::Found(Box::new(self.model_finding(f)))));
         }
@@ -752,7 +716,7 @@ impl<'a> Execution<'a> {
     ) -> std::result::Result<Completion, ModelFinding> {
         let op = self.model.pending(t).cloned();
         if op == Some(Op::ExitGroup) {
-            self.group_exiting = true;
+            self.step.group_exiting = true;
         }
         let completion = {
             let mut view = MemView(&self.p);
@@ -775,7 +739,7 @@ impl<'a> Execution<'a> {
 
     /// Records that `t` reached a scheduling point.
     pub(super) fn point(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
-        self.creation_stretch.remove(&t);
+        self.step.creation_stretch.remove(&t);
         self.sync_log_mode(t);
         match self.model.set_pending(t, op, site) {
             Ok(()) => Ok(Some(RunResult::Point)),
@@ -837,36 +801,23 @@ impl<'a> Execution<'a> {
             races: RaceRecording::new(cfg.instrument.races, cfg.stack_requests.clone()),
             returns: Default::default(),
             instr: Default::default(),
-            group_exiting: false,
-            pending_clone: None,
             watchdog: Default::default(),
             abandoned: None,
-            killed: false,
             panic: None,
-            creation_stretch: Default::default(),
-            memory_hasher: state_hash::MemoryHasher::new(None),
-            history: super::history::History::new(cfg.fair),
+            history: History::new(cfg.fair),
             world: Default::default(),
-            snapshot_key: None,
-            points: Default::default(),
-            record_points: false,
-            points_overflowed: false,
-            restored_prefix: Default::default(),
-            resume_main: false,
-            branch_key: None,
-            branch_depth: 0,
-            inherited_fds: Vec::new(),
-            snapshot_at_main: false,
-            segment: Footprint::default(),
+            snaps: SnapshotState::fresh(),
+            step: Default::default(),
             kernel: Default::default(),
         }
     }
 
-    /// An execution continuing from a copy of a snapshot.
+    /// An execution continuing from a copy of a snapshot: the parts as the snapshot saved
+    /// them.
     pub(super) fn restored(
         cfg: &'a ExecutionConfig,
         worker: &'a mut WorkerState,
-        mut r: Restored,
+        r: Restored,
     ) -> Self {
         let s = r.state;
         Execution {
@@ -878,27 +829,13 @@ impl<'a> Execution<'a> {
             races: RaceRecording::restored(s.races, cfg.stack_requests.clone()),
             returns: s.returns,
             instr: s.instr,
-            group_exiting: false,
-            pending_clone: None,
             watchdog: Default::default(),
             abandoned: None,
-            killed: false,
             panic: s.panic,
-            creation_stretch: Default::default(),
-            memory_hasher: state_hash::MemoryHasher::new(r.memory.take()),
             history: s.history,
             world: s.world,
-            snapshot_key: None,
-            points: r.prefix.clone(),
-            record_points: false,
-            points_overflowed: false,
-            restored_prefix: r.prefix,
-            resume_main: r.resume_main,
-            branch_key: None,
-            branch_depth: 0,
-            inherited_fds: Vec::new(),
-            snapshot_at_main: false,
-            segment: s.segment,
+            snaps: SnapshotState::restored(r.prefix, r.resume_main, r.memory),
+            step: s.step,
             kernel: s.kernel,
         }
     }

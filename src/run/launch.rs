@@ -70,10 +70,10 @@ pub fn run_execution(
     let result = match restored {
         Some(r) => {
             let mut exec = Execution::restored(cfg, worker, r);
-            exec.branch_key = branch_key;
-            exec.branch_depth = branch_depth;
-            exec.record_points = exec.branch_key.is_some() || exec.worker.debug_snapshots;
-            let prefix = std::mem::take(&mut exec.restored_prefix);
+            let record = branch_key.is_some() || exec.worker.debug_snapshots;
+            exec.snaps.may_branch(branch_key, branch_depth);
+            exec.snaps.record_points(record);
+            let prefix = exec.snaps.skipped();
             if exec.worker.quiet_rerun {
                 silence_stdout(&exec);
             }
@@ -90,25 +90,24 @@ pub fn run_execution(
         None => {
             let process = launch(cfg, worker)?;
             let mut exec = Execution::fresh(cfg, worker, process);
-            exec.branch_key = branch_key;
-            exec.branch_depth = branch_depth;
+            exec.snaps.may_branch(branch_key, branch_depth);
             if cfg.snapshots.snapshots && exec.worker.snapshots.wanted(&key) {
-                exec.snapshot_key = Some(key.clone());
-                exec.inherited_fds = procfs::descriptors(exec.p.pid);
-                exec.snapshot_at_main = exec.worker.snapshots.threadless(&key);
+                let fds = procfs::descriptors(exec.p.pid);
+                let at_main = exec.worker.snapshots.threadless(&key);
+                exec.snaps.take_startup(key.clone(), fds, at_main);
             }
             if exec.worker.debug_snapshots {
                 exec.worker.debug_inherited = procfs::descriptors(exec.p.pid);
             }
             // Points are kept only for a snapshot this execution may take.
-            exec.record_points = exec.branch_key.is_some()
-                || exec.snapshot_key.is_some()
-                || exec.worker.debug_snapshots;
+            let record =
+                exec.snaps.branches() || exec.snaps.wants_startup() || exec.worker.debug_snapshots;
+            exec.snaps.record_points(record);
             let result = super::drive::drive(&mut exec, sched, None);
             if let Ok(out) = &result {
                 exec.debug().debug_end(out);
             }
-            if exec.snapshot_key.is_some() && exec.model.thread_count() == 1 {
+            if exec.snaps.wants_startup() && exec.model.thread_count() == 1 {
                 // No thread was created, so no snapshot taken: the next execution takes it
                 // at main.
                 exec.worker.snapshots.mark_threadless(&key);

@@ -29,6 +29,7 @@ mod progress;
 mod races;
 pub mod search;
 mod snapshots;
+mod step_state;
 mod stops;
 mod traps;
 mod worker_state;

@@ -246,7 +246,7 @@ impl Execution<'_> {
             Event::Signal(sig) if self.meant_for_mcheck(tid, sig) => interrupt::note(sig),
             Event::Signal(sig) => self.p.threads[u].pending_signal = Some(sig),
             _ => {
-                if self.group_exiting {
+                if self.step.group_exiting {
                     events::resume(tid, None)?;
                 }
             }
@@ -274,10 +274,10 @@ impl Execution<'_> {
                 self.p.threads[t].gone = true;
                 if status & 0x7f != 0 {
                     // Death by a signal takes every thread with it.
-                    self.group_exiting = true;
+                    self.step.group_exiting = true;
                 }
                 events::resume(tid, None)?;
-                if self.group_exiting {
+                if self.step.group_exiting {
                     return Ok(None);
                 }
                 if tid != self.p.pid {
@@ -298,7 +298,7 @@ impl Execution<'_> {
                 Ok(Some(RunResult::ProcessEnded(ProcessEnd::Killed(sig))))
             }
             // During a group exit only the end of the whole process matters.
-            Event::Exited(_) | Event::Killed(_) if self.group_exiting => Ok(None),
+            Event::Exited(_) | Event::Killed(_) if self.step.group_exiting => Ok(None),
             Event::Exited(_) | Event::Killed(_) => {
                 self.p.threads[t].gone = true;
                 Ok(Some(RunResult::ThreadExited))
@@ -368,10 +368,10 @@ impl Execution<'_> {
 
     /// Kills the process tree and reaps it.
     pub(super) fn kill_all(&mut self) {
-        if self.killed {
+        if self.p.killed {
             return;
         }
-        self.killed = true;
+        self.p.killed = true;
         let _ = kill(self.p.pid, Signal::SIGKILL);
         for &f in &self.p.foreign {
             let _ = kill(f, Signal::SIGKILL);
@@ -437,7 +437,11 @@ pub(super) fn reap_all(pid: Pid, foreign: &std::collections::HashSet<Pid>) {
 /// Thread creation.
 impl Execution<'_> {
     pub(super) fn on_clone(&mut self, t: ThreadId, child: Pid) -> Result<Option<RunResult>> {
-        let (flags, ctid, tls) = self.pending_clone.take().unwrap_or((CLONE_THREAD, 0, 0));
+        let (flags, ctid, tls) = self
+            .step
+            .pending_clone
+            .take()
+            .unwrap_or((CLONE_THREAD, 0, 0));
         let parent_tid = self.p.threads[t].tid;
         if flags & CLONE_THREAD == 0 {
             self.adopt_foreign(child, flags & CLONE_VM == 0)?;
@@ -478,7 +482,7 @@ impl Execution<'_> {
         // other threads live) becomes a scheduling point. What is left commutes with every
         // other thread's steps up to data races, which the detector reports whatever the
         // order; glibc-internal locking stays part of its libc call, as in every step.
-        self.creation_stretch.insert(t);
+        self.step.creation_stretch.insert(t);
         self.sync_log_mode(t);
         events::resume(parent_tid, None)?;
         Ok(None)
@@ -514,7 +518,7 @@ impl Execution<'_> {
             if let Some(f) = self.complete(u, completion)? {
                 return Ok(Some(self.outcome(Some(f))));
             }
-            self.creation_stretch.insert(u);
+            self.step.creation_stretch.insert(u);
             self.sync_log_mode(u);
             let r = self.resume_and_run(u)?;
             if let Some(done) = self.settle(u, r)? {
@@ -522,7 +526,7 @@ impl Execution<'_> {
             }
             if self.model.is_finished(u) {
                 // Gone within the step: a join of it depends on this step.
-                self.segment.touch_exit(u);
+                self.step.segment.touch_exit(u);
             }
         }
         Ok(None)
@@ -557,10 +561,10 @@ impl Execution<'_> {
             self.instrumenting(|i, c| i.start_recording(c, t, &r))?;
             return Ok(None);
         }
-        if let Some(key) = self.snapshot_key.take() {
+        if let Some(key) = self.snaps.take_startup_key() {
             if clone_flags & CLONE_THREAD == 0 {
-                self.snapshot_key = Some(key);
-            } else if self.take_startup_snapshot(t, &r, key)? {
+                self.snaps.keep_startup_key(key);
+            } else if self.snapshotting().take_startup_snapshot(t, &r, key)? {
                 return Ok(None);
             }
         }
@@ -569,12 +573,12 @@ impl Execution<'_> {
         }
         self.p.threads[t].place = StopPlace::Syscall;
         match nr {
-            nr::CLONE => self.pending_clone = Some((a[0], a[3], a[4])),
+            nr::CLONE => self.step.pending_clone = Some((a[0], a[3], a[4])),
             nr::CLONE3 => {
                 let flags = self.p.mem.read_u64(a[0]).unwrap_or(0);
                 let ctid = self.p.mem.read_u64(a[0] + 16).unwrap_or(0);
                 let tls = self.p.mem.read_u64(a[0] + 56).unwrap_or(0);
-                self.pending_clone = Some((flags, ctid, tls));
+                self.step.pending_clone = Some((flags, ctid, tls));
             }
             nr::SET_TID_ADDRESS => self.p.threads[t].clear_tid = a[0],
             nr::SIGALTSTACK if a[0] != 0 => {
@@ -590,7 +594,7 @@ impl Execution<'_> {
                 return self.point(t, Op::ExitGroup, site);
             }
             nr::EXIT_GROUP => {
-                self.group_exiting = true;
+                self.step.group_exiting = true;
                 if self.debug().debug_exiting(t)? == super::debugger::Resume::Kill {
                     return Ok(Some(RunResult::CutShort));
                 }
@@ -618,7 +622,7 @@ impl Execution<'_> {
             }
             SyscallAction::Clock(call) => {
                 // Reading the clock sees where timeouts have moved it.
-                self.segment.touch(ObjectKind::Time, 0, false);
+                self.step.segment.touch(ObjectKind::Time, 0, false);
                 let v = self.world.answer_clock(call, self.model.now(), &self.p.mem);
                 self.p.finish_syscall(t, v)?;
                 events::resume(tid, None)?;
@@ -666,7 +670,7 @@ impl Execution<'_> {
         let tid = self.p.threads[t].tid;
         let done = self.world.emulate_rdtsc(tid, self.model.now())?;
         if done {
-            self.segment.touch(ObjectKind::Time, 0, false);
+            self.step.segment.touch(ObjectKind::Time, 0, false);
             self.p.load_regs(t)?;
         }
         Ok(done)
@@ -684,7 +688,7 @@ impl Execution<'_> {
         args: [u64; 6],
         site: u64,
     ) -> Result<Option<Option<RunResult>>> {
-        let in_stretch = self.creation_stretch.contains(&t);
+        let in_stretch = self.step.creation_stretch.contains(&t);
         let Some(stop) = self.kernel.classify(&mut self.p, t, nr, args, in_stretch)? else {
             return Ok(None);
         };
@@ -744,7 +748,7 @@ impl Execution<'_> {
     /// `t` passed something through the kernel: its step touches the kernel object, and
     /// the race detector sees an acquire and a release of it.
     fn communicated(&mut self, t: ThreadId) {
-        self.segment.touch(ObjectKind::Kernel, 0, true);
+        self.step.segment.touch(ObjectKind::Kernel, 0, true);
         if let Some(d) = self.races.detector() {
             happens_before::kernel(d, t);
         }

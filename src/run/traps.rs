@@ -85,8 +85,8 @@ impl Execution<'_> {
                 regs::set(tid, r)?;
                 self.p.threads[t].regs = r;
                 self.p.threads[t].place = StopPlace::Event;
-                if let Some(key) = self.snapshot_key.take() {
-                    self.take_main_snapshot(t, &r, key)?;
+                if let Some(key) = self.snaps.take_startup_key() {
+                    self.snapshotting().take_main_snapshot(t, &r, key)?;
                 }
                 events::resume(tid, None)?;
                 return Ok(None);
@@ -392,7 +392,7 @@ impl Execution<'_> {
         let ea = self.p.effective_address(t, &site.insn, 0);
         let statically_atomic =
             site.atomic_source || self.instr.atomic_ranges().iter().any(|r| r.contains(&ea));
-        if statically_atomic && self.creation_stretch.contains(&t) {
+        if statically_atomic && self.step.creation_stretch.contains(&t) {
             // An atomic access can be ordered against another thread's without a data race:
             // the stretch around a thread creation ends here, as a scheduling point (see
             // `on_clone`). Plain accesses need not: a conflict with one is a data race, which
@@ -576,7 +576,7 @@ impl Execution<'_> {
                 let ea = r.rax;
                 let atomic = site.atomic_source
                     || self.instr.atomic_ranges().iter().any(|x| x.contains(&ea));
-                if atomic && self.creation_stretch.contains(&t) {
+                if atomic && self.step.creation_stretch.contains(&t) {
                     // Back to the site, which runs again (logging) once the thread is chosen.
                     let (rax, rcx) = log.scratch();
                     (r.rax, r.rcx, r.rip) = (rax, rcx, meta.site);
@@ -611,14 +611,15 @@ impl Execution<'_> {
     /// a thread in a creation stretch of a program with atomic globals stops at every
     /// logged access (sites whose source or fixed address says atomic keep breakpoints).
     pub(super) fn sync_log_mode(&self, t: ThreadId) {
-        let stretch = self.creation_stretch.contains(&t) && !self.instr.atomic_ranges().is_empty();
+        let stretch =
+            self.step.creation_stretch.contains(&t) && !self.instr.atomic_ranges().is_empty();
         self.code.sync_log_mode(stretch);
     }
 
     /// Instruments the files mapped now (at the entry point, and after each change of the
     /// link map), through thread `t`.
     pub(super) fn install_hooks(&mut self, t: ThreadId) -> Result<()> {
-        let main_snapshot = self.snapshot_at_main && self.snapshot_key.is_some();
+        let main_snapshot = self.snaps.startup_at_main();
         self.instrumenting(|i, c| i.install(c, t, main_snapshot))
     }
 

@@ -116,6 +116,8 @@ pub struct Process {
     pub foreign: HashSet<Pid>,
     /// TP offset of errno, once known.
     pub errno_tp_offset: Option<i64>,
+    /// The process tree was killed (the execution is over).
+    pub killed: bool,
     /// Address of a `syscall` instruction of the program (for injected system calls),
     /// once seen (0 before).
     pub syscall_insn: u64,
@@ -135,6 +137,7 @@ impl Process {
             early_stops: HashSet::new(),
             foreign: HashSet::new(),
             errno_tp_offset: None,
+            killed: false,
             syscall_insn: 0,
         })
     }
@@ -157,6 +160,7 @@ impl Process {
             early_stops: HashSet::new(),
             foreign: HashSet::new(),
             errno_tp_offset: self.errno_tp_offset,
+            killed: false,
             syscall_insn: self.syscall_insn,
         })
     }

@@ -95,8 +95,8 @@ pub(in crate::run) struct SavedExecution {
     pub panic: Option<ThreadReport>,
     pub history: crate::run::history::History,
     pub world: crate::run::world::World,
-    /// What the running thread has touched in its current step so far.
-    pub segment: Footprint,
+    /// The step in progress (what the running thread has touched so far).
+    pub step: crate::run::step_state::StepState,
     pub kernel: crate::run::kernel::kernel_waits::KernelWaits,
 }
 

@@ -4,10 +4,12 @@
 
 use anyhow::{Context, Result};
 
+use super::point_log::PointLog;
 use super::snapshot::{
-    self, BranchSnapshot, CopiedThread, PendingSignals, SavedExecution, StartupSnapshot,
+    self, BranchSnapshot, CopiedThread, PendingSignals, SavedExecution, SavedPoint, StartupSnapshot,
 };
-use crate::model::ThreadId;
+use super::state_hash;
+use crate::model::{Footprint, ThreadId};
 use crate::run::execution::Execution;
 use crate::run::process::StopPlace;
 use crate::tracee::files::FileStates;
@@ -15,24 +17,163 @@ use crate::tracee::fork::{fork_stopped, ForkFrom};
 use crate::tracee::threads;
 use crate::tracee::{events, procfs, regs};
 
+/// What an execution keeps for the snapshots it may take, or came from.
+#[derive(Default)]
+pub(in crate::run) struct SnapshotState {
+    /// Set while this execution should fork the startup snapshot at its first thread
+    /// creation (the key of its configuration).
+    pub(super) startup_key: Option<String>,
+    /// Take the startup snapshot at `main` (an earlier execution created no thread).
+    at_main: bool,
+    /// The descriptors the program was started with (while a snapshot is wanted).
+    pub(super) inherited_fds: Vec<(i32, String)>,
+    /// Set when this execution may take branch snapshots (a tree search): the
+    /// configuration's key.
+    pub(super) branch_key: Option<String>,
+    /// Decisions before the deepest branch snapshot on this execution's path.
+    pub(super) branch_depth: usize,
+    /// Every point so far with its decision, saved with a snapshot (kept only while
+    /// `record`: this execution may take one).
+    pub(super) points: PointLog,
+    /// Points are kept.
+    pub(super) record: bool,
+    /// More points than a snapshot keeps were made.
+    pub(super) overflowed: bool,
+    /// A restored startup copy resumes its main thread first.
+    resume_main: bool,
+    /// What incremental state hashing keeps between points (`--state-cache`).
+    hasher: state_hash::MemoryHasher,
+}
+
+impl SnapshotState {
+    /// The state of an execution from exec.
+    pub fn fresh() -> SnapshotState {
+        SnapshotState {
+            hasher: state_hash::MemoryHasher::new(None),
+            ..SnapshotState::default()
+        }
+    }
+
+    /// The state of an execution from a copy of a snapshot, which skipped `prefix`.
+    pub fn restored(
+        prefix: PointLog,
+        resume_main: bool,
+        memory: Option<state_hash::CopyTracking>,
+    ) -> SnapshotState {
+        SnapshotState {
+            points: prefix,
+            resume_main,
+            hasher: state_hash::MemoryHasher::new(memory),
+            ..SnapshotState::default()
+        }
+    }
+
+    /// This execution takes the startup snapshot of configuration `key` at its first
+    /// thread creation (or at `main`, when `at_main`), the program started with `fds`.
+    pub fn take_startup(&mut self, key: String, fds: Vec<(i32, String)>, at_main: bool) {
+        self.startup_key = Some(key);
+        self.inherited_fds = fds;
+        self.at_main = at_main;
+    }
+
+    /// Whether the startup snapshot is still to be taken.
+    pub fn wants_startup(&self) -> bool {
+        self.startup_key.is_some()
+    }
+
+    /// Whether the startup snapshot goes at `main`.
+    pub fn startup_at_main(&self) -> bool {
+        self.at_main && self.startup_key.is_some()
+    }
+
+    /// Takes the key of the startup snapshot to take now (given back when not taken).
+    pub fn take_startup_key(&mut self) -> Option<String> {
+        self.startup_key.take()
+    }
+
+    /// Gives the startup key back: the snapshot was not taken here.
+    pub fn keep_startup_key(&mut self, key: String) {
+        self.startup_key = Some(key);
+    }
+
+    /// This execution may take branch snapshots under `key` (`depth`: decisions before the
+    /// deepest one on its path).
+    pub fn may_branch(&mut self, key: Option<String>, depth: usize) {
+        self.branch_key = key;
+        self.branch_depth = depth;
+    }
+
+    /// Whether branch snapshots may be taken.
+    pub fn branches(&self) -> bool {
+        self.branch_key.is_some()
+    }
+
+    /// Keeps the points (when a snapshot may be taken).
+    pub fn record_points(&mut self, on: bool) {
+        self.record = on;
+    }
+
+    /// Whether a restored startup copy must first resume its main thread.
+    pub fn resumes_main(&self) -> bool {
+        self.resume_main
+    }
+
+    /// The points skipped by the copy this execution started from.
+    pub fn skipped(&self) -> PointLog {
+        self.points.clone()
+    }
+
+    /// Keeps `point` (with its decision), while points are kept.
+    pub fn note_point(&mut self, point: SavedPoint) {
+        if !self.record {
+            return;
+        }
+        if self.points.len() < snapshot::MAX_PREFIX_POINTS {
+            self.points.push(point);
+        } else {
+            self.overflowed = true;
+        }
+    }
+
+    /// The step of the last kept point touched `touched` natively.
+    pub fn note_ran(&mut self, touched: &Footprint) {
+        if let Some(p) = self.points.last_mut().filter(|_| self.record) {
+            p.ran = Some(touched.clone());
+        }
+    }
+
+    /// The state hashing's memory.
+    pub fn hasher(&mut self) -> &mut state_hash::MemoryHasher {
+        &mut self.hasher
+    }
+
+    /// Memory pages hashed anew and kept.
+    pub fn hashed_pages(&self) -> (u64, u64) {
+        (self.hasher.pages_hashed, self.hasher.pages_reused)
+    }
+}
+
+/// The taking of snapshots of an execution: what it saves of every part, and when.
+pub(in crate::run) struct Snapshotting<'e, 'a>(pub &'e mut Execution<'a>);
+
 /// Decisions between two branch snapshots on one path at least: restoring one costs about
 /// as much as replaying this many scheduling points.
 const BRANCH_GAP: usize = 48;
 
-impl Execution<'_> {
+impl Snapshotting<'_, '_> {
     /// The tracer-side state now, for a snapshot.
     pub(in crate::run) fn save_state(&self) -> SavedExecution {
-        let kernel = self.kernel.saved(self.p.pid);
+        let kernel = self.0.kernel.saved(self.0.p.pid);
         SavedExecution {
-            model: self.model.clone(),
-            races: self.races.saved(true),
-            returns: self.returns.clone(),
-            code: self.code.clone(),
-            instr: self.instr.saved(),
-            panic: self.panic.clone(),
-            history: self.history.clone(),
-            world: self.world.saved(),
-            segment: self.segment.clone(),
+            model: self.0.model.clone(),
+            races: self.0.races.saved(true),
+            returns: self.0.returns.clone(),
+            code: self.0.code.clone(),
+            instr: self.0.instr.saved(),
+            panic: self.0.panic.clone(),
+            history: self.0.history.clone(),
+            world: self.0.world.saved(),
+            step: self.0.step.saved(),
             kernel,
         }
     }
@@ -46,9 +187,9 @@ impl Execution<'_> {
         r: &regs::Regs,
         key: String,
     ) -> Result<bool> {
-        if self.p.mem.read_u16(r.rip.wrapping_sub(2)).ok() != Some(0x050f) {
+        if self.0.p.mem.read_u16(r.rip.wrapping_sub(2)).ok() != Some(0x050f) {
             let why = "the clone was not made by a syscall instruction".to_string();
-            self.worker.snapshots.refuse(&key, why);
+            self.0.worker.snapshots.refuse(&key, why);
             return Ok(false);
         }
         let mut canonical = *r;
@@ -58,7 +199,7 @@ impl Execution<'_> {
         if !self.fork_startup_template(t, canonical, ForkFrom::SeccompStop, key)? {
             return Ok(false);
         }
-        events::resume(self.p.threads[t].tid, None)?;
+        events::resume(self.0.p.threads[t].tid, None)?;
         Ok(true)
     }
 
@@ -71,13 +212,13 @@ impl Execution<'_> {
         r: &regs::Regs,
         key: String,
     ) -> Result<bool> {
-        if self.p.syscall_insn == 0 {
+        if self.0.p.syscall_insn == 0 {
             return Ok(false);
         }
         let mut canonical = *r;
         canonical.orig_rax = u64::MAX;
         let from = ForkFrom::Stop {
-            syscall_insn: self.p.syscall_insn,
+            syscall_insn: self.0.p.syscall_insn,
         };
         self.fork_startup_template(t, canonical, from, key)
     }
@@ -92,23 +233,23 @@ impl Execution<'_> {
         from: ForkFrom,
         key: String,
     ) -> Result<bool> {
-        let pid = self.p.pid;
+        let pid = self.0.p.pid;
         let r = &canonical;
-        let refusal = if self.p.threads.len() != 1 || t != 0 {
+        let refusal = if self.0.p.threads.len() != 1 || t != 0 {
             Some("the first thread creation was not made by the main thread alone".to_string())
-        } else if self.points_overflowed {
+        } else if self.0.snaps.overflowed {
             Some("the program makes too many scheduling decisions before its first thread".into())
-        } else if !self.p.foreign.is_empty() {
+        } else if !self.0.p.foreign.is_empty() {
             Some("the program started child processes before its first thread".into())
-        } else if procfs::resident_bytes(pid) > self.cfg.snapshots.snapshot_memory {
+        } else if procfs::resident_bytes(pid) > self.0.cfg.snapshots.snapshot_memory {
             Some(format!(
                 "the program's resident memory at its first thread ({} MiB) is above --snapshot-memory",
                 procfs::resident_bytes(pid) >> 20
             ))
         } else {
-            procfs::fork_hazard(pid, &self.inherited_fds)
+            procfs::fork_hazard(pid, &self.0.snaps.inherited_fds)
         };
-        let tid_addr = snapshot::cached_tid_address(&self.p.mem, r.fs_base, pid);
+        let tid_addr = snapshot::cached_tid_address(&self.0.p.mem, r.fs_base, pid);
         let refusal = refusal.or_else(|| {
             tid_addr
                 .is_none()
@@ -121,43 +262,43 @@ impl Execution<'_> {
         let files = match files {
             Ok(files) => files,
             Err(why) => {
-                self.worker.snapshots.refuse(&key, why);
+                self.0.worker.snapshots.refuse(&key, why);
                 return Ok(false);
             }
         };
         let mut state = self.save_state();
-        state.races = self.races.saved(false);
+        state.races = self.0.races.saved(false);
         // The program's files as the copies must find them (an output it opened already).
-        if let Some(journal) = &self.worker.journal {
+        if let Some(journal) = &self.0.worker.journal {
             let held = procfs::open_file_ids(pid);
             let checkpoint = journal.lock().expect("file journal").checkpoint(held);
             state.world.set_fs_state(checkpoint);
-            self.world.set_fs_state(checkpoint);
+            self.0.world.set_fs_state(checkpoint);
         }
-        let pending = PendingSignals::capture(pid, &[(0, self.p.threads[0].tid)]);
+        let pending = PendingSignals::capture(pid, &[(0, self.0.p.threads[0].tid)]);
         let template =
             fork_stopped(pid, from, &canonical).context("forking the startup snapshot")?;
-        let mut process = self.p.copy_with(template, &[(0, template)])?;
+        let mut process = self.0.p.copy_with(template, &[(0, template)])?;
         process.threads[0].regs = canonical;
         process.threads[0].place = StopPlace::Event;
-        self.worker.snapshots.store(
+        self.0.worker.snapshots.store(
             &key,
             StartupSnapshot {
                 template,
                 regs: canonical,
-                syscall_insn: self.p.syscall_insn,
+                syscall_insn: self.0.p.syscall_insn,
                 tid_addr: tid_addr.expect("checked"),
                 process,
                 state,
                 robust: threads::robust_list(pid),
-                prefix: self.points.clone(),
+                prefix: self.0.snaps.points.clone(),
                 files,
                 terms: Default::default(),
                 pending,
-                inherited: self.inherited_fds.clone(),
+                inherited: self.0.snaps.inherited_fds.clone(),
             },
         );
-        let th = &mut self.p.threads[t];
+        let th = &mut self.0.p.threads[t];
         th.regs = canonical;
         th.place = StopPlace::Event;
         Ok(true)
@@ -167,17 +308,17 @@ impl Execution<'_> {
     /// whole process when the path has gone [`BRANCH_GAP`] decisions without one. Silently
     /// skipped when the process cannot be copied faithfully here.
     pub(in crate::run) fn maybe_branch_snapshot(&mut self) -> Result<()> {
-        let Some(key) = self.branch_key.clone() else {
+        let Some(key) = self.0.snaps.branch_key.clone() else {
             return Ok(());
         };
-        if self.history.decisions().len() < self.branch_depth + BRANCH_GAP
-            || self.points_overflowed
-            || self.world.changed_files()
-            || !self.worker.snapshots.branches_allowed()
+        if self.0.history.decisions().len() < self.0.snaps.branch_depth + BRANCH_GAP
+            || self.0.snaps.overflowed
+            || self.0.world.changed_files()
+            || !self.0.worker.snapshots.branches_allowed()
         {
             return Ok(());
         }
-        let Some(tid_offset) = self.worker.snapshots.tid_offset(&key) else {
+        let Some(tid_offset) = self.0.worker.snapshots.tid_offset(&key) else {
             return Ok(());
         };
         self.branch_snapshot(key, tid_offset).map(|_| ())
@@ -187,18 +328,18 @@ impl Execution<'_> {
     /// the whole process here, whatever the gap to the last one. False when this execution
     /// cannot be copied faithfully here (or takes no snapshots).
     pub(in crate::run) fn debug_snapshot(&mut self) -> Result<bool> {
-        if !self.worker.debug_snapshots
-            || !self.record_points
-            || self.points_overflowed
-            || self.world.changed_files()
-            || self.p.threads[0].gone
+        if !self.0.worker.debug_snapshots
+            || !self.0.snaps.record
+            || self.0.snaps.overflowed
+            || self.0.world.changed_files()
+            || self.0.p.threads[0].gone
         {
             return Ok(false);
         }
-        let key = snapshot::key(self.cfg);
-        let leader = self.p.load_regs(0)?;
-        let tid = self.p.threads[0].tid;
-        let Some(addr) = snapshot::cached_tid_address(&self.p.mem, leader.fs_base, tid) else {
+        let key = snapshot::key(self.0.cfg);
+        let leader = self.0.p.load_regs(0)?;
+        let tid = self.0.p.threads[0].tid;
+        let Some(addr) = snapshot::cached_tid_address(&self.0.p.mem, leader.fs_base, tid) else {
             return Ok(false);
         };
         self.branch_snapshot(key, addr - leader.fs_base)
@@ -208,32 +349,37 @@ impl Execution<'_> {
     /// (`tid_offset`: where the C library caches a thread's id, from its thread pointer);
     /// true when it was kept.
     fn branch_snapshot(&mut self, key: String, tid_offset: u64) -> Result<bool> {
-        if self.p.syscall_insn == 0
-            || !self.p.foreign.is_empty()
-            || self.p.threads[0].gone
-            || self.model.is_finished(0)
-            || self.kernel.shares_descriptors()
+        if self.0.p.syscall_insn == 0
+            || !self.0.p.foreign.is_empty()
+            || self.0.p.threads[0].gone
+            || self.0.model.is_finished(0)
+            || self.0.kernel.shares_descriptors()
         {
             return Ok(false);
         }
-        let live: Vec<ThreadId> = (0..self.p.threads.len())
-            .filter(|&u| !self.p.threads[u].gone && !self.model.is_finished(u))
+        let live: Vec<ThreadId> = (0..self.0.p.threads.len())
+            .filter(|&u| !self.0.p.threads[u].gone && !self.0.model.is_finished(u))
             .collect();
         for &u in &live {
-            self.ensure_started(u)?;
-            let r = self.p.load_regs(u)?;
-            let cached = self.p.mem.read_u32(r.fs_base.wrapping_add(tid_offset)).ok();
-            if cached != Some(self.p.threads[u].tid.as_raw() as u32) {
+            self.0.ensure_started(u)?;
+            let r = self.0.p.load_regs(u)?;
+            let cached = self
+                .0
+                .p
+                .mem
+                .read_u32(r.fs_base.wrapping_add(tid_offset))
+                .ok();
+            if cached != Some(self.0.p.threads[u].tid.as_raw() as u32) {
                 return Ok(false);
             }
         }
-        let pid = self.p.pid;
+        let pid = self.0.p.pid;
         // What the program opened since the startup snapshot: a pipe or shared memory
         // would be shared by every copy; files are put back per copy.
-        let inherited = if self.worker.debug_snapshots {
-            &self.worker.debug_inherited
+        let inherited = if self.0.worker.debug_snapshots {
+            &self.0.worker.debug_inherited
         } else {
-            self.worker.snapshots.inherited(&key)
+            self.0.worker.snapshots.inherited(&key)
         };
         if procfs::fork_hazard(pid, inherited).is_some() {
             return Ok(false);
@@ -252,7 +398,7 @@ impl Execution<'_> {
         };
         let mut others = Vec::new();
         for &u in live.iter().filter(|&&u| u != 0) {
-            let th = &self.p.threads[u];
+            let th = &self.0.p.threads[u];
             let at_syscall = th.place == StopPlace::Syscall;
             let image = threads::capture(
                 pid,
@@ -268,18 +414,19 @@ impl Execution<'_> {
                 at_syscall,
             });
         }
-        let leader = self.p.threads[0].regs;
-        let leader_at_syscall = self.p.threads[0].place == StopPlace::Syscall;
+        let leader = self.0.p.threads[0].regs;
+        let leader_at_syscall = self.0.p.threads[0].place == StopPlace::Syscall;
         let leader_regs = canonical(&leader, leader_at_syscall);
         let state = self.save_state();
-        let live_tids: Vec<(ThreadId, crate::tracee::Pid)> =
-            (live.iter()).map(|&u| (u, self.p.threads[u].tid)).collect();
+        let live_tids: Vec<(ThreadId, crate::tracee::Pid)> = (live.iter())
+            .map(|&u| (u, self.0.p.threads[u].tid))
+            .collect();
         let pending = PendingSignals::capture(pid, &live_tids);
         let from = if leader_at_syscall {
             ForkFrom::SeccompStop
         } else {
             ForkFrom::Stop {
-                syscall_insn: self.p.syscall_insn,
+                syscall_insn: self.0.p.syscall_insn,
             }
         };
         let template =
@@ -290,20 +437,27 @@ impl Execution<'_> {
         } else {
             regs::set(pid, leader)?;
         }
-        let process = self.p.copy_with(template, &[(0, template)])?;
-        let budget = self.cfg.snapshots.snapshot_memory;
-        let choices: Vec<ThreadId> = self.history.decisions().iter().map(|d| d.thread).collect();
-        self.branch_depth = choices.len();
-        let atomics_known = self.worker.atomic_addresses.len();
+        let process = self.0.p.copy_with(template, &[(0, template)])?;
+        let budget = self.0.cfg.snapshots.snapshot_memory;
+        let choices: Vec<ThreadId> = self
+            .0
+            .history
+            .decisions()
+            .iter()
+            .map(|d| d.thread)
+            .collect();
+        self.0.snaps.branch_depth = choices.len();
+        let atomics_known = self.0.worker.atomic_addresses.len();
         let racy_known = self
+            .0
             .worker
-            .racy_points_in_use(self.cfg.instrument.preempt_on_races);
-        let kept = self.worker.snapshots.add_branch(
+            .racy_points_in_use(self.0.cfg.instrument.preempt_on_races);
+        let kept = self.0.worker.snapshots.add_branch(
             BranchSnapshot {
                 key,
                 choices,
                 template,
-                syscall_insn: self.p.syscall_insn,
+                syscall_insn: self.0.p.syscall_insn,
                 tid_offset,
                 leader_regs,
                 leader_at_syscall,
@@ -311,7 +465,7 @@ impl Execution<'_> {
                 others,
                 process,
                 state,
-                prefix: self.points.clone(),
+                prefix: self.0.snaps.points.clone(),
                 atomics_known,
                 racy_known,
                 terms: Default::default(),
@@ -320,12 +474,13 @@ impl Execution<'_> {
             },
             budget,
         );
-        if kept && self.worker.debug_snapshots {
+        if kept && self.0.worker.debug_snapshots {
             // What the worker knew then (a copy's race detection must find it so).
-            let known = self.worker.atomic_addresses.clone();
-            self.worker
+            let known = self.0.worker.atomic_addresses.clone();
+            self.0
+                .worker
                 .debug_atomics
-                .insert(self.history.decisions().len(), known);
+                .insert(self.0.history.decisions().len(), known);
         }
         Ok(kept)
     }

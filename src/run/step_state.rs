@@ -1,0 +1,34 @@
+//! The step in progress: what the running thread touched since its step began, the
+//! threads running a stretch that is not a decision of their own, the clone being made,
+//! and whether the process is ending.
+
+use std::collections::BTreeSet;
+
+use crate::model::{Footprint, ThreadId};
+
+/// The state of the step in progress (its footprint so far is kept with snapshots).
+#[derive(Clone, Debug, Default)]
+pub(super) struct StepState {
+    /// What the running thread touched since its step began, beyond its operation (atomic
+    /// locations accessed with plain instructions, libc-internal lock operations).
+    pub segment: Footprint,
+    /// Threads running a stretch that is not a decision of its own (`on_clone`): a parent
+    /// from its clone to its next point, a new thread from its start to its first one.
+    /// Empty at every scheduling point.
+    pub creation_stretch: BTreeSet<ThreadId>,
+    /// (flags, child_tid, tls) of the clone the running thread is making.
+    pub pending_clone: Option<(u64, u64, u64)>,
+    /// The process is ending (exit_group, a fatal signal): only its end matters now.
+    pub group_exiting: bool,
+}
+
+impl StepState {
+    /// What a snapshot keeps: the footprint of the step so far (the rest is empty at the
+    /// points where snapshots are taken).
+    pub fn saved(&self) -> StepState {
+        StepState {
+            segment: self.segment.clone(),
+            ..StepState::default()
+        }
+    }
+}

@@ -16,7 +16,7 @@ use super::timeline::{
 };
 use crate::model::ThreadId;
 use crate::report::{human, Finding, FindingKind};
-use crate::run::debugger::{Boundary, DebugEvent, Debugger, ProgramView, Resume, ThreadInfo};
+use crate::run::debug_port::{Boundary, DebugEvent, Debugger, ProgramView, Resume, ThreadInfo};
 use crate::tracee::debugregs::{Watch, WatchOn};
 
 /// What the gdb thread asks of the stopped program.

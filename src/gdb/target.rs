@@ -34,7 +34,7 @@ use gdbstub::target::{Target, TargetError, TargetResult};
 use super::arch::{Regs, X86_64Linux};
 use super::bridge::{Back, Goal, Reply, Request, Stop, StopKind, WatchWhat};
 use crate::explore::Decision;
-use crate::run::debugger::ThreadInfo;
+use crate::run::debug_port::ThreadInfo;
 
 /// How often a long monitor command tells gdb it is still at work.
 const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(1);

@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use super::execution::AccessKey;
 pub use super::instrument::InstrumentConfig;
+use super::races::AccessKey;
 pub use super::snapshots::SnapshotConfig;
 pub use super::world::ProgramSetup;
 use crate::binary::ElfFile;

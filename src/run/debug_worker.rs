@@ -9,10 +9,10 @@ use std::collections::HashSet;
 use anyhow::Result;
 
 use super::config::ExecutionConfig;
-use super::debugger::DebugHook;
-use super::execution::ExecutionOutcome;
-use super::launch::run_execution;
+use super::debug_port::DebugHook;
 use super::search::replay_worker;
+use super::session::launch::run_execution;
+use super::session::ExecutionOutcome;
 use super::snapshots::snapshot;
 use super::worker_state::{RacyPoints, WorkerState};
 use crate::detect::hash::FastHash;
@@ -34,7 +34,7 @@ pub struct DebugWorker {
 impl DebugWorker {
     /// A worker knowing the racy points and atomic addresses the schedule was recorded
     /// with; with `snapshots`, its debugger may take fork snapshots
-    /// ([`super::debugger::ProgramView::snapshot`]).
+    /// ([`super::debug_port::ProgramView::snapshot`]).
     pub fn new(racy: &RacyPoints, atomic_addresses: &[u64], snapshots: bool) -> Result<Self> {
         let (mut worker, tick) = replay_worker(racy, atomic_addresses)?;
         worker.debug_snapshots = snapshots;

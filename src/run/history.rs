@@ -18,8 +18,7 @@
 
 use std::collections::VecDeque;
 
-use super::execution::TraceStep;
-use super::findings::{finding, Reporter};
+use super::process::report::{finding, Reporter};
 use crate::explore::{Decision, FairFilter};
 use crate::model::{Site, ThreadId};
 use crate::report::{CycleStep, Finding, FindingKind, ThreadReport};
@@ -112,6 +111,21 @@ impl Window {
         let len = self.period().unwrap_or(8.min(n));
         self.steps.range(n - len..).collect()
     }
+}
+
+/// One step of a readable trace.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TraceStep {
+    /// 1-based step number.
+    pub step: u64,
+    /// The thread that ran.
+    pub thread: ThreadId,
+    /// The operation it performed.
+    pub op: &'static str,
+    /// The object, by name.
+    pub object: Option<String>,
+    /// Where it was called from.
+    pub location: Option<crate::report::Frame>,
 }
 
 /// What an execution did, decision by decision (kept with snapshots).

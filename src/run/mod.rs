@@ -15,32 +15,28 @@
 //! The execution itself (`execution.rs`, with `stops.rs` and `traps.rs`) composes them.
 
 mod config;
+pub mod debug_port;
 pub mod debug_worker;
-pub mod debugger;
-mod drive;
-mod execution;
-mod findings;
 mod history;
 mod instrument;
 mod kernel;
-mod launch;
 mod process;
 mod progress;
 mod races;
 pub mod search;
+mod session;
 mod snapshots;
 mod step_state;
-mod stops;
-mod traps;
 mod worker_state;
 mod world;
 
 pub use config::{ExecutionConfig, InstrumentConfig, Limits, ProgramSetup, SnapshotConfig};
-pub use execution::{ExecutionOutcome, TraceStep};
+pub use history::TraceStep;
 pub use instrument::patching::{patching_enabled, PatchStats};
-pub use launch::run_execution;
 pub use process::cut::CutSignal;
 pub use search::{SearchConfig, SearchResult, Witness};
+pub use session::launch::run_execution;
+pub use session::ExecutionOutcome;
 pub use snapshots::memory_guard;
 pub use worker_state::{RacyPoints, WorkerState};
 pub use world::program_stdio;

@@ -14,10 +14,11 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use super::config::ExecutionConfig;
-use super::execution::{AccessKey, ExecutionOutcome};
 use super::instrument::patching::PatchStats;
-use super::launch::run_execution;
 use super::process::cut::CutSignal;
+use super::races::AccessKey;
+use super::session::launch::run_execution;
+use super::session::ExecutionOutcome;
 use super::snapshots::memory_guard::{MemoryGuard, Pressure};
 use super::worker_state::{RacyPoints, WorkerState};
 use super::world::file_journal::FileJournal;

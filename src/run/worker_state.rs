@@ -64,7 +64,7 @@ pub struct WorkerState {
     /// Where the program's stdout goes when it is not mcheck's own (`program_stdio`).
     pub outputs: super::world::program_stdio::OutputSinks,
     /// The debugger watching its executions (`mcheck replay --gdb`), if any.
-    pub debug: Option<super::debugger::DebugHook>,
+    pub debug: Option<super::debug_port::DebugHook>,
     /// The debugger may take fork snapshots of its executions at scheduling points.
     pub debug_snapshots: bool,
     /// The next execution starts from this copy of one of the debugger's snapshots.

@@ -3,6 +3,7 @@
 //! (return from an emulated call, step over a breakpoint, finish an emulated syscall).
 
 pub(super) mod cut;
+pub(super) mod report;
 pub(super) mod stacks;
 
 use std::collections::{HashMap, HashSet};
@@ -303,4 +304,18 @@ fn register_value(r: &Regs, reg: Register) -> u64 {
         4 if reg != full => v & 0xffff_ffff,
         _ => v,
     }
+}
+
+/// AT_ENTRY of the freshly exec'd process.
+pub fn auxv_entry(pid: Pid) -> anyhow::Result<u64> {
+    let bytes =
+        anyhow::Context::context(std::fs::read(format!("/proc/{pid}/auxv")), "reading auxv")?;
+    for pair in bytes.chunks_exact(16) {
+        let key = u64::from_le_bytes(pair[..8].try_into().expect("8 bytes"));
+        let val = u64::from_le_bytes(pair[8..].try_into().expect("8 bytes"));
+        if key == libc::AT_ENTRY {
+            return Ok(val);
+        }
+    }
+    Err(anyhow::anyhow!("no AT_ENTRY in the auxiliary vector"))
 }

@@ -14,11 +14,10 @@ use self::happens_before::ATOMIC;
 use crate::detect::race::{Access, HeapBlock, Race, RaceDetector};
 use crate::model::{Footprint, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
-use crate::run::execution::AccessKey;
-use crate::run::findings::{finding, thread_name, Reporter};
 use crate::run::instrument::code::CodeEdits;
 use crate::run::instrument::patching::AccessSite;
 use crate::run::instrument::plan::{Alloc, MemFn};
+use crate::run::process::report::{finding, thread_name, Reporter};
 use crate::run::process::stacks::{primary_location, Symbols};
 use crate::run::process::Process;
 use crate::run::worker_state::WorkerState;
@@ -127,6 +126,10 @@ pub(super) struct RaceResults {
     /// Accesses recorded at breakpoints.
     pub breakpoint_accesses: u64,
 }
+
+/// An access identified across runs of one schedule: thread, instruction and the thread's
+/// epoch (its clock only moves at releases, so the same loop iteration's stack is found).
+pub type AccessKey = (ThreadId, u64, u32);
 
 /// The race recording of one execution.
 #[derive(Debug, Clone, Default)]

@@ -6,7 +6,7 @@
 pub mod memory_guard;
 pub(super) mod point_log;
 pub(super) mod snapshot;
-pub(super) mod snapshotting;
+pub(super) mod state;
 pub(super) mod state_hash;
 
 /// Fork snapshots and state hashing.

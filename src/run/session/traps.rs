@@ -5,16 +5,16 @@
 use anyhow::Result;
 use nix::sys::signal::Signal;
 
-use super::execution::{race_env, Execution, RunResult};
-use super::instrument::code::BreakpointKind;
-use super::instrument::plan::{Alloc, MemFn};
-use super::instrument::Instrumentation;
-use super::process::StopPlace;
-use super::races::happens_before::ONCE;
-use super::races::{glibc_chunk_size, PendingReturn, ReturnAction, Seen};
+use super::{race_env, Execution, RunResult};
 use crate::detect::race::HeapBlock;
 use crate::model::{Op, ThreadId};
 use crate::patch::{Kind, Record};
+use crate::run::instrument::code::BreakpointKind;
+use crate::run::instrument::plan::{Alloc, MemFn};
+use crate::run::instrument::Instrumentation;
+use crate::run::process::StopPlace;
+use crate::run::races::happens_before::ONCE;
+use crate::run::races::{glibc_chunk_size, PendingReturn, ReturnAction, Seen};
 use crate::tracee::regs::Regs;
 use crate::tracee::{events, regs};
 
@@ -29,7 +29,7 @@ impl Execution<'_> {
                 self.instr.leave_trampoline(&mut self.p, &self.code, t)?;
                 self.p.load_regs(t)?;
                 self.p.threads[t].place = StopPlace::Event;
-                let ev = super::debugger::DebugEvent::Watch {
+                let ev = crate::run::debug_port::DebugEvent::Watch {
                     thread: t,
                     addr: watched,
                 };
@@ -70,8 +70,8 @@ impl Execution<'_> {
                 self.install_hooks(t)?;
                 if self
                     .debug()
-                    .debug_event(super::debugger::DebugEvent::Started)
-                    == super::debugger::Resume::Kill
+                    .debug_event(crate::run::debug_port::DebugEvent::Started)
+                    == crate::run::debug_port::Resume::Kill
                 {
                     return Ok(Some(RunResult::CutShort));
                 }
@@ -270,7 +270,8 @@ impl Execution<'_> {
             }
             self.p.threads[t].pending_signal = Some(sig);
         }
-        if self.debugging() && self.debug().debug_watch(t)? == super::debugger::Resume::Kill {
+        if self.debugging() && self.debug().debug_watch(t)? == crate::run::debug_port::Resume::Kill
+        {
             return Ok(Some(RunResult::CutShort));
         }
         let sig = self.p.threads[t].pending_signal.take();
@@ -436,11 +437,11 @@ impl Execution<'_> {
         if self.debugging() {
             if let Some(f) = self.races.finding(races_before).cloned() {
                 self.p.threads[t].place = StopPlace::Breakpoint(addr);
-                let ev = super::debugger::DebugEvent::Race {
+                let ev = crate::run::debug_port::DebugEvent::Race {
                     thread: t,
                     finding: Box::new(f),
                 };
-                if self.debug().debug_event(ev) == super::debugger::Resume::Kill {
+                if self.debug().debug_event(ev) == crate::run::debug_port::Resume::Kill {
                     return Ok(Some(RunResult::CutShort));
                 }
             }
@@ -626,10 +627,10 @@ impl Execution<'_> {
     /// Runs `f` on the instrumentation part with what it reads of the execution.
     pub(super) fn instrumenting<R>(
         &mut self,
-        f: impl FnOnce(&mut Instrumentation, &mut super::instrument::Ctx<'_>) -> R,
+        f: impl FnOnce(&mut Instrumentation, &mut crate::run::instrument::Ctx<'_>) -> R,
     ) -> R {
         let stop_sites = self.stop_sites();
-        let mut ctx = super::instrument::Ctx {
+        let mut ctx = crate::run::instrument::Ctx {
             p: &mut self.p,
             code: &mut self.code,
             cfg: &self.cfg.instrument,

@@ -1,157 +1,20 @@
-//! The executor's side of fork snapshots (`snapshot.rs` keeps them): saving the tracer's
-//! state, forking the startup template at the first thread creation, and taking branch
-//! snapshots of the whole multi-threaded process at scheduling points of a tree search.
+//! The taking of fork snapshots of an execution (`snapshots/` keeps them): saving the
+//! tracer's state of every part, forking the startup template at the first thread
+//! creation, and taking branch snapshots of the whole multi-threaded process at scheduling
+//! points of a tree search.
 
 use anyhow::{Context, Result};
 
-use super::point_log::PointLog;
-use super::snapshot::{
-    self, BranchSnapshot, CopiedThread, PendingSignals, SavedExecution, SavedPoint, StartupSnapshot,
-};
-use super::state_hash;
-use crate::model::{Footprint, ThreadId};
-use crate::run::execution::Execution;
+use super::Execution;
+use crate::model::ThreadId;
 use crate::run::process::StopPlace;
+use crate::run::snapshots::snapshot::{
+    self, BranchSnapshot, CopiedThread, PendingSignals, SavedExecution, StartupSnapshot,
+};
 use crate::tracee::files::FileStates;
 use crate::tracee::fork::{fork_stopped, ForkFrom};
 use crate::tracee::threads;
 use crate::tracee::{events, procfs, regs};
-
-/// What an execution keeps for the snapshots it may take, or came from.
-#[derive(Default)]
-pub(in crate::run) struct SnapshotState {
-    /// Set while this execution should fork the startup snapshot at its first thread
-    /// creation (the key of its configuration).
-    pub(super) startup_key: Option<String>,
-    /// Take the startup snapshot at `main` (an earlier execution created no thread).
-    at_main: bool,
-    /// The descriptors the program was started with (while a snapshot is wanted).
-    pub(super) inherited_fds: Vec<(i32, String)>,
-    /// Set when this execution may take branch snapshots (a tree search): the
-    /// configuration's key.
-    pub(super) branch_key: Option<String>,
-    /// Decisions before the deepest branch snapshot on this execution's path.
-    pub(super) branch_depth: usize,
-    /// Every point so far with its decision, saved with a snapshot (kept only while
-    /// `record`: this execution may take one).
-    pub(super) points: PointLog,
-    /// Points are kept.
-    pub(super) record: bool,
-    /// More points than a snapshot keeps were made.
-    pub(super) overflowed: bool,
-    /// A restored startup copy resumes its main thread first.
-    resume_main: bool,
-    /// What incremental state hashing keeps between points (`--state-cache`).
-    hasher: state_hash::MemoryHasher,
-}
-
-impl SnapshotState {
-    /// The state of an execution from exec.
-    pub fn fresh() -> SnapshotState {
-        SnapshotState {
-            hasher: state_hash::MemoryHasher::new(None),
-            ..SnapshotState::default()
-        }
-    }
-
-    /// The state of an execution from a copy of a snapshot, which skipped `prefix`.
-    pub fn restored(
-        prefix: PointLog,
-        resume_main: bool,
-        memory: Option<state_hash::CopyTracking>,
-    ) -> SnapshotState {
-        SnapshotState {
-            points: prefix,
-            resume_main,
-            hasher: state_hash::MemoryHasher::new(memory),
-            ..SnapshotState::default()
-        }
-    }
-
-    /// This execution takes the startup snapshot of configuration `key` at its first
-    /// thread creation (or at `main`, when `at_main`), the program started with `fds`.
-    pub fn take_startup(&mut self, key: String, fds: Vec<(i32, String)>, at_main: bool) {
-        self.startup_key = Some(key);
-        self.inherited_fds = fds;
-        self.at_main = at_main;
-    }
-
-    /// Whether the startup snapshot is still to be taken.
-    pub fn wants_startup(&self) -> bool {
-        self.startup_key.is_some()
-    }
-
-    /// Whether the startup snapshot goes at `main`.
-    pub fn startup_at_main(&self) -> bool {
-        self.at_main && self.startup_key.is_some()
-    }
-
-    /// Takes the key of the startup snapshot to take now (given back when not taken).
-    pub fn take_startup_key(&mut self) -> Option<String> {
-        self.startup_key.take()
-    }
-
-    /// Gives the startup key back: the snapshot was not taken here.
-    pub fn keep_startup_key(&mut self, key: String) {
-        self.startup_key = Some(key);
-    }
-
-    /// This execution may take branch snapshots under `key` (`depth`: decisions before the
-    /// deepest one on its path).
-    pub fn may_branch(&mut self, key: Option<String>, depth: usize) {
-        self.branch_key = key;
-        self.branch_depth = depth;
-    }
-
-    /// Whether branch snapshots may be taken.
-    pub fn branches(&self) -> bool {
-        self.branch_key.is_some()
-    }
-
-    /// Keeps the points (when a snapshot may be taken).
-    pub fn record_points(&mut self, on: bool) {
-        self.record = on;
-    }
-
-    /// Whether a restored startup copy must first resume its main thread.
-    pub fn resumes_main(&self) -> bool {
-        self.resume_main
-    }
-
-    /// The points skipped by the copy this execution started from.
-    pub fn skipped(&self) -> PointLog {
-        self.points.clone()
-    }
-
-    /// Keeps `point` (with its decision), while points are kept.
-    pub fn note_point(&mut self, point: SavedPoint) {
-        if !self.record {
-            return;
-        }
-        if self.points.len() < snapshot::MAX_PREFIX_POINTS {
-            self.points.push(point);
-        } else {
-            self.overflowed = true;
-        }
-    }
-
-    /// The step of the last kept point touched `touched` natively.
-    pub fn note_ran(&mut self, touched: &Footprint) {
-        if let Some(p) = self.points.last_mut().filter(|_| self.record) {
-            p.ran = Some(touched.clone());
-        }
-    }
-
-    /// The state hashing's memory.
-    pub fn hasher(&mut self) -> &mut state_hash::MemoryHasher {
-        &mut self.hasher
-    }
-
-    /// Memory pages hashed anew and kept.
-    pub fn hashed_pages(&self) -> (u64, u64) {
-        (self.hasher.pages_hashed, self.hasher.pages_reused)
-    }
-}
 
 /// The taking of snapshots of an execution: what it saves of every part, and when.
 pub(in crate::run) struct Snapshotting<'e, 'a>(pub &'e mut Execution<'a>);
@@ -237,7 +100,7 @@ impl Snapshotting<'_, '_> {
         let r = &canonical;
         let refusal = if self.0.p.threads.len() != 1 || t != 0 {
             Some("the first thread creation was not made by the main thread alone".to_string())
-        } else if self.0.snaps.overflowed {
+        } else if self.0.snaps.overflowed() {
             Some("the program makes too many scheduling decisions before its first thread".into())
         } else if !self.0.p.foreign.is_empty() {
             Some("the program started child processes before its first thread".into())
@@ -247,7 +110,7 @@ impl Snapshotting<'_, '_> {
                 procfs::resident_bytes(pid) >> 20
             ))
         } else {
-            procfs::fork_hazard(pid, &self.0.snaps.inherited_fds)
+            procfs::fork_hazard(pid, self.0.snaps.inherited_fds())
         };
         let tid_addr = snapshot::cached_tid_address(&self.0.p.mem, r.fs_base, pid);
         let refusal = refusal.or_else(|| {
@@ -291,11 +154,11 @@ impl Snapshotting<'_, '_> {
                 process,
                 state,
                 robust: threads::robust_list(pid),
-                prefix: self.0.snaps.points.clone(),
+                prefix: self.0.snaps.points().clone(),
                 files,
                 terms: Default::default(),
                 pending,
-                inherited: self.0.snaps.inherited_fds.clone(),
+                inherited: self.0.snaps.inherited_fds().to_vec(),
             },
         );
         let th = &mut self.0.p.threads[t];
@@ -308,11 +171,11 @@ impl Snapshotting<'_, '_> {
     /// whole process when the path has gone [`BRANCH_GAP`] decisions without one. Silently
     /// skipped when the process cannot be copied faithfully here.
     pub(in crate::run) fn maybe_branch_snapshot(&mut self) -> Result<()> {
-        let Some(key) = self.0.snaps.branch_key.clone() else {
+        let Some(key) = self.0.snaps.branch_key().cloned() else {
             return Ok(());
         };
-        if self.0.history.decisions().len() < self.0.snaps.branch_depth + BRANCH_GAP
-            || self.0.snaps.overflowed
+        if self.0.history.decisions().len() < self.0.snaps.branch_depth() + BRANCH_GAP
+            || self.0.snaps.overflowed()
             || self.0.world.changed_files()
             || !self.0.worker.snapshots.branches_allowed()
         {
@@ -329,8 +192,8 @@ impl Snapshotting<'_, '_> {
     /// cannot be copied faithfully here (or takes no snapshots).
     pub(in crate::run) fn debug_snapshot(&mut self) -> Result<bool> {
         if !self.0.worker.debug_snapshots
-            || !self.0.snaps.record
-            || self.0.snaps.overflowed
+            || !self.0.snaps.recording()
+            || self.0.snaps.overflowed()
             || self.0.world.changed_files()
             || self.0.p.threads[0].gone
         {
@@ -446,7 +309,7 @@ impl Snapshotting<'_, '_> {
             .iter()
             .map(|d| d.thread)
             .collect();
-        self.0.snaps.branch_depth = choices.len();
+        self.0.snaps.branched_at(choices.len());
         let atomics_known = self.0.worker.atomic_addresses.len();
         let racy_known = self
             .0
@@ -465,7 +328,7 @@ impl Snapshotting<'_, '_> {
                 others,
                 process,
                 state,
-                prefix: self.0.snaps.points.clone(),
+                prefix: self.0.snaps.points().clone(),
                 atomics_known,
                 racy_known,
                 terms: Default::default(),

@@ -3,14 +3,20 @@
 //! until the program ends or something goes wrong. Every exit path kills and reaps the
 //! whole process tree.
 
+mod debugging;
+pub(super) mod drive;
+pub(super) mod launch;
+mod snapshotting;
+mod stops;
+mod traps;
+
 use std::collections::HashMap;
 
 use anyhow::{Context, Result};
 use nix::sys::signal::Signal;
 
 use super::config::ExecutionConfig;
-use super::findings::{describe_deadlock, finding, signal_is_caught, Reporter};
-use super::history::{Decided, History};
+use super::history::{Decided, History, TraceStep};
 use super::instrument::code::{BreakpointKind, CodeEdits};
 use super::instrument::hooks::Hook;
 use super::instrument::hooks::{Convention, HookContext};
@@ -18,12 +24,14 @@ use super::kernel::kernel_waits::KernelWaits;
 use super::kernel::syscalls::TimeSource;
 use super::kernel::timeouts;
 use super::kernel::timeouts::Offer;
-use super::launch::auxv_entry;
+use super::process::auxv_entry;
+use super::process::report::{describe_deadlock, finding, signal_is_caught, Reporter};
 use super::process::{Process, StopPlace};
 use super::races::happens_before;
+use super::races::AccessKey;
 use super::races::{PendingReturn, RaceRecording, ReturnAction, Seen};
 use super::snapshots::snapshot::{Restored, SavedPoint};
-use super::snapshots::snapshotting::SnapshotState;
+use super::snapshots::state::SnapshotState;
 use super::snapshots::state_hash;
 use super::step_state::StepState;
 use super::worker_state::WorkerState;
@@ -92,25 +100,6 @@ pub struct ExecutionOutcome {
     pub cut_short: bool,
     /// The execution changed a file or directory (`fs_gate`).
     pub changed_files: bool,
-}
-
-/// An access identified across runs of one schedule: thread, instruction and the thread's
-/// epoch (its clock only moves at releases, so the same loop iteration's stack is found).
-pub type AccessKey = (ThreadId, u64, u32);
-
-/// One step of a readable trace.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct TraceStep {
-    /// 1-based step number.
-    pub step: u64,
-    /// The thread that ran.
-    pub thread: ThreadId,
-    /// The operation it performed.
-    pub op: &'static str,
-    /// The object, by name.
-    pub object: Option<String>,
-    /// Where it was called from.
-    pub location: Option<crate::report::Frame>,
 }
 
 /// The race recording part and what it reads of the execution ([`super::races::Env`]), as
@@ -210,13 +199,13 @@ pub(super) struct Execution<'a> {
 
 impl<'a> Execution<'a> {
     /// The taking of snapshots of this execution.
-    pub(super) fn snapshotting(&mut self) -> super::snapshots::snapshotting::Snapshotting<'_, 'a> {
-        super::snapshots::snapshotting::Snapshotting(self)
+    fn snapshotting(&mut self) -> snapshotting::Snapshotting<'_, 'a> {
+        snapshotting::Snapshotting(self)
     }
 
     /// The debugger's door into this execution.
-    pub(super) fn debug(&mut self) -> super::debugger::Debugging<'_, 'a> {
-        super::debugger::Debugging(self)
+    fn debug(&mut self) -> debugging::Debugging<'_, 'a> {
+        debugging::Debugging(self)
     }
 
     /// Begins an execution from exec: the auxiliary vector made deterministic, and a
@@ -286,7 +275,7 @@ impl<'a> Execution<'a> {
             let steps = self.history.steps();
             if self.cfg.limits.max_steps.is_some_and(|m| steps >= m) {
                 let finished = |t| self.model.is_finished(t);
-                let mut rep = super::findings::Reporter {
+                let mut rep = super::process::report::Reporter {
                     p: &self.p,
                     symbols: &mut self.worker.symbols,
                     program: &self.cfg.program.path,
@@ -367,15 +356,15 @@ impl<'a> Execution<'a> {
         if !self.debugging() {
             return Ok(false);
         }
-        let ev = super::debugger::DebugEvent::Point {
+        let ev = super::debug_port::DebugEvent::Point {
             step: self.history.steps(),
             thread: t,
         };
-        if self.debug().debug_event(ev) == super::debugger::Resume::Kill {
+        if self.debug().debug_event(ev) == super::debug_port::Resume::Kill {
             return Ok(true);
         }
         Ok(self.model.pending(t) == Some(&Op::ExitGroup)
-            && self.debug().debug_exiting(t)? == super::debugger::Resume::Kill)
+            && self.debug().debug_exiting(t)? == super::debug_port::Resume::Kill)
     }
 
     /// Records the decision to run `point.chosen` at `point` (out of `offer`): the

@@ -11,14 +11,14 @@
 
 use std::path::PathBuf;
 
-use super::execution::ExecutionOutcome;
-use super::kernel::kernel_waits::KernelThen;
-use super::kernel::syscalls::{self, SyscallAction};
-use super::process::{StopPlace, TracedThread};
-use super::races::happens_before;
-use super::worker_state::WorkerState;
-use super::world::fs_gate::changes_files;
+use super::ExecutionOutcome;
 use crate::model::{ObjectKind, Op};
+use crate::run::kernel::kernel_waits::KernelThen;
+use crate::run::kernel::syscalls::{self, SyscallAction};
+use crate::run::process::{StopPlace, TracedThread};
+use crate::run::races::happens_before;
+use crate::run::worker_state::WorkerState;
+use crate::run::world::fs_gate::changes_files;
 use crate::tracee::file_paths;
 use crate::tracee::seccomp::nr;
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ use anyhow::{anyhow, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::execution::{Execution, ProcessEnd, RunResult};
+use super::{Execution, ProcessEnd, RunResult};
 
 use crate::model::ThreadId;
 use crate::report::Finding;
@@ -595,7 +595,7 @@ impl Execution<'_> {
             }
             nr::EXIT_GROUP => {
                 self.step.group_exiting = true;
-                if self.debug().debug_exiting(t)? == super::debugger::Resume::Kill {
+                if self.debug().debug_exiting(t)? == crate::run::debug_port::Resume::Kill {
                     return Ok(Some(RunResult::CutShort));
                 }
             }

@@ -7,14 +7,14 @@ use nix::unistd::Pid;
 
 use std::path::Path;
 
-use super::process::stacks::{primary_location, Symbols};
-use super::process::{Process, StopPlace};
+use super::stacks::{primary_location, Symbols};
+use super::{Process, StopPlace};
 use crate::model::{ObjectKind, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::regs;
 
 /// Stacks and reports of the threads of a stopped process.
-pub(super) struct Reporter<'a> {
+pub(in crate::run) struct Reporter<'a> {
     /// The process.
     pub p: &'a Process,
     /// Symbolization.
@@ -54,7 +54,7 @@ impl Reporter<'_> {
 
 /// The thread's name (pthread_setname_np, Rust's thread names) when it has one of its own,
 /// i.e. one that differs from `program`'s.
-pub(super) fn thread_name(program: &Path, tid: i32) -> Option<String> {
+pub(in crate::run) fn thread_name(program: &Path, tid: i32) -> Option<String> {
     let comm = std::fs::read_to_string(format!("/proc/{tid}/comm")).ok()?;
     let comm = comm.trim();
     let program = program.file_name()?.to_string_lossy();
@@ -63,7 +63,11 @@ pub(super) fn thread_name(program: &Path, tid: i32) -> Option<String> {
 }
 
 /// A finding of `kind` about `threads`, located at their innermost frames of the program.
-pub(super) fn finding(kind: FindingKind, message: String, threads: Vec<ThreadReport>) -> Finding {
+pub(in crate::run) fn finding(
+    kind: FindingKind,
+    message: String,
+    threads: Vec<ThreadReport>,
+) -> Finding {
     let locations = threads
         .iter()
         .filter_map(|t| primary_location(&t.stack))
@@ -85,7 +89,10 @@ pub(super) fn finding(kind: FindingKind, message: String, threads: Vec<ThreadRep
     }
 }
 
-pub(super) fn describe_deadlock(local: bool, blocked: &[crate::model::BlockedThread]) -> String {
+pub(in crate::run) fn describe_deadlock(
+    local: bool,
+    blocked: &[crate::model::BlockedThread],
+) -> String {
     let names: Vec<String> = blocked.iter().map(|b| format!("T{}", b.thread)).collect();
     let exited_holder = blocked
         .iter()
@@ -120,7 +127,7 @@ pub(super) fn describe_deadlock(local: bool, blocked: &[crate::model::BlockedThr
 }
 
 /// Whether thread `tid` has a handler installed for `sig` (SigCgt in /proc).
-pub(super) fn signal_is_caught(tid: Pid, sig: Signal) -> bool {
+pub(in crate::run) fn signal_is_caught(tid: Pid, sig: Signal) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else {
         return false;
     };

@@ -4,10 +4,10 @@
 
 use anyhow::Result;
 
-use super::execution::{Choices, Execution, ExecutionOutcome, Stop};
-use super::snapshots::point_log::PointLog;
+use super::{Choices, Execution, ExecutionOutcome, Stop};
 use crate::explore::{Divergence, Scheduler};
 use crate::model::ThreadId;
+use crate::run::snapshots::point_log::PointLog;
 
 /// Runs `exec` to its end under `sched`: from exec, or from a snapshot copy whose skipped
 /// decisions (`restored`) are first shown to the strategy again.

@@ -4,22 +4,21 @@
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 
-use super::config::ExecutionConfig;
-use super::execution::{Execution, ExecutionOutcome};
-use super::process::Process;
-use super::snapshots::snapshot::{self, Restored};
 use super::stops::reap_all;
-use super::worker_state::WorkerState;
-use super::world::capture::{failure_message, StderrCapture};
-use super::world::file_journal::{NotFaithful, ORIGIN};
-use super::world::program_stdio;
+use super::{Execution, ExecutionOutcome};
 use crate::explore::Scheduler;
 use crate::model::ThreadId;
 use crate::report::FindingKind;
+use crate::run::config::ExecutionConfig;
+use crate::run::process::Process;
+use crate::run::snapshots::snapshot::{self, Restored};
+use crate::run::worker_state::WorkerState;
+use crate::run::world::capture::{failure_message, StderrCapture};
+use crate::run::world::file_journal::{NotFaithful, ORIGIN};
+use crate::run::world::program_stdio;
 use crate::tracee::spawn::{spawn_traced, StdioSetup};
 use crate::tracee::{procfs, threads};
 
@@ -259,17 +258,4 @@ fn environment(vars: &[(OsString, OsString)]) -> Result<Vec<CString>> {
     }
     env.push(CString::new(format!("GLIBC_TUNABLES={tunables}"))?);
     Ok(env)
-}
-
-/// AT_ENTRY of the freshly exec'd process.
-pub(super) fn auxv_entry(pid: Pid) -> Result<u64> {
-    let bytes = std::fs::read(format!("/proc/{pid}/auxv")).context("reading auxv")?;
-    for pair in bytes.chunks_exact(16) {
-        let key = u64::from_le_bytes(pair[..8].try_into().expect("8 bytes"));
-        let val = u64::from_le_bytes(pair[8..].try_into().expect("8 bytes"));
-        if key == libc::AT_ENTRY {
-            return Ok(val);
-        }
-    }
-    Err(anyhow!("no AT_ENTRY in the auxiliary vector"))
 }

@@ -51,4 +51,16 @@ impl ExecutionConfig {
     pub fn program_reads_tsc(program: &std::path::Path) -> bool {
         ElfFile::load(program).is_ok_and(|e| crate::binary::reads_time_stamp_counter(&e))
     }
+
+    /// The configuration a snapshot was made under: everything that can change the start.
+    /// (Racy-address points only exist once threads do, so `preempt_on_races` cannot.)
+    pub fn snapshot_key(&self) -> String {
+        let mut plain = ExecutionConfig {
+            stack_requests: Vec::new(),
+            ..self.clone()
+        };
+        plain.instrument.stacks_in_calls = false;
+        plain.instrument.preempt_on_races = false;
+        format!("{plain:?}")
+    }
 }

@@ -13,7 +13,6 @@ use super::debug_port::DebugHook;
 use super::search::replay_worker;
 use super::session::launch::run_execution;
 use super::session::ExecutionOutcome;
-use super::snapshots::snapshot;
 use super::worker_state::{RacyPoints, WorkerState};
 use crate::detect::hash::FastHash;
 use crate::explore::Scheduler;
@@ -58,7 +57,7 @@ impl DebugWorker {
         from: Option<usize>,
         debugger: impl FnOnce(bool) -> DebugHook,
     ) -> Result<ExecutionOutcome> {
-        let key = snapshot::key(cfg);
+        let key = cfg.snapshot_key();
         let copy = from.and_then(|d| {
             let copy = self
                 .worker
@@ -82,7 +81,7 @@ impl DebugWorker {
 
     /// The depths (decisions before them) of the snapshots kept for `cfg`'s executions.
     pub fn snapshot_depths(&self, cfg: &ExecutionConfig) -> Vec<usize> {
-        let mut d = self.worker.snapshots.branch_depths(&snapshot::key(cfg));
+        let mut d = self.worker.snapshots.branch_depths(&cfg.snapshot_key());
         d.sort_unstable();
         d
     }

@@ -20,7 +20,10 @@ use crate::run::instrument::plan::{Alloc, MemFn};
 use crate::run::process::report::{finding, thread_name, Reporter};
 use crate::run::process::stacks::{primary_location, Symbols};
 use crate::run::process::Process;
-use crate::run::worker_state::WorkerState;
+use std::collections::HashSet;
+
+use self::repeat_filter::RepeatFilter;
+use crate::detect::hash::FastHash;
 use crate::tracee::memory::Memory;
 
 /// Something to do when a thread returns from a call (its return address is hit with the
@@ -168,8 +171,12 @@ pub(super) struct Env<'a> {
     pub p: &'a Process,
     /// The program's code as mcheck changed it (the access-site table).
     pub code: &'a CodeEdits,
-    /// The worker's memory: symbols, atomic addresses, the repeat filter.
-    pub worker: &'a mut WorkerState,
+    /// Symbolization (the worker's).
+    pub symbols: &'a mut Symbols,
+    /// Addresses accessed by atomic instructions in some execution (the worker's).
+    pub atomics: &'a mut HashSet<u64, FastHash>,
+    /// Accesses repeated within the stretch being drained (the worker's).
+    pub repeats: &'a mut RepeatFilter,
     /// Address ranges known to hold atomics (from DWARF).
     pub atomic_ranges: &'a [std::ops::Range<u64>],
     /// Threads created so far.
@@ -185,14 +192,13 @@ impl Env<'_> {
     fn reporter(&mut self) -> Reporter<'_> {
         Reporter {
             p: self.p,
-            symbols: &mut self.worker.symbols,
+            symbols: self.symbols,
             program: self.program,
         }
     }
 
     fn is_atomic_location(&self, ea: u64) -> bool {
-        self.worker.atomic_addresses.contains(&ea)
-            || self.atomic_ranges.iter().any(|r| r.contains(&ea))
+        self.atomics.contains(&ea) || self.atomic_ranges.iter().any(|r| r.contains(&ea))
     }
 
     /// Whether the access at `pc` is a plain load or store (MOV) in code without source
@@ -205,7 +211,6 @@ impl Env<'_> {
             .any(|s| s.insn.ip() == pc && s.plain_mov && !s.atomic_source);
         plain
             && self
-                .worker
                 .symbols
                 .frame_at(pc, false)
                 .iter()
@@ -367,7 +372,7 @@ impl RaceRecording {
         site: u64,
         seen: Seen,
     ) {
-        env.worker.repeats.forget();
+        env.repeats.forget();
         self.call_sites.insert(site);
         let mem = &env.p.mem;
         let strlen = |_: &Self, s: u64, cap: u64| string_length(mem, s, cap);
@@ -427,7 +432,7 @@ impl RaceRecording {
         self.traced += 1;
         let pc = site.insn.ip();
         if site.rmw {
-            env.worker.repeats.forget();
+            env.repeats.forget();
             // A library's own lock or reference count: it orders what comes before and
             // after it, and the step depends on whatever else touches the word.
             env.segment.touch_word(ea, true);
@@ -440,7 +445,7 @@ impl RaceRecording {
         }
         let atomic = site.atomic_source || (site.plain_mov && env.is_atomic_location(ea));
         if site.atomic_source {
-            env.worker.atomic_addresses.insert(ea);
+            env.atomics.insert(ea);
         }
         let write = site.write;
         let access = Access {
@@ -452,7 +457,7 @@ impl RaceRecording {
             pc,
         };
         if atomic {
-            env.worker.repeats.forget();
+            env.repeats.forget();
             // Partial-order reduction: the step touched this atomic location.
             env.segment.touch_word(ea, write);
             // x86: a MOV load of an atomic is an acquire, a MOV store a release.
@@ -481,9 +486,9 @@ impl RaceRecording {
         size: u64,
         pc: u64,
     ) {
-        env.worker.repeats.forget();
+        env.repeats.forget();
         self.capture_if_requested(env, t, pc);
-        env.worker.atomic_addresses.insert(ea);
+        env.atomics.insert(ea);
         let Some(d) = self.detector.as_mut() else {
             return;
         };
@@ -514,9 +519,9 @@ impl RaceRecording {
             // MOVs both, on x86-64) that order the program's other accesses: from now on
             // this location's loads acquire and its stores release, and an execution that
             // reported races is run again knowing it (see the search's worker loop).
-            env.worker.atomic_addresses.insert(race.addr);
-            env.worker.atomic_addresses.insert(access.addr);
-            env.worker.repeats.forget();
+            env.atomics.insert(race.addr);
+            env.atomics.insert(access.addr);
+            env.repeats.forget();
             self.unverified_races += 1;
             if self.unverified_race.is_none() {
                 let object = match self.raced_object(env, race.addr) {
@@ -524,7 +529,6 @@ impl RaceRecording {
                     o => format!("on {o}"),
                 };
                 let module = env
-                    .worker
                     .symbols
                     .modules()
                     .find(race.later.pc)
@@ -601,7 +605,7 @@ impl RaceRecording {
         if seen.run_on() {
             // Its thread has moved on since: the access's own frame, until a second run
             // of the schedule takes the whole stack.
-            later.stack = env.worker.symbols.frame_at(race.later.pc, modelled_call);
+            later.stack = env.symbols.frame_at(race.later.pc, modelled_call);
         }
         if modelled_call {
             later.state.push_str(" inside a libc memory function");
@@ -609,10 +613,7 @@ impl RaceRecording {
         // Each side by its own kind: the earlier access was a modelled call when its pc is
         // one of this execution's call sites (a return address).
         let earlier_in_call = self.call_sites.contains(&race.earlier.pc);
-        let earlier_stack = env
-            .worker
-            .symbols
-            .frame_at(race.earlier.pc, earlier_in_call);
+        let earlier_stack = env.symbols.frame_at(race.earlier.pc, earlier_in_call);
         let earlier_tid = env.p.threads.get(earlier_t).map_or(0, |x| x.tid.as_raw());
         let earlier = ThreadReport {
             id: earlier_t,
@@ -660,7 +661,7 @@ impl RaceRecording {
             .as_ref()
             .and_then(|d| d.block_containing(race.addr))
         {
-            let site = env.worker.symbols.call_site(b.site).short();
+            let site = env.symbols.call_site(b.site).short();
             f.details.push(format!(
                 "heap block of {} bytes at {:#x}, allocated by thread T{} at {site}",
                 b.size, b.start, b.thread
@@ -671,7 +672,7 @@ impl RaceRecording {
 
     /// Names the memory at `addr`: a global variable, a heap block, or an address.
     fn raced_object(&self, env: &mut Env<'_>, addr: u64) -> String {
-        let name = self.memory_name(&mut env.worker.symbols, addr, false);
+        let name = self.memory_name(&mut env.symbols, addr, false);
         name.strip_prefix("in ").map(str::to_string).unwrap_or(name)
     }
 

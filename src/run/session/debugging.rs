@@ -715,7 +715,7 @@ impl ProgramView for View<'_, '_> {
         if !self.exec.snapshotting().debug_snapshot().unwrap_or(false) {
             return None;
         }
-        let key = crate::run::snapshots::snapshot::key(self.exec.cfg);
+        let key = self.exec.cfg.snapshot_key();
         let depths = self.exec.worker.snapshots.branch_depths(&key);
         Some(depths.into_iter().map(|d| d as u64).collect())
     }

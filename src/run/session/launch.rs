@@ -35,7 +35,7 @@ pub fn run_execution(
     if let Some(capture) = &worker.capture {
         capture.begin_execution(!worker.quiet_rerun);
     }
-    let key = snapshot::key(cfg);
+    let key = cfg.snapshot_key();
     // A tree search replays a known prefix: start from the deepest branch snapshot on it,
     // else from the startup snapshot, else from exec.
     let planned: Option<Vec<ThreadId>> = sched.planned_prefix().map(<[ThreadId]>::to_vec);

@@ -111,7 +111,9 @@ macro_rules! race_env {
             $crate::run::races::Env {
                 p: &$s.p,
                 code: &$s.code,
-                worker: &mut *$s.worker,
+                symbols: &mut $s.worker.symbols,
+                atomics: &mut $s.worker.atomic_addresses,
+                repeats: &mut $s.worker.repeats,
                 atomic_ranges: $s.instr.atomic_ranges(),
                 threads: $s.model.thread_count(),
                 segment: &mut $s.step.segment,

@@ -199,7 +199,7 @@ impl Snapshotting<'_, '_> {
         {
             return Ok(false);
         }
-        let key = snapshot::key(self.0.cfg);
+        let key = self.0.cfg.snapshot_key();
         let leader = self.0.p.load_regs(0)?;
         let tid = self.0.p.threads[0].tid;
         let Some(addr) = snapshot::cached_tid_address(&self.0.p.mem, leader.fs_base, tid) else {

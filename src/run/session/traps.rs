@@ -481,7 +481,7 @@ impl Execution<'_> {
         log.drain_into(&mut records);
         let sites = self.code.sites().clone();
         let (races, mut env) = race_env!(self);
-        env.worker.repeats.forget();
+        env.repeats.forget();
         let mut i = 0;
         while let Some(rec) = records.get(i) {
             i += 1;
@@ -491,7 +491,7 @@ impl Execution<'_> {
             if site.mem_fn.is_none()
                 && !site.rmw
                 && !site.atomic_source
-                && env.worker.repeats.repeated(rec.addr, rec.site())
+                && env.repeats.repeated(rec.addr, rec.site())
             {
                 // The same plain access again in this stretch: nothing for the detector.
                 races.count_traced();

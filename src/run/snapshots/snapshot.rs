@@ -32,7 +32,6 @@ use super::state_hash;
 use crate::explore::Point;
 use crate::model::{Footprint, Model, ThreadId};
 use crate::report::ThreadReport;
-use crate::run::config::ExecutionConfig;
 use crate::run::process::{Process, StopPlace};
 use crate::run::races::PendingReturn;
 use crate::tracee::files::FileStates;
@@ -206,18 +205,6 @@ pub struct Snapshots {
 
 /// Said once per mcheck run.
 static SAID: AtomicBool = AtomicBool::new(false);
-
-/// The configuration a snapshot was made under: everything that can change the start.
-/// (Racy-address points only exist once threads do, so `preempt_on_races` cannot.)
-pub(in crate::run) fn key(cfg: &ExecutionConfig) -> String {
-    let mut plain = ExecutionConfig {
-        stack_requests: Vec::new(),
-        ..cfg.clone()
-    };
-    plain.instrument.stacks_in_calls = false;
-    plain.instrument.preempt_on_races = false;
-    format!("{plain:?}")
-}
 
 impl Snapshots {
     /// Whether the first thread creation of an execution under `key` should be snapshotted.

@@ -672,7 +672,7 @@ impl RaceRecording {
 
     /// Names the memory at `addr`: a global variable, a heap block, or an address.
     fn raced_object(&self, env: &mut Env<'_>, addr: u64) -> String {
-        let name = self.memory_name(&mut env.symbols, addr, false);
+        let name = self.memory_name(env.symbols, addr, false);
         name.strip_prefix("in ").map(str::to_string).unwrap_or(name)
     }
 

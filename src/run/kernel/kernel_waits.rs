@@ -320,7 +320,7 @@ impl KernelWaits {
     /// A `write` of more than a pipe takes at once (more than a page, more than its room):
     /// moves as much of it as fits, a page at a time, from the program's buffer into the
     /// pipe, as the kernel does while the writer sleeps. The call is then finished by the
-    /// tracer once all of it is in (see [`Execution::finish_kernel_wait`]).
+    /// tracer once all of it is in (see [`Session::finish_kernel_wait`]).
     fn push_pipe_write(&mut self, p: &Process, call: &mut KernelCall) {
         let (Some(buf), Some(len), Wait::Fds(fds)) = (call.write_buf, call.write_len, &call.wait)
         else {

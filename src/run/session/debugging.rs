@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use super::Execution;
+use super::Session;
 use crate::binary::ElfFile;
 use crate::model::ThreadId;
 use crate::run::debug_port::{Boundary, DebugEvent, ProgramView, Resume, ThreadInfo};
@@ -19,7 +19,7 @@ use crate::tracee::Event;
 
 /// The debugger's door into an execution: what the executor does at the moments it
 /// reports, and the stepping of the running thread under the debugger.
-pub(super) struct Debugging<'e, 'a>(pub &'e mut Execution<'a>);
+pub(super) struct Debugging<'e, 'a>(pub &'e mut Session<'a>);
 
 impl Debugging<'_, '_> {
     /// Reports `ev` to the debugger, if there is one. A request to step a thread other
@@ -541,7 +541,7 @@ fn step_done(tid: crate::tracee::Pid) -> anyhow::Result<Option<Event>> {
 }
 
 struct View<'e, 'a> {
-    exec: &'e mut Execution<'a>,
+    exec: &'e mut Session<'a>,
     bps: &'e mut HashSet<u64>,
     watches: &'e mut Vec<Watch>,
     generation: &'e mut u64,

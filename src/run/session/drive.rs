@@ -1,10 +1,10 @@
 //! The search's driver of one execution: the loop that asks the strategy which thread
 //! goes next at each scheduling point the execution offers, and tells it what each step
-//! touched. The execution ([`Execution`]) carries decisions out and knows no strategy.
+//! touched. The session ([`Session`]) carries decisions out and knows no strategy.
 
 use anyhow::Result;
 
-use super::{Choices, Execution, ExecutionOutcome, Stop};
+use super::{Choices, ExecutionOutcome, Session, Stop};
 use crate::explore::{Divergence, Scheduler};
 use crate::model::ThreadId;
 use crate::run::snapshots::point_log::PointLog;
@@ -12,7 +12,7 @@ use crate::run::snapshots::point_log::PointLog;
 /// Runs `exec` to its end under `sched`: from exec, or from a snapshot copy whose skipped
 /// decisions (`restored`) are first shown to the strategy again.
 pub(super) fn drive(
-    exec: &mut Execution<'_>,
+    exec: &mut Session<'_>,
     sched: &mut dyn Scheduler,
     restored: Option<PointLog>,
 ) -> Result<ExecutionOutcome> {

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use nix::sys::signal::{kill, Signal};
 
 use super::stops::reap_all;
-use super::{Execution, ExecutionOutcome};
+use super::{ExecutionOutcome, Session};
 use crate::explore::Scheduler;
 use crate::model::ThreadId;
 use crate::report::FindingKind;
@@ -68,7 +68,7 @@ pub fn run_execution(
         .map_or(0, |p| worker.snapshots.deepest_branch_on(&key, p));
     let result = match restored {
         Some(r) => {
-            let mut exec = Execution::restored(cfg, worker, r);
+            let mut exec = Session::restored(cfg, worker, r);
             let record = branch_key.is_some() || exec.worker.debug_snapshots;
             exec.snaps.may_branch(branch_key, branch_depth);
             exec.snaps.record_points(record);
@@ -88,7 +88,7 @@ pub fn run_execution(
         }
         None => {
             let process = launch(cfg, worker)?;
-            let mut exec = Execution::fresh(cfg, worker, process);
+            let mut exec = Session::fresh(cfg, worker, process);
             exec.snaps.may_branch(branch_key, branch_depth);
             if cfg.snapshots.snapshots && exec.worker.snapshots.wanted(&key) {
                 let fds = procfs::descriptors(exec.p.pid);
@@ -155,7 +155,7 @@ pub fn run_execution(
 /// Points the stdout of a fork copy run again only to learn something at /dev/null: the
 /// program's output is shown once per execution. If that fails the output is shown again,
 /// which is all it costs.
-fn silence_stdout(exec: &Execution<'_>) {
+fn silence_stdout(exec: &Session<'_>) {
     let _ = threads::point_at_dev_null(exec.p.pid, exec.p.syscall_insn, 1);
 }
 

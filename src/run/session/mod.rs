@@ -1,7 +1,19 @@
-//! One execution: launch the program, then alternate "the strategy picks an enabled thread,
-//! the model executes its operation, the thread runs natively to its next scheduling point"
-//! until the program ends or something goes wrong. Every exit path kills and reaps the
-//! whole process tree.
+//! The session of one execution: a composition of the executor's parts (the process and
+//! its code edits, the model, race recording, instrumentation, kernel waits, the world,
+//! snapshots, the history of decisions, the step in progress), that takes one step at a
+//! time, as rr's replay session does. A driver ([`drive`]: the search's, replay's and the
+//! debugger's) asks [`Session::choices`] at each scheduling point, picks a thread with its
+//! strategy, records the decision ([`Session::decide`]) and has it carried out
+//! ([`Session::step`]): the thread's operation in the model, then the thread natively to
+//! its next scheduling point, which returns a [`Stop`]. The session knows no strategy; a
+//! debugger looks in through the port it is given (`debug_port.rs`, `debugging.rs`).
+//!
+//! Its methods live in three files: this one (composition, the driver's side, outcomes and
+//! findings), `stops.rs` (running a thread to its next stop, seccomp stops, thread
+//! creation) and `traps.rs` (breakpoint stops, the access log). Two roles act on the whole
+//! session: `snapshotting.rs` (taking fork snapshots) and `debugging.rs` (the debugger's
+//! door). `launch.rs` chooses where an execution starts (a snapshot copy or exec) and makes
+//! the session. Every exit path kills and reaps the whole process tree.
 
 mod debugging;
 pub(super) mod drive;
@@ -90,7 +102,7 @@ pub struct ExecutionOutcome {
     /// How the access sites of the program were instrumented.
     pub patch_stats: super::instrument::patching::PatchStats,
     /// Atomic operations inside system libraries while threads existed, and the library
-    /// of the first (see `Execution::library_sync`).
+    /// of the first (see `Session::library_sync`).
     pub library_sync: (u64, Option<String>),
     /// Races between plain loads and stores in code without debug information, which may
     /// be relaxed atomics (not reported), and a description of the first.
@@ -168,7 +180,7 @@ pub(super) enum ProcessEnd {
     Abandoned,
 }
 
-pub(super) struct Execution<'a> {
+pub(super) struct Session<'a> {
     pub(super) cfg: &'a ExecutionConfig,
     pub(super) p: Process,
     /// What mcheck changed in the program's code (`instrument/code.rs`).
@@ -199,7 +211,7 @@ pub(super) struct Execution<'a> {
     pub(super) kernel: KernelWaits,
 }
 
-impl<'a> Execution<'a> {
+impl<'a> Session<'a> {
     /// The taking of snapshots of this execution.
     fn snapshotting(&mut self) -> snapshotting::Snapshotting<'_, 'a> {
         snapshotting::Snapshotting(self)
@@ -756,7 +768,7 @@ impl MemoryView for MemView<'_> {
     }
 }
 
-impl HookContext for Execution<'_> {
+impl HookContext for Session<'_> {
     fn read_u32(&self, addr: u64) -> Option<u32> {
         self.p.mem.read_u32(addr).ok()
     }
@@ -780,10 +792,10 @@ impl HookContext for Execution<'_> {
     }
 }
 
-impl<'a> Execution<'a> {
+impl<'a> Session<'a> {
     /// An execution of a freshly launched process.
     pub(super) fn fresh(cfg: &'a ExecutionConfig, worker: &'a mut WorkerState, p: Process) -> Self {
-        Execution {
+        Session {
             cfg,
             p,
             code: Default::default(),
@@ -811,7 +823,7 @@ impl<'a> Execution<'a> {
         r: Restored,
     ) -> Self {
         let s = r.state;
-        Execution {
+        Session {
             cfg,
             p: r.process,
             code: s.code,
@@ -833,7 +845,7 @@ impl<'a> Execution<'a> {
 }
 
 /// Findings: what went wrong, with the stacks of the threads involved.
-impl Execution<'_> {
+impl Session<'_> {
     /// The finding when every thread waited longer than the execution timeout and some
     /// wait for the world outside the program (a terminal, a socket, a child process).
     pub(in crate::run) fn outside_finding(&mut self) -> Finding {
@@ -1043,7 +1055,7 @@ impl Execution<'_> {
     }
 }
 
-impl TimeSource for Execution<'_> {
+impl TimeSource for Session<'_> {
     fn timespec_ns(&self, addr: u64) -> Option<u64> {
         if addr == 0 {
             return None;

@@ -5,7 +5,7 @@
 
 use anyhow::{Context, Result};
 
-use super::Execution;
+use super::Session;
 use crate::model::ThreadId;
 use crate::run::process::StopPlace;
 use crate::run::snapshots::snapshot::{
@@ -17,7 +17,7 @@ use crate::tracee::threads;
 use crate::tracee::{events, procfs, regs};
 
 /// The taking of snapshots of an execution: what it saves of every part, and when.
-pub(in crate::run) struct Snapshotting<'e, 'a>(pub &'e mut Execution<'a>);
+pub(in crate::run) struct Snapshotting<'e, 'a>(pub &'e mut Session<'a>);
 
 /// Decisions between two branch snapshots on one path at least: restoring one costs about
 /// as much as replaying this many scheduling points.

@@ -27,14 +27,14 @@ use anyhow::{anyhow, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use super::{Execution, ProcessEnd, RunResult};
+use super::{ProcessEnd, RunResult, Session};
 
 use crate::model::ThreadId;
 use crate::report::Finding;
 use crate::tracee::memory::Memory;
 use crate::tracee::{events, interrupt, regs, Event, WaitOutcome};
 
-impl Execution<'_> {
+impl Session<'_> {
     /// Whether the signal `tid` stopped with is a request to stop meant for mcheck (the
     /// user's Ctrl-C, a kill of the process group), not the program's own business.
     fn meant_for_mcheck(&self, tid: Pid, sig: Signal) -> bool {
@@ -435,7 +435,7 @@ pub(super) fn reap_all(pid: Pid, foreign: &std::collections::HashSet<Pid>) {
 }
 
 /// Thread creation.
-impl Execution<'_> {
+impl Session<'_> {
     pub(super) fn on_clone(&mut self, t: ThreadId, child: Pid) -> Result<Option<RunResult>> {
         let (flags, ctid, tls) = self
             .step
@@ -539,7 +539,7 @@ impl Execution<'_> {
 }
 
 /// Seccomp stops.
-impl Execution<'_> {
+impl Session<'_> {
     pub(super) fn on_seccomp(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
         let r = self.p.load_regs(t)?;
         let tid = self.p.threads[t].tid;
@@ -678,7 +678,7 @@ impl Execution<'_> {
 }
 
 /// The kernel as a source of blocking (`kernel/`).
-impl Execution<'_> {
+impl Session<'_> {
     /// A trapped call at its seccomp stop in thread `t`: None when it is not a kernel call,
     /// else what the stop turns into (a scheduling point when it would wait).
     pub(super) fn on_kernel_call(

@@ -5,7 +5,7 @@
 use anyhow::Result;
 use nix::sys::signal::Signal;
 
-use super::{race_env, Execution, RunResult};
+use super::{race_env, RunResult, Session};
 use crate::detect::race::HeapBlock;
 use crate::model::{Op, ThreadId};
 use crate::patch::{Kind, Record};
@@ -18,7 +18,7 @@ use crate::run::races::{glibc_chunk_size, PendingReturn, ReturnAction, Seen};
 use crate::tracee::regs::Regs;
 use crate::tracee::{events, regs};
 
-impl Execution<'_> {
+impl Session<'_> {
     pub(super) fn on_trap(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
         let r = self.p.load_regs(t)?;
         let addr = r.rip.wrapping_sub(1);
@@ -137,7 +137,7 @@ impl Execution<'_> {
 
 /// Calls and returns, access sites and allocators: the breakpoint stops race recording
 /// and the model need.
-impl Execution<'_> {
+impl Session<'_> {
     /// Arms a return breakpoint for `t`, stopped at the entry of a function.
     pub(super) fn on_return_of_call(&mut self, t: ThreadId, action: ReturnAction) -> Result<()> {
         let r = self.p.threads[t].regs;
@@ -455,7 +455,7 @@ impl Execution<'_> {
 
 /// The access log: drained at every stop of the running thread, and the stop of a full
 /// log.
-impl Execution<'_> {
+impl Session<'_> {
     /// Before an event of the running thread `t` is handled: a thread stopped inside a
     /// trampoline (a signal, an interrupt) is put back where it would be without it, and
     /// what it logged is recorded.

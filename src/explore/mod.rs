@@ -154,7 +154,9 @@ pub struct Coverage {
     pub systematic_executions: u64,
 }
 
-/// A scheduling strategy.
+/// A scheduling strategy: it answers "which thread next" at each point of an execution,
+/// and learns how the execution ended. A tree search has hooks of its own besides
+/// ([`TreeHooks`], through [`Scheduler::tree`]).
 pub trait Scheduler: Send {
     /// Short name (`random`, `dfs`, ...).
     fn name(&self) -> &'static str;
@@ -163,54 +165,52 @@ pub trait Scheduler: Send {
     fn begin_execution(&mut self, index: u64) -> Option<u64>;
     /// Picks one of `point.enabled`.
     fn choose(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence>;
-    /// The thread chosen last has run natively to its next stop (or its end) and touched
-    /// `touched` on the way: atomic locations accessed with plain instructions, locks taken
-    /// inside libc. Called by the executor after each step, before the next `choose`.
-    fn ran(&mut self, _touched: &Footprint) {}
     /// The execution begun last has ended.
     fn end_execution(&mut self, _summary: &ExecutionSummary) {}
     /// What has been covered.
     fn coverage(&self) -> Coverage {
         Coverage::default()
     }
-    /// The choices the current execution will replay before choosing anew (a tree search),
-    /// so that the executor can start from a snapshot taken on that path; None for
-    /// strategies without a replayed prefix.
-    fn planned_prefix(&self) -> Option<&[ThreadId]> {
-        None
-    }
-    /// Whether a later execution may branch off at decision `step` of the current one (a
-    /// snapshot taken there could be used again). Only tree searches ever do.
-    fn may_backtrack_to(&self, _step: usize) -> bool {
-        false
-    }
-    /// Whether the executor should hash the program state at decision `step` and show it to
-    /// [`Scheduler::visit_state`] (a tree search with state caching, at a point beyond its
-    /// replayed prefix).
-    fn wants_state(&self, _step: usize) -> bool {
-        false
-    }
-    /// The program state at decision `step` hashes to `hash`: true when that state was
-    /// explored before, so that the execution ends here (its subtree is pruned).
-    fn visit_state(&mut self, _step: usize, _hash: u64) -> bool {
-        false
-    }
-    /// Whether the running execution has left this machine's share of a search split among
-    /// machines (`--shard`): asked after each choice, true ends the execution at once (a
-    /// prefix run, not an execution of this shard).
-    fn leaves_share(&self) -> bool {
-        false
-    }
-    /// Whether the execution that just ended (after [`Scheduler::end_execution`]) belongs
-    /// to another shard's share: it is then neither counted nor reported here.
-    fn ended_outside_share(&self) -> bool {
-        false
-    }
     /// The strategy that runs the current execution, with its parameters (a portfolio names
     /// its member).
     fn describe_current(&self) -> String {
         self.name().to_string()
     }
+    /// The hooks of a tree search (None for any other strategy).
+    fn tree(&mut self) -> Option<&mut dyn TreeHooks> {
+        None
+    }
+}
+
+/// What a tree search (dfs, icb) needs from the executor besides choices: the footprint of
+/// every step, where the execution replays a known prefix and may be branched off again
+/// (fork snapshots), the states it may prune (`--state-cache`), and the share of a search
+/// split among machines.
+pub trait TreeHooks {
+    /// The thread chosen last has run natively to its next stop (or its end) and touched
+    /// `touched` on the way: atomic locations accessed with plain instructions, locks taken
+    /// inside libc. Called after each step, before the next `choose`.
+    fn ran(&mut self, touched: &Footprint);
+    /// The choices the current execution will replay before choosing anew, so that the
+    /// executor can start from a snapshot taken on that path.
+    fn planned_prefix(&self) -> &[ThreadId];
+    /// Whether a later execution may branch off at decision `step` of the current one (a
+    /// snapshot taken there could be used again).
+    fn may_backtrack_to(&self, step: usize) -> bool;
+    /// Whether the executor should hash the program state at decision `step` and show it to
+    /// [`TreeHooks::visit_state`] (with state caching, at a point beyond the replayed
+    /// prefix).
+    fn wants_state(&self, step: usize) -> bool;
+    /// The program state at decision `step` hashes to `hash`: true when that state was
+    /// explored before, so that the execution ends here (its subtree is pruned).
+    fn visit_state(&mut self, step: usize, hash: u64) -> bool;
+    /// Whether the running execution has left this machine's share of a search split among
+    /// machines (`--shard`): asked after each choice, true ends the execution at once (a
+    /// prefix run, not an execution of this shard).
+    fn leaves_share(&self) -> bool;
+    /// Whether the execution that just ended (after [`Scheduler::end_execution`]) belongs
+    /// to another shard's share: it is then neither counted nor reported here.
+    fn ended_outside_share(&self) -> bool;
 }
 
 #[cfg(test)]

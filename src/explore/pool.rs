@@ -319,7 +319,7 @@ impl TreePool {
 mod tests {
     use super::*;
     use crate::explore::testing::{binomial, preemptions, Synthetic};
-    use crate::explore::{Scheduler, TreeSearch};
+    use crate::explore::{Scheduler, TreeHooks, TreeSearch};
     use std::collections::HashSet;
 
     /// Simulates `workers` workers taking turns, each running one execution per turn and

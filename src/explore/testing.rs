@@ -40,7 +40,7 @@ impl Synthetic {
                 })
                 .expect("no divergence in synthetic runs");
             assert!(enabled.contains(&t), "strategy chose a disabled thread");
-            if s.leaves_share() {
+            if s.tree().is_some_and(|t| t.leaves_share()) {
                 // Another machine's part of a split search: the execution ends here.
                 break;
             }
@@ -84,13 +84,16 @@ impl Synthetic {
         let (mut executions, mut transitions) = (0, 0);
         while s.begin_execution(executions).is_some() {
             // The last choice of the planned prefix is the new alternative.
-            let prefix = s.planned_prefix().map_or(0, |p| p.len().saturating_sub(1));
+            let prefix = (s.tree()).map_or(0, |t| t.planned_prefix().len().saturating_sub(1));
             let mut left = self.steps.clone();
             let (mut current, mut step) = (None, 0);
             loop {
                 let enabled: Vec<ThreadId> = (0..left.len()).filter(|&t| left[t] > 0).collect();
-                if enabled.is_empty() || (s.wants_state(step) && s.visit_state(step, state(&left)))
-                {
+                let mut visited = || {
+                    let tree = s.tree()?;
+                    Some(tree.wants_state(step) && tree.visit_state(step, state(&left)))
+                };
+                if enabled.is_empty() || visited() == Some(true) {
                     break;
                 }
                 let ops = vec!["atomic"; enabled.len()];
@@ -519,11 +522,13 @@ impl Program {
                 }
                 break;
             }
-            if s.wants_state(schedule.len()) {
+            if s.tree().is_some_and(|t| t.wants_state(schedule.len())) {
                 let mut held_sorted: Vec<_> = held.iter().collect();
                 held_sorted.sort_unstable();
                 let hash = hash_of(&(&next, &present, held_sorted, &memory, &reads));
-                if s.visit_state(schedule.len(), hash) {
+                if s.tree()
+                    .is_some_and(|t| t.visit_state(schedule.len(), hash))
+                {
                     pruned = true;
                     break;
                 }
@@ -585,7 +590,9 @@ impl Program {
             }
             events.push((t, next[t]));
             next[t] += 1;
-            s.ran(&Footprint::default());
+            if let Some(t) = s.tree() {
+                t.ran(&Footprint::default());
+            }
             schedule.push(t);
             current = Some(t);
         }
@@ -738,7 +745,9 @@ impl RacyProgram {
                     _ => break,
                 }
             }
-            s.ran(&Footprint::default());
+            if let Some(t) = s.tree() {
+                t.ran(&Footprint::default());
+            }
             current = Some(t);
             step += 1;
         }

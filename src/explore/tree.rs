@@ -30,7 +30,7 @@ use super::prefix::{PendingBranches, Prefix};
 use super::shard::{ShardRange, TreeShard};
 use super::state_cache::{counter_of, SharedStateTable, Visit};
 use super::wakeup::{self, Branch, Event};
-use super::{Coverage, Divergence, ExecutionSummary, Point, Scheduler};
+use super::{Coverage, Divergence, ExecutionSummary, Point, Scheduler, TreeHooks};
 use crate::model::{Footprint, ObjectKind, ThreadId};
 
 /// One scheduling point on the current path.
@@ -1305,46 +1305,6 @@ impl Scheduler for TreeSearch {
         self.name
     }
 
-    fn planned_prefix(&self) -> Option<&[ThreadId]> {
-        Some(&self.replay)
-    }
-
-    fn may_backtrack_to(&self, step: usize) -> bool {
-        // Nodes of the work item's prefix belong to others; a node kept from earlier
-        // executions is only returned to while it has alternatives left; a new node may get
-        // some.
-        step >= self.fixed
-            && (self.stack.get(step)).is_none_or(|n| !n.todo.is_empty() || n.held.is_some())
-    }
-
-    fn wants_state(&self, step: usize) -> bool {
-        self.cache.is_some() && step >= self.replay.len() && step == self.stack.len()
-    }
-
-    fn visit_state(&mut self, step: usize, hash: u64) -> bool {
-        let Some(table) = &self.cache else {
-            return false;
-        };
-        if self.sleep_blocked.is_some() {
-            // A redundant execution: end it here, and record nothing (nothing below this
-            // point is explored from it).
-            self.finish_cut_step(step);
-            return true;
-        }
-        let counter = counter_of(self.stack[..step].iter().map(|n| n.chosen));
-        let sleep = self.upcoming_sleep(step);
-        let seen = table
-            .lock()
-            .expect("state table")
-            .visit(&counter, hash, &sleep);
-        if seen == Visit::Same {
-            self.pruned += 1;
-            self.finish_cut_step(step);
-            return true;
-        }
-        false
-    }
-
     fn begin_execution(&mut self, _index: u64) -> Option<u64> {
         self.sleep_blocked = None;
         self.cut = false;
@@ -1383,23 +1343,6 @@ impl Scheduler for TreeSearch {
             self.path_so_far = (k + 1, path);
         }
         Ok(chosen)
-    }
-
-    fn leaves_share(&self) -> bool {
-        self.left_share
-    }
-
-    fn ended_outside_share(&self) -> bool {
-        self.left_share || self.ends_in_other_share()
-    }
-
-    fn ran(&mut self, touched: &Footprint) {
-        if self.keeps_sleep() {
-            self.segment.extend(touched);
-        }
-        if self.bounded_por {
-            self.steps_seen.ran(touched);
-        }
     }
 
     fn end_execution(&mut self, summary: &ExecutionSummary) {
@@ -1450,6 +1393,69 @@ impl Scheduler for TreeSearch {
             synchronisation_exhausted: self.exhausted,
             beyond_preemption_bound: self.beyond_cap,
             ..Coverage::default()
+        }
+    }
+
+    fn tree(&mut self) -> Option<&mut dyn TreeHooks> {
+        Some(self)
+    }
+}
+
+impl TreeHooks for TreeSearch {
+    fn planned_prefix(&self) -> &[ThreadId] {
+        &self.replay
+    }
+
+    fn may_backtrack_to(&self, step: usize) -> bool {
+        // Nodes of the work item's prefix belong to others; a node kept from earlier
+        // executions is only returned to while it has alternatives left; a new node may get
+        // some.
+        step >= self.fixed
+            && (self.stack.get(step)).is_none_or(|n| !n.todo.is_empty() || n.held.is_some())
+    }
+
+    fn wants_state(&self, step: usize) -> bool {
+        self.cache.is_some() && step >= self.replay.len() && step == self.stack.len()
+    }
+
+    fn visit_state(&mut self, step: usize, hash: u64) -> bool {
+        let Some(table) = &self.cache else {
+            return false;
+        };
+        if self.sleep_blocked.is_some() {
+            // A redundant execution: end it here, and record nothing (nothing below this
+            // point is explored from it).
+            self.finish_cut_step(step);
+            return true;
+        }
+        let counter = counter_of(self.stack[..step].iter().map(|n| n.chosen));
+        let sleep = self.upcoming_sleep(step);
+        let seen = table
+            .lock()
+            .expect("state table")
+            .visit(&counter, hash, &sleep);
+        if seen == Visit::Same {
+            self.pruned += 1;
+            self.finish_cut_step(step);
+            return true;
+        }
+        false
+    }
+
+    fn leaves_share(&self) -> bool {
+        self.left_share
+    }
+
+    fn ended_outside_share(&self) -> bool {
+        self.left_share || self.ends_in_other_share()
+    }
+
+    fn ran(&mut self, touched: &Footprint) {
+        if self.keeps_sleep() {
+            self.segment.extend(touched);
+        }
+        if self.bounded_por {
+            self.steps_seen.ran(touched);
         }
     }
 }

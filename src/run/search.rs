@@ -1332,9 +1332,8 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         let known = (slot.tree_member().is_some()).then(|| state.replace_racy_points(&racy_before));
         let atomics_before = state.atomic_addresses.len();
         // The last choice of a planned prefix is the new alternative, not a replayed step.
-        let replayed = sched
-            .planned_prefix()
-            .map_or(0, |p| p.len().saturating_sub(1)) as u64;
+        let replayed =
+            (sched.tree()).map_or(0, |t| t.planned_prefix().len().saturating_sub(1)) as u64;
         let outcome = run_execution(exec_cfg, sched, &mut state);
         if let Some(known) = &known {
             state.add_racy_points(known);
@@ -1356,7 +1355,7 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
                 threads: outcome.threads,
                 found_bug: outcome.finding.is_some(),
             });
-            if outcome.outside_share || sched.ended_outside_share() {
+            if outcome.outside_share || sched.tree().is_some_and(|t| t.ended_outside_share()) {
                 // Another shard's: neither counted nor reported, and no part of the budget.
                 shared.reserved.fetch_sub(1, Ordering::SeqCst);
                 shared.outside_share.fetch_add(1, Ordering::Relaxed);

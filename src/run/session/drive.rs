@@ -24,8 +24,8 @@ pub(super) fn drive(
                 match sched.choose(&saved.point()) {
                     Ok(t) if t == saved.chosen => {
                         current = Some(t);
-                        if let Some(touched) = &saved.ran {
-                            sched.ran(touched);
+                        if let (Some(touched), Some(tree)) = (&saved.ran, sched.tree()) {
+                            tree.ran(touched);
                         }
                     }
                     Ok(t) => {
@@ -54,15 +54,15 @@ pub(super) fn drive(
             Choices::End(out) => return Ok(*out),
         };
         let step = exec.steps() as usize;
-        if sched.wants_state(step) {
+        if sched.tree().is_some_and(|t| t.wants_state(step)) {
             let h = exec.state_hash()?;
-            if sched.visit_state(step, h) {
+            if sched.tree().is_some_and(|t| t.visit_state(step, h)) {
                 let mut out = exec.outcome(None);
                 out.pruned = true;
                 return Ok(out);
             }
         }
-        if offer.choices.len() > 1 && sched.may_backtrack_to(step) {
+        if offer.choices.len() > 1 && sched.tree().is_some_and(|t| t.may_backtrack_to(step)) {
             exec.snapshotting().maybe_branch_snapshot()?;
         }
         let mut point = exec.scheduling_point(&offer, current);
@@ -70,7 +70,7 @@ pub(super) fn drive(
             Ok(t) => t,
             Err(d) => return Ok(exec.diverged(d)),
         };
-        if sched.leaves_share() {
+        if sched.tree().is_some_and(|t| t.leaves_share()) {
             let mut out = exec.outcome(None);
             out.outside_share = true;
             return Ok(out);
@@ -97,12 +97,14 @@ fn ran(sched: &mut dyn Scheduler, stop: Stop) -> Option<ExecutionOutcome> {
     match stop {
         Stop::Blocked | Stop::Point(None) => None,
         Stop::Point(Some(touched)) => {
-            sched.ran(&touched);
+            if let Some(tree) = sched.tree() {
+                tree.ran(&touched);
+            }
             None
         }
         Stop::End(out, touched) => {
-            if let Some(touched) = touched {
-                sched.ran(&touched);
+            if let (Some(touched), Some(tree)) = (touched, sched.tree()) {
+                tree.ran(&touched);
             }
             Some(*out)
         }

@@ -38,7 +38,7 @@ pub fn run_execution(
     let key = cfg.snapshot_key();
     // A tree search replays a known prefix: start from the deepest branch snapshot on it,
     // else from the startup snapshot, else from exec.
-    let planned: Option<Vec<ThreadId>> = sched.planned_prefix().map(<[ThreadId]>::to_vec);
+    let planned: Option<Vec<ThreadId>> = sched.tree().map(|t| t.planned_prefix().to_vec());
     let mut restored = None;
     if let Some(copy) = worker.debug_start.take() {
         // A debugger going back: from a copy of its snapshot.

@@ -25,7 +25,10 @@ pub(super) const WALL_FACTOR: u32 = 10;
 #[derive(Debug)]
 pub(super) struct Watchdog {
     resumed_at: Instant,
-    resumed_cpu: Duration,
+    /// The program's CPU time at the first look since the thread was resumed (read at the
+    /// watchdog's first tick, not at every resume: reading it costs a /proc read, and a
+    /// resume happens at every scheduling decision).
+    resumed_cpu: Option<Duration>,
     logged: LoggedSinceResume,
     interrupt_sent: bool,
 }
@@ -34,7 +37,7 @@ impl Default for Watchdog {
     fn default() -> Self {
         Watchdog {
             resumed_at: Instant::now(),
-            resumed_cpu: Duration::ZERO,
+            resumed_cpu: None,
             logged: LoggedSinceResume::default(),
             interrupt_sent: false,
         }
@@ -42,10 +45,10 @@ impl Default for Watchdog {
 }
 
 impl Watchdog {
-    /// A thread of process `pid` is resumed now.
-    pub fn resumed(&mut self, pid: Pid) {
+    /// A thread is resumed now.
+    pub fn resumed(&mut self) {
         self.resumed_at = Instant::now();
-        self.resumed_cpu = user_cpu_time(pid).unwrap_or_default();
+        self.resumed_cpu = None;
         self.logged = LoggedSinceResume::default();
         self.interrupt_sent = false;
     }
@@ -55,14 +58,14 @@ impl Watchdog {
         &mut self.logged
     }
 
-    /// The running thread's own progress since it was resumed: the user-mode CPU time
-    /// process `pid` used, less what recording its accesses cost it (`pending`: accesses
-    /// logged and not drained yet).
-    pub fn progress(&self, pid: Pid, pending: u64) -> Duration {
-        let used = user_cpu_time(pid)
-            .unwrap_or_default()
-            .saturating_sub(self.resumed_cpu);
-        self.logged.progress(used, pending)
+    /// The running thread's own progress since the first look after it was resumed (at
+    /// most one watchdog tick after the resume): the user-mode CPU time process `pid`
+    /// used, less what recording its accesses cost it (`pending`: accesses logged and not
+    /// drained yet).
+    pub fn progress(&mut self, pid: Pid, pending: u64) -> Duration {
+        let now = user_cpu_time(pid).unwrap_or_default();
+        let since = *self.resumed_cpu.get_or_insert(now);
+        self.logged.progress(now.saturating_sub(since), pending)
     }
 
     /// At a watchdog tick: whether to interrupt thread `tid` of `pid`, which has used more

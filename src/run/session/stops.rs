@@ -64,7 +64,7 @@ impl Session<'_> {
         let th = &mut self.p.threads[t];
         let sig = th.pending_signal.take();
         let tid = th.tid;
-        self.watchdog.resumed(self.p.pid);
+        self.watchdog.resumed();
         events::resume(tid, sig)?;
         loop {
             // Looked at after every stop too: a thread whose traced accesses stop it all the
@@ -136,7 +136,7 @@ impl Session<'_> {
     }
 
     /// The running thread's own progress since it was resumed (`Watchdog::progress`).
-    pub(super) fn progress_since_resume(&self) -> Duration {
+    pub(super) fn progress_since_resume(&mut self) -> Duration {
         let pending = self.code.logged();
         self.watchdog.progress(self.p.pid, pending)
     }

@@ -181,6 +181,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             strategy,
             seed: share.seed,
             executions: result.executions,
+            decisions: result.steps,
             transitions: result.transitions,
             states: result.states,
             state_cache: result.state_cache,

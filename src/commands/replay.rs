@@ -290,6 +290,7 @@ fn write_json(
         seed: schedule.seed,
         executions: 1,
         // A replay explores nothing: every step is counted, as it was recorded.
+        decisions: schedule.decisions.len() as u64,
         transitions: schedule.decisions.len() as u64,
         states: schedule.decisions.len() as u64,
         state_cache: None,

@@ -118,6 +118,8 @@ pub struct JsonReport<'a> {
     pub seed: u64,
     /// Executions run.
     pub executions: u64,
+    /// Scheduling decisions taken, over all executions (replayed prefixes included).
+    pub decisions: u64,
     /// Transitions executed, not counting replayed prefixes (the steps each execution took
     /// after leaving the path of an earlier one).
     pub transitions: u64,

@@ -64,6 +64,10 @@ pub struct Frame {
     /// Offset in the module when there is no source location.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offset: Option<String>,
+    /// Offset into the function, hex, when its name comes from an ELF symbol rather than
+    /// from DWARF (`memcpy+0x23`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function_offset: Option<String>,
     /// This frame was inlined into the next one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inlined: bool,
@@ -73,15 +77,21 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// `file:line` or `module+offset`, for one-line mentions.
+    /// `function at file:line` or `function+offset (module+offset)`, for one-line mentions.
     pub fn short(&self) -> String {
         let func = self.function.as_deref().unwrap_or("??");
         match (&self.file, self.line) {
             (Some(f), Some(l)) => format!("{func} at {}:{l}", short_path(f)),
-            _ => match (&self.module, &self.offset) {
-                (Some(m), Some(o)) => format!("{func} ({m}+{o})"),
-                _ => format!("{func} ({})", self.address),
-            },
+            _ => {
+                let func = match &self.function_offset {
+                    Some(o) if self.function.is_some() && o != "0x0" => format!("{func}+{o}"),
+                    _ => func.to_string(),
+                };
+                match (&self.module, &self.offset) {
+                    (Some(m), Some(o)) => format!("{func} ({m}+{o})"),
+                    _ => format!("{func} ({})", self.address),
+                }
+            }
         }
     }
 }

@@ -71,9 +71,38 @@ pub struct Frame {
     /// This frame was inlined into the next one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inlined: bool,
-    /// The frame is in the program's own code (not a system library).
-    #[serde(skip, default)]
+    /// The frame is in the program's own code (not a system library). Written to JSON
+    /// inverted, as `"system": true` on the other frames, so that a report read back (by
+    /// `mcheck audit`, for fingerprints) still tells them apart; a frame without the field,
+    /// as in reports of earlier mcheck versions, reads as the program's own.
+    #[serde(
+        rename = "system",
+        default = "own_code",
+        skip_serializing_if = "is_own_code",
+        serialize_with = "serialize_system",
+        deserialize_with = "deserialize_system"
+    )]
     pub user_code: bool,
+}
+
+/// Serde default of [`Frame::user_code`]: a frame not marked `system` is the program's.
+fn own_code() -> bool {
+    true
+}
+
+/// Serde's test for leaving `system` out: the program's own frames.
+fn is_own_code(user_code: &bool) -> bool {
+    *user_code
+}
+
+/// Writes [`Frame::user_code`] as `system`.
+fn serialize_system<S: serde::Serializer>(user_code: &bool, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bool(!*user_code)
+}
+
+/// Reads `system` into [`Frame::user_code`].
+fn deserialize_system<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    <bool as serde::Deserialize>::deserialize(d).map(|system| !system)
 }
 
 impl Frame {

@@ -23,6 +23,9 @@ deps:
 	@command -v gdb >/dev/null || { apt-get update -qq && apt-get install -y -qq gdb; }
 	@# xmllint validates the audit's junit.xml against tests/data/junit-10.xsd (tests/audit.rs).
 	@command -v xmllint >/dev/null || { apt-get update -qq && apt-get install -y -qq libxml2-utils; }
+	@# libc's separate debug information (/usr/lib/debug): stacks name libc's functions with
+	@# file:line (start_thread at pthread_create.c:442); tests/library_stacks.rs checks it.
+	@dpkg -s libc6-dbg >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq libc6-dbg; }
 	@# Real multi-threaded programs the tests run mcheck on, and the libraries of two fixtures.
 	@missing=""; for p in $(REAL_PROGRAM_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -125,6 +125,7 @@ mod tests {
                 function: Some("bump".into()),
                 file: Some("/src/race/counter.c".into()),
                 line: Some(line),
+                user_code: true,
                 ..Frame::default()
             }],
             threads: vec![],

@@ -1,6 +1,11 @@
 //! Stable finding fingerprints: the kind plus the normalised source locations (function,
 //! file name, line) of the accesses or lock sites, never addresses or thread ids, so that a
 //! fingerprint survives a rebuild, ASLR and another seed.
+//!
+//! A frame in a system library counts by its module alone: its function, file and line
+//! depend on whether separate debug information is installed (libc6-dbg turns
+//! `pthread_mutex_lock (libc.so.6+0x8c370)` into `___pthread_mutex_lock at
+//! pthread_mutex_lock.c:80`), and a fingerprint must not change when it is.
 
 use sha2::{Digest, Sha256};
 
@@ -13,14 +18,15 @@ pub const FINGERPRINT_VERSION: u32 = 1;
 pub fn fingerprint(f: &Finding) -> String {
     let mut parts: Vec<String> = f.locations.iter().map(normalise).collect();
     if parts.is_empty() {
-        // No location (an exit status, a timeout): the innermost frame of each thread.
+        // No location (an exit status, a timeout): the innermost frame of each thread in
+        // the program's own code, with a source line if one has.
         parts = f
             .threads
             .iter()
             .filter_map(|t| {
-                t.stack
-                    .iter()
-                    .find(|fr| fr.file.is_some())
+                let own = |fr: &&Frame| fr.user_code;
+                (t.stack.iter().filter(own).find(|fr| fr.file.is_some()))
+                    .or_else(|| t.stack.iter().find(own))
                     .or(t.stack.first())
             })
             .map(normalise)
@@ -40,8 +46,15 @@ pub fn fingerprint(f: &Finding) -> String {
 
 /// `function|file|line` of a frame, without what a rebuild changes: the directory of the
 /// file, compiler clone suffixes (`.constprop.0`, `.isra.0`, `.part.0`, `.cold`), Rust's
-/// symbol hash, and, without a source line, the module offset.
+/// symbol hash, and, without a source line, the module offset. A frame outside the
+/// program's own code (a system library) is `|module|`, whatever debug information named it.
 pub fn normalise(fr: &Frame) -> String {
+    if !fr.user_code {
+        return format!(
+            "|{}|",
+            fr.module.as_deref().map(base_name).unwrap_or_default()
+        );
+    }
     let function = fr
         .function
         .as_deref()
@@ -101,8 +114,108 @@ mod tests {
             function: Some(func.into()),
             file: Some(file.into()),
             line: Some(line),
+            user_code: true,
             ..Frame::default()
         }
+    }
+
+    /// A frame in libc, as symbolized with libc6-dbg installed (`debug`) or without.
+    fn libc_frame(debug: bool) -> Frame {
+        let base = Frame {
+            address: "0x7ffff7e61370".into(),
+            module: Some("libc.so.6".into()),
+            ..Frame::default()
+        };
+        if debug {
+            Frame {
+                function: Some("___pthread_mutex_lock".into()),
+                file: Some("./nptl/pthread_mutex_lock.c".into()),
+                line: Some(80),
+                ..base
+            }
+        } else {
+            Frame {
+                function: Some("pthread_mutex_lock".into()),
+                function_offset: Some("0x0".into()),
+                offset: Some("0x8c370".into()),
+                ..base
+            }
+        }
+    }
+
+    /// A stack in a thread started by libc, as seen with or without libc6-dbg.
+    fn stack(debug: bool) -> Vec<Frame> {
+        let start_thread = Frame {
+            address: "0x7ffff7e5efd4".into(),
+            module: Some("libc.so.6".into()),
+            function: debug.then(|| "start_thread".into()),
+            file: debug.then(|| "./nptl/pthread_create.c".into()),
+            line: debug.then_some(442),
+            offset: (!debug).then(|| "0x89fd4".into()),
+            ..Frame::default()
+        };
+        vec![
+            libc_frame(debug),
+            frame("t2", "/src/abba.c", 32, "0x555555555200"),
+            start_thread,
+        ]
+    }
+
+    /// The same finding read back from JSON, as `mcheck audit` sees it.
+    fn read_back(f: &Finding) -> Finding {
+        serde_json::from_str(&serde_json::to_string(f).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn libc_debug_information_changes_nothing() {
+        // A location in libc itself (no frame of the program's own on that stack).
+        let with = finding(FindingKind::Deadlock, vec![libc_frame(true)], 1);
+        let without = finding(FindingKind::Deadlock, vec![libc_frame(false)], 2);
+        assert_eq!(fingerprint(&with), fingerprint(&without));
+        assert_eq!(fingerprint(&read_back(&with)), fingerprint(&without));
+        assert_eq!(fingerprint(&read_back(&without)), fingerprint(&with));
+        // Named and unnamed libc frames alike.
+        let mut unnamed = libc_frame(false);
+        unnamed.function = None;
+        let unnamed = finding(FindingKind::Deadlock, vec![unnamed], 3);
+        assert_eq!(fingerprint(&unnamed), fingerprint(&with));
+
+        // No location: the thread stacks decide, and the program's own frame wins over
+        // a libc frame that gained a source line from libc6-dbg.
+        let mut with = finding(FindingKind::Timeout, vec![], 1);
+        with.threads[0].stack = stack(true);
+        let mut without = finding(FindingKind::Timeout, vec![], 2);
+        without.threads[0].stack = stack(false);
+        assert_eq!(fingerprint(&with), fingerprint(&without));
+        assert_eq!(
+            fingerprint(&read_back(&with)),
+            fingerprint(&read_back(&without))
+        );
+        let own_only = {
+            let mut f = finding(FindingKind::Timeout, vec![], 3);
+            f.threads[0].stack = vec![frame("t2", "/src/abba.c", 32, "0x1")];
+            f
+        };
+        assert_eq!(fingerprint(&with), fingerprint(&own_only));
+    }
+
+    #[test]
+    fn frames_keep_their_side_through_json() {
+        let f = finding(FindingKind::Deadlock, stack(true), 1);
+        let json = serde_json::to_value(&f).unwrap();
+        let marks: Vec<Option<bool>> = json["locations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|fr| fr.get("system").and_then(serde_json::Value::as_bool))
+            .collect();
+        assert_eq!(marks, [Some(true), None, Some(true)]);
+        let back = read_back(&f);
+        let own: Vec<bool> = back.locations.iter().map(|fr| fr.user_code).collect();
+        assert_eq!(own, [false, true, false]);
+        // A report of an earlier version has no `system`: every frame reads as own code.
+        let old: Frame = serde_json::from_str(r#"{"address": "0x1", "module": "m"}"#).unwrap();
+        assert!(old.user_code);
     }
 
     fn finding(kind: FindingKind, locations: Vec<Frame>, tid: i32) -> Finding {

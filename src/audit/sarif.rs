@@ -105,12 +105,16 @@ fn result(
         .iter()
         .map(|fr| location(fr, None, root))
         .collect();
-    // The innermost source frame of every thread not already among the locations.
+    // The innermost source frame in the program's own code of every thread (a system
+    // library's sources, from its debug file, are not the user's to annotate).
     let related: Vec<Location> = f
         .threads
         .iter()
         .filter_map(|th| {
-            let fr = th.stack.iter().find(|fr| fr.file.is_some())?;
+            let fr = th
+                .stack
+                .iter()
+                .find(|fr| fr.user_code && fr.file.is_some())?;
             let text = format!("thread T{} ({}) at {}", th.id, th.state, fr.short());
             Some(location(fr, Some(text), root))
         })
@@ -161,11 +165,12 @@ fn result(
     r
 }
 
-/// A frame as a SARIF location: file and line when known, and the function as a logical
-/// location.
+/// A frame as a SARIF location: file and line when known and in the program's own code (a
+/// system library's source path, `./nptl/pthread_mutex_lock.c` from libc6-dbg, would read
+/// as a file of the repository), and the function as a logical location.
 fn location(fr: &Frame, text: Option<String>, root: Option<&str>) -> Location {
     let physical = match (&fr.file, fr.line) {
-        (Some(file), line) => {
+        (Some(file), line) if fr.user_code => {
             let relative = root.and_then(|r| {
                 std::path::Path::new(file)
                     .strip_prefix(r)
@@ -248,6 +253,75 @@ pub fn write(record: &AuditRecord, path: &std::path::Path) -> anyhow::Result<()>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A finding whose location and stacks are as symbolized with libc6-dbg installed.
+    fn deadlock_through_libc() -> Finding {
+        let libc = Frame {
+            address: "0x7ffff7e61370".into(),
+            function: Some("___pthread_mutex_lock".into()),
+            file: Some("./nptl/pthread_mutex_lock.c".into()),
+            line: Some(80),
+            module: Some("libc.so.6".into()),
+            ..Frame::default()
+        };
+        let own = Frame {
+            address: "0x555555555200".into(),
+            function: Some("t2".into()),
+            file: Some("/src/abba.c".into()),
+            line: Some(32),
+            module: Some("abba".into()),
+            user_code: true,
+            ..Frame::default()
+        };
+        let thread = crate::report::ThreadReport {
+            id: 2,
+            tid: 100,
+            name: None,
+            state: "blocked".into(),
+            stack: vec![libc.clone(), own],
+        };
+        let lonely = crate::report::ThreadReport {
+            id: 3,
+            stack: vec![libc.clone()],
+            ..thread.clone()
+        };
+        Finding {
+            kind: FindingKind::Deadlock,
+            message: "cycle".into(),
+            details: vec![],
+            locations: vec![libc],
+            threads: vec![thread, lonely],
+            preemptions: 0,
+            seed: 0,
+            execution: 1,
+            steps: 1,
+            strategy: "dfs".into(),
+            schedule: None,
+            cycle: vec![],
+            other_schedule: vec![],
+        }
+    }
+
+    #[test]
+    fn system_library_sources_are_not_physical_locations() {
+        let f = deadlock_through_libc();
+        let mark = FindingMark {
+            fingerprint: "0".into(),
+            kind: f.kind,
+            baseline_state: BaselineState::New,
+            suppressed: None,
+        };
+        let r = serde_json::to_value(result("t", &f, &mark, false, None)).unwrap();
+        // The libc location keeps its function, not libc's source path.
+        let loc = &r["locations"][0];
+        assert_eq!(loc.get("physicalLocation"), None, "{loc}");
+        assert_eq!(loc["logicalLocations"][0]["name"], "___pthread_mutex_lock");
+        // The thread with an own frame is related by it; the one without is not.
+        let related = r["relatedLocations"].as_array().unwrap();
+        assert_eq!(related.len(), 1, "{r}");
+        let uri = &related[0]["physicalLocation"]["artifactLocation"]["uri"];
+        assert_eq!(uri, "file:///src/abba.c");
+    }
 
     #[test]
     fn uris() {

@@ -101,6 +101,8 @@ pub struct ElfFile {
     segments: Vec<Segment>,
     /// Sorted by address, deduplicated by (name, address).
     symbols: Vec<Symbol>,
+    /// The `NT_GNU_BUILD_ID` note's bytes.
+    build_id: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for ElfFile {
@@ -195,7 +197,9 @@ impl ElfFile {
         symbols.sort_by(|a, b| (a.addr, &a.name).cmp(&(b.addr, &b.name)));
         symbols.dedup_by(|a, b| a.addr == b.addr && a.name == b.name);
         let flags_1 = elf.dynamic.as_ref().map_or(0, |d| d.info.flags_1);
+        let build_id = build_id_note(&elf, &data);
         Ok(ElfFile {
+            build_id,
             entry: elf.entry,
             e_type: elf.header.e_type,
             interpreter: elf.interpreter.map(str::to_string),
@@ -410,6 +414,32 @@ impl ElfFile {
             .map(|s| (s.name.as_str(), s.flags))
     }
 
+    /// The file's GNU build-id (`NT_GNU_BUILD_ID` note), which names its separate debug
+    /// file (`/usr/lib/debug/.build-id/xx/rest.debug`).
+    pub fn build_id(&self) -> Option<&[u8]> {
+        self.build_id.as_deref()
+    }
+
+    /// The `.gnu_debuglink` section: the file name of the separate debug file and the
+    /// CRC-32 of that file's contents.
+    pub fn debuglink(&self) -> Option<(&str, u32)> {
+        let data = self.section(".gnu_debuglink")?.data;
+        let (name, _) = c_string(data)?;
+        // The CRC follows the name's NUL, padded to a multiple of 4.
+        let at = (name.len() + 1).next_multiple_of(4);
+        let crc = data.get(at..at + 4)?;
+        let crc = u32::from_le_bytes(crc.try_into().ok()?);
+        (!name.is_empty()).then_some((name, crc))
+    }
+
+    /// The `.gnu_debugaltlink` section of a debug file (dwz): the path of the supplementary
+    /// debug file shared by several packages' files, and that file's build-id.
+    pub fn debugaltlink(&self) -> Option<(&str, &[u8])> {
+        let data = self.section(".gnu_debugaltlink")?.data;
+        let (name, build_id) = c_string(data)?;
+        (!name.is_empty()).then_some((name, build_id))
+    }
+
     /// All `STT_FUNC` symbols (from `.symtab` and `.dynsym`) defined in this file, as
     /// (name, svma), sorted by address. Names are not demangled.
     pub fn function_symbols(&self) -> Vec<(&str, u64)> {
@@ -419,6 +449,30 @@ impl ElfFile {
             .map(|s| (s.name.as_str(), s.addr))
             .collect()
     }
+}
+
+/// The `NT_GNU_BUILD_ID` note of a parsed file: from its note sections, else from its
+/// `PT_NOTE` segments (a file without section headers).
+fn build_id_note(elf: &Elf<'_>, data: &[u8]) -> Option<Vec<u8>> {
+    let is_build_id = |n: &goblin::elf::note::Note<'_>| {
+        n.n_type == goblin::elf::note::NT_GNU_BUILD_ID
+            && n.name.trim_end_matches('\0') == "GNU"
+            && !n.desc.is_empty()
+    };
+    let from = |notes: Option<goblin::elf::note::NoteIterator<'_>>| {
+        notes?
+            .filter_map(Result::ok)
+            .find(|n| is_build_id(n))
+            .map(|n| n.desc.to_vec())
+    };
+    from(elf.iter_note_sections(data, None)).or_else(|| from(elf.iter_note_headers(data)))
+}
+
+/// A NUL-terminated string at the start of `bytes`, and the bytes after its NUL.
+fn c_string(bytes: &[u8]) -> Option<(&str, &[u8])> {
+    let nul = bytes.iter().position(|&b| b == 0)?;
+    let s = std::str::from_utf8(&bytes[..nul]).ok()?;
+    Some((s, &bytes[nul + 1..]))
 }
 
 /// Sort key for choosing among aliases: fewer leading underscores, global, shorter.

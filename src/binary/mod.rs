@@ -8,6 +8,8 @@
 //! - [`atomic_vars`]: where atomic global/static variables live (DWARF types).
 //! - [`allocators`]: malloc/free, operator new/delete and Rust allocator shims.
 //! - [`symbolize`]: source locations (DWARF) and variable names for addresses.
+//! - [`debug_files`]: separate debug information (`/usr/lib/debug`, by build-id and
+//!   `.gnu_debuglink`) for stripped files.
 //! - [`modules`]: the runtime module map parsed from `/proc/PID/maps`.
 //! - [`unwind`]: stack unwinding with framehop.
 //! - [`errno`]: where glibc keeps `errno` relative to the thread pointer.
@@ -20,6 +22,7 @@ pub mod allocators;
 pub mod atomic_vars;
 pub mod atomics;
 pub mod code_under_test;
+pub mod debug_files;
 pub mod elf;
 mod elf_dwarf;
 pub mod errno;

@@ -1,10 +1,14 @@
-//! Source-level names for svmas: functions, files and lines (DWARF via addr2line),
-//! falling back to ELF symbols, and names of global variables.
+//! Source-level names for svmas: functions, files and lines (DWARF via addr2line, from the
+//! file itself or from its separate debug file, see [`super::debug_files`]), falling back
+//! to ELF symbols (the debug file's full symbol table, then the file's own `.symtab` and
+//! `.dynsym`, then PLT stubs), and names of global variables.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use super::debug_files::{debug_dirs, debug_file_of};
 use super::elf::ElfFile;
 
 /// One source-level frame for an address; inlined calls give several frames.
@@ -16,12 +20,29 @@ pub struct SourceFrame {
     pub file: Option<String>,
     /// The 1-based source line.
     pub line: Option<u32>,
+    /// When the function name comes from an ELF symbol rather than DWARF: the offset of the
+    /// address from the symbol's start (`memcpy+0x23`).
+    pub symbol_offset: Option<u64>,
 }
 
-/// Symbolizes addresses of many files, caching one addr2line loader per file.
-#[derive(Default)]
+/// An addr2line loader shared by every [`Symbolizer`] of the process.
+type SharedLoader = Arc<Mutex<addr2line::Loader>>;
+
+/// Symbolizes addresses of many files. The addr2line loader of a file is made on the first
+/// lookup in that file and shared process-wide: making the one of libc's debug file takes
+/// about 130 ms, once per process rather than once per worker, and never unless a stack
+/// goes through libc.
 pub struct Symbolizer {
-    loaders: HashMap<PathBuf, Option<addr2line::Loader>>,
+    /// This symbolizer's memo of the shared loaders (`None`: the file has no DWARF).
+    loaders: HashMap<PathBuf, Option<SharedLoader>>,
+    /// Where separate debug files are looked for.
+    debug_dirs: Vec<PathBuf>,
+}
+
+impl Default for Symbolizer {
+    fn default() -> Symbolizer {
+        Symbolizer::with_debug_dirs(debug_dirs())
+    }
 }
 
 impl std::fmt::Debug for Symbolizer {
@@ -33,50 +54,50 @@ impl std::fmt::Debug for Symbolizer {
 }
 
 impl Symbolizer {
-    /// An empty symbolizer.
+    /// An empty symbolizer that looks for separate debug files in the default debug
+    /// directories ([`debug_dirs`]: `/usr/lib/debug` or `MCHECK_DEBUG_DIRS`).
     pub fn new() -> Symbolizer {
         Symbolizer::default()
     }
 
-    /// The addr2line loader for `path`, or `None` when the file has no DWARF.
-    fn loader(&mut self, path: &Path) -> Option<&addr2line::Loader> {
+    /// An empty symbolizer that looks for separate debug files in `dirs` only (none: no
+    /// separate debug information).
+    pub fn with_debug_dirs(dirs: Vec<PathBuf>) -> Symbolizer {
+        Symbolizer {
+            loaders: HashMap::new(),
+            debug_dirs: dirs,
+        }
+    }
+
+    /// The addr2line loader for `path` (see [`shared_loader`]).
+    fn loader(&mut self, path: &Path) -> Option<SharedLoader> {
+        let dirs = &self.debug_dirs;
         self.loaders
             .entry(path.to_path_buf())
-            .or_insert_with(|| {
-                let elf = ElfFile::load(path).ok()?;
-                if !elf.has_debug_info() {
-                    return None;
-                }
-                addr2line::Loader::new(path).ok()
-            })
-            .as_ref()
+            .or_insert_with(|| shared_loader(path, dirs))
+            .clone()
     }
 
     /// The source frames for `svma` in the file `path`, innermost (most inlined) first.
-    /// Without DWARF, a single frame naming the containing ELF symbol (no file/line).
-    /// Empty when nothing is known. For a return address, pass `return address - 1`.
+    /// Without DWARF, a single frame naming the containing ELF symbol (no file/line) with
+    /// the offset into it. Empty when nothing is known. For a return address, pass
+    /// `return address - 1`.
     pub fn frames(&mut self, path: &Path, svma: u64) -> Vec<SourceFrame> {
         let mut frames = self.dwarf_frames(path, svma);
-        // An ELF symbol, else a PLT stub named after the function it calls (`memcpy@plt`).
-        let symbol_name = || {
-            let elf = ElfFile::load(path).ok()?;
-            elf.symbolize(svma)
-                .map(|(name, _)| demangle(&name))
-                .or_else(|| {
-                    (super::plt_entries(&elf).into_iter())
-                        .find(|&(_, stub)| (stub..stub + 16).contains(&svma))
-                        .map(|(name, _)| format!("{name}@plt"))
-                })
-        };
         match frames.last_mut() {
-            Some(outer) if outer.function.is_none() => outer.function = symbol_name(),
+            Some(outer) if outer.function.is_none() => {
+                if let Some((name, offset)) = symbol_name(path, svma, &self.debug_dirs) {
+                    outer.function = Some(name);
+                    outer.symbol_offset = Some(offset);
+                }
+            }
             Some(_) => {}
             None => {
-                if let Some(name) = symbol_name() {
+                if let Some((name, offset)) = symbol_name(path, svma, &self.debug_dirs) {
                     frames.push(SourceFrame {
                         function: Some(name),
-                        file: None,
-                        line: None,
+                        symbol_offset: Some(offset),
+                        ..SourceFrame::default()
                     });
                 }
             }
@@ -89,6 +110,7 @@ impl Symbolizer {
         let Some(loader) = self.loader(path) else {
             return Vec::new();
         };
+        let loader = loader.lock().unwrap_or_else(|e| e.into_inner());
         let mut out = Vec::new();
         let Ok(mut iter) = loader.find_frames(svma) else {
             return out;
@@ -107,14 +129,15 @@ impl Symbolizer {
                 function,
                 file,
                 line,
+                symbol_offset: None,
             });
         }
         if out.is_empty() {
             if let Ok(Some(loc)) = loader.find_location(svma) {
                 out.push(SourceFrame {
-                    function: None,
                     file: loc.file.map(str::to_string),
                     line: loc.line,
+                    ..SourceFrame::default()
                 });
             }
         }
@@ -122,17 +145,79 @@ impl Symbolizer {
     }
 
     /// The name of the global or static variable containing `svma`, formatted `name` or
-    /// `name+OFF` (decimal offset), from the ELF symbol tables; C++/Rust names demangled.
+    /// `name+OFF` (decimal offset), from the ELF symbol tables (the file's, else its
+    /// separate debug file's); C++/Rust names demangled.
     pub fn variable_name(&mut self, path: &Path, svma: u64) -> Option<String> {
         let elf = ElfFile::load(path).ok()?;
-        let (name, offset) = elf.object_symbol(svma)?;
-        let name = demangle(&name);
+        let debug = || {
+            let debug = debug_file_of(path, &self.debug_dirs)?;
+            ElfFile::load(&debug.path).ok()?.object_symbol(svma)
+        };
+        let (name, offset) = elf.object_symbol(svma).or_else(debug)?;
+        let name = demangle(unversioned(&name));
         Some(if offset == 0 {
             name
         } else {
             format!("{name}+{offset}")
         })
     }
+}
+
+/// The process-wide addr2line loader for `path`: over the file's own DWARF, else over its
+/// separate debug file in `dirs` (with its dwz supplementary file). Made on first use, by
+/// the first thread that asks (others asking for the same file wait for it); `None` when
+/// the file has no DWARF anywhere.
+fn shared_loader(path: &Path, dirs: &[PathBuf]) -> Option<SharedLoader> {
+    /// A file's loader, made once; keyed by the file and the debug directories.
+    type Slot = Arc<OnceLock<Option<SharedLoader>>>;
+    type Loaders = Mutex<HashMap<(PathBuf, Vec<PathBuf>), Slot>>;
+    static LOADERS: OnceLock<Loaders> = OnceLock::new();
+    let slot = LOADERS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .entry((path.to_path_buf(), dirs.to_vec()))
+        .or_default()
+        .clone();
+    slot.get_or_init(|| {
+        let elf = ElfFile::load(path).ok()?;
+        let loader = if elf.has_debug_info() {
+            addr2line::Loader::new(path).ok()?
+        } else {
+            let debug = debug_file_of(path, dirs)?;
+            addr2line::Loader::new_with_sup(&debug.path, debug.supplementary.as_ref()).ok()?
+        };
+        Some(Arc::new(Mutex::new(loader)))
+    })
+    .clone()
+}
+
+/// The ELF symbol containing `svma` in the file `path`, demangled, with the offset into
+/// it: from the full symbol table of the file's separate debug file (which has the local
+/// functions a stripped file lost, such as glibc's `start_thread`), else from the file's
+/// own `.symtab` and `.dynsym` (a stripped file keeps `.dynsym`: the functions a library
+/// exports), else a PLT stub named after the function it calls (`memcpy@plt`).
+fn symbol_name(path: &Path, svma: u64, dirs: &[PathBuf]) -> Option<(String, u64)> {
+    let elf = ElfFile::load(path).ok()?;
+    let debug = || {
+        let debug = debug_file_of(path, dirs)?;
+        ElfFile::load(&debug.path).ok()?.symbolize(svma)
+    };
+    let plt = || {
+        (super::plt_entries(&elf).into_iter())
+            .find(|&(_, stub)| (stub..stub + 16).contains(&svma))
+            .map(|(name, stub)| (format!("{name}@plt"), svma - stub))
+    };
+    debug()
+        .or_else(|| elf.symbolize(svma))
+        .map(|(name, offset)| (demangle(unversioned(&name)), offset))
+        .or_else(plt)
+}
+
+/// A symbol name without its version (`pthread_cond_wait@@GLIBC_2.3.2` in a full symbol
+/// table).
+fn unversioned(name: &str) -> &str {
+    name.split_once('@').map_or(name, |(bare, _)| bare)
 }
 
 /// Best-effort demangling of a C++ (`_Z...`) or Rust (`_ZN...`, `_R...`) symbol name;
@@ -189,12 +274,14 @@ int main(void) { outer(); return m1; }
         let _ = std::fs::remove_dir_all(exe.parent().unwrap());
     }
 
+    const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+
     #[test]
     fn falls_back_to_symbols() {
-        let libc = Path::new("/lib/x86_64-linux-gnu/libc.so.6");
+        let libc = Path::new(LIBC);
         let elf = ElfFile::load(libc).unwrap();
         let addr = elf.function_addresses("pthread_mutex_lock")[0];
-        let mut sym = Symbolizer::new();
+        let mut sym = Symbolizer::with_debug_dirs(vec![]);
         let frames = sym.frames(libc, addr + 1);
         assert_eq!(frames.len(), 1);
         assert!(frames[0]
@@ -202,7 +289,97 @@ int main(void) { outer(); return m1; }
             .as_deref()
             .unwrap()
             .contains("pthread_mutex_lock"));
+        assert_eq!(frames[0].symbol_offset, Some(1));
         assert_eq!(frames[0].line, None);
+    }
+
+    /// libc's separate debug file (libc6-dbg), or None when it is not installed.
+    fn libc_debug_file() -> Option<PathBuf> {
+        let libc = ElfFile::load(Path::new(LIBC)).unwrap();
+        let dir = Path::new(super::super::debug_files::DEFAULT_DEBUG_DIR);
+        let path = super::super::debug_files::build_id_path(dir, libc.build_id()?)?;
+        path.is_file().then_some(path)
+    }
+
+    #[test]
+    fn libc_through_its_debug_file() {
+        let Some(debug) = libc_debug_file() else {
+            eprintln!("libc6-dbg not installed; skipping");
+            return;
+        };
+        let libc = Path::new(LIBC);
+        let dirs = vec![PathBuf::from("/usr/lib/debug")];
+        let mut sym = Symbolizer::with_debug_dirs(dirs.clone());
+        let lock = ElfFile::load(libc)
+            .unwrap()
+            .function_addresses("pthread_mutex_lock")[0];
+        let frames = sym.frames(libc, lock);
+        let outer = frames.last().unwrap();
+        assert!(outer
+            .function
+            .as_deref()
+            .unwrap()
+            .contains("pthread_mutex_lock"));
+        assert!(outer
+            .file
+            .as_deref()
+            .unwrap()
+            .ends_with("pthread_mutex_lock.c"));
+        assert!(outer.line.is_some());
+        assert_eq!(outer.symbol_offset, None);
+
+        // start_thread is local to libc: only the debug file knows it.
+        let debug_elf = ElfFile::load(&debug).unwrap();
+        let start = debug_elf.function_addresses("start_thread")[0];
+        let frames = sym.frames(libc, start + 16);
+        let outer = frames.last().unwrap();
+        assert_eq!(outer.function.as_deref(), Some("start_thread"));
+        assert!(outer.file.as_deref().unwrap().ends_with("pthread_create.c"));
+        let mut without = Symbolizer::with_debug_dirs(vec![]);
+        assert!(without.frames(libc, start + 16).is_empty());
+
+        // A static variable of libc, named from the debug file's symbol table.
+        let arena = debug_elf.object_addresses("main_arena")[0];
+        assert_eq!(
+            sym.variable_name(libc, arena).as_deref(),
+            Some("main_arena")
+        );
+        assert_eq!(without.variable_name(libc, arena), None);
+    }
+
+    #[test]
+    fn stripped_executable_through_its_dynamic_symbols() {
+        let src = "__attribute__((noinline)) int exported(int x) { return x * 7 + 1; }\n\
+                   static __attribute__((noinline)) int hidden(int x) { return x - 3; }\n\
+                   int main(int c, char **v) { (void)v; return exported(c) + hidden(c); }\n";
+        let args = ["-O1", "-rdynamic"];
+        let Some(exe) = build("symbolize-dynsym", "gcc", &args, "d.c", src) else {
+            eprintln!("gcc not available; skipping");
+            return;
+        };
+        let stripped = exe.with_extension("stripped");
+        std::fs::copy(&exe, &stripped).unwrap();
+        let ok = std::process::Command::new("strip")
+            .arg(&stripped)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("strip not available; skipping");
+            return;
+        }
+        let full = ElfFile::load(&exe).unwrap();
+        let exported = full.function_addresses("exported")[0];
+        let hidden = full.function_addresses("hidden")[0];
+        let elf = ElfFile::load(&stripped).unwrap();
+        assert!(elf.function_addresses("hidden").is_empty(), "stripped");
+        let mut sym = Symbolizer::with_debug_dirs(vec![]);
+        let frames = sym.frames(&stripped, exported + 2);
+        assert_eq!(frames.len(), 1);
+        assert_eq!(frames[0].function.as_deref(), Some("exported"));
+        assert_eq!(frames[0].symbol_offset, Some(2));
+        assert_eq!(frames[0].file, None);
+        assert!(sym.frames(&stripped, hidden).is_empty());
+        let _ = std::fs::remove_dir_all(exe.parent().unwrap());
     }
 
     #[test]

@@ -64,24 +64,63 @@ pub struct Frame {
     /// Offset in the module when there is no source location.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offset: Option<String>,
+    /// Offset into the function, hex, when its name comes from an ELF symbol rather than
+    /// from DWARF (`memcpy+0x23`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function_offset: Option<String>,
     /// This frame was inlined into the next one.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inlined: bool,
-    /// The frame is in the program's own code (not a system library).
-    #[serde(skip, default)]
+    /// The frame is in the program's own code (not a system library). Written to JSON
+    /// inverted, as `"system": true` on the other frames, so that a report read back (by
+    /// `mcheck audit`, for fingerprints) still tells them apart; a frame without the field,
+    /// as in reports of earlier mcheck versions, reads as the program's own.
+    #[serde(
+        rename = "system",
+        default = "own_code",
+        skip_serializing_if = "is_own_code",
+        serialize_with = "serialize_system",
+        deserialize_with = "deserialize_system"
+    )]
     pub user_code: bool,
 }
 
+/// Serde default of [`Frame::user_code`]: a frame not marked `system` is the program's.
+fn own_code() -> bool {
+    true
+}
+
+/// Serde's test for leaving `system` out: the program's own frames.
+fn is_own_code(user_code: &bool) -> bool {
+    *user_code
+}
+
+/// Writes [`Frame::user_code`] as `system`.
+fn serialize_system<S: serde::Serializer>(user_code: &bool, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bool(!*user_code)
+}
+
+/// Reads `system` into [`Frame::user_code`].
+fn deserialize_system<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    <bool as serde::Deserialize>::deserialize(d).map(|system| !system)
+}
+
 impl Frame {
-    /// `file:line` or `module+offset`, for one-line mentions.
+    /// `function at file:line` or `function+offset (module+offset)`, for one-line mentions.
     pub fn short(&self) -> String {
         let func = self.function.as_deref().unwrap_or("??");
         match (&self.file, self.line) {
             (Some(f), Some(l)) => format!("{func} at {}:{l}", short_path(f)),
-            _ => match (&self.module, &self.offset) {
-                (Some(m), Some(o)) => format!("{func} ({m}+{o})"),
-                _ => format!("{func} ({})", self.address),
-            },
+            _ => {
+                let func = match &self.function_offset {
+                    Some(o) if self.function.is_some() && o != "0x0" => format!("{func}+{o}"),
+                    _ => func.to_string(),
+                };
+                match (&self.module, &self.offset) {
+                    (Some(m), Some(o)) => format!("{func} ({m}+{o})"),
+                    _ => format!("{func} ({})", self.address),
+                }
+            }
         }
     }
 }

@@ -90,6 +90,7 @@ impl Symbols {
                 address: address.clone(),
                 offset: s.line.is_none().then(|| format!("{svma:#x}")),
                 function: s.function,
+                function_offset: s.symbol_offset.map(|o| format!("{o:#x}")),
                 file: s.file,
                 line: s.line,
                 module: Some(module_name.clone()),

@@ -23,6 +23,9 @@ deps:
 	@command -v gdb >/dev/null || { apt-get update -qq && apt-get install -y -qq gdb; }
 	@# xmllint validates the audit's junit.xml against tests/data/junit-10.xsd (tests/audit.rs).
 	@command -v xmllint >/dev/null || { apt-get update -qq && apt-get install -y -qq libxml2-utils; }
+	@# GoogleTest (static library and headers) for the `mcheck test` fixture gtest_suite.
+	@test -f /usr/lib/x86_64-linux-gnu/libgtest.a || \
+	  { apt-get update -qq && apt-get install -y -qq libgtest-dev; }
 	@# Real multi-threaded programs the tests run mcheck on, and the libraries of two fixtures.
 	@missing=""; for p in $(REAL_PROGRAM_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

@@ -136,6 +136,15 @@ pub fn dir_name(name: &str) -> String {
 
 /// Runs `jobs` in parallel; outcomes in the same order.
 pub fn run_all(batch: &Batch, jobs: &[Job]) -> Vec<Outcome> {
+    run_all_reporting(batch, jobs, &|_, _| {})
+}
+
+/// [`run_all`], calling `done` with each job's index and outcome as it ends.
+pub fn run_all_reporting(
+    batch: &Batch,
+    jobs: &[Job],
+    done: &(dyn Fn(usize, &Outcome) + Sync),
+) -> Vec<Outcome> {
     let queue: Mutex<VecDeque<usize>> = Mutex::new((0..jobs.len()).collect());
     let results: Mutex<Vec<Option<Outcome>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
     std::thread::scope(|s| {
@@ -144,6 +153,7 @@ pub fn run_all(batch: &Batch, jobs: &[Job]) -> Vec<Outcome> {
                 let next = queue.lock().expect("queue lock").pop_front();
                 let Some(i) = next else { break };
                 let outcome = run_one(batch, &jobs[i]);
+                done(i, &outcome);
                 results.lock().expect("results lock")[i] = Some(outcome);
             });
         }

@@ -142,8 +142,13 @@ fn job(plan: &SuitePlan, framework: Framework, test: &TestCase) -> Job {
     }
 }
 
-/// Checks the selected tests; returns the record (not yet written).
-pub fn run(plan: &SuitePlan, selection: &Selection) -> anyhow::Result<AuditRecord> {
+/// Checks the selected tests, calling `done` with each test's name and outcome as it ends;
+/// returns the record (not yet written).
+pub fn run(
+    plan: &SuitePlan,
+    selection: &Selection,
+    done: &(dyn Fn(&str, &runner::Outcome) + Sync),
+) -> anyhow::Result<AuditRecord> {
     let start = Instant::now();
     std::fs::create_dir_all(&plan.out)
         .with_context(|| format!("creating the output directory {}", plan.out.display()))?;
@@ -161,7 +166,11 @@ pub fn run(plan: &SuitePlan, selection: &Selection) -> anyhow::Result<AuditRecor
         plan.total_time_limit
             .map(|t| start + Duration::from_secs_f64(t)),
     );
-    let outcomes = runner::run_all(&batch, &jobs);
+    let outcomes = runner::run_all_reporting(&batch, &jobs, &|i, o| {
+        if jobs[i].skip.is_none() {
+            done(&jobs[i].target.name, o);
+        }
+    });
     let baseline = plan
         .baseline
         .as_ref()

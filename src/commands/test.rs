@@ -5,12 +5,14 @@
 //! checked, 0 when not.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::Context;
 
 use super::Failure;
 use crate::audit::framework::Framework;
 use crate::audit::manifest::{check_search_options, OptionsError, Target, DEFAULT_MAX_EXECUTIONS};
+use crate::audit::runner::Outcome;
 use crate::audit::shard::Shard;
 use crate::audit::suite::{self, Selection, SuitePlan};
 use crate::binary::{check_program, resolve_program};
@@ -37,7 +39,20 @@ pub fn test(args: &TestArgs) -> Result<i32, Failure> {
     }
     // SIGINT and SIGTERM end the run cleanly, with its outputs.
     crate::tracee::interrupt::install().context("installing the SIGINT/SIGTERM handlers")?;
-    let record = suite::run(&plan, &selection)?;
+    let total = selection
+        .tests
+        .iter()
+        .filter(|(_, t)| !t.ignored || plan.include_ignored)
+        .count();
+    let finished = AtomicUsize::new(0);
+    let record = suite::run(&plan, &selection, &|name, outcome| {
+        let n = finished.fetch_add(1, Ordering::Relaxed) + 1;
+        eprintln!(
+            "mcheck: [{n}/{total}] {name}: {} ({:.1} s)",
+            verdict(outcome),
+            outcome.elapsed.as_secs_f64()
+        );
+    })?;
     if selection.tests.is_empty() {
         eprintln!(
             "mcheck: no test of {} matches the filters ({} listed)",
@@ -109,6 +124,31 @@ pub fn plan(args: &SuiteArgs, binary: PathBuf, filters: Vec<String>) -> Result<S
         mcheck: std::env::current_exe().context("finding the mcheck executable")?,
         native_first: !args.no_native_run,
     })
+}
+
+/// A test's outcome in a few words, for the line printed as it ends.
+fn verdict(o: &Outcome) -> String {
+    if let Some(n) = o.native.as_ref().filter(|n| !n.passed) {
+        return format!(
+            "fails without any interleaving (without mcheck it {})",
+            n.status
+        );
+    }
+    if o.skipped || o.error.is_some() {
+        let what = if o.skipped { "skipped" } else { "error" };
+        return format!("{what}: {}", o.error.as_deref().unwrap_or(""));
+    }
+    let findings = o
+        .report
+        .as_ref()
+        .and_then(|r| r.get("findings"))
+        .and_then(serde_json::Value::as_array)
+        .map_or(0, Vec::len);
+    if findings == 0 {
+        "clean".to_string()
+    } else {
+        format!("{findings} finding(s)")
+    }
 }
 
 /// `--list`: the selected tests on stdout, one per line.

@@ -29,10 +29,7 @@ fn bump_twice_unsynchronised() -> u64 {
             let p = Shared(counter);
             thread::spawn(move || {
                 let p = p;
-                unsafe {
-                    let v = std::ptr::read_volatile(p.0);
-                    std::ptr::write_volatile(p.0, v + 1);
-                }
+                unsafe { *p.0 += 1 }
             })
         })
         .collect();

@@ -276,6 +276,16 @@ impl AuditRecord {
         })
     }
 
+    /// How a target is named in summaries and SARIF messages: its name, preceded by its
+    /// JUnit class when tests of several binaries are together (`cargo mcheck`), as
+    /// cargo-nextest shows them (`demo::pipeline pipeline`).
+    pub fn display_name(&self, t: &TargetRecord) -> String {
+        match &t.classname {
+            Some(class) if self.binaries.len() > 1 => format!("{class} {}", t.name),
+            _ => t.name.clone(),
+        }
+    }
+
     /// Reads an audit.json.
     pub fn read(path: &std::path::Path) -> anyhow::Result<AuditRecord> {
         use anyhow::Context;

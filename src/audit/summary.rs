@@ -15,7 +15,7 @@ pub fn summary(record: &AuditRecord) -> String {
     let width = record
         .targets
         .iter()
-        .map(|t| t.name.len())
+        .map(|t| record.display_name(t).len())
         .max()
         .unwrap_or(6)
         .max(6);
@@ -62,7 +62,7 @@ pub fn summary(record: &AuditRecord) -> String {
         let _ = writeln!(
             s,
             "{:<width$}  {:<verdict_width$}  {:>10}  {:>7.1}s  {findings}",
-            t.name,
+            record.display_name(t),
             t.status.name(),
             t.report_u64("executions"),
             t.elapsed_seconds
@@ -79,7 +79,7 @@ pub fn summary(record: &AuditRecord) -> String {
             t.marked_findings()
                 .into_iter()
                 .filter(|(_, m)| m.reported())
-                .map(move |(f, m)| (t.name.clone(), f, m))
+                .map(move |(f, m)| (record.display_name(t), f, m))
         })
         .collect();
     if !reported.is_empty() {
@@ -123,7 +123,7 @@ pub fn summary(record: &AuditRecord) -> String {
         );
         for t in &failing {
             let command: Vec<String> = t.command.iter().map(|a| shell_quote(a)).collect();
-            let _ = writeln!(s, "  [{}] {}", t.name, command.join(" "));
+            let _ = writeln!(s, "  [{}] {}", record.display_name(t), command.join(" "));
             if let Some(line) = t.native.as_ref().and_then(|n| failure_line(&n.output)) {
                 let _ = writeln!(s, "      {line}");
             }

@@ -358,3 +358,19 @@ fn last_message(path: &Path) -> String {
             |l| l.trim_start_matches("mcheck: ").to_string(),
         )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::dir_name;
+
+    #[test]
+    fn directory_names_of_tests() {
+        assert_eq!(dir_name("orders"), "orders");
+        let a = dir_name("racy::lost_update");
+        assert!(a.starts_with("racy.lost_update-"), "{a}");
+        assert_eq!(a.len(), "racy.lost_update-".len() + 8);
+        assert_ne!(dir_name("Inst/Param.Get/0"), dir_name("Inst_Param.Get_0"));
+        assert!(!dir_name("..").contains('/'));
+        assert!(!dir_name("..").starts_with('.'));
+    }
+}

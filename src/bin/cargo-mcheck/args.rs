@@ -106,7 +106,7 @@ pub fn parse(args: &[String]) -> Result<CargoMcheckArgs, String> {
         };
         match name {
             "--" => {
-                out.filters = args[i + 1..].to_vec();
+                out.filters.extend_from_slice(&args[i + 1..]);
                 break;
             }
             "-h" | "--help" => out.help = true,

@@ -76,6 +76,7 @@ pub enum Command {
     /// Check each test of a test binary (Rust libtest, GoogleTest, or a plain program as one
     /// test) as its own search; write test.json, results.sarif, junit.xml and a summary
     /// into --out.
+    #[command(override_usage = "mcheck test [OPTIONS] -- TEST_BINARY [FILTER...]")]
     Test(TestArgs),
     /// Combine the output directories of the shards of one audit (or of one `mcheck test`)
     /// into one.
@@ -529,6 +530,35 @@ mod tests {
         let cli = Cli::try_parse_from(["mcheck", "--progress", "never", "--", "x"]).unwrap();
         assert_eq!(cli.check.progress, ProgressMode::Never);
         assert!(Cli::try_parse_from(["mcheck", "--progress", "sometimes", "--", "x"]).is_err());
+    }
+
+    #[test]
+    fn test_subcommand_takes_a_binary_and_filters() {
+        let cli = Cli::try_parse_from([
+            "mcheck",
+            "test",
+            "--max-executions",
+            "5",
+            "--mcheck-arg=--keep-going",
+            "--",
+            "./t",
+            "racy",
+            "locks",
+        ])
+        .unwrap();
+        match cli.command {
+            Some(Command::Test(t)) => {
+                assert_eq!(t.command, vec!["./t", "racy", "locks"]);
+                assert_eq!(t.suite.max_executions, Some(5));
+                assert_eq!(t.suite.mcheck_args, vec!["--keep-going"]);
+                assert_eq!(t.suite.framework, FrameworkName::Auto);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["mcheck", "test"]).is_err());
+        assert!(
+            Cli::try_parse_from(["mcheck", "test", "--max-executions", "0", "--", "x"]).is_err()
+        );
     }
 
     #[test]

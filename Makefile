@@ -26,6 +26,9 @@ deps:
 	@# libc's separate debug information (/usr/lib/debug): stacks name libc's functions with
 	@# file:line (start_thread at pthread_create.c:442); tests/library_stacks.rs checks it.
 	@dpkg -s libc6-dbg >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq libc6-dbg; }
+	@# GoogleTest (static library and headers) for the `mcheck test` fixture gtest_suite.
+	@test -f /usr/lib/x86_64-linux-gnu/libgtest.a || \
+	  { apt-get update -qq && apt-get install -y -qq libgtest-dev; }
 	@# Real multi-threaded programs the tests run mcheck on, and the libraries of two fixtures.
 	@missing=""; for p in $(REAL_PROGRAM_PACKAGES); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

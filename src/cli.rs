@@ -50,7 +50,7 @@ pub enum ProgressMode {
 #[command(
     name = "mcheck",
     version,
-    override_usage = "mcheck [OPTIONS] -- PROG [ARGS...]\n       mcheck replay [OPTIONS] SCHEDULE\n       mcheck audit [OPTIONS] MANIFEST\n       mcheck merge --out DIR SHARD_DIR...",
+    override_usage = "mcheck [OPTIONS] -- PROG [ARGS...]\n       mcheck replay [OPTIONS] SCHEDULE\n       mcheck audit [OPTIONS] MANIFEST\n       mcheck test [OPTIONS] -- TEST_BINARY [FILTER...]\n       mcheck merge --out DIR SHARD_DIR...",
     after_help = "Exit status: 0 nothing found, 1 findings, 2 bad usage or input, 3 internal failure.",
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
@@ -73,8 +73,103 @@ pub enum Command {
     /// Check every target of a TOML manifest (a nightly audit); write audit.json,
     /// results.sarif (SARIF 2.1.0), junit.xml and a summary into --out.
     Audit(AuditArgs),
-    /// Combine the output directories of the shards of one audit into one audit.
+    /// Check each test of a test binary (Rust libtest, GoogleTest, or a plain program as one
+    /// test) as its own search; write test.json, results.sarif, junit.xml and a summary
+    /// into --out.
+    #[command(override_usage = "mcheck test [OPTIONS] -- TEST_BINARY [FILTER...]")]
+    Test(TestArgs),
+    /// Combine the output directories of the shards of one audit (or of one `mcheck test`)
+    /// into one.
     Merge(MergeArgs),
+}
+
+/// The test frameworks `mcheck test --framework` accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FrameworkName {
+    /// Recognise it from the binary.
+    Auto,
+    /// Rust's libtest (`#[test]`).
+    Libtest,
+    /// GoogleTest.
+    Gtest,
+    /// No framework: the binary is one test.
+    Single,
+}
+
+/// `mcheck test` options (docs/test-suites.md).
+#[derive(Args, Debug, Clone)]
+pub struct TestArgs {
+    /// Options of the test run (shared with `cargo mcheck`).
+    #[command(flatten)]
+    pub suite: SuiteArgs,
+    /// The test binary, then filters: a test runs when its name contains one of them (all
+    /// tests without filters).
+    #[arg(required = true, trailing_var_arg = true, value_name = "TEST_BINARY")]
+    pub command: Vec<OsString>,
+}
+
+/// Options of a test-suite run, shared by `mcheck test` and `cargo mcheck`.
+#[derive(Args, Debug, Clone)]
+pub struct SuiteArgs {
+    /// Directory for test.json, results.sarif, junit.xml, summary.txt and each test's
+    /// report and schedule files.
+    #[arg(long, default_value = "mcheck-test", value_name = "DIR")]
+    pub out: PathBuf,
+    /// The binary's test framework.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub framework: FrameworkName,
+    /// Most executions of each test's search [default: 1000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_executions: Option<u64>,
+    /// Wall-clock budget of each test (its run without mcheck and its search), in seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    pub time_limit: Option<f64>,
+    /// Wall-clock budget of the whole run, in seconds: tests not started by then are
+    /// skipped, a running test gets what is left.
+    #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+    pub total_time_limit: Option<f64>,
+    /// Tests checked at once (default: the number of CPUs); each search gets its share of
+    /// the CPUs as workers.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub jobs: Option<u32>,
+    /// Check shard I of N (1-based): the selected tests k with k mod N = I-1. Combine the
+    /// shards' outputs with `mcheck merge`.
+    #[arg(long, value_name = "I/N", value_parser = clap::value_parser!(crate::audit::shard::Shard))]
+    pub shard: Option<crate::audit::shard::Shard>,
+    /// Also check ignored tests (`#[ignore]`, GoogleTest's DISABLED_).
+    #[arg(long)]
+    pub include_ignored: bool,
+    /// Filters (and --skip) match whole test names only.
+    #[arg(long)]
+    pub exact: bool,
+    /// Leave out tests whose names contain PATTERN (repeatable).
+    #[arg(long, value_name = "PATTERN")]
+    pub skip: Vec<String>,
+    /// List the selected tests (one per line, ignored ones marked) and check nothing.
+    #[arg(long)]
+    pub list: bool,
+    /// Scheduling strategy of each search.
+    #[arg(long, value_enum, default_value = "portfolio")]
+    pub strategy: StrategyName,
+    /// Base seed of each search.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Search every test without running it once without mcheck first (by default a test
+    /// that fails on its own is reported as failing without any interleaving, and not
+    /// searched).
+    #[arg(long)]
+    pub no_native_run: bool,
+    /// JUnit class name of the tests (default: the binary's file name without cargo's
+    /// hash).
+    #[arg(long, value_name = "NAME")]
+    pub classname: Option<String>,
+    /// A previous test.json: report only findings it does not have.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// Another mcheck search option for every test, e.g. `--mcheck-arg=--keep-going` or
+    /// `--mcheck-arg=--preemption-bound=2` (repeatable).
+    #[arg(long = "mcheck-arg", value_name = "OPTION", allow_hyphen_values = true)]
+    pub mcheck_args: Vec<String>,
 }
 
 /// `mcheck audit` options (docs/audits.md).
@@ -435,6 +530,35 @@ mod tests {
         let cli = Cli::try_parse_from(["mcheck", "--progress", "never", "--", "x"]).unwrap();
         assert_eq!(cli.check.progress, ProgressMode::Never);
         assert!(Cli::try_parse_from(["mcheck", "--progress", "sometimes", "--", "x"]).is_err());
+    }
+
+    #[test]
+    fn test_subcommand_takes_a_binary_and_filters() {
+        let cli = Cli::try_parse_from([
+            "mcheck",
+            "test",
+            "--max-executions",
+            "5",
+            "--mcheck-arg=--keep-going",
+            "--",
+            "./t",
+            "racy",
+            "locks",
+        ])
+        .unwrap();
+        match cli.command {
+            Some(Command::Test(t)) => {
+                assert_eq!(t.command, vec!["./t", "racy", "locks"]);
+                assert_eq!(t.suite.max_executions, Some(5));
+                assert_eq!(t.suite.mcheck_args, vec!["--keep-going"]);
+                assert_eq!(t.suite.framework, FrameworkName::Auto);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["mcheck", "test"]).is_err());
+        assert!(
+            Cli::try_parse_from(["mcheck", "test", "--max-executions", "0", "--", "x"]).is_err()
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use mcheck::cli::{Cli, Command, EXIT_INTERNAL, EXIT_USAGE};
-use mcheck::commands::{audit, check::check, replay::replay, Failure};
+use mcheck::commands::{audit, check::check, replay::replay, test::test, Failure};
 
 fn main() -> ExitCode {
     // Before mcheck installs handlers of its own: the programs start with what it was given.
@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Some(Command::Replay(args)) => replay(args),
         Some(Command::Audit(args)) => audit::audit(args),
         Some(Command::Merge(args)) => audit::merge(args),
+        Some(Command::Test(args)) => test(args),
         None => check(&cli.check),
     };
     match result {

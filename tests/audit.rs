@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use common::formats::{assert_valid_sarif, junit_cases};
 use common::{fixture, fixtures, temp_path};
 
 /// Runs `mcheck ARGS` with a time limit; returns its exit code and stderr.
@@ -114,97 +115,6 @@ fn expected_verdict(binary: &str) -> String {
         .as_str()
         .unwrap()
         .to_string()
-}
-
-/// Validates a SARIF file against the vendored official schema.
-fn assert_valid_sarif(path: &Path) -> Value {
-    let schema: Value = serde_json::from_str(
-        &fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sarif-schema-2.1.0.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    let sarif: Value = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("the SARIF schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(&sarif)
-        .map(|e| format!("{} at {}", e, e.instance_path))
-        .collect();
-    assert!(errors.is_empty(), "invalid SARIF: {errors:#?}");
-    assert_eq!(sarif["version"], "2.1.0");
-    sarif
-}
-
-/// Validates a JUnit file against the vendored JUnit XSD (tests/data/junit-10.xsd, the
-/// schema of Jenkins' xunit plugin) with `xmllint --schema` (Debian's libxml2-utils, which
-/// `make deps` installs). A missing xmllint fails the test: nothing is skipped.
-fn assert_valid_junit(path: &Path) {
-    let xsd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/junit-10.xsd");
-    let out = std::process::Command::new("xmllint")
-        .arg("--noout")
-        .arg("--schema")
-        .arg(&xsd)
-        .arg(path)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("xmllint is needed to validate JUnit XML against its XSD ({e}): run `make deps` (Debian package libxml2-utils)")
-        });
-    assert!(
-        out.status.success(),
-        "{} does not validate against {}:\n{}",
-        path.display(),
-        xsd.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// JUnit validated against its XSD and read back with an XML parser: test case name →
-/// failure/error/skipped/success.
-fn junit_cases(path: &Path) -> BTreeMap<String, String> {
-    use quick_xml::events::Event;
-    assert_valid_junit(path);
-    let text = fs::read_to_string(path).unwrap();
-    let mut reader = quick_xml::Reader::from_str(&text);
-    let mut cases = BTreeMap::new();
-    let mut current: Option<String> = None;
-    let mut depth = 0;
-    loop {
-        let ev = reader.read_event().expect("well-formed JUnit XML");
-        let is_empty = matches!(ev, Event::Empty(_));
-        match ev {
-            Event::Start(e) | Event::Empty(e) => {
-                let name = String::from_utf8(e.name().as_ref().to_vec()).unwrap();
-                if name == "testcase" {
-                    let n = e
-                        .attributes()
-                        .flatten()
-                        .find(|a| a.key.as_ref() == b"name")
-                        .map(|a| String::from_utf8(a.value.to_vec()).unwrap())
-                        .expect("testcase name");
-                    cases.insert(n.clone(), "success".to_string());
-                    current = (!is_empty).then_some(n);
-                } else if let Some(c) = &current {
-                    if ["failure", "error", "skipped"].contains(&name.as_str()) {
-                        cases.insert(c.clone(), name);
-                    }
-                }
-                if !is_empty {
-                    depth += 1;
-                }
-            }
-            Event::End(e) => {
-                depth -= 1;
-                if e.name().as_ref() == b"testcase" {
-                    current = None;
-                }
-            }
-            Event::Eof => break,
-            _ => {}
-        }
-    }
-    assert_eq!(depth, 0);
-    cases
 }
 
 #[test]

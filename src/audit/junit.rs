@@ -1,18 +1,23 @@
 //! `junit.xml`: one test case per target (built with the `quick-junit` crate). A target
 //! with a reported finding fails, with the finding as the failure text; a target that could
-//! not be checked is an error; a target the budget left out is skipped.
+//! not be checked is an error; a target the budget left out is skipped. For `mcheck test`
+//! a target is a test: its class is its binary's name, an ignored test is skipped, and a
+//! test that fails without mcheck fails with type `fails_natively` and its output.
 
 use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
-use super::record::{AuditRecord, TargetRecord, TargetStatus};
+use super::record::{AuditRecord, RecordKind, TargetRecord, TargetStatus};
 use crate::cli::shell_quote;
 use crate::report::human;
 
 /// The JUnit report of an audit.
 pub fn junit(record: &AuditRecord) -> Report {
-    let mut suite = TestSuite::new("mcheck audit");
+    let mut suite = TestSuite::new(match record.kind {
+        RecordKind::Audit => "mcheck audit",
+        RecordKind::Test => "mcheck test",
+    });
     suite.add_test_cases(record.targets.iter().map(test_case));
     suite.set_time(Duration::from_secs_f64(record.elapsed_seconds.max(0.0)));
     let mut report = Report::new("mcheck");
@@ -27,6 +32,25 @@ fn test_case(t: &TargetRecord) -> TestCase {
         TargetStatus::Skipped => {
             let mut s = TestCaseStatus::skipped();
             s.set_message(t.error.clone().unwrap_or_default());
+            s
+        }
+        TargetStatus::FailsNatively => {
+            let native = t.native.as_ref();
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_message(format!(
+                "fails without any interleaving: without mcheck it {}",
+                native.map_or("failed", |n| n.status.as_str())
+            ));
+            s.set_type("fails_natively");
+            s.set_description(format!(
+                "The test failed when run once without mcheck, so its failure is not a concurrency bug found by mcheck; it was not searched.\nCommand: {}\nOutput (end):\n{}",
+                t.command
+                    .iter()
+                    .map(|a| shell_quote(a))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                native.map_or("", |n| n.output.as_str())
+            ));
             s
         }
         TargetStatus::Error => {
@@ -65,7 +89,7 @@ fn test_case(t: &TargetRecord) -> TestCase {
         }
     };
     let mut case = TestCase::new(t.name.clone(), status);
-    case.set_classname("mcheck.audit");
+    case.set_classname(t.classname.as_deref().unwrap_or("mcheck.audit"));
     case.set_time(Duration::from_secs_f64(t.elapsed_seconds.max(0.0)));
     let statement = t.coverage_statement();
     if !statement.is_empty() {

@@ -400,17 +400,27 @@ fn positive_seconds(s: &Spanned<f64>, key: &str) -> Result<f64, String> {
     }
 }
 
-/// Checks that `options` are mcheck search options the audit does not set itself.
-fn check_options(options: &[String]) -> Result<(), String> {
+/// Why extra mcheck options of a target cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OptionsError {
+    /// An option the batch run sets itself (`--json`, `--out`...).
+    Reserved(String),
+    /// A `--` (the program comes from elsewhere).
+    DoubleDash,
+    /// Not an mcheck search option, or a bad value: the first line of the parser's error.
+    Bad(String),
+}
+
+/// Checks that `options` are mcheck search options the audit (or `mcheck test`) does not
+/// set itself.
+pub fn check_search_options(options: &[String]) -> Result<(), OptionsError> {
     for o in options {
         let flag = o.split('=').next().unwrap_or(o);
         if RESERVED_OPTIONS.contains(&flag) {
-            return Err(format!(
-                "option `{flag}` is set by the audit; use the target's own key instead"
-            ));
+            return Err(OptionsError::Reserved(flag.to_string()));
         }
         if o == "--" {
-            return Err("`options` may not contain `--`; the program goes in `command`".into());
+            return Err(OptionsError::DoubleDash);
         }
     }
     let argv = std::iter::once("mcheck".to_string())
@@ -425,8 +435,21 @@ fn check_options(options: &[String]) -> Result<(), String> {
                 .next()
                 .unwrap_or("")
                 .trim_start_matches("error: ");
-            format!("bad `options`: {first}")
+            OptionsError::Bad(first.to_string())
         })
+}
+
+/// Checks that `options` are mcheck search options the audit does not set itself.
+fn check_options(options: &[String]) -> Result<(), String> {
+    check_search_options(options).map_err(|e| match e {
+        OptionsError::Reserved(flag) => {
+            format!("option `{flag}` is set by the audit; use the target's own key instead")
+        }
+        OptionsError::DoubleDash => {
+            "`options` may not contain `--`; the program goes in `command`".into()
+        }
+        OptionsError::Bad(first) => format!("bad `options`: {first}"),
+    })
 }
 
 /// 1-based line of byte offset `at` in `text`.

@@ -4,16 +4,23 @@
 //! summary. Findings get stable fingerprints, so a baseline (a previous audit.json) and
 //! suppressions in the manifest leave only what is new. `--shard I/N` runs one machine's
 //! share and [`merge`] combines the shards' outputs into one audit.
+//!
+//! `mcheck test` ([`suite`]) runs each test of a test binary as such a target, recognised
+//! and listed through its framework ([`framework`]), after one run without mcheck
+//! ([`native`]), and writes the same outputs (`test.json` for `audit.json`).
 
 pub mod baseline;
 pub mod fingerprint;
+pub mod framework;
 pub mod junit;
 pub mod manifest;
 pub mod merge;
+pub mod native;
 pub mod record;
 pub mod runner;
 pub mod sarif;
 pub mod shard;
+pub mod suite;
 pub mod summary;
 
 use std::path::{Path, PathBuf};
@@ -24,7 +31,7 @@ use anyhow::Context;
 use crate::cli::StrategyName;
 use baseline::{mark, Baseline};
 use manifest::Manifest;
-use record::{AuditRecord, TargetRecord, TargetStatus, AUDIT_VERSION};
+use record::{AuditRecord, RecordKind, TargetRecord, TargetStatus, AUDIT_VERSION};
 use runner::{Batch, Job};
 use shard::Shard;
 
@@ -58,18 +65,12 @@ pub fn jobs_of(manifest: &Manifest, shard: Shard) -> Vec<(usize, Job)> {
                 Some((
                     pos,
                     Job {
-                        target: t.clone(),
                         share: Some(share),
+                        ..Job::whole(t.clone())
                     },
                 ))
             } else if shard.owns(pos) {
-                Some((
-                    pos,
-                    Job {
-                        target: t.clone(),
-                        share: None,
-                    },
-                ))
+                Some((pos, Job::whole(t.clone())))
             } else {
                 None
             }
@@ -83,23 +84,15 @@ pub fn run(plan: &AuditPlan) -> anyhow::Result<AuditRecord> {
     std::fs::create_dir_all(&plan.out)
         .with_context(|| format!("creating the output directory {}", plan.out.display()))?;
     let jobs = jobs_of(&plan.manifest, plan.shard);
-    let cpus = crate::tracee::cpu::available_cpus().max(1);
-    let concurrency = plan
-        .jobs
-        .or(plan.manifest.jobs)
-        .map_or(cpus, |j| j as usize)
-        .max(1);
-    let running = concurrency.min(jobs.len()).max(1);
-    let batch = Batch {
-        mcheck: plan.mcheck.clone(),
-        out: plan.out.clone(),
-        jobs: concurrency,
-        workers: (cpus / running).max(1),
-        deadline: plan
-            .manifest
+    let batch = Batch::sized(
+        plan.mcheck.clone(),
+        plan.out.clone(),
+        plan.jobs.or(plan.manifest.jobs),
+        jobs.len(),
+        plan.manifest
             .time_limit
             .map(|t| start + Duration::from_secs_f64(t)),
-    };
+    );
     let list: Vec<Job> = jobs.iter().map(|(_, j)| j.clone()).collect();
     let outcomes = runner::run_all(&batch, &list);
     let baseline = plan
@@ -109,43 +102,18 @@ pub fn run(plan: &AuditPlan) -> anyhow::Result<AuditRecord> {
     let targets = jobs
         .into_iter()
         .zip(outcomes)
-        .map(|((position, job), o)| {
-            let t = &job.target;
-            let mut rec = TargetRecord {
-                name: t.name.clone(),
-                position,
-                command: t.command.clone(),
-                strategy: t.strategy_name(),
-                share: job.share,
-                status: TargetStatus::Error,
-                error: o.error,
-                exit_code: o.exit_code,
-                elapsed_seconds: o.elapsed.as_secs_f64(),
-                report: o.report,
-                findings: Vec::new(),
-            };
-            if o.skipped {
-                rec.status = TargetStatus::Skipped;
-            } else if rec.error.is_none() {
-                rec.findings = mark(
-                    &t.name,
-                    &rec.report_findings(),
-                    &t.suppress,
-                    baseline.as_ref(),
-                );
-                rec.status = rec.status_from_marks();
-            }
-            rec
-        })
+        .map(|((position, job), o)| target_record(position, &job, o, baseline.as_ref()))
         .collect();
     let mut record = AuditRecord {
         audit_version: AUDIT_VERSION,
         fingerprint_version: fingerprint::FINGERPRINT_VERSION,
         mcheck_version: env!("CARGO_PKG_VERSION").to_string(),
+        kind: RecordKind::Audit,
         manifest: plan.manifest.path.to_string_lossy().into_owned(),
+        binaries: Vec::new(),
         shard: (plan.shard.count > 1).then_some(plan.shard),
         merged_shards: 0,
-        jobs: concurrency as u32,
+        jobs: batch.jobs as u32,
         elapsed_seconds: start.elapsed().as_secs_f64(),
         baseline: plan
             .baseline
@@ -165,12 +133,47 @@ pub fn run(plan: &AuditPlan) -> anyhow::Result<AuditRecord> {
     Ok(record)
 }
 
-/// Writes audit.json, results.sarif, junit.xml and summary.txt into `out`; returns the
-/// summary text.
+/// The record of one job's outcome: its findings marked against the suppressions and the
+/// baseline, and its status.
+pub fn target_record(
+    position: usize,
+    job: &Job,
+    o: runner::Outcome,
+    baseline: Option<&Baseline>,
+) -> TargetRecord {
+    let t = &job.target;
+    let mut rec = TargetRecord {
+        name: t.name.clone(),
+        classname: None,
+        position,
+        command: t.command.clone(),
+        strategy: t.strategy_name(),
+        share: job.share,
+        status: TargetStatus::Error,
+        error: o.error,
+        exit_code: o.exit_code,
+        elapsed_seconds: o.elapsed.as_secs_f64(),
+        report: o.report,
+        findings: Vec::new(),
+        native: o.native,
+    };
+    if o.skipped {
+        rec.status = TargetStatus::Skipped;
+    } else if rec.native.as_ref().is_some_and(|n| !n.passed) {
+        rec.status = TargetStatus::FailsNatively;
+    } else if rec.error.is_none() {
+        rec.findings = mark(&t.name, &rec.report_findings(), &t.suppress, baseline);
+        rec.status = rec.status_from_marks();
+    }
+    rec
+}
+
+/// Writes audit.json (test.json for `mcheck test`), results.sarif, junit.xml and
+/// summary.txt into `out`; returns the summary text.
 pub fn write_outputs(record: &AuditRecord, out: &Path) -> anyhow::Result<String> {
     std::fs::create_dir_all(out)
         .with_context(|| format!("creating the output directory {}", out.display()))?;
-    record.write(&out.join("audit.json"))?;
+    record.write(&out.join(record.kind.json_name()))?;
     sarif::write(record, &out.join("results.sarif"))?;
     junit::write(record, &out.join("junit.xml"))?;
     let text = summary::summary(record);

@@ -1,6 +1,7 @@
-//! `audit.json`: the JSON report of every target (exactly as `mcheck --json` writes it),
-//! with each finding's fingerprint, baseline state and suppression beside it, and the
-//! findings of the baseline that were not found again.
+//! `audit.json` (and `test.json`, the same record of `mcheck test`): the JSON report of every
+//! target (exactly as `mcheck --json` writes it), with each finding's fingerprint, baseline
+//! state and suppression beside it, and the findings of the baseline that were not found
+//! again. For `mcheck test` every target is one test of a test binary.
 
 use serde::{Deserialize, Serialize};
 
@@ -19,8 +20,15 @@ pub struct AuditRecord {
     pub fingerprint_version: u32,
     /// mcheck's version.
     pub mcheck_version: String,
-    /// The manifest, as given.
+    /// What was checked: an audit's manifest, or the test binaries of `mcheck test`.
+    #[serde(default)]
+    pub kind: RecordKind,
+    /// The manifest, as given (`mcheck test`: the test binary; `cargo mcheck`: the
+    /// package's Cargo.toml).
     pub manifest: String,
+    /// `mcheck test`: the test binaries and their frameworks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub binaries: Vec<TestBinary>,
     /// Which shard this is (absent for an unsharded or merged audit).
     pub shard: Option<Shard>,
     /// Shard outputs merged into this one (0 when not merged).
@@ -41,11 +49,57 @@ pub struct AuditRecord {
     pub fixed: Vec<FixedFinding>,
 }
 
+/// What a record is the outcome of.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordKind {
+    /// `mcheck audit MANIFEST`: one target per manifest entry.
+    #[default]
+    Audit,
+    /// `mcheck test` / `cargo mcheck`: one target per test of test binaries.
+    Test,
+}
+
+impl RecordKind {
+    /// What one target is called in summaries.
+    pub fn noun(self) -> &'static str {
+        match self {
+            RecordKind::Audit => "target",
+            RecordKind::Test => "test",
+        }
+    }
+
+    /// The file name of the JSON record in the output directory.
+    pub fn json_name(self) -> &'static str {
+        match self {
+            RecordKind::Audit => "audit.json",
+            RecordKind::Test => "test.json",
+        }
+    }
+}
+
+/// A test binary of `mcheck test`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TestBinary {
+    /// Its path.
+    pub path: String,
+    /// Its test framework (`libtest`, `gtest`, `single`).
+    pub framework: String,
+    /// The JUnit class name of its tests.
+    pub classname: String,
+    /// Tests it lists (before filters and shards).
+    pub listed: usize,
+}
+
 /// One target's outcome.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TargetRecord {
-    /// Its name in the manifest.
+    /// Its name in the manifest (`mcheck test`: the test's full name).
     pub name: String,
+    /// JUnit class name (`mcheck test`: the test binary's name; absent for an audit's
+    /// targets, which are of class `mcheck.audit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classname: Option<String>,
     /// Its position (0-based) in the manifest.
     pub position: usize,
     /// Program and arguments.
@@ -66,6 +120,23 @@ pub struct TargetRecord {
     pub report: Option<serde_json::Value>,
     /// For each finding of the report, in the same order: fingerprint and state.
     pub findings: Vec<FindingMark>,
+    /// The run without mcheck that came first (`mcheck test`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub native: Option<NativeRun>,
+}
+
+/// A run of a target without mcheck, before its search: a test that fails so fails without
+/// any interleaving, and is not searched.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NativeRun {
+    /// It ended as expected (exit status 0).
+    pub passed: bool,
+    /// How it ended, in words (`exited with status 101`, `did not end within 60 s`).
+    pub status: String,
+    /// Wall time in seconds.
+    pub elapsed_seconds: f64,
+    /// The end of its output (stdout and stderr together).
+    pub output: String,
 }
 
 /// How a target's check ended.
@@ -80,8 +151,11 @@ pub enum TargetStatus {
     Known,
     /// Could not be checked (did not start, mcheck failed, input missing).
     Error,
-    /// Not run: the audit's time budget was spent.
+    /// Not run: the audit's time budget was spent, or an ignored test.
     Skipped,
+    /// A test that failed when run without mcheck, without any interleaving: not a
+    /// concurrency bug, and not searched.
+    FailsNatively,
 }
 
 impl TargetStatus {
@@ -93,6 +167,7 @@ impl TargetStatus {
             TargetStatus::Known => "known",
             TargetStatus::Error => "error",
             TargetStatus::Skipped => "skipped",
+            TargetStatus::FailsNatively => "fails_natively",
         }
     }
 }
@@ -190,12 +265,25 @@ impl TargetRecord {
 }
 
 impl AuditRecord {
-    /// Whether anything needs a human: a reported finding or a target that could not be
-    /// checked.
+    /// Whether anything needs a human: a reported finding, a target that could not be
+    /// checked, or a test that fails without mcheck.
     pub fn failed(&self) -> bool {
-        self.targets
-            .iter()
-            .any(|t| matches!(t.status, TargetStatus::Findings | TargetStatus::Error))
+        self.targets.iter().any(|t| {
+            matches!(
+                t.status,
+                TargetStatus::Findings | TargetStatus::Error | TargetStatus::FailsNatively
+            )
+        })
+    }
+
+    /// How a target is named in summaries and SARIF messages: its name, preceded by its
+    /// JUnit class when tests of several binaries are together (`cargo mcheck`), as
+    /// cargo-nextest shows them (`demo::pipeline pipeline`).
+    pub fn display_name(&self, t: &TargetRecord) -> String {
+        match &t.classname {
+            Some(class) if self.binaries.len() > 1 => format!("{class} {}", t.name),
+            _ => t.name.clone(),
+        }
     }
 
     /// Reads an audit.json.
@@ -203,8 +291,12 @@ impl AuditRecord {
         use anyhow::Context;
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        serde_json::from_str(&text)
-            .with_context(|| format!("{} is not an audit.json of mcheck audit", path.display()))
+        serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} is not an audit.json of mcheck audit (or a test.json of mcheck test)",
+                path.display()
+            )
+        })
     }
 
     /// Writes it as pretty JSON.

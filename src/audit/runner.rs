@@ -3,7 +3,8 @@
 //! the audit's global time budget. Every target writes into its own directory under
 //! `OUT/targets/NAME/`: `report.json`, `stderr.txt` (mcheck's human report) and its
 //! schedule files. SIGINT or SIGTERM is passed on to the running targets, which end their
-//! searches with a report; targets not started yet are skipped.
+//! searches with a report; targets not started yet are skipped. A job may first run its
+//! program once without mcheck (`mcheck test`): if that fails, the target is not searched.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -12,7 +13,11 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use sha2::Digest;
+
 use super::manifest::Target;
+use super::native;
+use super::record::NativeRun;
 use super::shard::Share;
 
 /// Extra time a target gets past its own time limit before it is killed (mcheck ends the
@@ -26,6 +31,22 @@ pub struct Job {
     pub target: Target,
     /// Seed and executions of a split target's share (None: the whole target).
     pub share: Option<Share>,
+    /// Run the program once without mcheck first, and search it only if that passes.
+    pub native_first: bool,
+    /// Not to be run at all: why (an ignored test).
+    pub skip: Option<String>,
+}
+
+impl Job {
+    /// A whole target, run as it is.
+    pub fn whole(target: Target) -> Job {
+        Job {
+            target,
+            share: None,
+            native_first: false,
+            skip: None,
+        }
+    }
 }
 
 /// How one target's run ended.
@@ -41,6 +62,8 @@ pub struct Outcome {
     pub skipped: bool,
     /// Wall time.
     pub elapsed: Duration,
+    /// The run without mcheck, when the job asked for one.
+    pub native: Option<NativeRun>,
 }
 
 /// Settings of a batch.
@@ -58,13 +81,70 @@ pub struct Batch {
     pub deadline: Option<Instant>,
 }
 
-/// The directory of target `name`'s outputs.
+impl Batch {
+    /// A batch of `count` jobs, `jobs` of them at once (default: one per CPU), each search
+    /// with its share of the CPUs as workers.
+    pub fn sized(
+        mcheck: PathBuf,
+        out: PathBuf,
+        jobs: Option<u32>,
+        count: usize,
+        deadline: Option<Instant>,
+    ) -> Batch {
+        let cpus = crate::tracee::cpu::available_cpus().max(1);
+        let jobs = jobs.map_or(cpus, |j| j as usize).max(1);
+        let running = jobs.min(count).max(1);
+        Batch {
+            mcheck,
+            out,
+            jobs,
+            workers: (cpus / running).max(1),
+            deadline,
+        }
+    }
+}
+
+/// The directory of target `name`'s outputs. A name that is not safe as a file name (a
+/// test's `module::name`, `Suite/Param.Test/0`) is spelt with `.` for `::` and `_` for
+/// other characters, and a hash of the name keeps it apart from names spelt alike.
 pub fn target_dir(out: &Path, name: &str) -> PathBuf {
-    out.join("targets").join(name)
+    out.join("targets").join(dir_name(name))
+}
+
+/// A file name for target `name` (see [`target_dir`]).
+pub fn dir_name(name: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+    if !name.is_empty() && name.chars().all(safe) && !name.starts_with('.') {
+        return name.to_string();
+    }
+    let spelt: String = name
+        .replace("::", ".")
+        .chars()
+        .map(|c| if safe(c) { c } else { '_' })
+        .take(80)
+        .collect();
+    let hash = sha2::Sha256::digest(name.as_bytes());
+    format!(
+        "{}-{:02x}{:02x}{:02x}{:02x}",
+        spelt.trim_start_matches('.'),
+        hash[0],
+        hash[1],
+        hash[2],
+        hash[3]
+    )
 }
 
 /// Runs `jobs` in parallel; outcomes in the same order.
 pub fn run_all(batch: &Batch, jobs: &[Job]) -> Vec<Outcome> {
+    run_all_reporting(batch, jobs, &|_, _| {})
+}
+
+/// [`run_all`], calling `done` with each job's index and outcome as it ends.
+pub fn run_all_reporting(
+    batch: &Batch,
+    jobs: &[Job],
+    done: &(dyn Fn(usize, &Outcome) + Sync),
+) -> Vec<Outcome> {
     let queue: Mutex<VecDeque<usize>> = Mutex::new((0..jobs.len()).collect());
     let results: Mutex<Vec<Option<Outcome>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
     std::thread::scope(|s| {
@@ -73,6 +153,7 @@ pub fn run_all(batch: &Batch, jobs: &[Job]) -> Vec<Outcome> {
                 let next = queue.lock().expect("queue lock").pop_front();
                 let Some(i) = next else { break };
                 let outcome = run_one(batch, &jobs[i]);
+                done(i, &outcome);
                 results.lock().expect("results lock")[i] = Some(outcome);
             });
         }
@@ -95,7 +176,14 @@ pub fn run_one(batch: &Batch, job: &Job) -> Outcome {
         error: Some(error),
         skipped: false,
         elapsed: start.elapsed(),
+        native: None,
     };
+    if let Some(why) = &job.skip {
+        return Outcome {
+            skipped: true,
+            ..fail(why.clone())
+        };
+    }
     let remaining = batch
         .deadline
         .map(|d| d.saturating_duration_since(Instant::now()));
@@ -141,9 +229,25 @@ pub fn run_one(batch: &Batch, job: &Job) -> Outcome {
         Ok(f) => f,
         Err(e) => return fail(format!("cannot create {}: {e}", stderr_path.display())),
     };
-    let time_limit = match (t.time_limit.map(Duration::from_secs_f64), remaining) {
+    let mut time_limit = match (t.time_limit.map(Duration::from_secs_f64), remaining) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
+    };
+    let native = if job.native_first {
+        let run = native::run(t, &dir.join("native.txt"), time_limit);
+        if !run.passed {
+            return Outcome {
+                error: None,
+                native: Some(run),
+                ..fail(String::new())
+            };
+        }
+        // The search gets what the run without mcheck left of the time limit.
+        let spent = Duration::from_secs_f64(run.elapsed_seconds);
+        time_limit = time_limit.map(|l| l.saturating_sub(spent).max(Duration::from_millis(1)));
+        Some(run)
+    } else {
+        None
     };
     // A split target runs as `mcheck --shard I/N` with the target's own seed and budget:
     // mcheck takes its part of them (the same part as `job.share`).
@@ -238,6 +342,7 @@ pub fn run_one(batch: &Batch, job: &Job) -> Outcome {
         error,
         skipped: false,
         elapsed,
+        native,
     }
 }
 
@@ -252,4 +357,20 @@ fn last_message(path: &Path) -> String {
             || "no message".to_string(),
             |l| l.trim_start_matches("mcheck: ").to_string(),
         )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dir_name;
+
+    #[test]
+    fn directory_names_of_tests() {
+        assert_eq!(dir_name("orders"), "orders");
+        let a = dir_name("racy::lost_update");
+        assert!(a.starts_with("racy.lost_update-"), "{a}");
+        assert_eq!(a.len(), "racy.lost_update-".len() + 8);
+        assert_ne!(dir_name("Inst/Param.Get/0"), dir_name("Inst_Param.Get_0"));
+        assert!(!dir_name("..").contains('/'));
+        assert!(!dir_name("..").starts_with('.'));
+    }
 }

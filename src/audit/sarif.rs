@@ -63,7 +63,8 @@ pub fn sarif(record: &AuditRecord) -> Sarif {
     let mut results = Vec::new();
     for t in &record.targets {
         for (f, mark) in t.marked_findings() {
-            results.push(result(&t.name, &f, &mark, record.baseline.is_some(), root));
+            let name = record.display_name(t);
+            results.push(result(&name, &f, &mark, record.baseline.is_some(), root));
         }
     }
     let mut run = Run::builder()

@@ -1,6 +1,7 @@
-//! The human summary of an audit: one line per target (verdict, coverage, executions,
-//! time, findings), then each reported finding with its fingerprint and replay command, and
-//! the baseline findings that were fixed.
+//! The human summary of an audit (or of `mcheck test`): one line per target or test
+//! (verdict, coverage, executions, time, findings), then each reported finding with its
+//! fingerprint and replay command, each test that fails without mcheck, and the baseline
+//! findings that were fixed.
 
 use std::fmt::Write;
 
@@ -10,17 +11,25 @@ use crate::cli::shell_quote;
 /// The summary text.
 pub fn summary(record: &AuditRecord) -> String {
     let mut s = String::new();
+    let noun = record.kind.noun();
     let width = record
         .targets
         .iter()
-        .map(|t| t.name.len())
+        .map(|t| record.display_name(t).len())
         .max()
         .unwrap_or(6)
         .max(6);
+    let verdict_width = record
+        .targets
+        .iter()
+        .map(|t| t.status.name().len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
     let _ = writeln!(
         s,
-        "{:<width$}  {:<8}  {:>10}  {:>8}  findings",
-        "target", "verdict", "executions", "time"
+        "{noun:<width$}  {:<verdict_width$}  {:>10}  {:>8}  findings",
+        "verdict", "executions", "time"
     );
     for t in &record.targets {
         let (mut new, mut known, mut suppressed) = (0, 0, 0);
@@ -35,6 +44,10 @@ pub fn summary(record: &AuditRecord) -> String {
         }
         let findings = match t.status {
             TargetStatus::Error | TargetStatus::Skipped => t.error.clone().unwrap_or_default(),
+            TargetStatus::FailsNatively => format!(
+                "fails without any interleaving: without mcheck it {}",
+                t.native.as_ref().map_or("failed", |n| n.status.as_str())
+            ),
             _ => {
                 let mut parts = vec![format!("{new} new")];
                 if known > 0 {
@@ -48,8 +61,8 @@ pub fn summary(record: &AuditRecord) -> String {
         };
         let _ = writeln!(
             s,
-            "{:<width$}  {:<8}  {:>10}  {:>7.1}s  {findings}",
-            t.name,
+            "{:<width$}  {:<verdict_width$}  {:>10}  {:>7.1}s  {findings}",
+            record.display_name(t),
             t.status.name(),
             t.report_u64("executions"),
             t.elapsed_seconds
@@ -66,7 +79,7 @@ pub fn summary(record: &AuditRecord) -> String {
             t.marked_findings()
                 .into_iter()
                 .filter(|(_, m)| m.reported())
-                .map(move |(f, m)| (t.name.clone(), f, m))
+                .map(move |(f, m)| (record.display_name(t), f, m))
         })
         .collect();
     if !reported.is_empty() {
@@ -98,15 +111,38 @@ pub fn summary(record: &AuditRecord) -> String {
             );
         }
     }
+    let failing: Vec<_> = record
+        .targets
+        .iter()
+        .filter(|t| t.status == TargetStatus::FailsNatively)
+        .collect();
+    if !failing.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nFailing without any interleaving (not searched; run without mcheck):"
+        );
+        for t in &failing {
+            let command: Vec<String> = t.command.iter().map(|a| shell_quote(a)).collect();
+            let _ = writeln!(s, "  [{}] {}", record.display_name(t), command.join(" "));
+            if let Some(line) = t.native.as_ref().and_then(|n| failure_line(&n.output)) {
+                let _ = writeln!(s, "      {line}");
+            }
+        }
+    }
     let count = |st: TargetStatus| record.targets.iter().filter(|t| t.status == st).count();
     let executions: u64 = record
         .targets
         .iter()
         .map(|t| t.report_u64("executions"))
         .sum();
+    let native = if failing.is_empty() {
+        String::new()
+    } else {
+        format!(", {} failing without mcheck", failing.len())
+    };
     let _ = writeln!(
         s,
-        "\n{} target(s): {} clean, {} with new findings, {} known only, {} error(s), {} skipped; {} new finding(s), {} fixed; {executions} execution(s) in {:.1} s",
+        "\n{} {noun}(s): {} clean, {} with new findings, {} known only, {} error(s), {} skipped{native}; {} new finding(s), {} fixed; {executions} execution(s) in {:.1} s",
         record.targets.len(),
         count(TargetStatus::Clean),
         count(TargetStatus::Findings),
@@ -118,4 +154,40 @@ pub fn summary(record: &AuditRecord) -> String {
         record.elapsed_seconds
     );
     s
+}
+
+/// The lines of a test's output that say why it failed: a Rust panic's location and
+/// message, a GoogleTest failure, else its last non-empty line.
+fn failure_line(output: &str) -> Option<String> {
+    let lines: Vec<&str> = output.lines().map(str::trim).collect();
+    if let Some(i) = lines.iter().position(|l| l.contains("panicked at")) {
+        let message = lines.get(i + 1).filter(|l| !l.is_empty());
+        return Some(match message {
+            Some(m) => format!("{} {m}", lines[i]),
+            None => lines[i].to_string(),
+        });
+    }
+    lines
+        .iter()
+        .find(|l| l.contains(": Failure"))
+        .or_else(|| lines.iter().rev().find(|l| !l.is_empty()))
+        .map(|l| l.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failure_line;
+
+    #[test]
+    fn failure_lines() {
+        let rust = "running 1 test\nthread 'a::b' (9) panicked at src/x.rs:3:9:\nassertion failed: x\nnote: run with\n";
+        assert_eq!(
+            failure_line(rust).unwrap(),
+            "thread 'a::b' (9) panicked at src/x.rs:3:9: assertion failed: x"
+        );
+        let gtest =
+            "[ RUN      ] S.T\nx.cpp:5: Failure\nExpected equality\n[  FAILED  ] S.T (0 ms)\n";
+        assert_eq!(failure_line(gtest).unwrap(), "x.cpp:5: Failure");
+        assert_eq!(failure_line("").as_deref(), None);
+    }
 }

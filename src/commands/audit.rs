@@ -3,12 +3,14 @@
 //! outputs and print the summary. Exit status 1 when a new, unsuppressed finding was made or
 //! a target could not be checked, 0 otherwise, 2 for bad usage or input.
 
+use std::path::{Path, PathBuf};
+
 use anyhow::Context;
 
 use super::Failure;
 use crate::audit::fingerprint::FINGERPRINT_VERSION;
 use crate::audit::manifest::Manifest;
-use crate::audit::record::AuditRecord;
+use crate::audit::record::{AuditRecord, RecordKind};
 use crate::audit::shard::Shard;
 use crate::audit::{self as batch, AuditPlan};
 use crate::cli::{AuditArgs, MergeArgs, EXIT_CLEAN, EXIT_FINDINGS};
@@ -28,21 +30,7 @@ fn check_out(out: &std::path::Path) -> Result<(), Failure> {
 pub fn audit(args: &AuditArgs) -> Result<i32, Failure> {
     check_out(&args.out)?;
     let manifest = Manifest::load(&args.manifest).map_err(|e| Failure::Usage(e.to_string()))?;
-    let baseline = match &args.baseline {
-        Some(p) => {
-            let r = AuditRecord::read(p)
-                .map_err(|e| Failure::Usage(format!("bad --baseline: {e:#}")))?;
-            if r.fingerprint_version != FINGERPRINT_VERSION {
-                return Err(Failure::Usage(format!(
-                    "bad --baseline: {} has fingerprints of version {}, this mcheck makes version {FINGERPRINT_VERSION}: run the audit once without --baseline to make a new one",
-                    p.display(),
-                    r.fingerprint_version
-                )));
-            }
-            Some((p.clone(), r))
-        }
-        None => None,
-    };
+    let baseline = args.baseline.as_deref().map(read_baseline).transpose()?;
     let plan = AuditPlan {
         manifest,
         out: args.out.clone(),
@@ -61,12 +49,31 @@ pub fn audit(args: &AuditArgs) -> Result<i32, Failure> {
     Ok(status)
 }
 
+/// Reads a `--baseline` record (an audit.json, or a test.json of `mcheck test`) made with
+/// this mcheck's fingerprint recipe.
+pub(super) fn read_baseline(path: &Path) -> Result<(PathBuf, AuditRecord), Failure> {
+    let r =
+        AuditRecord::read(path).map_err(|e| Failure::Usage(format!("bad --baseline: {e:#}")))?;
+    if r.fingerprint_version != FINGERPRINT_VERSION {
+        return Err(Failure::Usage(format!(
+            "bad --baseline: {} has fingerprints of version {}, this mcheck makes version {FINGERPRINT_VERSION}: run once without --baseline to make a new one",
+            path.display(),
+            r.fingerprint_version
+        )));
+    }
+    Ok((path.to_path_buf(), r))
+}
+
 /// Merges shard outputs; returns the exit status.
 pub fn merge(args: &MergeArgs) -> Result<i32, Failure> {
     check_out(&args.out)?;
     let mut records = Vec::new();
     for dir in &args.shards {
-        let path = dir.join("audit.json");
+        // The shards of an audit, or of `mcheck test`.
+        let path = [dir.join("audit.json"), dir.join("test.json")]
+            .into_iter()
+            .find(|p| p.exists())
+            .unwrap_or_else(|| dir.join("audit.json"));
         records.push(AuditRecord::read(&path).map_err(|e| Failure::Usage(format!("{e:#}")))?);
     }
     let record = batch::merge::merge(records).map_err(|e| Failure::Usage(e.to_string()))?;
@@ -74,12 +81,17 @@ pub fn merge(args: &MergeArgs) -> Result<i32, Failure> {
 }
 
 /// Writes the outputs, prints the summary, gives the exit status.
-fn finish(record: &AuditRecord, out: &std::path::Path) -> Result<i32, Failure> {
+pub(super) fn finish(record: &AuditRecord, out: &std::path::Path) -> Result<i32, Failure> {
     let text = batch::write_outputs(record, out)?;
     eprint!("{text}");
     eprintln!(
-        "mcheck: audit written to {} (audit.json, results.sarif, junit.xml, summary.txt)",
-        out.display()
+        "mcheck: {} written to {} ({}, results.sarif, junit.xml, summary.txt)",
+        match record.kind {
+            RecordKind::Audit => "audit",
+            RecordKind::Test => "test results",
+        },
+        out.display(),
+        record.kind.json_name()
     );
     Ok(if record.failed() {
         EXIT_FINDINGS

@@ -1,5 +1,6 @@
 //! The things a user asks mcheck to do: check a program ([`check`]), re-run a schedule
-//! file ([`replay`]), audit many programs ([`audit`]) and merge audit shards ([`audit`]).
+//! file ([`replay`]), audit many programs ([`audit`]), check each test of a test binary
+//! ([`test`]) and merge audit shards ([`audit`]).
 //! Each returns the process exit status or a [`Failure`].
 
 pub mod audit;
@@ -7,6 +8,7 @@ pub mod check;
 pub mod claimed_outputs;
 pub mod progress;
 pub mod replay;
+pub mod test;
 
 use std::ffi::OsString;
 

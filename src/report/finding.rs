@@ -106,6 +106,17 @@ fn deserialize_system<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D:
 }
 
 impl Frame {
+    /// Whether the frame has a source file of the program's own, not of a toolchain library
+    /// (Rust's std/core/alloc sources or vendored crates, C/C++ system headers) inlined into
+    /// it.
+    pub fn is_own_source(&self) -> bool {
+        self.file.as_deref().is_some_and(|p| {
+            !(p.starts_with("/rustc/")
+                || p.starts_with("/usr/include/")
+                || p.contains("/rust/deps/"))
+        })
+    }
+
     /// `function at file:line` or `function+offset (module+offset)`, for one-line mentions.
     pub fn short(&self) -> String {
         let func = self.function.as_deref().unwrap_or("??");

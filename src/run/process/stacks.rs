@@ -115,9 +115,7 @@ impl Symbols {
 
     fn site(&mut self, addr: u64, return_address: bool) -> Frame {
         let mut frames = self.frame_at(addr, return_address);
-        let own = frames
-            .iter()
-            .position(|f| f.file.as_deref().is_some_and(|p| !is_library_source(p)));
+        let own = frames.iter().position(Frame::is_own_source);
         frames.swap_remove(own.unwrap_or(0))
     }
 
@@ -144,17 +142,46 @@ fn file_name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Whether a source path belongs to a toolchain library rather than the program.
-fn is_library_source(path: &str) -> bool {
-    path.starts_with("/rustc/") || path.starts_with("/usr/include/") || path.contains("/rust/deps/")
-}
-
-/// The innermost frame in the program's own code, else the innermost frame.
+/// The innermost frame in the program's own code, else the innermost frame. Its own code
+/// means its own sources: a frame of Rust's std or core (or a C++ header) inlined into the
+/// executable is passed over for the program's line that called it.
 pub fn primary_location(stack: &[Frame]) -> Option<Frame> {
     stack
         .iter()
-        .find(|f| f.user_code && f.file.is_some())
+        .find(|f| f.user_code && f.is_own_source())
+        .or_else(|| stack.iter().find(|f| f.user_code && f.file.is_some()))
         .or_else(|| stack.iter().find(|f| f.user_code))
         .or(stack.first())
         .cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(file: &str, line: u32) -> Frame {
+        Frame {
+            file: Some(file.to_string()),
+            line: Some(line),
+            user_code: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_finding_is_located_at_the_programs_line_not_at_inlined_std() {
+        let stack = [
+            frame("/rustc/abc/library/std/src/sys/sync/mutex/futex.rs", 73),
+            frame("/rustc/abc/library/std/src/sync/mutex.rs", 317),
+            frame("/src/rust_abba.rs", 21),
+        ];
+        let at = primary_location(&stack).unwrap();
+        assert_eq!(
+            (at.file.as_deref(), at.line),
+            (Some("/src/rust_abba.rs"), Some(21))
+        );
+        // Only library sources: the innermost of them.
+        let at = primary_location(&stack[..2]).unwrap();
+        assert_eq!(at.line, Some(73));
+    }
 }

@@ -38,6 +38,7 @@ use super::kernel::timeouts;
 use super::kernel::timeouts::Offer;
 use super::process::auxv_entry;
 use super::process::report::{describe_deadlock, finding, signal_is_caught, Reporter};
+use super::process::stacks::primary_location;
 use super::process::{Process, StopPlace};
 use super::races::happens_before;
 use super::races::AccessKey;
@@ -946,11 +947,18 @@ impl Session<'_> {
                         };
                         state.push_str(&held);
                     }
+                    let report = self.thread_report(b.thread, state);
                     if b.site != 0 && b.object.kind != ObjectKind::Thread {
-                        let at = self.worker.symbols.call_site(b.site).short();
-                        details.push(format!("T{} waits at {at}", b.thread));
+                        let site = self.worker.symbols.call_site(b.site);
+                        // A wait inside a library (Rust's futex under Mutex::lock) is told
+                        // at the program's own line on the waiting thread's stack.
+                        let at = match primary_location(&report.stack) {
+                            Some(own) if !site.is_own_source() && own.is_own_source() => own,
+                            _ => site,
+                        };
+                        details.push(format!("T{} waits at {}", b.thread, at.short()));
                     }
-                    threads.push(self.thread_report(b.thread, state));
+                    threads.push(report);
                 }
                 let message = describe_deadlock(local, &blocked);
                 let mut f = finding(FindingKind::Deadlock, message, threads);

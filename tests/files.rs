@@ -2,6 +2,7 @@
 //! native run leaves, however many executions ran from fork copies that share the
 //! program's open file descriptions (`sort -o` moves its output file onto stdout with dup2
 //! before its threads start), and every execution reads all of a stdin given as a file.
+//! Through a pipe, the program's output is its first execution's, once.
 
 mod common;
 
@@ -204,6 +205,82 @@ fn stdout_redirected_to_a_file_holds_one_run_of_output_not_one_per_execution() {
             );
         }
     }
+}
+
+/// `program - MODE` with stdout into a pipe, natively when `mcheck` is empty: what came
+/// through the pipe, and stderr.
+fn piped_stdout(mcheck: &[&str], program: &Path, mode: &str, input: &Path) -> (Vec<u8>, String) {
+    use std::io::Read;
+    let err = temp_path("stderr");
+    let mut cmd = if mcheck.is_empty() {
+        Command::new(program)
+    } else {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_mcheck"));
+        c.args(mcheck).arg("--").arg(program);
+        c
+    };
+    let mut child = cmd
+        .args(["-", mode])
+        .stdin(File::open(input).expect("input"))
+        .stdout(Stdio::piped())
+        .stderr(File::create(&err).expect("stderr file"))
+        .spawn()
+        .expect("spawn");
+    let mut pipe = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        bytes
+    });
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        assert!(start.elapsed() < LIMIT, "{mcheck:?} took too long");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let bytes = reader.join().expect("reader");
+    let stderr = fs::read_to_string(&err).unwrap_or_default();
+    let _ = fs::remove_file(&err);
+    (bytes, stderr)
+}
+
+#[test]
+fn output_through_a_pipe_is_shown_once_not_once_per_execution() {
+    let program = fixture("snapshot_output_file_ok");
+    let input = temp_path("input");
+    fs::write(&input, INPUT).unwrap();
+    let (native, _) = piped_stdout(&[], &program, "trunc", &input);
+    assert!(
+        String::from_utf8_lossy(&native).contains("byte(s) of input"),
+        "the native run wrote its report"
+    );
+    let schedules = temp_path("schedules");
+    let out = schedules.to_str().unwrap();
+    for options in [
+        // The default command, two workers.
+        &["--max-executions", "5"][..],
+        // Branch snapshots, each execution a copy of one.
+        &["--jobs", "1", "--strategy", "dfs", "--max-executions", "5"],
+        // Without snapshots, every execution launched anew.
+        &["--no-snapshots", "--max-executions", "5"],
+    ] {
+        let mut m = vec!["--out", out];
+        m.extend(options);
+        let (checked, stderr) = piped_stdout(&m, &program, "trunc", &input);
+        assert!(
+            checked == native,
+            "mcheck {options:?}: {} byte(s) came through the pipe instead of the native run's {}\n{stderr}",
+            checked.len(),
+            native.len()
+        );
+        assert!(
+            stderr.contains(
+                "the program's output above is its first execution's, not repeated for the other 4"
+            ),
+            "mcheck {options:?} says which execution's output it showed: {stderr}"
+        );
+    }
+    let _ = fs::remove_file(&input);
+    let _ = fs::remove_dir_all(&schedules);
 }
 
 #[test]

@@ -154,6 +154,13 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         result.elapsed.as_secs_f64(),
         result.stopped_because
     );
+    if let Some(note) = shown_output_note(
+        cfg.execution.program.stdio,
+        args.output.quiet_program,
+        result.executions,
+    ) {
+        eprintln!("mcheck: note: {note}");
+    }
     if result.cut_short > 0 {
         eprintln!(
             "mcheck: note: {} execution(s) were cut short when the search stopped ({}); they report nothing",
@@ -519,4 +526,31 @@ pub fn coverage_statement(
         ),
         _ => format!("{n} randomised execution(s) ({strategy}), no coverage guarantee; {verdict}"),
     }
+}
+
+/// Which execution's output the user saw, when the search ran more than one: the first
+/// one's stdout and stderr, except that a stdout redirected to a file holds, as after one
+/// native run, the output of the first execution that ran to its end (`file_journal`).
+fn shown_output_note(
+    stdio: Option<crate::run::program_stdio::StdioKinds>,
+    quiet_program: bool,
+    executions: u64,
+) -> Option<String> {
+    use crate::run::program_stdio::StreamKind;
+    if quiet_program || executions < 2 {
+        return None;
+    }
+    let others = executions - 1;
+    Some(match stdio.map(|k| k.stdout) {
+        Some(StreamKind::File) => format!(
+            "the program's stderr above is its first execution's, not repeated for the other {others}; its stdout file holds the output of the first execution that ran to its end"
+        ),
+        // A device mcheck cannot make another of: every execution writes to it.
+        Some(StreamKind::Other) => format!(
+            "the program's stderr above is its first execution's, not repeated for the other {others}; its stdout is written by every execution"
+        ),
+        _ => format!(
+            "the program's output above is its first execution's, not repeated for the other {others} (`mcheck replay` shows a finding's)"
+        ),
+    })
 }

@@ -20,7 +20,7 @@ use super::races::AccessKey;
 use super::session::launch::run_execution;
 use super::session::ExecutionOutcome;
 use super::snapshots::memory_guard::{MemoryGuard, Pressure};
-use super::worker_state::{RacyPoints, WorkerState};
+use super::worker_state::{RacyPoints, ShownOutput, WorkerState};
 use super::world::file_journal::FileJournal;
 use super::world::fs_gate::FsGate;
 use crate::explore::shard::{schedule_hash, TreeShard};
@@ -1167,6 +1167,13 @@ fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
         cut: shared.cut_signal.clone(),
         fs_gate: shared.fs_gate.clone(),
         journal: Some(shared.journal.clone()),
+        // The program's output is shown once, for the first execution (the other workers
+        // start once it has ended).
+        shown_output: if w == 0 {
+            ShownOutput::Next
+        } else {
+            ShownOutput::Hidden
+        },
         ..WorkerState::default()
     };
     // Tree searches need the same scheduling points in every execution: racy accesses

@@ -10,7 +10,7 @@ use super::instrument::plan::PlanCache;
 use super::process::cut::CutSignal;
 use super::process::stacks::Symbols;
 use super::snapshots::snapshot::Snapshots;
-use super::world::capture::StderrCapture;
+use super::world::capture::OutputCapture;
 use super::world::file_journal::FileJournal;
 use super::world::fs_gate::{FsGate, FsPass};
 use crate::detect::hash::FastHash;
@@ -43,7 +43,12 @@ pub struct WorkerState {
     /// The fork snapshots of the program (templates kept stopped).
     pub snapshots: Snapshots,
     /// The executions' stderr (one pipe for all, since templates keep it open).
-    pub capture: Option<StderrCapture>,
+    pub stderr_capture: Option<OutputCapture>,
+    /// The executions' stdout, when a search shows it once and it is a pipe, terminal or
+    /// socket (one for all, as stderr's); None when it goes where `outputs` says.
+    pub stdout_capture: Option<OutputCapture>,
+    /// Which of the worker's executions show the program's output.
+    pub shown_output: ShownOutput,
     /// The next executions run a schedule again to learn something (stacks, atomics):
     /// their stdout and stderr are not shown.
     pub quiet_rerun: bool,
@@ -76,7 +81,25 @@ pub struct WorkerState {
     pub debug_atomics: std::collections::HashMap<usize, HashSet<u64, FastHash>>,
 }
 
+/// Which executions show the program's stdout and stderr. Executions run again only to
+/// learn something (`quiet_rerun`) never do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ShownOutput {
+    /// Every execution (a replay).
+    #[default]
+    Every,
+    /// The next execution, and then none: a search shows its first execution's output.
+    Next,
+    /// None.
+    Hidden,
+}
+
 impl WorkerState {
+    /// Whether the next execution's output is shown.
+    pub fn shows_output(&self) -> bool {
+        !self.quiet_rerun && self.shown_output != ShownOutput::Hidden
+    }
+
     /// The racy points known now.
     pub fn racy_points(&self) -> RacyPoints {
         let mut p = RacyPoints {

@@ -21,6 +21,7 @@ pub mod regs;
 pub mod seccomp;
 pub mod signals;
 pub mod spawn;
+pub mod terminal;
 pub mod threads;
 pub mod watchdog;
 pub mod write_tracking;

@@ -15,10 +15,10 @@ use crate::report::FindingKind;
 use crate::run::config::ExecutionConfig;
 use crate::run::process::Process;
 use crate::run::snapshots::snapshot::{self, Restored};
-use crate::run::worker_state::WorkerState;
-use crate::run::world::capture::{failure_message, StderrCapture};
+use crate::run::worker_state::{ShownOutput, WorkerState};
+use crate::run::world::capture::{failure_message, Echo, OutputCapture};
 use crate::run::world::file_journal::{NotFaithful, ORIGIN};
-use crate::run::world::program_stdio;
+use crate::run::world::program_stdio::{self, StreamKind};
 use crate::tracee::spawn::{spawn_traced, StdioSetup};
 use crate::tracee::{procfs, threads};
 
@@ -29,11 +29,13 @@ pub fn run_execution(
     sched: &mut dyn Scheduler,
     worker: &mut WorkerState,
 ) -> Result<ExecutionOutcome> {
-    if worker.capture.is_none() {
-        worker.capture = Some(StderrCapture::start(!cfg.program.quiet)?);
-    }
-    if let Some(capture) = &worker.capture {
-        capture.begin_execution(!worker.quiet_rerun);
+    start_captures(cfg, worker)?;
+    let shown = worker.shows_output();
+    for capture in [&worker.stderr_capture, &worker.stdout_capture]
+        .into_iter()
+        .flatten()
+    {
+        capture.begin_execution(shown);
     }
     let key = cfg.snapshot_key();
     // A tree search replays a known prefix: start from the deepest branch snapshot on it,
@@ -73,7 +75,7 @@ pub fn run_execution(
             exec.snaps.may_branch(branch_key, branch_depth);
             exec.snaps.record_points(record);
             let prefix = exec.snaps.skipped();
-            if exec.worker.quiet_rerun {
+            if exec.worker.quiet_rerun && exec.worker.stdout_capture.is_none() {
                 silence_stdout(&exec);
             }
             let result = match exec.instrumenting(|i, c| i.prepare_copy(c)) {
@@ -116,11 +118,17 @@ pub fn run_execution(
         }
     };
     let stderr = worker
-        .capture
+        .stderr_capture
         .as_ref()
-        .map(StderrCapture::finish_execution)
+        .map(OutputCapture::finish_execution)
         .unwrap_or_default();
+    if let Some(capture) = &worker.stdout_capture {
+        capture.finish_execution();
+    }
     worker.outputs.finish_execution();
+    if shown && worker.shown_output == ShownOutput::Next {
+        worker.shown_output = ShownOutput::Hidden;
+    }
     let mut outcome = result?;
     let ran_to_end = outcome.exit.is_some()
         && outcome.divergence.is_none()
@@ -150,6 +158,33 @@ pub fn run_execution(
         }
     }
     Ok(outcome)
+}
+
+/// Starts the worker's captures of the program's stderr, and of its stdout when only some
+/// executions show it and it must be a pipe, terminal or socket: the template processes of
+/// fork snapshots keep them, so they are made once per worker.
+fn start_captures(cfg: &ExecutionConfig, worker: &mut WorkerState) -> Result<()> {
+    if worker.stderr_capture.is_none() {
+        let echo = if cfg.program.quiet {
+            Echo::Nowhere
+        } else {
+            Echo::Stderr
+        };
+        let capture = OutputCapture::start(StreamKind::Pipe, echo)
+            .context("a pipe for the program's stderr")?;
+        worker.stderr_capture = Some(capture);
+    }
+    let stdout_kind = cfg.program.stdio.map(|k| k.stdout);
+    if worker.stdout_capture.is_none() && worker.shown_output != ShownOutput::Every {
+        if let Some(kind @ (StreamKind::Pipe | StreamKind::Terminal | StreamKind::Socket)) =
+            stdout_kind
+        {
+            let capture = OutputCapture::start(kind, Echo::Stdout)
+                .with_context(|| format!("{} for the program's stdout", kind.describe()))?;
+            worker.stdout_capture = Some(capture);
+        }
+    }
+    Ok(())
 }
 
 /// Points the stdout of a fork copy run again only to learn something at /dev/null: the
@@ -200,15 +235,16 @@ fn put_files_back(
 
 /// Starts the program under ptrace, stopped at its exec.
 fn launch(cfg: &ExecutionConfig, worker: &mut WorkerState) -> Result<Process> {
-    let stderr_fd = match &worker.capture {
+    let stderr_fd = match &worker.stderr_capture {
         Some(c) => Some(c.writer()?),
         None => None,
     };
     let shown = !(cfg.program.quiet || worker.quiet_rerun);
-    let stdout = match cfg.program.stdio {
-        Some(kinds) => worker.outputs.stdout(kinds.stdout, shown)?,
-        None if shown => None,
-        None => Some(program_stdio::dev_null()?),
+    let stdout = match (&worker.stdout_capture, cfg.program.stdio) {
+        (Some(c), _) => Some(c.writer()?),
+        (None, Some(kinds)) => worker.outputs.stdout(kinds.stdout, shown)?,
+        (None, None) if shown => None,
+        (None, None) => Some(program_stdio::dev_null()?),
     };
     let stdin = program_stdio::stdin(cfg.program.stdio)?;
     let path = CString::new(cfg.program.path.as_os_str().as_bytes())?;

@@ -1,16 +1,20 @@
-//! The program's stderr, read through a pipe: passed on to mcheck's stderr (unless
-//! `--quiet-program`) and its tail kept, to quote an assertion or panic message.
+//! The program's stdout and stderr, read through a pipe (or a terminal or socket of
+//! mcheck's making, when that is what the program must see): passed on to mcheck's own for
+//! the executions whose output is shown, and the tail kept, to quote an assertion or panic
+//! message.
 //!
-//! One pipe serves all the executions of a worker, because fork snapshots keep its write
+//! One stream serves all the executions of a worker, because fork snapshots keep its write
 //! end open in the template process: the end of an execution is marked by a marker the
-//! tracer writes into the pipe itself once the execution's processes are gone, so everything
-//! before the marker is that execution's output.
+//! tracer writes into the stream itself once the execution's processes are gone, so
+//! everything before the marker is that execution's output.
 
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver};
+
+use super::program_stdio::StreamKind;
 
 const KEEP: usize = 64 * 1024;
 
@@ -22,21 +26,66 @@ const MARKER: &[u8] = b"\0\x01mcheck-end-of-execution\x01\0";
 const QUIET: &[u8] = b"\0\x01mcheck-quiet\x01\0";
 const SHOWN: &[u8] = b"\0\x01mcheck-shown\x01\0";
 
-/// A worker's capture of its executions' stderr.
-pub struct StderrCapture {
-    write_end: OwnedFd,
-    segments: Receiver<Vec<u8>>,
+/// Where a capture passes the shown executions' output on to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Echo {
+    /// mcheck's stdout.
+    Stdout,
+    /// mcheck's stderr.
+    Stderr,
+    /// Nowhere: only kept (`--quiet-program`).
+    Nowhere,
 }
 
-impl StderrCapture {
-    /// Creates the pipe and the thread that reads it.
-    pub fn start(echo: bool) -> std::io::Result<StderrCapture> {
+impl Echo {
+    fn write(self, bytes: &[u8]) {
+        let _ = match self {
+            Echo::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(bytes).and_then(|()| out.flush())
+            }
+            Echo::Stderr => std::io::stderr().write_all(bytes),
+            Echo::Nowhere => Ok(()),
+        };
+    }
+}
+
+/// A worker's capture of one of its executions' standard streams.
+pub struct OutputCapture {
+    write_end: OwnedFd,
+    segments: Receiver<Vec<u8>>,
+    /// A terminal's master end while the reader holds its own copy: kept so that the
+    /// terminal stays as long as the capture.
+    _master: Option<OwnedFd>,
+}
+
+impl OutputCapture {
+    /// Creates the stream, of `kind` (a pipe, a terminal like mcheck's own stdout, or a
+    /// socket; anything else is made a pipe), and the thread that reads it.
+    pub fn start(kind: StreamKind, echo: Echo) -> std::io::Result<OutputCapture> {
         // Close-on-exec: with several workers, another worker's tracee must not inherit
-        // this pipe. dup2 onto the child's fd 2 clears the flag there.
-        let (read_end, write_end) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        // this stream. dup2 onto the child's standard descriptor clears the flag there.
+        let (read_end, write_end, master): (OwnedFd, OwnedFd, _) = match kind {
+            StreamKind::Terminal => {
+                let (master, slave) = crate::tracee::terminal::open_like(std::io::stdout())?;
+                (master.try_clone()?, slave, Some(master))
+            }
+            StreamKind::Socket => {
+                let (a, b) = std::os::unix::net::UnixStream::pair()?;
+                (a.into(), b.into(), None)
+            }
+            _ => {
+                let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+                (r, w, None)
+            }
+        };
         let (tx, rx) = bounded(4);
+        let name = match echo {
+            Echo::Stdout => "mcheck-stdout",
+            _ => "mcheck-stderr",
+        };
         std::thread::Builder::new()
-            .name("mcheck-stderr".into())
+            .name(name.into())
             .spawn(move || {
                 let mut file = std::fs::File::from(read_end);
                 let mut split = MarkerSplitter::default();
@@ -46,33 +95,30 @@ impl StderrCapture {
                         Ok(0) => break,
                         Ok(n) => split.feed(
                             &buf[..n],
-                            |bytes| {
-                                if echo {
-                                    let _ = std::io::stderr().write_all(bytes);
-                                }
-                            },
+                            |bytes| echo.write(bytes),
                             |segment| {
                                 let _ = tx.send(segment);
                             },
                         ),
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        // A terminal's master reads EIO once no slave is open.
                         Err(_) => break,
                     }
                 }
             })?;
-        Ok(StderrCapture {
+        Ok(OutputCapture {
             write_end,
             segments: rx,
+            _master: master,
         })
     }
 
-    /// A descriptor for a new process's stderr.
+    /// A descriptor for a new process's standard stream.
     pub fn writer(&self) -> std::io::Result<OwnedFd> {
         self.write_end.as_fd().try_clone_to_owned()
     }
 
-    /// Starts an execution's output: shown (unless `--quiet-program`) or not. Call before
-    /// the execution runs.
+    /// Starts an execution's output: shown or not. Call before the execution runs.
     pub fn begin_execution(&self, shown: bool) {
         let marker = if shown { SHOWN } else { QUIET };
         // Below PIPE_BUF: written whole. A failed write only leaves the output shown.
@@ -80,7 +126,7 @@ impl StderrCapture {
     }
 
     /// Ends the current execution's output (call once its processes are gone) and returns
-    /// its kept tail as text.
+    /// its kept tail as text, once everything before it has been passed on.
     pub fn finish_execution(&self) -> String {
         // The marker is far below PIPE_BUF, so it is written whole, in one call.
         if nix::unistd::write(&self.write_end, MARKER) != Ok(MARKER.len()) {

@@ -160,15 +160,8 @@ impl OutputSinks {
         let (read_end, write_end): (OwnedFd, OwnedFd) = if kind == StreamKind::Pipe {
             nix::unistd::pipe2(OFlag::O_CLOEXEC).context("a pipe for the program's stdout")?
         } else {
-            let pty =
-                nix::pty::openpty(None, None).context("a terminal for the program's stdout")?;
-            for fd in [&pty.master, &pty.slave] {
-                nix::fcntl::fcntl(
-                    fd,
-                    nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-                )?;
-            }
-            (pty.master, pty.slave)
+            crate::tracee::terminal::open_like(std::io::stdout())
+                .context("a terminal for the program's stdout")?
         };
         std::thread::Builder::new()
             .name("mcheck-stdout".into())

@@ -35,6 +35,10 @@ pub struct AuditRecord {
     /// The manifest's `source_root` (SARIF locations are relative to it).
     #[serde(default)]
     pub source_root: Option<String>,
+    /// Why the audit ended before running every target (`interrupted by SIGTERM`), or
+    /// null when it ran them all (added without a version change).
+    #[serde(default)]
+    pub stopped_because: Option<String>,
     /// The targets, in manifest order.
     pub targets: Vec<TargetRecord>,
     /// Baseline findings not found this time.
@@ -80,7 +84,7 @@ pub enum TargetStatus {
     Known,
     /// Could not be checked (did not start, mcheck failed, input missing).
     Error,
-    /// Not run: the audit's time budget was spent.
+    /// Not run: the audit's time budget was spent, or the audit was interrupted.
     Skipped,
 }
 

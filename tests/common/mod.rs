@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod processes;
+
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::{fixture, fixtures, temp_path};
+use common::{assert_valid_sarif, fixture, fixtures, temp_path};
 
 /// Runs `mcheck ARGS` with a time limit; returns its exit code and stderr.
 fn run(args: &[&str], limit: Duration) -> (Option<i32>, String) {
@@ -114,26 +114,6 @@ fn expected_verdict(binary: &str) -> String {
         .as_str()
         .unwrap()
         .to_string()
-}
-
-/// Validates a SARIF file against the vendored official schema.
-fn assert_valid_sarif(path: &Path) -> Value {
-    let schema: Value = serde_json::from_str(
-        &fs::read_to_string(
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sarif-schema-2.1.0.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    let sarif: Value = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("the SARIF schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(&sarif)
-        .map(|e| format!("{} at {}", e, e.instance_path))
-        .collect();
-    assert!(errors.is_empty(), "invalid SARIF: {errors:#?}");
-    assert_eq!(sarif["version"], "2.1.0");
-    sarif
 }
 
 /// Validates a JUnit file against the vendored JUnit XSD (tests/data/junit-10.xsd, the

@@ -17,7 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::processes::{leftovers_after, processes_of, PrivateCopy};
-use common::{fixture, temp_path};
+use common::{assert_valid_sarif, fixture, temp_path};
 use serde_json::Value;
 
 /// How long processes killed by mcheck may take to disappear after it exited.
@@ -368,10 +368,11 @@ fn assert_junit(path: &Path, context: &str) {
     );
 }
 
-/// results.sarif: the deadlock a result, and an unsuccessful invocation naming the target
-/// that was not run.
+/// results.sarif: valid SARIF 2.1.0, the deadlock a result, and an unsuccessful invocation
+/// naming the target that was not run.
 fn assert_sarif(path: &Path, signal: &str, context: &str) {
-    let sarif = read_json(path, context);
+    assert!(path.exists(), "no results.sarif; {context}");
+    let sarif = assert_valid_sarif(path);
     let run = &sarif["runs"][0];
     assert_eq!(run["results"].as_array().map(Vec::len), Some(1), "{sarif}");
     let invocation = &run["invocations"][0];

@@ -243,3 +243,23 @@ pub fn clean_search(options: &[&str], program: &[&str]) -> Value {
     assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
     r.json.expect("JSON report")
 }
+
+/// Validates a SARIF file against the vendored official schema.
+pub fn assert_valid_sarif(path: &Path) -> Value {
+    let schema: Value = serde_json::from_str(
+        &fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sarif-schema-2.1.0.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let sarif: Value = serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the SARIF schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(&sarif)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(errors.is_empty(), "invalid SARIF: {errors:#?}");
+    assert_eq!(sarif["version"], "2.1.0");
+    sarif
+}

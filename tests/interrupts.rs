@@ -356,6 +356,66 @@ fn an_audit_cut_mid_way_writes_every_output() {
     }
 }
 
+/// SIGKILL of an audit whose target runs: the target's mcheck (in a process group of its
+/// own) dies with it, and so does the program.
+#[test]
+fn sigkill_of_an_audit_leaves_nothing() {
+    use std::os::unix::process::CommandExt;
+    let copy = PrivateCopy::new(&fixture(LONG));
+    let manifest = audit_manifest(&copy.dir, &copy);
+    let out_dir = temp_path("killed-audit");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcheck"))
+        .arg("audit")
+        .arg(&manifest)
+        .arg("--out")
+        .arg(&out_dir)
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn mcheck audit");
+    wait_for_program(&copy);
+    assert!(!checkers_of(&copy).is_empty(), "no target runs");
+    child.kill().expect("SIGKILL the audit");
+    let _ = child.wait();
+    let start = Instant::now();
+    while !checkers_of(&copy).is_empty() && start.elapsed() < Duration::from_secs(3) {
+        thread::sleep(Duration::from_millis(20));
+    }
+    let _ = fs::remove_dir_all(&out_dir);
+    let survivors = checkers_of(&copy);
+    for pid in &survivors {
+        // Started by this test's audit: ended here so that a failure leaves nothing either.
+        let _ = Command::new("kill").args(["-KILL", pid]).status();
+    }
+    assert!(
+        survivors.is_empty(),
+        "target mcheck outlives the audit: {survivors:?}"
+    );
+    let left = leftovers_after(&copy, Duration::from_secs(3));
+    assert!(left.is_empty(), "left behind:\n  {}", left.join("\n  "));
+}
+
+/// The pids of mcheck processes checking `copy` (its path is on their command line).
+fn checkers_of(copy: &PrivateCopy) -> Vec<String> {
+    let exe = copy.exe.display().to_string();
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let comm = fs::read_to_string(e.path().join("comm")).ok()?;
+            let cmdline = fs::read(e.path().join("cmdline")).ok()?;
+            let is_checker =
+                comm.trim() == "mcheck" && String::from_utf8_lossy(&cmdline).contains(exe.as_str());
+            is_checker.then(|| pid.to_string())
+        })
+        .collect()
+}
+
 /// junit.xml: the deadlock a failure, the cut target a success, the last one skipped.
 fn assert_junit(path: &Path, context: &str) {
     let xml = fs::read_to_string(path).unwrap_or_else(|e| panic!("junit.xml: {e}; {context}"));

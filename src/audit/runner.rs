@@ -190,6 +190,8 @@ pub fn run_one(batch: &Batch, job: &Job) -> Outcome {
         // a CI cancellation) reaches the audit only, which passes it on once; a second
         // copy would make the target exit at once, without its report.
         .process_group(0);
+    // Nor does a SIGKILL of the audit's group then reach it: it dies with the audit.
+    crate::tracee::spawn::die_with_parent(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return fail(format!("cannot run {}: {e}", batch.mcheck.display())),

@@ -70,6 +70,27 @@ fn sys<T>(what: &'static str, r: nix::Result<T>) -> Result<T, SpawnError> {
     r.map_err(|errno| SpawnError::Sys { what, errno })
 }
 
+/// Makes the process `command` starts die (SIGKILL) when the thread that started it ends:
+/// one in a process group of its own is not reached by a SIGKILL to its parent's group,
+/// and must not outlive a parent killed that way (`mcheck audit` and its targets' mcheck).
+pub fn die_with_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the child between fork and exec and only calls prctl and
+    // getppid, which are async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            if libc::getppid() != parent {
+                // The parent died before the death signal was set.
+                return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Whether mcheck runs in the foreground process group of its controlling terminal (an
 /// interactive run, where the program keeps mcheck's process group).
 pub fn in_terminal_foreground() -> bool {

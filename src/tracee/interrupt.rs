@@ -85,9 +85,47 @@ fn copy_of_first(origin: u64, now: u64) -> bool {
         && (at == 0 || now.saturating_sub(at) < SAME_REQUEST_NS)
 }
 
+/// After a terminal hangup (the ssh session or terminal window mcheck ran in is gone: the
+/// kernel's SIGHUP) writes to the terminal fail with EIO, and Rust's printing macros panic
+/// on that: the progress line or the summary would end mcheck before its report files are
+/// written. Standard output and error on a hung-up terminal (its ioctls fail with EIO) are
+/// pointed at /dev/null instead. Async-signal-safe.
+fn leave_hung_up_terminal() {
+    for fd in [1, 2] {
+        // SAFETY: an all-zero termios is valid; TCGETS only writes it; errno is read right
+        // after the failed call; open, dup2 and close are async-signal-safe.
+        unsafe {
+            let mut modes: libc::termios = std::mem::zeroed();
+            if libc::ioctl(fd, libc::TCGETS, &mut modes) == 0
+                || *libc::__errno_location() != libc::EIO
+            {
+                continue;
+            }
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if null >= 0 {
+                libc::dup2(null, fd);
+                libc::close(null);
+            }
+        }
+    }
+}
+
 extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: __errno_location gives this thread's errno, valid for the thread's life.
+    let errno = unsafe { *libc::__errno_location() };
+    noted(sig, info);
+    // SAFETY: as above; the interrupted code finds errno as it left it.
+    unsafe { *libc::__errno_location() = errno };
+}
+
+/// The body of the handler: notes the first signal, ignores a copy of it, exits at once at
+/// a second one.
+fn noted(sig: libc::c_int, info: *const libc::siginfo_t) {
     let from = origin(sig, info);
     let now = monotonic_ns();
+    if sig == libc::SIGHUP {
+        leave_hung_up_terminal();
+    }
     if COUNT.fetch_add(1, Ordering::SeqCst) == 0 {
         FIRST_ORIGIN.store(from, Ordering::SeqCst);
         FIRST_AT.store(now, Ordering::SeqCst);

@@ -241,6 +241,115 @@ fn sigcont_sent_to_the_program_is_not_an_internal_error() {
     assert_stopped_cleanly(&copy, &out, "SIGTERM", &format!("{sent} SIGCONT sent"));
 }
 
+/// mcheck with `args`, in the foreground of a pseudo-terminal of its own (`script`, which
+/// makes it a session leader with the terminal as its controlling one): what it writes
+/// there is dropped; what is written to `script`'s stdin is typed at the terminal.
+fn in_terminal(args: &[String]) -> std::process::Child {
+    in_terminal_after("", args)
+}
+
+/// [`in_terminal`], with the shell command `before` run first (`exec` runs mcheck).
+fn in_terminal_after(before: &str, args: &[String]) -> std::process::Child {
+    let quoted: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_mcheck").to_string())
+        .chain(args.iter().cloned())
+        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+        .collect();
+    let command = format!("{before} exec {}", quoted.join(" "));
+    Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("script (util-linux) runs mcheck in a pseudo-terminal")
+}
+
+/// Waits up to 30 s for `copy`'s report, then for its processes to be gone.
+fn wait_for_report(copy: &PrivateCopy) -> Value {
+    let start = Instant::now();
+    let mut report = None;
+    while report.is_none() && start.elapsed() < Duration::from_secs(30) {
+        thread::sleep(Duration::from_millis(50));
+        report = fs::read_to_string(report_path(copy))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+    }
+    let left = leftovers_after(copy, Duration::from_secs(3));
+    assert!(left.is_empty(), "left behind:\n  {}", left.join("\n  "));
+    report.expect("the report")
+}
+
+/// Ctrl-C typed at the terminal mcheck runs in the foreground of: the search ends with its
+/// report, and the copy of SIGINT the terminal sends the program (which shares mcheck's
+/// process group there) is not reported as the program's death.
+#[test]
+fn ctrl_c_at_the_terminal_ends_the_search_with_its_report() {
+    use std::io::Write;
+    let copy = PrivateCopy::new(&fixture(LONG));
+    let mut script = in_terminal(&search_args(&copy));
+    wait_for_program(&copy);
+    let mut keys = script.stdin.take().expect("the terminal's input");
+    keys.write_all(b"\x03").expect("type Ctrl-C");
+    keys.flush().expect("type Ctrl-C");
+    let report = wait_for_report(&copy);
+    drop(keys);
+    let _ = script.kill();
+    let _ = script.wait();
+    assert_eq!(
+        report["stopped_because"], "interrupted by SIGINT",
+        "{report}"
+    );
+    assert!(
+        report["findings"].as_array().unwrap().is_empty(),
+        "{report}"
+    );
+}
+
+/// The terminal goes away (its window closed, the ssh connection lost): the kernel's SIGHUP
+/// ends the search, and the report is written although the summary can no longer be shown.
+#[test]
+fn a_terminal_hangup_ends_the_search_with_its_report() {
+    let copy = PrivateCopy::new(&fixture(LONG));
+    let mut script = in_terminal(&search_args(&copy));
+    wait_for_program(&copy);
+    // The terminal's master side closes with `script`.
+    script.kill().expect("kill script");
+    let _ = script.wait();
+    let report = wait_for_report(&copy);
+    assert_eq!(
+        report["stopped_because"], "interrupted by SIGHUP",
+        "{report}"
+    );
+}
+
+/// The terminal mcheck runs in the foreground of is resized over and over: the kernel sends
+/// SIGWINCH to the foreground process group, the program included, at any moment (in a
+/// step over one of mcheck's breakpoints, too). It is the program's (ignored by default),
+/// never a finding: the step used to end without executing the instruction, so that a
+/// `pthread_join` was seen twice ("joins thread T7, which thread T0 already joined").
+#[test]
+fn resizing_the_terminal_is_not_a_finding() {
+    let copy = PrivateCopy::new(&fixture(LONG));
+    let mut args = search_args(&copy);
+    let budget = args.iter().position(|a| a == "100000").expect("the budget");
+    args[budget] = "150".into();
+    // Ends when the terminal does (stty fails on a hung-up terminal).
+    let resize = "sh -c 'while stty cols 80 && stty cols 81; do :; done' \
+                  </dev/tty >/dev/null 2>&1 &";
+    let mut script = in_terminal_after(resize, &args);
+    let report = wait_for_report(&copy);
+    let _ = script.kill();
+    let _ = script.wait();
+    assert_eq!(
+        report["stopped_because"], "execution budget spent",
+        "{report}"
+    );
+    assert!(
+        report["findings"].as_array().unwrap().is_empty(),
+        "{report}"
+    );
+}
+
 /// The pids of the program's processes (live ones; zombies cannot be signalled anyway).
 fn pids_of(copy: &PrivateCopy) -> Vec<i32> {
     processes_of(copy)

@@ -12,11 +12,13 @@
 //!
 //! Needs the fixtures: run `make fixtures` first.
 
+mod common;
+
+use common::processes::{leftovers_after, processes_of, PrivateCopy};
 use serde_json::Value;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -82,95 +84,6 @@ fn fixture(name: &str) -> Fixture {
         binary,
         args: strings(e.get("args")),
         options: strings(e.get("options")),
-    }
-}
-
-/// A private copy of a fixture binary with a unique short name; the directory is
-/// removed on drop.
-struct PrivateCopy {
-    dir: PathBuf,
-    exe: PathBuf,
-    comm: String,
-}
-
-impl PrivateCopy {
-    fn new(original: &Path) -> PrivateCopy {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let pid = std::process::id();
-        let dir = std::env::temp_dir().join(format!("mcheck-leftovers-{pid}-{n}"));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("create temp dir");
-        // At most 15 bytes, so that it equals the kernel's comm for the process.
-        let mut name = format!("mcl{pid:x}n{n}");
-        name.truncate(15);
-        let exe = dir.join(&name);
-        fs::copy(original, &exe).expect("copy fixture binary");
-        PrivateCopy {
-            dir,
-            exe,
-            comm: name,
-        }
-    }
-}
-
-impl Drop for PrivateCopy {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Processes belonging to `copy`: `(pid, state, comm, exe)` for each.
-fn processes_of(copy: &PrivateCopy) -> Vec<String> {
-    let mut found = Vec::new();
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let fname = entry.file_name();
-        let Some(pid) = fname
-            .to_str()
-            .filter(|s| s.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        let proc_dir = entry.path();
-        let exe = fs::read_link(proc_dir.join("exe")).ok();
-        let exe_matches = exe.as_ref().is_some_and(|e| {
-            // A deleted file shows as "<path> (deleted)".
-            e == &copy.exe || e.to_string_lossy().strip_suffix(" (deleted)") == copy.exe.to_str()
-        });
-        let stat = fs::read_to_string(proc_dir.join("stat")).unwrap_or_default();
-        let (comm, state, ppid) = match (stat.find('('), stat.rfind(')')) {
-            (Some(a), Some(b)) if b > a => {
-                let rest: Vec<&str> = stat[b + 1..].split_whitespace().collect();
-                (
-                    stat[a + 1..b].to_string(),
-                    rest.first().copied().unwrap_or("?").to_string(),
-                    rest.get(1).copied().unwrap_or("?").to_string(),
-                )
-            }
-            _ => (String::new(), "?".to_string(), "?".to_string()),
-        };
-        if exe_matches || comm == copy.comm {
-            found.push(format!(
-                "pid {pid} state {state} ppid {ppid} comm {comm:?} exe {}",
-                exe.map_or("<unreadable>".to_string(), |e| e.display().to_string())
-            ));
-        }
-    }
-    found
-}
-
-/// Polls until no process of `copy` exists, or `grace` has passed.
-fn leftovers_after(copy: &PrivateCopy, grace: Duration) -> Vec<String> {
-    let start = Instant::now();
-    loop {
-        let found = processes_of(copy);
-        if found.is_empty() || start.elapsed() >= grace {
-            return found;
-        }
-        thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -463,7 +376,9 @@ fn sigint_and_sigterm_end_the_search_with_a_report() {
     }
 }
 
-/// A second SIGINT exits at once, without a report, yet leaves no traced process.
+/// A second SIGINT exits at once, without a report, yet leaves no traced process. (It
+/// comes from another process: a copy of the first from the same sender within a second is
+/// the same request, as `timeout` sends one to mcheck and one to its process group.)
 #[test]
 fn a_second_sigint_exits_at_once_and_leaves_nothing() {
     use nix::sys::signal::Signal;
@@ -471,10 +386,9 @@ fn a_second_sigint_exits_at_once_and_leaves_nothing() {
     let mut child = interruptible_search(&copy, false);
     signal(child.id() as i32, Signal::SIGINT);
     thread::sleep(Duration::from_millis(5));
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        Signal::SIGINT,
-    );
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
     let status = wait_limited(&mut child, Duration::from_secs(20));
     let log = fs::read_to_string(copy.dir.join("mcheck.log")).unwrap_or_default();
     let left = leftovers_after(&copy, GRACE_AFTER_KILL);

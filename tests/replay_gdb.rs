@@ -2,7 +2,8 @@
 //! registers with fs_base, stacks with the fixture's source lines, globals, breakpoints and
 //! continue to the same finding as plain `mcheck replay`, `next`/`stepi` under the schedule,
 //! messages in gdb's console, monitor commands, reverse-continue and reverse-stepi,
-//! Ctrl-C, extended-remote; and no traced process left behind when gdb is killed.
+//! Ctrl-C, extended-remote; a port probe before gdb connects; and no traced process left
+//! behind when gdb is killed.
 
 mod common;
 
@@ -948,12 +949,19 @@ fn killing_gdb_leaves_no_traced_process() {
         .arg(format!("target remote {}", server.address))
         .arg(&program)
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("gdb");
-    // The program waits at main under mcheck, gdb is connected.
+    // The program waits at main under mcheck, gdb is connected and has shown where it is
+    // (killed during its handshake, gdb would be a probe mcheck waits past).
     assert!(server.wait_for("gdb connected"), "{:?}", server.seen);
+    let shown = gdb.stdout.take().map(BufReader::new).expect("gdb's stdout");
+    let at_main = shown
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.contains("main ("));
+    assert!(at_main, "gdb did not show main: {:?}", server.seen);
     let traced = server.children();
     assert!(!traced.is_empty(), "mcheck runs no program");
     thread::sleep(Duration::from_millis(300));
@@ -971,6 +979,38 @@ fn killing_gdb_leaves_no_traced_process() {
             "process {pid} left behind: {err}"
         );
     }
+}
+
+/// A connection that opens and closes without a word (a port check, a readiness probe,
+/// `nc -z`) does not end the replay: mcheck says so and serves the gdb that connects next,
+/// which gets the whole session.
+#[test]
+fn a_probe_of_the_port_does_not_end_the_replay() {
+    let out = temp_path("gdb-probe");
+    let program = fixture("abba_O0");
+    let schedule = schedule_of(&program, &out);
+    let mut server = Server::start(&schedule, &How::default());
+    drop(std::net::TcpStream::connect(&server.address).expect("connect to mcheck's port"));
+    assert!(
+        server.wait_for("ended before a gdb session began"),
+        "{:?}",
+        server.seen
+    );
+    let commands = ["info threads", "continue", "monitor finding", "kill"];
+    let text = gdb(&server, &program, &commands, How::default());
+    let (code, err) = server.finish();
+    let _ = fs::remove_dir_all(&out);
+    assert!(err.contains("waiting for gdb again on"), "{err}");
+    assert!(
+        text.contains("(T0)") && text.contains("main () at src/c/abba.c"),
+        "{text}"
+    );
+    assert!(
+        text.contains("mcheck: stopped at the finding: deadlock"),
+        "{text}"
+    );
+    assert!(err.contains("gdb session ended (Kill)"), "{err}");
+    assert_eq!(code, Some(1), "{err}");
 }
 
 /// What a gdb session showed of the program: values printed, breakpoint and watchpoint

@@ -61,6 +61,7 @@ pub fn merge(records: Vec<AuditRecord>) -> Result<AuditRecord, MergeError> {
             .iter()
             .map(|r| r.elapsed_seconds)
             .fold(0.0, f64::max),
+        stopped_because: records.iter().find_map(|r| r.stopped_because.clone()),
         targets,
         fixed,
         ..first

@@ -124,6 +124,8 @@ pub fn run(plan: &AuditPlan) -> anyhow::Result<AuditRecord> {
             .source_root
             .as_ref()
             .map(|p| p.to_string_lossy().into_owned()),
+        stopped_because: crate::tracee::interrupt::received()
+            .map(|s| format!("interrupted by {s}")),
         targets,
         fixed: Vec::new(),
     };

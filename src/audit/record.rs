@@ -43,6 +43,10 @@ pub struct AuditRecord {
     /// The manifest's `source_root` (SARIF locations are relative to it).
     #[serde(default)]
     pub source_root: Option<String>,
+    /// Why the audit ended before running every target (`interrupted by SIGTERM`), or
+    /// null when it ran them all (added without a version change).
+    #[serde(default)]
+    pub stopped_because: Option<String>,
     /// The targets, in manifest order.
     pub targets: Vec<TargetRecord>,
     /// Baseline findings not found this time.
@@ -151,7 +155,8 @@ pub enum TargetStatus {
     Known,
     /// Could not be checked (did not start, mcheck failed, input missing).
     Error,
-    /// Not run: the audit's time budget was spent, or an ignored test.
+    /// Not run: the audit's time budget was spent, an ignored test, or the audit was
+    /// interrupted.
     Skipped,
     /// A test that failed when run without mcheck, without any interleaving: not a
     /// concurrency bug, and not searched.

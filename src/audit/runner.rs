@@ -2,12 +2,14 @@
 //! target that crashes, hangs or cannot start fails alone), at most `jobs` at a time, inside
 //! the audit's global time budget. Every target writes into its own directory under
 //! `OUT/targets/NAME/`: `report.json`, `stderr.txt` (mcheck's human report) and its
-//! schedule files. SIGINT or SIGTERM is passed on to the running targets, which end their
+//! schedule files. SIGINT, SIGTERM, SIGHUP or SIGQUIT is passed on to the running targets
+//! (each in a process group of its own, so that it gets the signal once), which end their
 //! searches with a report; targets not started yet are skipped. A job may first run its
 //! program once without mcheck (`mcheck test`): if that fails, the target is not searched.
 
 use std::collections::VecDeque;
 use std::fs::File;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -287,7 +289,13 @@ pub fn run_one(batch: &Batch, job: &Job) -> Outcome {
         .current_dir(&t.dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(stderr);
+        .stderr(stderr)
+        // A group of its own: a signal to the audit's process group (Ctrl-C, `timeout`,
+        // a CI cancellation) reaches the audit only, which passes it on once; a second
+        // copy would make the target exit at once, without its report.
+        .process_group(0);
+    // Nor does a SIGKILL of the audit's group then reach it: it dies with the audit.
+    crate::tracee::spawn::die_with_parent(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return fail(format!("cannot run {}: {e}", batch.mcheck.display())),
@@ -300,9 +308,8 @@ pub fn run_one(batch: &Batch, job: &Job) -> Outcome {
             Ok(None) => {}
             Err(e) => return fail(format!("waiting for mcheck: {e}")),
         }
-        // SIGINT/SIGTERM to the audit: each running target ends its search and writes its
-        // report (a Ctrl-C on a terminal reaches them directly too), then the audit writes
-        // its outputs.
+        // SIGINT/SIGTERM/SIGHUP/SIGQUIT to the audit: each running target ends its search
+        // and writes its report, then the audit writes its outputs.
         if let (Some(sig), false) = (crate::tracee::interrupt::received(), forwarded) {
             if let Ok(pid) = i32::try_from(child.id()) {
                 let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);

@@ -2,17 +2,18 @@
 //! dashboards read), built with the `serde-sarif` crate. One result per finding: its source
 //! locations, the other threads' innermost frames as related locations, the fingerprint in
 //! `partialFingerprints`, the baseline state, suppressions, and the replay command in the
-//! message.
+//! message. Targets that were not run or could not be checked are notifications of the
+//! run's invocation, which is unsuccessful when the audit was interrupted.
 
 use std::collections::BTreeMap;
 
 use serde_sarif::sarif::{
-    ArtifactLocation, Location, LogicalLocation, Message, MultiformatMessageString,
-    PhysicalLocation, PropertyBag, Region, ReportingDescriptor, Result as SarifResult, ResultLevel,
-    Run, Sarif, Suppression, Tool, ToolComponent,
+    ArtifactLocation, Invocation, Location, LogicalLocation, Message, MultiformatMessageString,
+    Notification, PhysicalLocation, PropertyBag, Region, ReportingDescriptor,
+    Result as SarifResult, ResultLevel, Run, Sarif, Suppression, Tool, ToolComponent,
 };
 
-use super::record::{AuditRecord, BaselineState, FindingMark};
+use super::record::{AuditRecord, BaselineState, FindingMark, TargetStatus};
 use crate::cli::shell_quote;
 use crate::report::{Finding, FindingKind, Frame};
 
@@ -71,6 +72,7 @@ pub fn sarif(record: &AuditRecord) -> Sarif {
         .tool(Tool::builder().driver(driver).build())
         .results(results)
         .build();
+    run.invocations = invocation(record).map(|i| vec![i]);
     if let Some(root) = root {
         let mut base = BTreeMap::new();
         let uri = format!("{}/", file_uri(root.trim_end_matches('/')));
@@ -85,6 +87,43 @@ pub fn sarif(record: &AuditRecord) -> Sarif {
         .version(serde_json::Value::String("2.1.0".into()))
         .runs(vec![run])
         .build()
+}
+
+/// The invocation, when there is something to say about it: the audit was interrupted
+/// (then it is not successful), or targets were not run or could not be checked (one
+/// notification each, naming the target).
+fn invocation(record: &AuditRecord) -> Option<Invocation> {
+    let notifications: Vec<Notification> = (record.targets.iter())
+        .filter_map(|t| {
+            let level = match t.status {
+                TargetStatus::Skipped => "note",
+                TargetStatus::Error => "error",
+                _ => return None,
+            };
+            let why = t.error.as_deref().unwrap_or("not checked");
+            Some(
+                Notification::builder()
+                    .message(
+                        Message::builder()
+                            .text(format!("[{}] {why}", t.name))
+                            .build(),
+                    )
+                    .level(serde_json::Value::String(level.into()))
+                    .build(),
+            )
+        })
+        .collect();
+    if notifications.is_empty() && record.stopped_because.is_none() {
+        return None;
+    }
+    let mut invocation = Invocation::builder()
+        .execution_successful(record.stopped_because.is_none())
+        .tool_execution_notifications(notifications)
+        .build();
+    if let Some(why) = &record.stopped_because {
+        invocation.exit_code_description = Some(format!("the audit was {why}"));
+    }
+    Some(invocation)
 }
 
 /// One finding as a SARIF result.

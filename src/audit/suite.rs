@@ -206,6 +206,8 @@ pub fn run(
             .as_ref()
             .map(|(p, _)| p.to_string_lossy().into_owned()),
         source_root: None,
+        stopped_because: crate::tracee::interrupt::received()
+            .map(|s| format!("interrupted by {s}")),
         targets,
         fixed: Vec::new(),
     };
@@ -231,6 +233,7 @@ pub fn combine(manifest: String, records: Vec<AuditRecord>, elapsed: Duration) -
         elapsed_seconds: elapsed.as_secs_f64(),
         baseline: records.iter().find_map(|r| r.baseline.clone()),
         source_root: None,
+        stopped_because: records.iter().find_map(|r| r.stopped_because.clone()),
         targets: Vec::new(),
         fixed: Vec::new(),
     };

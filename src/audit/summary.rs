@@ -153,6 +153,12 @@ pub fn summary(record: &AuditRecord) -> String {
         record.fixed.len(),
         record.elapsed_seconds
     );
+    if let Some(why) = &record.stopped_because {
+        let _ = writeln!(
+            s,
+            "The audit was {why}: the targets running then ended their searches early (their coverage says how far they came), the others were not run."
+        );
+    }
     s
 }
 

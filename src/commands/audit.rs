@@ -28,6 +28,8 @@ fn check_out(out: &std::path::Path) -> Result<(), Failure> {
 
 /// Runs an audit; returns the exit status.
 pub fn audit(args: &AuditArgs) -> Result<i32, Failure> {
+    // SIGINT, SIGTERM, SIGHUP and SIGQUIT end the audit cleanly, with its outputs.
+    crate::tracee::interrupt::install().context("installing the signal handlers")?;
     check_out(&args.out)?;
     let manifest = Manifest::load(&args.manifest).map_err(|e| Failure::Usage(e.to_string()))?;
     let baseline = args.baseline.as_deref().map(read_baseline).transpose()?;
@@ -39,8 +41,6 @@ pub fn audit(args: &AuditArgs) -> Result<i32, Failure> {
         baseline,
         mcheck: std::env::current_exe().context("finding the mcheck executable")?,
     };
-    // SIGINT and SIGTERM end the audit cleanly, with its outputs.
-    crate::tracee::interrupt::install().context("installing the SIGINT/SIGTERM handlers")?;
     let record = batch::run(&plan)?;
     let status = finish(&record, &args.out)?;
     if let Some(path) = &args.sarif {

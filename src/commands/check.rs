@@ -23,6 +23,9 @@ use crate::run::{
 
 /// Runs a search as the options say; returns the exit status.
 pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
+    // SIGINT, SIGTERM, SIGHUP and SIGQUIT end the search cleanly, with its report; from the
+    // start, so that one that comes while the program is being read does too.
+    crate::tracee::interrupt::install().context("installing the signal handlers")?;
     let program = resolve_program(&args.command[0]).map_err(|e| Failure::Usage(e.to_string()))?;
     check_program(&program).map_err(|e| Failure::Usage(e.to_string()))?;
     if args.bounded_por && !matches!(args.strategy, StrategyName::Icb | StrategyName::Portfolio) {
@@ -96,8 +99,6 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         shard: share.tree,
     };
     let strategy = cfg.plan.name();
-    // SIGINT and SIGTERM end the search cleanly, with its report.
-    crate::tracee::interrupt::install().context("installing the SIGINT/SIGTERM handlers")?;
     let json_file = args.output.json.as_deref();
     let claimed = super::claimed_outputs::claim(Some(&args.out), json_file.as_slice());
     let mut display = ProgressDisplay::new(args.progress, share.max_executions, cfg.time_limit);

@@ -38,7 +38,7 @@ pub fn test(args: &TestArgs) -> Result<i32, Failure> {
         return Ok(EXIT_CLEAN);
     }
     // SIGINT and SIGTERM end the run cleanly, with its outputs.
-    crate::tracee::interrupt::install().context("installing the SIGINT/SIGTERM handlers")?;
+    crate::tracee::interrupt::install().context("installing the signal handlers")?;
     let total = selection
         .tests
         .iter()

@@ -168,27 +168,37 @@ fn parse_exit(s: &str) -> Option<StopKind> {
     Some(StopKind::Killed(sig as i32))
 }
 
-/// The gdb thread: accepts one connection and serves it until gdb goes away or the replay
-/// ends. Dropping the target closes the channels, which ends the replay if it still runs.
+/// The gdb thread: accepts connections and serves them until a gdb session ends (gdb goes
+/// away or the replay ends). A connection that ends before gdb looked at the program (a
+/// port probe, a readiness check, `nc -z`, a gdb killed during its handshake) left the
+/// replay as it was: it is logged and the next connection is served, as gdbserver does.
+/// Dropping the target closes the channels, which ends the replay if it still runs.
 fn serve_gdb(listener: TcpListener, target: &mut ReplayTarget, attach: &str) {
     if target.wait_first_stop().is_err() {
         eprintln!("mcheck: the replay ended before reaching its first stop");
         return;
     }
     eprintln!("{attach}");
-    let conn: TcpStream = match listener.accept() {
-        Ok((c, peer)) => {
-            eprintln!("mcheck: gdb connected from {peer}");
-            c
+    loop {
+        let (conn, peer): (TcpStream, _) = match listener.accept() {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                eprintln!("mcheck: --gdb: accepting gdb's connection: {e}");
+                return;
+            }
+        };
+        eprintln!("mcheck: gdb connected from {peer}");
+        let before = target.requests_sent();
+        let result = gdbstub::stub::GdbStub::new(conn).run_blocking::<ReplayLoop>(target);
+        match result {
+            Err(e) if target.requests_sent() == before => {
+                eprintln!(
+                    "mcheck: the connection from {peer} ended before a gdb session began ({e}); waiting for gdb again on {}",
+                    listener.local_addr().map_or_else(|_| "the same address".into(), |a| a.to_string())
+                );
+            }
+            Ok(reason) => return eprintln!("mcheck: gdb session ended ({reason:?})"),
+            Err(e) => return eprintln!("mcheck: gdb session failed: {e}"),
         }
-        Err(e) => {
-            eprintln!("mcheck: --gdb: accepting gdb's connection: {e}");
-            return;
-        }
-    };
-    let gdb = gdbstub::stub::GdbStub::new(conn);
-    match gdb.run_blocking::<ReplayLoop>(target) {
-        Ok(reason) => eprintln!("mcheck: gdb session ended ({reason:?})"),
-        Err(e) => eprintln!("mcheck: gdb session failed: {e}"),
     }
 }

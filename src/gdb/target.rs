@@ -64,6 +64,8 @@ pub struct ReplayTarget {
     pub(super) snapshots: Arc<std::sync::Mutex<super::checkpoints::SnapshotLog>>,
     /// The thread whose registers gdb read last: the one it shows.
     pub(super) selected: Option<usize>,
+    /// Requests sent to the executor so far (see [`ReplayTarget::requests_sent`]).
+    sent: std::cell::Cell<u64>,
 }
 
 /// The executor went away: the replay is over.
@@ -94,7 +96,22 @@ impl ReplayTarget {
             goal: Goal::Continue,
             ended: false,
             selected: None,
+            sent: std::cell::Cell::new(0),
         }
+    }
+
+    /// How many requests were sent to the executor so far. A gdb connection during which
+    /// this did not change did not touch the replay: gdb's handshake (`qSupported`,
+    /// `QStartNoAckMode`...) is answered by gdbstub alone, and the first request is gdb's
+    /// first look at the program (its registers, once it knows why the program stopped).
+    pub fn requests_sent(&self) -> u64 {
+        self.sent.get()
+    }
+
+    /// Sends `req` to the executor.
+    fn send(&self, req: Request) -> Result<(), Gone> {
+        self.sent.set(self.sent.get() + 1);
+        self.requests.send(req).map_err(|_| Gone)
     }
 
     /// Waits for the replay's first stop (at `main` or `--until`).
@@ -111,7 +128,7 @@ impl ReplayTarget {
         if self.ended {
             return Err(Gone);
         }
-        self.requests.send(req).map_err(|_| Gone)?;
+        self.send(req)?;
         self.replies.recv().map_err(|_| Gone)
     }
 
@@ -157,9 +174,7 @@ impl ReplayTarget {
         if self.ended {
             return Err(Gone);
         }
-        self.requests
-            .send(Request::Resume(goal))
-            .map_err(|_| Gone)?;
+        self.send(Request::Resume(goal))?;
         let stop = self.wait_stop(tick)?;
         self.note_stop(stop);
         self.last.as_ref().ok_or(Gone)
@@ -192,8 +207,7 @@ impl ReplayTarget {
         if self.ended {
             return Err("the replay ended");
         }
-        self.requests
-            .send(Request::Back(back))
+        self.send(Request::Back(back))
             .map_err(|_| "the replay ended")
     }
 
@@ -340,8 +354,7 @@ impl MultiThreadResume for ReplayTarget {
             return Ok(());
         }
         let goal = std::mem::replace(&mut self.goal, Goal::Continue);
-        self.requests
-            .send(Request::Resume(goal))
+        self.send(Request::Resume(goal))
             .map_err(|_| "the replay ended")
     }
 

@@ -133,10 +133,24 @@ fn ignore_gone(r: nix::Result<()>) -> nix::Result<()> {
     }
 }
 
-/// Whether the signal of the signal-delivery stop `tid` is in was sent by a process (kill,
-/// tgkill, sigqueue...) rather than raised by an instruction (a fault or trap).
+/// si_code of a signal the kernel sent itself: the terminal's SIGINT, SIGQUIT, SIGHUP,
+/// SIGWINCH... but also SIGSEGV for a general-protection fault.
+const SI_KERNEL: i32 = 0x80;
+
+/// Whether the signal of the signal-delivery stop `tid` is in was sent (by a process: kill,
+/// tgkill, sigqueue...; or by the kernel for the terminal: Ctrl-C, a resize, a hangup)
+/// rather than raised by an instruction (a fault or trap).
 pub fn signal_was_sent(tid: Pid) -> bool {
-    ptrace::getsiginfo(tid).is_ok_and(|si| si.si_code <= 0)
+    ptrace::getsiginfo(tid).is_ok_and(|si| {
+        let fault = [
+            libc::SIGSEGV,
+            libc::SIGBUS,
+            libc::SIGFPE,
+            libc::SIGILL,
+            libc::SIGTRAP,
+        ];
+        si.si_code <= 0 || (si.si_code == SI_KERNEL && !fault.contains(&si.si_signo))
+    })
 }
 
 /// The faulting address of the signal-delivery stop `tid` is in (si_addr).

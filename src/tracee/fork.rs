@@ -88,28 +88,32 @@ fn fork_blocked(pid: Pid, from: ForkFrom, restore: &Regs) -> Result<Pid, ForkErr
             r.rax = SYS_CLONE;
             r.orig_rax = u64::MAX;
             regs::set(pid, r)?;
-            ptrace::cont(pid, None)?;
-            expect(
+            go_expect(
                 pid,
+                Go::Cont,
                 |e| matches!(e, Event::Seccomp),
                 "the injected clone's seccomp stop",
             )?;
         }
     }
-    ptrace::cont(pid, None)?;
-    let child = match wait_for(pid)? {
-        Event::Fork(child) => child,
-        other => {
-            return Err(ForkError::Unexpected(format!(
-                "{other:?} instead of the fork event"
-            )))
+    let child = loop {
+        match go_and_wait(pid, Go::Cont)? {
+            Event::Fork(child) => break child,
+            // A job-control stop pending in the tracee (a SIGCONT was sent to it) makes
+            // clone fail with ERESTARTNOINTR: the clone is entered again after the stop.
+            Event::Seccomp => continue,
+            other => {
+                return Err(ForkError::Unexpected(format!(
+                    "{other:?} instead of the fork event"
+                )))
+            }
         }
     };
     let child_ready = settle_copy(child, restore);
     // Let the clone return, then put the tracee back as it was.
-    ptrace::syscall(pid, None)?;
-    expect(
+    go_expect(
         pid,
+        Go::Syscall,
         |e| matches!(e, Event::Trap),
         "the clone's syscall-exit stop",
     )?;
@@ -167,6 +171,47 @@ pub fn wait_for(pid: Pid) -> Result<Event, ForkError> {
 /// error).
 pub fn expect(pid: Pid, ok: impl Fn(&Event) -> bool, what: &str) -> Result<(), ForkError> {
     let ev = wait_for(pid)?;
+    if ok(&ev) {
+        Ok(())
+    } else {
+        Err(ForkError::Unexpected(format!("{ev:?} instead of {what}")))
+    }
+}
+
+/// How a stopped tracee is let go before the next wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Go {
+    /// PTRACE_CONT.
+    Cont,
+    /// PTRACE_SYSCALL: to the next syscall entry or exit.
+    Syscall,
+}
+
+/// Lets stopped `pid` go `how` and returns its next event. A job-control stop on the way is
+/// let go the same way again: a SIGCONT sent to the program (by pid, or by the program
+/// itself) makes each of its threads report one when it is next resumed, before it does
+/// what it was resumed for.
+pub fn go_and_wait(pid: Pid, how: Go) -> Result<Event, ForkError> {
+    loop {
+        match how {
+            Go::Cont => ptrace::cont(pid, None)?,
+            Go::Syscall => ptrace::syscall(pid, None)?,
+        }
+        match wait_for(pid)? {
+            Event::Stop(_) => continue,
+            ev => return Ok(ev),
+        }
+    }
+}
+
+/// [`go_and_wait`], whose event must satisfy `ok` (`what` names it for the error).
+pub fn go_expect(
+    pid: Pid,
+    how: Go,
+    ok: impl Fn(&Event) -> bool,
+    what: &str,
+) -> Result<(), ForkError> {
+    let ev = go_and_wait(pid, how)?;
     if ok(&ev) {
         Ok(())
     } else {

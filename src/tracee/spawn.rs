@@ -1,5 +1,14 @@
 //! Launching the program under ptrace: fork, disable ASLR, stop, get seized by the tracer,
 //! install the seccomp filter, exec. Returns once the tracee sits at its exec stop.
+//!
+//! The program runs in a process group of its own, so that a signal sent to mcheck's
+//! process group (GNU `timeout`, CI cancellation, Kubernetes, Slurm, `kill -TERM -PGID`)
+//! reaches mcheck only, which ends its search with a report, and not the program in the
+//! middle of an execution. The exception is an mcheck in the foreground of its terminal:
+//! there the program stays in mcheck's group, the terminal's foreground one, so that it can
+//! read the terminal and change its modes as it would without mcheck (in a background group
+//! it would be stopped by SIGTTIN or SIGTTOU); the terminal's Ctrl-C then reaches it too,
+//! and the executor recognises that copy (`interrupt::meant_for_mcheck`).
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -61,6 +70,41 @@ fn sys<T>(what: &'static str, r: nix::Result<T>) -> Result<T, SpawnError> {
     r.map_err(|errno| SpawnError::Sys { what, errno })
 }
 
+/// Makes the process `command` starts die (SIGKILL) when the thread that started it ends:
+/// one in a process group of its own is not reached by a SIGKILL to its parent's group,
+/// and must not outlive a parent killed that way (`mcheck audit` and its targets' mcheck).
+pub fn die_with_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the child between fork and exec and only calls prctl and
+    // getppid, which are async-signal-safe.
+    unsafe {
+        command.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            if libc::getppid() != parent {
+                // The parent died before the death signal was set.
+                return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Whether mcheck runs in the foreground process group of its controlling terminal (an
+/// interactive run, where the program keeps mcheck's process group).
+pub fn in_terminal_foreground() -> bool {
+    let Ok(tty) = nix::fcntl::open(
+        "/dev/tty",
+        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_NOCTTY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    ) else {
+        // No controlling terminal: a CI job, a service, a batch system.
+        return false;
+    };
+    nix::unistd::tcgetpgrp(&tty).is_ok_and(|fg| fg == nix::unistd::getpgrp())
+}
+
 /// Spawns `path` with `argv` and `envp` under ptrace and seccomp; returns the pid once the
 /// tracee is stopped right after its successful exec.
 pub fn spawn_traced(
@@ -88,10 +132,11 @@ pub fn spawn_traced(
     // Regular files mcheck was given (stdin from a file, stdout to one) get a description of
     // their own.
     let files = super::files::user_files();
+    let own_group = !in_terminal_foreground();
 
     // SAFETY: fork in a possibly multi-threaded process: the child only calls
     // async-signal-safe functions (sigaction, sigprocmask, open, lseek, dup2, close,
-    // personality, kill, prctl, execve, _exit) on data prepared before the fork, then
+    // setpgid, personality, kill, prctl, execve, _exit) on data prepared before the fork, then
     // execs or exits.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
@@ -133,6 +178,10 @@ pub fn spawn_traced(
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
             if libc::getppid() != tracer_pid {
                 libc::_exit(126);
+            }
+            if own_group {
+                // Signals to mcheck's process group are for mcheck (see the module's doc).
+                libc::setpgid(0, 0);
             }
             libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong);
             if trap_rdtsc {

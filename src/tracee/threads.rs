@@ -15,7 +15,7 @@ use nix::sys::ptrace;
 use nix::unistd::Pid;
 
 use super::events::Event;
-use super::fork::{expect, wait_for, ForkError};
+use super::fork::{expect, go_expect, wait_for, ForkError, Go};
 use super::regs::{self, Regs};
 
 const NT_X86_XSTATE: libc::c_int = 0x202;
@@ -288,9 +288,9 @@ pub fn leave_seccomp_stop(tid: Pid, saved: &Regs) -> Result<Regs, ForkError> {
     let mut r = *saved;
     r.orig_rax = libc::SYS_getpid as u64;
     regs::set(tid, r)?;
-    ptrace::syscall(tid, None)?;
-    expect(
+    go_expect(
         tid,
+        Go::Syscall,
         |e| matches!(e, Event::Trap),
         "the replaced syscall's exit stop",
     )?;
@@ -305,9 +305,9 @@ pub fn leave_seccomp_stop(tid: Pid, saved: &Regs) -> Result<Regs, ForkError> {
 /// Resumes thread `tid`, whose registers point at a trapped syscall, until its seccomp stop:
 /// the thread is then exactly as it was when it first stopped there.
 pub fn enter_seccomp_stop(tid: Pid) -> Result<(), ForkError> {
-    ptrace::cont(tid, None)?;
-    expect(
+    go_expect(
         tid,
+        Go::Cont,
         |e| matches!(e, Event::Seccomp),
         "re-entering a seccomp stop",
     )

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod formats;
+pub mod processes;
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};

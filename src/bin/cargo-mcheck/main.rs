@@ -103,7 +103,7 @@ fn run(args: &args::CargoMcheckArgs) -> Result<i32, Failure> {
             out.display()
         )));
     }
-    mcheck::tracee::interrupt::install().context("installing the SIGINT/SIGTERM handlers")?;
+    mcheck::tracee::interrupt::install().context("installing the signal handlers")?;
     let mut records = Vec::new();
     let mut worst = EXIT_CLEAN;
     for exe in &executables {

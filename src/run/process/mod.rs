@@ -235,6 +235,11 @@ impl Process {
                     self.keep_signal(t, sig);
                     events::step(tid).map_err(io::Error::from)?;
                 }
+                // A job-control stop (SIGCONT sent to the program makes every thread report
+                // one when next resumed) comes before the instruction too: step again.
+                WaitOutcome::Event(_, Event::Stop(_)) => {
+                    events::step(tid).map_err(io::Error::from)?
+                }
                 WaitOutcome::Event(_, ev) => break Some(ev),
             }
         };

@@ -124,7 +124,7 @@ def make_inputs(tmp):
     # A one-second clip for ffmpeg, and an image for ImageMagick (its OpenMP resize).
     if shutil.which("ffmpeg"):
         run(["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i",
-             "testsrc=duration=1:size=320x240:rate=25", "-y", os.path.join(tmp, "clip.y4m")],
+             "testsrc=duration=1:size=320x240:rate=25", "-pix_fmt", "yuv420p", "-y", os.path.join(tmp, "clip.y4m")],
             tmp)
     if shutil.which("convert"):
         run(["convert", "-size", "800x600", "plasma:fractal", os.path.join(tmp, "image.png")],

@@ -262,6 +262,11 @@ impl RaceDetector {
         self.shadow.forget(start, size);
     }
 
+    /// Whether a live heap block starts at `start` (seen allocated).
+    pub fn knows_block(&self, start: Addr) -> bool {
+        self.heap.contains_key(&start)
+    }
+
     /// The live heap block containing `addr`.
     pub fn block_containing(&self, addr: Addr) -> Option<HeapBlock> {
         self.heap

@@ -4,6 +4,7 @@
 //!
 //! - [`log_layout`]: the in-tracee access log and its records.
 //! - [`trampoline`]: the code a patched site jumps to (log, relocated instruction, back).
+//! - [`wrapper`]: the code an allocator's hook jumps to: the call made, its result logged.
 //! - [`jump`]: the jump written over a site, plain or punned, and the windows it reaches.
 //! - [`space`]: address space for trampolines.
 //! - [`planner`]: plans a batch of sites over a copy of the current code.
@@ -15,6 +16,7 @@ pub mod planner;
 pub mod space;
 pub mod table;
 pub mod trampoline;
+pub mod wrapper;
 
 pub use log_layout::{LogLayout, Record};
 pub use planner::{

@@ -27,6 +27,7 @@ use super::table::{Hop, PatchedSite};
 use super::trampoline::{
     check_relocatable, generate, generate_entry, generate_plain, EntrySite, Trampoline, Unpatchable,
 };
+use super::wrapper::generate_wrapper;
 
 /// The current bytes of one region of code, changed as sites are planned.
 #[derive(Debug, Clone)]
@@ -783,6 +784,20 @@ pub struct EntryRequest {
     pub id: u32,
     /// Where the hook goes.
     pub site: EntrySite,
+    /// The hook calls the function and logs when it returns (an allocator's result,
+    /// `wrapper.rs`), rather than logging at its entry.
+    pub wrap: bool,
+}
+
+impl EntryRequest {
+    /// The hook's code, placed at `at`.
+    fn generate(&self, at: u64, log: &LogLayout) -> Trampoline {
+        if self.wrap {
+            generate_wrapper(&self.site, self.id, at, log)
+        } else {
+            generate_entry(&self.site, self.id, at, log)
+        }
+    }
 }
 
 /// Plans the hooks `entries` (each at least 5 bytes, so a plain jump) in `code`, placing
@@ -805,7 +820,7 @@ pub fn plan_entries(
         let Some(original) = code.get(e.at, len).map(<[u8]>::to_vec) else {
             continue;
         };
-        let size = generate_entry(e, r.id, e.at, log).bytes.len() as u64;
+        let size = r.generate(e.at, log).bytes.len() as u64;
         let Some((t_at, _)) = space.allocate(&windows(e.at, len, &[]), size) else {
             continue;
         };
@@ -817,7 +832,7 @@ pub fn plan_entries(
         out.push(Planned {
             at: e.at,
             site: patched_site(r.id, &original, 0, t_at, true),
-            trampoline: generate_entry(e, r.id, t_at, log),
+            trampoline: r.generate(t_at, log),
             jump,
         });
     }

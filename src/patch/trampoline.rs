@@ -115,6 +115,12 @@ pub enum Kind {
         /// The site is a call (the code pushes its return address).
         pushes: bool,
     },
+    /// Calls an allocator and records the call when it returns (`wrapper.rs`): `insn` is
+    /// where the call begins, `resume` where it returns to, `back` the final `ret`.
+    Wrapper {
+        /// The site is a call (the code pushes its return address).
+        pushes: bool,
+    },
 }
 
 impl Kind {
@@ -155,6 +161,21 @@ pub enum Exit {
         uncommit: u8,
         /// The return address was pushed.
         unpush: bool,
+    },
+    /// In an allocator's wrapper, before its call: move the thread to the site, with the
+    /// `unpush` words the code pushed popped.
+    BeforeWrappedCall {
+        /// Words to pop.
+        unpush: u8,
+    },
+    /// In an allocator's wrapper, once the allocator returned: go on at the caller, the
+    /// call recorded by the tracer unless the code `logged` it, popping the three stacked
+    /// arguments unless they were (`args_popped`) and then the return address.
+    AfterWrappedCall {
+        /// The call's records are committed.
+        logged: bool,
+        /// The arguments were popped: `[rsp]` is the return address.
+        args_popped: bool,
     },
 }
 
@@ -515,7 +536,7 @@ pub fn generate_plain(
 }
 
 /// Appends `prefix` (an instruction whose ModRM/SIB select an absolute disp32) and `addr`.
-fn abs32(c: &mut Vec<u8>, prefix: &[u8], addr: u64) {
+pub(super) fn abs32(c: &mut Vec<u8>, prefix: &[u8], addr: u64) {
     debug_assert!(addr < 0x8000_0000);
     c.extend_from_slice(prefix);
     c.extend_from_slice(&(addr as u32).to_le_bytes());
@@ -618,6 +639,7 @@ impl TrampolineMeta {
                     unpush: pushes && inside && o >= self.back,
                 };
             }
+            Kind::Wrapper { pushes } => return super::wrapper::exit(self, o, pushes),
             Kind::Call if o == self.back => return Exit::AfterCall,
             Kind::Access | Kind::Plain if o == self.back => return Exit::AfterInsn,
             Kind::Plain => {

@@ -190,9 +190,16 @@ impl CodeEdits {
         let table = Arc::make_mut(&mut self.patching.table);
         let mut removed = Vec::with_capacity(sites.len());
         for at in sites {
+            let wrapper = (table.get(at))
+                .and_then(|s| table.trampoline_at(s.trampoline))
+                .is_some_and(|m| matches!(m.kind, crate::patch::Kind::Wrapper { .. }));
             if let Some(site) = table.remove(at) {
                 mem.write(at, site.original_bytes())?;
-                table.space.release(site.trampoline);
+                // A thread may be inside the allocator an allocator's wrapper called: its
+                // code stays where it is for as long as the process lives.
+                if !wrapper {
+                    table.space.release(site.trampoline);
+                }
                 if site.access {
                     removed.push((at, site.id, site.original_bytes().to_vec()));
                 }

@@ -16,7 +16,7 @@ use anyhow::{Context, Result};
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
 
 use super::code::{BreakpointKind, CodeEdits};
-use super::plan::{MemFn, ModulePlan};
+use super::plan::{Alloc, LoggedAlloc, MemFn, ModulePlan};
 use super::{Ctx, Instrumentation};
 use crate::binary::accesses::AccessKind;
 use crate::model::ThreadId;
@@ -55,6 +55,23 @@ pub struct AccessSite {
     /// Not an access but the hook of a modelled libc memory function (its entry, or a call
     /// through its GOT slot): its records are a call's arguments.
     pub mem_fn: Option<MemFn>,
+    /// Not an access but the hook of an allocator (at a PLT stub or a call through its
+    /// GOT slot), logging its calls (`Alloc::logged`).
+    pub alloc: Option<Alloc>,
+}
+
+/// A call an allocator's wrapper made and had not logged when its thread was moved out of
+/// it: the tracer records it (`site` is the hook's site id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnloggedCall {
+    /// The hook's site id.
+    pub site: u32,
+    /// What the allocator returned.
+    pub result: u64,
+    /// Its first three arguments.
+    pub args: [u64; 3],
+    /// Its return address.
+    pub caller: u64,
 }
 
 /// How many sites were patched and why the others were not.
@@ -235,6 +252,27 @@ impl Instrumentation {
                     .map(|&(a, f)| (a + bias, f, false)),
             )
             .collect();
+        // Allocators hooked at a PLT stub or a call through the GOT log their calls too
+        // (frees at their entry, the others by a wrapper that sees the result): their
+        // breakpoints, there since the start, come out first, and come back if the hook
+        // cannot be patched.
+        let allocators: Vec<(u64, Alloc)> = if patch_on {
+            (plan.allocators.iter())
+                .filter(|&&(a, k)| {
+                    k.logged().is_some() && plan.allocator_slots.binary_search(&a).is_ok()
+                })
+                .map(|&(a, k)| (a + bias, k))
+                .filter(
+                    |&(a, k)| matches!(ctx.code.kind(a), Some(BreakpointKind::Alloc(b)) if *b == k),
+                )
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for &(a, _) in &allocators {
+            ctx.code.forget_breakpoint(&ctx.p.mem, a)?;
+        }
+        let hooked_allocators: HashSet<u64> = allocators.iter().map(|&(a, _)| a).collect();
         // Every site: access instructions of the code under test, and the atomic
         // instructions of a system library (recorded as acquire and release).
         let mut candidates: Vec<(&Instruction, AccessSite)> = (plan.accesses.iter())
@@ -247,6 +285,7 @@ impl Instrumentation {
                     plain_mov: info.plain_mov,
                     rmw: false,
                     mem_fn: None,
+                    alloc: None,
                 };
                 (insn, site)
             })
@@ -261,10 +300,12 @@ impl Instrumentation {
                 plain_mov: false,
                 rmw: true,
                 mem_fn: None,
+                alloc: None,
             };
             (insn, site)
         }));
-        if candidates.is_empty() && hooks.is_empty() {
+        candidates.retain(|(insn, _)| !hooked_allocators.contains(&(insn.ip() + bias)));
+        if candidates.is_empty() && hooks.is_empty() && allocators.is_empty() {
             return Ok(());
         }
         candidates.sort_by_key(|(i, _)| i.ip());
@@ -275,7 +316,10 @@ impl Instrumentation {
             let has_sites = candidates
                 .get(first)
                 .is_some_and(|(i, _)| i.ip() + bias < m.end);
-            let has_hooks = hooks.iter().any(|&(a, _, _)| (m.start..m.end).contains(&a));
+            let has_hooks = hooks.iter().any(|&(a, _, _)| (m.start..m.end).contains(&a))
+                || allocators
+                    .iter()
+                    .any(|&(a, _)| (m.start..m.end).contains(&a));
             if has_sites || has_hooks {
                 let mut bytes = vec![0u8; (m.end - m.start) as usize];
                 ctx.p
@@ -327,14 +371,27 @@ impl Instrumentation {
                 needs_stop,
             });
         }
-        for &(pc, f, stub) in &hooks {
+        let all_hooks = (hooks.iter())
+            .map(|&(pc, f, stub)| (pc, Hooked::MemFn(f), stub))
+            .chain(
+                allocators
+                    .iter()
+                    .map(|&(pc, k)| (pc, Hooked::Alloc(k), true)),
+            );
+        for (pc, hooked, stub) in all_hooks {
             let Some(region) = regions.iter_mut().find(|r| r.code.get(pc, 1).is_some()) else {
+                hooked.fall_back(ctx.code, &ctx.p.mem, pc)?;
                 continue;
             };
             if ctx.code.has_breakpoint(pc) {
                 continue;
             }
-            let Some(site) = entry_site(&region.code, pc, stub, f.measure()) else {
+            let measure = match hooked {
+                Hooked::MemFn(f) => f.measure(),
+                Hooked::Alloc(_) => None,
+            };
+            let Some(site) = entry_site(&region.code, pc, stub, measure) else {
+                hooked.fall_back_in(ctx.code, &mut region.code, pc);
                 continue;
             };
             let id = (first_id + new_sites.len()) as u32;
@@ -345,6 +402,10 @@ impl Instrumentation {
                 DecoderOptions::NONE,
             )
             .decode();
+            let (mem_fn, alloc) = match hooked {
+                Hooked::MemFn(f) => (Some(f), None),
+                Hooked::Alloc(k) => (None, Some(k)),
+            };
             new_sites.push(AccessSite {
                 insn,
                 size: 0,
@@ -352,9 +413,13 @@ impl Instrumentation {
                 atomic_source: false,
                 plain_mov: false,
                 rmw: false,
-                mem_fn: Some(f),
+                mem_fn,
+                alloc,
             });
-            region.entries.push((EntryRequest { id, site }, f, stub));
+            let wrap = alloc.and_then(Alloc::logged) == Some(LoggedAlloc::Wrapped);
+            region
+                .entries
+                .push((EntryRequest { id, site, wrap }, hooked, stub));
         }
         Arc::make_mut(&mut ctx.code.patching.sites).extend(new_sites);
         let free = free_space(ctx.program, &maps);
@@ -428,15 +493,20 @@ impl Instrumentation {
             hooked.clear();
         }
         // A PLT stub whose hook was not patched stops at a breakpoint instead; a call
-        // through the GOT is then left alone.
+        // through the GOT is then left alone, unless it calls an allocator.
         let hooked_at: HashSet<u64> = hooked.iter().map(|p| p.at).collect();
-        for (e, f, stub) in entries.iter() {
+        for (e, what, stub) in entries.iter() {
             let at = e.site.at;
-            if *stub && !hooked_at.contains(&at) {
+            let kind = match *what {
+                Hooked::MemFn(f) if *stub => BreakpointKind::MemFn(f),
+                Hooked::MemFn(_) => continue,
+                Hooked::Alloc(k) => BreakpointKind::Alloc(k),
+            };
+            if !hooked_at.contains(&at) {
                 if let Some(&[original]) = code.get(at, 1) {
                     code.set(at, &[0xcc]);
                     ctx.code.bps.adopt(at, original);
-                    ctx.code.kinds.insert(at, BreakpointKind::MemFn(*f));
+                    ctx.code.kinds.insert(at, kind);
                 }
             }
         }
@@ -535,15 +605,18 @@ impl Instrumentation {
         Ok(())
     }
 
-    /// Moves `t`, stopped inside a trampoline, to its site (or past it).
+    /// Moves `t`, stopped inside a trampoline, to its site (or past it). A thread that
+    /// leaves an allocator's wrapper after the call, before the wrapper logged it, leaves
+    /// the call for the tracer to record.
     pub fn leave_trampoline(
         &mut self,
         p: &mut Process,
         code: &CodeEdits,
         t: ThreadId,
-    ) -> Result<()> {
+    ) -> Result<Option<UnloggedCall>> {
+        let mut unlogged = None;
         if code.patching.table.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let tid = p.threads[t].tid;
         let mut r = regs::get(tid)?;
@@ -553,13 +626,13 @@ impl Instrumentation {
             regs::set(tid, r)?;
             p.threads[t].regs = r;
             self.moved_out += 1;
-            return Ok(());
+            return Ok(None);
         }
         let Some(meta) = code.patching.table.trampoline_at(r.rip).copied() else {
-            return Ok(());
+            return Ok(None);
         };
         let Some(log) = code.patching.log.clone() else {
-            return Ok(());
+            return Ok(None);
         };
         match meta.exit_at(r.rip) {
             Exit::AfterInsn => r.rip = meta.site + meta.site_len as u64,
@@ -595,11 +668,38 @@ impl Instrumentation {
                 }
                 r.rip = meta.site;
             }
+            Exit::BeforeWrappedCall { unpush } => {
+                r.rsp += 8 * unpush as u64;
+                r.rip = meta.site;
+            }
+            Exit::AfterWrappedCall {
+                logged,
+                args_popped,
+            } => {
+                if args_popped {
+                    r.rip = p.mem.read_u64(r.rsp)?;
+                    r.rsp += 8;
+                } else {
+                    // Stacked: the third, second and first arguments, then the caller.
+                    let word = |k: u64| p.mem.read_u64(r.rsp + 8 * k);
+                    let (a2, a1, a0, caller) = (word(0)?, word(1)?, word(2)?, word(3)?);
+                    if !logged {
+                        unlogged = code.patching.table.get(meta.site).map(|s| UnloggedCall {
+                            site: s.id,
+                            result: r.rax,
+                            args: [a0, a1, a2],
+                            caller,
+                        });
+                    }
+                    r.rip = caller;
+                    r.rsp += 32;
+                }
+            }
         }
         regs::set(tid, r)?;
         p.threads[t].regs = r;
         self.moved_out += 1;
-        Ok(())
+        Ok(unlogged)
     }
 }
 
@@ -608,7 +708,39 @@ impl Instrumentation {
 struct Region {
     code: Code,
     requests: Vec<SiteRequest>,
-    entries: Vec<(EntryRequest, MemFn, bool)>,
+    entries: Vec<(EntryRequest, Hooked, bool)>,
+}
+
+/// What a hook at a function's entry records.
+#[derive(Clone, Copy)]
+enum Hooked {
+    /// A modelled memory function's call.
+    MemFn(MemFn),
+    /// An allocator's call.
+    Alloc(Alloc),
+}
+
+impl Hooked {
+    /// A hook that will not be patched, outside the regions being patched: an
+    /// allocator's goes back to its breakpoint (a memory function's was never taken out).
+    fn fall_back(self, code: &mut CodeEdits, mem: &Memory, pc: u64) -> Result<()> {
+        if let Hooked::Alloc(k) = self {
+            code.add_breakpoints(mem, &[pc], |_| Some(BreakpointKind::Alloc(k)))?;
+        }
+        Ok(())
+    }
+
+    /// Likewise inside `region`, the copy of the code about to be written back (a
+    /// breakpoint written to memory now would be overwritten by it).
+    fn fall_back_in(self, code: &mut CodeEdits, region: &mut Code, pc: u64) {
+        if let Hooked::Alloc(k) = self {
+            if let Some(&[original]) = region.get(pc, 1) {
+                region.set(pc, &[0xcc]);
+                code.bps.adopt(pc, original);
+                code.kinds.insert(pc, BreakpointKind::Alloc(k));
+            }
+        }
+    }
 }
 
 /// Where the hook of a memory function at `pc` goes: at a PLT stub (`stub`), its

@@ -130,6 +130,57 @@ pub enum Alloc {
     Aligned,
     /// Rust's __rust_realloc(ptr, old_size, align, new_size) → ptr.
     RustRealloc,
+    /// C++'s operator new(size) → ptr, which may throw.
+    New,
+}
+
+/// How the hook of an allocator records a call without stopping the program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoggedAlloc {
+    /// At its entry, as a memory function's: a free needs only its argument.
+    AtEntry,
+    /// By a wrapper that makes the call and logs its result (`patch::wrapper`).
+    Wrapped,
+}
+
+impl Alloc {
+    /// The size a call with arguments `a` asks for, and where posix_memalign stores the
+    /// pointer (else 0).
+    pub fn request(self, a: &[u64]) -> (u64, u64) {
+        let arg = |i: usize| a.get(i).copied().unwrap_or(0);
+        match self {
+            Alloc::Malloc | Alloc::New => (arg(0), 0),
+            Alloc::Calloc => (arg(0).saturating_mul(arg(1)), 0),
+            Alloc::Realloc => (arg(1), 0),
+            Alloc::ReallocArray => (arg(1).saturating_mul(arg(2)), 0),
+            Alloc::Free => (0, 0),
+            Alloc::PosixMemalign => (arg(2), arg(0)),
+            Alloc::Aligned => (arg(1), 0),
+            Alloc::RustRealloc => (arg(3), 0),
+        }
+    }
+
+    /// Whether a call frees the block its first argument points to.
+    pub fn frees(self) -> bool {
+        matches!(
+            self,
+            Alloc::Free | Alloc::Realloc | Alloc::ReallocArray | Alloc::RustRealloc
+        )
+    }
+
+    /// How its hook may record a call without a stop: None when only a breakpoint will
+    /// do (operator new may throw through its caller, posix_memalign's result is in
+    /// memory, Rust's realloc takes a fourth argument).
+    pub fn logged(self) -> Option<LoggedAlloc> {
+        match self {
+            Alloc::Free => Some(LoggedAlloc::AtEntry),
+            Alloc::Malloc | Alloc::Calloc | Alloc::Realloc | Alloc::ReallocArray => {
+                Some(LoggedAlloc::Wrapped)
+            }
+            Alloc::Aligned => Some(LoggedAlloc::Wrapped),
+            Alloc::PosixMemalign | Alloc::RustRealloc | Alloc::New => None,
+        }
+    }
 }
 
 const ALLOCATORS: &[(&str, Alloc)] = &[
@@ -143,12 +194,12 @@ const ALLOCATORS: &[(&str, Alloc)] = &[
     ("aligned_alloc", Alloc::Aligned),
     ("memalign", Alloc::Aligned),
     // C++ operator new/delete (size or pointer in the first argument, like malloc/free).
-    ("_Znwm", Alloc::Malloc),
-    ("_Znam", Alloc::Malloc),
-    ("_ZnwmRKSt9nothrow_t", Alloc::Malloc),
-    ("_ZnamRKSt9nothrow_t", Alloc::Malloc),
-    ("_ZnwmSt11align_val_t", Alloc::Malloc),
-    ("_ZnamSt11align_val_t", Alloc::Malloc),
+    ("_Znwm", Alloc::New),
+    ("_Znam", Alloc::New),
+    ("_ZnwmRKSt9nothrow_t", Alloc::New),
+    ("_ZnamRKSt9nothrow_t", Alloc::New),
+    ("_ZnwmSt11align_val_t", Alloc::New),
+    ("_ZnamSt11align_val_t", Alloc::New),
     ("_ZdlPv", Alloc::Free),
     ("_ZdaPv", Alloc::Free),
     ("_ZdlPvm", Alloc::Free),
@@ -187,6 +238,9 @@ pub struct ModulePlan {
     pub accesses: Vec<(Instruction, MemoryAccessInsn, bool)>,
     /// Allocator entries.
     pub allocators: Vec<(u64, Alloc)>,
+    /// Those of `allocators` that are PLT stubs or calls through a GOT slot (not a
+    /// function's own entry), sorted: their hooks can log calls without a stop.
+    pub allocator_slots: Vec<u64>,
     /// PLT stubs of modelled libc memory functions.
     pub mem_fns: Vec<(u64, MemFn)>,
     /// Calls and jumps through the GOT slots of modelled libc memory functions (code
@@ -371,11 +425,13 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
                 if let Some((_, k)) = ALLOCATORS.iter().find(|(n, _)| *n == name) {
                     if !shims || plan.allocators.iter().all(|&(a, _)| a != addr) {
                         plan.allocators.push((addr, *k));
+                        plan.allocator_slots.push(addr);
                     }
                 }
             }
         }
     }
+    plan.allocator_slots.sort_unstable();
     plan
 }
 

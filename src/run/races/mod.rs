@@ -349,9 +349,42 @@ impl RaceRecording {
         }
     }
 
-    /// The block at `ptr` (glibc's chunk says `hint` usable bytes) was freed.
-    pub fn freed(&mut self, ptr: u64, hint: u64) {
+    /// A call of allocator `kind` by `t`, logged by its hook (or found unlogged when the
+    /// thread was moved out of the hook): `result` what it returned, `args` its
+    /// arguments, `caller` its return address. What a breakpoint at its entry and at its
+    /// return would record, in one go.
+    pub fn allocator_call(
+        &mut self,
+        mem: &Memory,
+        t: ThreadId,
+        kind: Alloc,
+        result: u64,
+        args: [u64; 3],
+        caller: u64,
+    ) {
+        if kind.frees() && args[0] != 0 {
+            self.freed(mem, args[0]);
+        }
+        if kind != Alloc::Free && result != 0 {
+            let (size, _) = kind.request(&args);
+            self.allocated(HeapBlock {
+                start: result,
+                size,
+                thread: t,
+                site: caller,
+            });
+        }
+    }
+
+    /// The block at `ptr` was freed. When it was not seen allocated, glibc's chunk header
+    /// (read from `mem`) says how many bytes it had.
+    pub fn freed(&mut self, mem: &Memory, ptr: u64) {
         if let Some(d) = self.detector.as_mut() {
+            let hint = if d.knows_block(ptr) {
+                0
+            } else {
+                glibc_chunk_size(mem, ptr)
+            };
             d.freed(ptr, hint);
         }
     }
@@ -703,7 +736,7 @@ impl RaceRecording {
 
 /// The usable size of the glibc malloc chunk at `ptr`, from its header (for blocks
 /// allocated where mcheck did not look).
-pub(super) fn glibc_chunk_size(mem: &Memory, ptr: u64) -> u64 {
+fn glibc_chunk_size(mem: &Memory, ptr: u64) -> u64 {
     const IS_MMAPPED: u64 = 2;
     let header = mem.read_u64(ptr.wrapping_sub(8)).unwrap_or(0);
     let chunk = header & !7;

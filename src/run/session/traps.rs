@@ -10,11 +10,12 @@ use crate::detect::race::HeapBlock;
 use crate::model::{Op, ThreadId};
 use crate::patch::{Kind, Record};
 use crate::run::instrument::code::BreakpointKind;
+use crate::run::instrument::patching::UnloggedCall;
 use crate::run::instrument::plan::{Alloc, MemFn};
 use crate::run::instrument::Instrumentation;
 use crate::run::process::StopPlace;
 use crate::run::races::happens_before::ONCE;
-use crate::run::races::{glibc_chunk_size, PendingReturn, ReturnAction, Seen};
+use crate::run::races::{PendingReturn, ReturnAction, Seen};
 use crate::tracee::regs::Regs;
 use crate::tracee::{events, regs};
 
@@ -26,7 +27,9 @@ impl Session<'_> {
             if let Some(watched) = self.debug().watch_hit(t)? {
                 // A hardware watchpoint of the debugger fired after the instruction (in a
                 // trampoline: shown past its site, where the program goes on from).
-                self.instr.leave_trampoline(&mut self.p, &self.code, t)?;
+                let unlogged = self.instr.leave_trampoline(&mut self.p, &self.code, t)?;
+                self.drain_log(t);
+                self.record_unlogged(t, unlogged);
                 self.p.load_regs(t)?;
                 self.p.threads[t].place = StopPlace::Event;
                 let ev = crate::run::debug_port::DebugEvent::Watch {
@@ -314,23 +317,9 @@ impl Session<'_> {
         let r = self.p.threads[t].regs;
         let a = regs::call_args(&r);
         let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
-        let (size, out) = match kind {
-            Alloc::Malloc => (a[0], 0),
-            Alloc::Calloc => (a[0].saturating_mul(a[1]), 0),
-            Alloc::Realloc => (a[1], 0),
-            Alloc::ReallocArray => (a[1].saturating_mul(a[2]), 0),
-            Alloc::Free => (0, 0),
-            Alloc::PosixMemalign => (a[2], a[0]),
-            Alloc::Aligned => (a[1], 0),
-            Alloc::RustRealloc => (a[3], 0),
-        };
-        let frees = matches!(
-            kind,
-            Alloc::Free | Alloc::Realloc | Alloc::ReallocArray | Alloc::RustRealloc
-        );
-        if frees && a[0] != 0 {
-            let hint = glibc_chunk_size(&self.p.mem, a[0]);
-            self.races.freed(a[0], hint);
+        let (size, out) = kind.request(&a);
+        if kind.frees() && a[0] != 0 {
+            self.races.freed(&self.p.mem, a[0]);
         }
         if kind != Alloc::Free {
             self.on_return_of_call(
@@ -389,6 +378,11 @@ impl Session<'_> {
             // A memory function's hook, on a breakpoint again (its patch was taken out).
             self.enter_called_function(t, addr)?;
             return self.on_mem_fn(t, f);
+        }
+        if let Some(kind) = site.alloc {
+            // An allocator's hook, likewise.
+            self.enter_called_function(t, addr)?;
+            return self.on_allocator(t, kind);
         }
         let ea = self.p.effective_address(t, &site.insn, 0);
         let statically_atomic =
@@ -460,11 +454,23 @@ impl Session<'_> {
     /// trampoline (a signal, an interrupt) is put back where it would be without it, and
     /// what it logged is recorded.
     pub(super) fn settle_running_stop(&mut self, t: ThreadId, ev: &events::Event) -> Result<()> {
-        if matches!(ev, events::Event::Signal(_) | events::Event::Stop(_)) {
-            self.instr.leave_trampoline(&mut self.p, &self.code, t)?;
-        }
+        let unlogged = if matches!(ev, events::Event::Signal(_) | events::Event::Stop(_)) {
+            self.instr.leave_trampoline(&mut self.p, &self.code, t)?
+        } else {
+            None
+        };
         self.drain_log(t);
+        self.record_unlogged(t, unlogged);
         Ok(())
+    }
+
+    /// Records the allocator call a thread moved out of its wrapper had not logged yet
+    /// (after what it logged before: the log is drained first).
+    pub(super) fn record_unlogged(&mut self, t: ThreadId, call: Option<UnloggedCall>) {
+        let Some(c) = call else { return };
+        if let Some(kind) = self.code.site(c.site).and_then(|s| s.alloc) {
+            (self.races).allocator_call(&self.p.mem, t, kind, c.result, c.args, c.caller);
+        }
     }
 
     /// Feeds what the running thread `t` logged to the race detector: accesses, and the
@@ -489,6 +495,7 @@ impl Session<'_> {
                 continue;
             };
             if site.mem_fn.is_none()
+                && site.alloc.is_none()
                 && !site.rmw
                 && !site.atomic_source
                 && env.repeats.repeated(rec.addr, rec.site())
@@ -496,6 +503,25 @@ impl Session<'_> {
                 // The same plain access again in this stretch: nothing for the detector.
                 races.count_traced();
                 self.watchdog.logged().note(rec.addr, site.write);
+                continue;
+            }
+            if let Some(kind) = site.alloc {
+                let (Some(&Record { addr: a1, word: a2 }), Some(&caller)) =
+                    (records.get(i), records.get(i + 1))
+                else {
+                    break;
+                };
+                i += 2;
+                // A free logs at its entry: (ptr, site) (rsi, rdx) (caller, rcx). A
+                // wrapper logs at the return: (result, site) (arg0, arg1) (caller, arg2).
+                let (result, args) = if kind == Alloc::Free {
+                    (0, [rec.addr, a1, a2])
+                } else {
+                    (rec.addr, [a1, a2, caller.word])
+                };
+                races.allocator_call(&self.p.mem, t, kind, result, args, caller.addr);
+                // A block freed or handed out anew: an access to it is new again.
+                env.repeats.forget();
                 continue;
             }
             if let Some(f) = site.mem_fn {
@@ -552,17 +578,37 @@ impl Session<'_> {
             // goes on past the records (the code restores rax itself).
             self.drain_log(t);
             let id = self.code.table().get(meta.site).map(|s| s.id);
-            let f = id.and_then(|id| self.code.site(id)?.mem_fn);
-            if let Some(f) = f {
-                let caller = if pushes {
-                    meta.site + meta.site_len as u64
-                } else {
-                    self.p.mem.read_u64(r.rsp).unwrap_or(0)
-                };
+            let site = id.and_then(|id| self.code.site(id));
+            let caller = if pushes {
+                meta.site + meta.site_len as u64
+            } else {
+                self.p.mem.read_u64(r.rsp).unwrap_or(0)
+            };
+            let args = [r.rdi, r.rsi, r.rdx];
+            if let Some(f) = site.and_then(|s| s.mem_fn) {
                 // Inside generated code: its stack is taken by a second run, as a logged one.
                 let (races, mut env) = race_env!(self);
-                let args = [r.rdi, r.rsi, r.rdx];
                 races.record_mem_call(&mut env, t, f, args, None, caller, Seen::LoggedCall);
+            }
+            if let Some(kind) = site.and_then(|s| s.alloc) {
+                (self.races).allocator_call(&self.p.mem, t, kind, 0, args, caller);
+            }
+            r.rip = meta.at + meta.committed as u64;
+            regs::set(tid, r)?;
+            self.p.threads[t].regs = r;
+            events::resume(tid, None)?;
+            return Ok(Some(None));
+        }
+        if let Kind::Wrapper { .. } = meta.kind {
+            // The allocator returned and the log has no room for its call (or is armed):
+            // the tracer records it from the result and the stacked arguments, and the
+            // thread goes on past the records.
+            self.drain_log(t);
+            let word = |k: u64| self.p.mem.read_u64(r.rsp + 8 * k).unwrap_or(0);
+            let (a2, a1, a0, caller) = (word(0), word(1), word(2), word(3));
+            let id = self.code.table().get(meta.site).map(|s| s.id);
+            if let Some(kind) = id.and_then(|id| self.code.site(id)?.alloc) {
+                (self.races).allocator_call(&self.p.mem, t, kind, r.rax, [a0, a1, a2], caller);
             }
             r.rip = meta.at + meta.committed as u64;
             regs::set(tid, r)?;

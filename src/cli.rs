@@ -271,7 +271,8 @@ pub struct CheckArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub jobs: Option<u32>,
     /// Wall-clock budget for the whole search, in seconds; the execution running when it
-    /// runs out is cut short.
+    /// runs out is cut short. Default: 300 (5 minutes) when --max-executions and --shard are
+    /// not given either; with --max-executions, none.
     #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
     pub time_limit: Option<f64>,
     /// Most memory mcheck itself may hold, its fork snapshots included (suffixes K, M, G;
@@ -422,7 +423,25 @@ fn parse_memory(s: &str) -> Result<u64, String> {
 /// The execution budget without `--max-executions`.
 pub const DEFAULT_MAX_EXECUTIONS: u64 = 1000;
 
+/// The wall-clock budget of a search given neither `--time-limit` nor `--max-executions`
+/// (nor `--shard`), in seconds: the default command ends within minutes whatever the
+/// program costs per execution.
+pub const DEFAULT_TIME_BUDGET_SECS: f64 = 300.0;
+
 impl CheckArgs {
+    /// The search's wall-clock budget in seconds: `--time-limit`, else the default budget
+    /// when no execution budget or shard was given either, else none.
+    pub fn time_budget(&self) -> Option<f64> {
+        self.time_limit.or(self
+            .time_budget_is_default()
+            .then_some(DEFAULT_TIME_BUDGET_SECS))
+    }
+
+    /// Whether the search runs under [`DEFAULT_TIME_BUDGET_SECS`] (no budget was given).
+    pub fn time_budget_is_default(&self) -> bool {
+        self.time_limit.is_none() && self.max_executions.is_none() && self.shard.is_none()
+    }
+
     /// The execution budget: `--max-executions`, else [`DEFAULT_MAX_EXECUTIONS`].
     pub fn max_executions(&self) -> u64 {
         self.max_executions.unwrap_or(DEFAULT_MAX_EXECUTIONS)
@@ -454,6 +473,25 @@ mod tests {
         assert_eq!(cli.check.command, vec!["./a.out", "-x", "y"]);
         assert_eq!(cli.check.max_executions(), DEFAULT_MAX_EXECUTIONS);
         assert_eq!(cli.check.strategy, StrategyName::Portfolio);
+    }
+
+    #[test]
+    fn the_default_command_has_a_time_budget_and_a_given_budget_replaces_it() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["mcheck"];
+            all.extend_from_slice(args);
+            all.extend_from_slice(&["--", "x"]);
+            Cli::try_parse_from(all).unwrap().check
+        };
+        let default = parse(&[]);
+        assert_eq!(default.time_budget(), Some(DEFAULT_TIME_BUDGET_SECS));
+        assert!(default.time_budget_is_default());
+        let counted = parse(&["--max-executions", "50"]);
+        assert_eq!(counted.time_budget(), None);
+        let timed = parse(&["--time-limit", "7.5"]);
+        assert_eq!(timed.time_budget(), Some(7.5));
+        assert!(!timed.time_budget_is_default());
+        assert_eq!(parse(&["--shard", "1/2"]).time_budget(), None);
     }
 
     #[test]

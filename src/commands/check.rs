@@ -16,7 +16,7 @@ use crate::explore::Coverage;
 use crate::report::schedule::{file_sha256, ExecutionOptions, ScheduleFile};
 use crate::report::shell_quote;
 use crate::report::{human, json, Finding};
-use crate::run::search::{search, Plan};
+use crate::run::search::{search, Plan, TIME_LIMIT_REACHED};
 use crate::run::{
     patching_enabled, ExecutionConfig, InstrumentConfig, Limits, ProgramSetup, SearchConfig,
     SearchResult, SnapshotConfig,
@@ -91,7 +91,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         // executions of its own; a budget the user set, or a shard's part, is a hard bound.
         proof_budget: (args.max_executions.is_none() && share.tree.is_none())
             .then_some(share.max_executions),
-        time_limit: args.time_limit.map(Duration::from_secs_f64),
+        time_limit: args.time_budget().map(Duration::from_secs_f64),
         max_memory: args
             .max_memory
             .unwrap_or_else(crate::run::memory_guard::default_limit),
@@ -105,6 +105,12 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     let mut display = ProgressDisplay::new(args.progress, share.max_executions, cfg.time_limit);
     let mut result = search(&cfg, &mut |r| display.update(r)).context("running the search")?;
     display.finish();
+    if args.time_budget_is_default() && result.stopped_because == TIME_LIMIT_REACHED {
+        result.stopped_because = format!(
+            "the default time budget of {} min was spent (--time-limit SECS or --max-executions N sets another)",
+            crate::cli::DEFAULT_TIME_BUDGET_SECS / 60.0
+        );
+    }
     let findings = write_schedules(args, &program, &env, &mut result)?;
     claimed.release();
     for f in &findings {

@@ -34,6 +34,9 @@ use super::world::fs_gate::FsGate;
 use crate::explore::{CacheStats, EndTable, RacySites, Slot, StateTable, TreePool};
 use crate::tracee::{self, cpu};
 
+/// Why a search stopped when its `time_limit` ran out (`SearchResult::stopped_because`).
+pub const TIME_LIMIT_REACHED: &str = "time limit reached";
+
 /// Runs the search.
 pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult> {
     // Racy sites become scheduling points of the tree search (a new tree per round) when

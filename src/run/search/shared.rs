@@ -249,7 +249,7 @@ impl Shared<'_> {
             self.stop_now(format!("interrupted by {sig}"));
         }
         if (self.cfg.time_limit).is_some_and(|l| self.started_at.elapsed() >= l) {
-            self.stop_now("time limit reached".into());
+            self.stop_now(super::TIME_LIMIT_REACHED.into());
         }
         match guard.check() {
             Pressure::None => {}

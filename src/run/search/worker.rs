@@ -109,7 +109,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
             .time_limit
             .is_some_and(|l| shared.started_at.elapsed() >= l)
         {
-            shared.stop_now("time limit reached".into());
+            shared.stop_now(super::TIME_LIMIT_REACHED.into());
             break Ok(());
         }
         if shared.shed.load(Ordering::Relaxed) && state.snapshots.branches_allowed() {

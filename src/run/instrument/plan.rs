@@ -342,12 +342,12 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
             ..Default::default()
         });
         for s in scan.atomics {
-            if let Some(bytes) = elf.read_svma(s, 16) {
+            if let Some(bytes) = elf.instruction_bytes(s) {
                 plan.library_atomics.push(decode_at(bytes, s));
             }
         }
         for (m, _) in scan.accesses {
-            if let Some(bytes) = elf.read_svma(m.svma, 16) {
+            if let Some(bytes) = elf.instruction_bytes(m.svma) {
                 plan.library_plain.push(decode_at(bytes, m.svma));
             }
         }
@@ -357,7 +357,7 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
         let scan = scan_cache::load_or_scan(elf, what, || scan_code_under_test(elf, races));
         plan.pauses = scan.pauses;
         for s in scan.atomics {
-            if let Some(bytes) = elf.read_svma(s, 16) {
+            if let Some(bytes) = elf.instruction_bytes(s) {
                 let insn = decode_at(bytes, s);
                 if insn.is_ip_rel_memory_operand() {
                     let ea = insn.ip_rel_memory_address();
@@ -367,7 +367,7 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
             }
         }
         for (m, atomic_source) in scan.accesses {
-            if let Some(bytes) = elf.read_svma(m.svma, 16) {
+            if let Some(bytes) = elf.instruction_bytes(m.svma) {
                 plan.accesses
                     .push((decode_at(bytes, m.svma), m, atomic_source));
             }

@@ -377,6 +377,19 @@ impl ElfFile {
         self.data.get(start..start.checked_add(len)?)
     }
 
+    /// The bytes of the instruction at `svma`: the longest an x86-64 instruction can be
+    /// (15), or fewer where the segment's file bytes end sooner. The last instructions of a
+    /// program's text (a store right before the outlined OpenMP function's `leave; ret`,
+    /// when that function is the last one) are as much code as any other.
+    pub fn instruction_bytes(&self, svma: u64) -> Option<&[u8]> {
+        let seg = self
+            .segments
+            .iter()
+            .find(|s| svma >= s.vaddr && svma < s.vaddr + s.filesz)?;
+        let len = (seg.vaddr + seg.filesz - svma).min(MAX_INSTRUCTION_BYTES);
+        self.read_svma(svma, len as usize)
+    }
+
     /// The svma ranges of the function symbols (FUNC and IFUNC) with nonzero size.
     pub fn function_ranges(&self) -> Vec<(String, Range<u64>)> {
         self.symbols
@@ -481,9 +494,27 @@ fn symbol_rank(s: &Symbol) -> (usize, bool, usize) {
     (underscores, s.binding != sym::STB_GLOBAL, s.name.len())
 }
 
+/// The longest an x86-64 instruction can be.
+const MAX_INSTRUCTION_BYTES: u64 = 15;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instruction_bytes_stop_where_the_segment_ends() {
+        let t = ElfFile::load(Path::new("/bin/true")).unwrap();
+        let sections = t.executable_sections();
+        let first = sections.iter().map(|s| s.0).min().unwrap();
+        assert_eq!(t.instruction_bytes(first).map(<[u8]>::len), Some(15));
+        let (svma, bytes) = *sections.iter().max_by_key(|s| s.0).unwrap();
+        let end = svma + bytes.len() as u64;
+        // The last byte of the last executable section: as many bytes as the segment
+        // still has (at least that one), where a fixed 16-byte read found none.
+        let last = t.instruction_bytes(end - 1).unwrap();
+        assert!(!last.is_empty() && last.len() <= 15);
+        assert_eq!(last[0], bytes[bytes.len() - 1]);
+    }
 
     #[test]
     fn libc_symbols() {

@@ -323,7 +323,7 @@ impl CodeEdits {
         }
         let words: HashSet<u64> = addresses.iter().map(|a| a & !7).collect();
         (self.patching.sites.iter())
-            .filter(|s| !s.atomic_source && !s.rmw)
+            .filter(|s| !s.atomic_source && !s.rmw && !s.library_plain)
             .filter(|s| fixed_operand(&s.insn).is_some_and(|a| words.contains(&(a & !7))))
             .map(|s| s.insn.ip())
             .collect()

@@ -141,7 +141,9 @@ impl Instrumentation {
             if role == Role::System {
                 if ctx.cfg.races {
                     let plan = ctx.plans.get(&m.path, role, true);
-                    if let Some(plan) = plan.filter(|p| !p.library_atomics.is_empty()) {
+                    if let Some(plan) = plan
+                        .filter(|p| !p.library_atomics.is_empty() || !p.library_plain.is_empty())
+                    {
                         self.add_access_module(ctx, t, plan, m.bias)?;
                     }
                 }

@@ -52,6 +52,9 @@ pub struct AccessSite {
     /// An atomic read-modify-write inside a system library: synchronisation mcheck does not
     /// model, recorded as an acquire and a release of its address.
     pub rmw: bool,
+    /// A plain load or store inside a runtime library that synchronises through them
+    /// (libgomp): a load acquires its address, a store releases it; never racy itself.
+    pub library_plain: bool,
     /// Not an access but the hook of a modelled libc memory function (its entry, or a call
     /// through its GOT slot): its records are a call's arguments.
     pub mem_fn: Option<MemFn>,
@@ -284,6 +287,7 @@ impl Instrumentation {
                     atomic_source: *atomic_source,
                     plain_mov: info.plain_mov,
                     rmw: false,
+                    library_plain: false,
                     mem_fn: None,
                     alloc: None,
                 };
@@ -299,6 +303,22 @@ impl Instrumentation {
                 atomic_source: false,
                 plain_mov: false,
                 rmw: true,
+                library_plain: false,
+                mem_fn: None,
+                alloc: None,
+            };
+            (insn, site)
+        }));
+        candidates.extend(plan.library_plain.iter().map(|insn| {
+            let size = insn.memory_size().size().clamp(1, 64) as u8;
+            let site = AccessSite {
+                insn: *insn,
+                size,
+                write: insn.op0_kind() == OpKind::Memory,
+                atomic_source: false,
+                plain_mov: true,
+                rmw: false,
+                library_plain: true,
                 mem_fn: None,
                 alloc: None,
             };
@@ -362,7 +382,7 @@ impl Instrumentation {
             });
             let needs_stop = !patch_on
                 || template.atomic_source
-                || (!template.rmw && self.statically_atomic(&rt))
+                || (!template.rmw && !template.library_plain && self.statically_atomic(&rt))
                 || stops.contains(&pc);
             requests.push(SiteRequest {
                 id,
@@ -413,6 +433,7 @@ impl Instrumentation {
                 atomic_source: false,
                 plain_mov: false,
                 rmw: false,
+                library_plain: false,
                 mem_fn,
                 alloc,
             });

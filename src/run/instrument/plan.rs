@@ -254,9 +254,28 @@ pub struct ModulePlan {
     /// Atomic instructions of a system library (race detection): not scheduling points,
     /// but recorded as acquire and release of their address.
     pub library_atomics: Vec<Instruction>,
+    /// Plain loads and stores of a runtime library that synchronises through them
+    /// ([`SYNC_RUNTIMES`]): not scheduling points, never racy themselves, but a load acquires
+    /// its address and a store releases it.
+    pub library_plain: Vec<Instruction>,
     /// Address ranges known to hold atomics: DWARF atomic globals and the rip-relative
     /// operands of atomic instructions.
     pub atomic_ranges: Vec<Range<u64>>,
+}
+
+/// System libraries whose synchronisation is built on plain loads and stores as well as
+/// atomic instructions (file name prefixes). libgomp's barriers publish a new generation
+/// with a release store (a plain MOV on x86-64) and a waiter that finds it changed, by a
+/// relaxed load in its spin or by a futex wait that returns at once, goes on with an
+/// acquire load (another MOV): without those two, what threads did before an `omp barrier`
+/// would look unordered with what the others do after it.
+pub const SYNC_RUNTIMES: &[&str] = &["libgomp.so"];
+
+/// Whether the file at `path` is one of the [`SYNC_RUNTIMES`].
+pub fn is_sync_runtime(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| SYNC_RUNTIMES.iter().any(|p| n.starts_with(p)))
 }
 
 /// Cache of plans by file.
@@ -359,13 +378,31 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
     if role == Role::System && races {
         // Synchronisation built on atomic instructions inside a system library (GLib,
         // libuv, libstdc++...): each one is recorded as an acquire and a release.
-        let scan = scan_cache::load_or_scan(elf, "library-atomics", || CodeScan {
+        let sync_runtime = is_sync_runtime(elf.path());
+        let what = match sync_runtime {
+            true => "library-sync",
+            false => "library-atomics",
+        };
+        let scan = scan_cache::load_or_scan(elf, what, || CodeScan {
             atomics: spin_instructions(elf).atomics,
+            accesses: match sync_runtime {
+                true => memory_access_instructions(elf, None)
+                    .into_iter()
+                    .filter(|m| m.plain_mov && !m.atomic)
+                    .map(|m| (m, false))
+                    .collect(),
+                false => Vec::new(),
+            },
             ..Default::default()
         });
         for s in scan.atomics {
-            if let Some(bytes) = elf.read_svma(s, 16) {
+            if let Some(bytes) = elf.instruction_bytes(s) {
                 plan.library_atomics.push(decode_at(bytes, s));
+            }
+        }
+        for (m, _) in scan.accesses {
+            if let Some(bytes) = elf.instruction_bytes(m.svma) {
+                plan.library_plain.push(decode_at(bytes, m.svma));
             }
         }
     }
@@ -374,7 +411,7 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
         let scan = scan_cache::load_or_scan(elf, what, || scan_code_under_test(elf, races));
         plan.pauses = scan.pauses;
         for s in scan.atomics {
-            if let Some(bytes) = elf.read_svma(s, 16) {
+            if let Some(bytes) = elf.instruction_bytes(s) {
                 let insn = decode_at(bytes, s);
                 if insn.is_ip_rel_memory_operand() {
                     let ea = insn.ip_rel_memory_address();
@@ -384,7 +421,7 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
             }
         }
         for (m, atomic_source) in scan.accesses {
-            if let Some(bytes) = elf.read_svma(m.svma, 16) {
+            if let Some(bytes) = elf.instruction_bytes(m.svma) {
                 plan.accesses
                     .push((decode_at(bytes, m.svma), m, atomic_source));
             }

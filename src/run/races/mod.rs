@@ -476,6 +476,10 @@ impl RaceRecording {
             self.record_atomic(env, t, ea, site.size as u64, pc);
             return;
         }
+        if site.library_plain {
+            self.record_library_plain(env, t, ea, site.write);
+            return;
+        }
         let atomic = site.atomic_source || (site.plain_mov && env.is_atomic_location(ea));
         if site.atomic_source {
             env.atomics.insert(ea);
@@ -507,6 +511,24 @@ impl RaceRecording {
             if let Some(d) = self.detector.as_mut() {
                 d.release(t, (ATOMIC, ea));
             }
+        }
+    }
+
+    /// Records a plain load (`write` false) or store at `ea` by `t` inside a runtime library
+    /// that synchronises through them (libgomp's barrier generation): on x86-64 an acquire
+    /// load and a release store are such MOVs, so the load acquires the address and the
+    /// store releases it, as the hardware orders them. Not checked for races: the library's
+    /// own bookkeeping is not the program's.
+    fn record_library_plain(&mut self, env: &mut Env<'_>, t: ThreadId, ea: u64, write: bool) {
+        env.repeats.forget();
+        // Partial-order reduction: another order of these steps may give other edges.
+        env.segment.touch_word(ea, write);
+        let Some(d) = self.detector.as_mut() else {
+            return;
+        };
+        match write {
+            true => d.release(t, (ATOMIC, ea)),
+            false => d.acquire(t, (ATOMIC, ea)),
         }
     }
 

@@ -497,6 +497,7 @@ impl Session<'_> {
             if site.mem_fn.is_none()
                 && site.alloc.is_none()
                 && !site.rmw
+                && !site.library_plain
                 && !site.atomic_source
                 && env.repeats.repeated(rec.addr, rec.site())
             {

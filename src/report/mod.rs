@@ -5,4 +5,4 @@ pub mod human;
 pub mod json;
 pub mod schedule;
 
-pub use finding::{CycleStep, Finding, FindingKind, Frame, ThreadReport};
+pub use finding::{CycleStep, Finding, FindingKind, Frame, ProcessRef, ThreadReport};

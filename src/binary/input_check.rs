@@ -360,13 +360,23 @@ mod tests {
         // A script is run by its interpreter, which is what gets checked.
         let sh = check_program(Path::new("/bin/sh")).unwrap();
         assert_eq!(check_program(&script).unwrap(), sh);
-        let nested = write_file(&dir, "n.sh", format!("#!{}\n", script.display()).as_bytes(), 0o755);
+        let nested = write_file(
+            &dir,
+            "n.sh",
+            format!("#!{}\n", script.display()).as_bytes(),
+            0o755,
+        );
         assert_eq!(check_program(&nested).unwrap(), sh);
         let lost = write_file(&dir, "l.sh", b"#!/no/such/shell -e\necho hi\n", 0o755);
         let e = check_program(&lost).unwrap_err();
         assert!(matches!(e, BadInput::Script { .. }), "{e}");
         assert!(e.to_string().contains("/no/such/shell"), "{e}");
-        let text_interp = write_file(&dir, "i.sh", format!("#!{}\n", dir.join("t.txt").display()).as_bytes(), 0o755);
+        let text_interp = write_file(
+            &dir,
+            "i.sh",
+            format!("#!{}\n", dir.join("t.txt").display()).as_bytes(),
+            0o755,
+        );
 
         let text = write_file(&dir, "t.txt", b"hello world, this is not elf\n", 0o755);
         let e = check_program(&text).unwrap_err();

@@ -176,9 +176,6 @@ mod tests {
             m: 0x20,
             timeout: None,
         };
-        assert_eq!(
-            wait.in_space(1).object().map(|o| space_of(o.addr)),
-            Some(1)
-        );
+        assert_eq!(wait.in_space(1).object().map(|o| space_of(o.addr)), Some(1));
     }
 }

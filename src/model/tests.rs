@@ -60,14 +60,22 @@ fn the_same_address_in_two_processes_is_two_mutexes() {
     run(&mut m, &mut mem, 0, lock(M1));
     run(&mut m, &mut mem, child, Op::Start);
     let in_child = lock(M1).in_space(1);
-    assert_eq!(run(&mut m, &mut mem, child, in_child), Completion::Return(0));
+    assert_eq!(
+        run(&mut m, &mut mem, child, in_child),
+        Completion::Return(0)
+    );
     // Within each space the mutex is held: a second thread of the child waits for it.
     let third = m.add_thread();
     run(&mut m, &mut mem, third, Op::Start);
     m.set_pending(third, lock(M1).in_space(1), 0).unwrap();
     assert!(!m.is_enabled(third));
     assert_eq!(
-        run(&mut m, &mut mem, child, Op::MutexUnlock { m: M1 }.in_space(1)),
+        run(
+            &mut m,
+            &mut mem,
+            child,
+            Op::MutexUnlock { m: M1 }.in_space(1)
+        ),
         Completion::Return(0)
     );
     assert!(m.is_enabled(third));

@@ -253,8 +253,7 @@ impl KernelWaits {
     /// a deadlock: some thread waits in the kernel for something another process, a
     /// terminal or the network could still bring.
     pub fn waits_for_outside(&self, p: &Process, model: &Model) -> bool {
-        (self.waiting_threads(model).into_iter())
-            .any(|t| self.is_external(p, t, &self.calls[&t]))
+        (self.waiting_threads(model).into_iter()).any(|t| self.is_external(p, t, &self.calls[&t]))
     }
 
     /// The threads blocked in a kernel wait, in id order.
@@ -443,8 +442,8 @@ impl KernelWaits {
     fn is_external(&self, p: &Process, t: ThreadId, call: &KernelCall) -> bool {
         let pid = p.pid_of(t);
         let tree: Vec<Pid> = p.procs.iter().filter(|q| q.live).map(|q| q.pid).collect();
-        let children_run = (procfs::children(pid).iter())
-            .any(|(c, ended)| !ended && !tree.contains(c));
+        let children_run =
+            (procfs::children(pid).iter()).any(|(c, ended)| !ended && !tree.contains(c));
         if children_run || !p.foreign.is_empty() {
             return true;
         }

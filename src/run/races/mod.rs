@@ -245,10 +245,11 @@ impl RaceRecording {
     /// one's, with their origins), the stacks it captured and its counts.
     pub fn absorb(&mut self, other: RaceRecording) {
         let base = self.findings.len();
-        self.origins.extend(other.origins.into_iter().map(|o| RaceOrigin {
-            index: o.index + base,
-            ..o
-        }));
+        self.origins
+            .extend(other.origins.into_iter().map(|o| RaceOrigin {
+                index: o.index + base,
+                ..o
+            }));
         self.findings.extend(other.findings);
         self.captured_stacks.extend(other.captured_stacks);
         self.call_sites.extend(other.call_sites);

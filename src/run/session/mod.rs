@@ -50,8 +50,8 @@ use super::step_state::StepState;
 use super::worker_state::WorkerState;
 use crate::explore::Divergence;
 use crate::model::{
-    address_of, in_space, Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind,
-    Op, ThreadId,
+    address_of, in_space, Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind, Op,
+    ThreadId,
 };
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::events;

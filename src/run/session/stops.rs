@@ -84,9 +84,6 @@ impl Session<'_> {
                 }
                 WaitOutcome::Event(pid, ev) => (pid, ev),
             };
-            if std::env::var_os("MCHECK_DEBUG_TREE").is_some() {
-                eprintln!("DEBUG t{t} {pid} {ev:?} foreign={:?}", self.p.foreign);
-            }
             if self.p.foreign.contains(&pid) {
                 self.pass_through(pid, ev)?;
                 continue;

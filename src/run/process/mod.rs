@@ -16,7 +16,8 @@ use nix::unistd::Pid;
 
 use self::tree::{executable, ParkedMemory, ProcessInfo};
 use crate::model::{Space, ThreadId};
-use crate::report::ProcessRef;
+use crate::report::untraced::{KILLED_AT_END, SHARED_MEMORY};
+use crate::report::{ProcessRef, UntracedProcess};
 use crate::tracee::memory::Memory;
 use crate::tracee::regs::{self, Regs};
 use crate::tracee::{events, interrupt, Event, WaitOutcome};
@@ -138,6 +139,10 @@ pub struct Process {
     current: usize,
     /// The last address space given out (0: the program as launched).
     last_space: Space,
+    /// The executables of the `foreign` processes, by pid.
+    foreign_programs: HashMap<Pid, std::path::PathBuf>,
+    /// Processes of this execution that ran unchecked, or were checked only in part.
+    untraced: Vec<UntracedProcess>,
 }
 
 impl Process {
@@ -159,6 +164,8 @@ impl Process {
             procs: vec![ProcessInfo::new(pid, executable(pid), 0, None)],
             current: 0,
             last_space: 0,
+            foreign_programs: HashMap::new(),
+            untraced: Vec::new(),
         })
     }
 
@@ -189,6 +196,8 @@ impl Process {
             procs: vec![self.procs[self.current].copied(copy)],
             current: 0,
             last_space: self.last_space,
+            foreign_programs: HashMap::new(),
+            untraced: Vec::new(),
         })
     }
 
@@ -308,6 +317,58 @@ impl Process {
         info.space = self.last_space;
         info.exe = executable(self.pid);
         Ok(())
+    }
+
+    /// Follows `pid`, which shares the memory of the process that created it without being
+    /// one of its threads: it runs natively until it execs ([`Process::foreign_exec`]).
+    pub fn add_foreign(&mut self, pid: Pid) {
+        self.foreign.insert(pid);
+        self.foreign_programs.insert(pid, executable(pid));
+    }
+
+    /// Foreign process `pid` exec'd: it is about to become a process of the tree.
+    pub fn foreign_exec(&mut self, pid: Pid) {
+        self.foreign.remove(&pid);
+        self.foreign_programs.remove(&pid);
+    }
+
+    /// Foreign process `pid` ended without exec: it ran untraced.
+    pub fn foreign_ended(&mut self, pid: Pid) {
+        self.foreign.remove(&pid);
+        let program = self.foreign_programs.remove(&pid).unwrap_or_default();
+        self.note_untraced(program, SHARED_MEMORY);
+    }
+
+    /// The processes of the tree other than the program as launched still run at the
+    /// program's end, and are about to be killed: checked only in part.
+    pub fn killed_at_end(&mut self) {
+        let live: Vec<std::path::PathBuf> = (self.procs.iter().skip(1))
+            .filter(|q| q.live)
+            .map(|q| q.exe.clone())
+            .collect();
+        for program in live {
+            self.note_untraced(program, KILLED_AT_END);
+        }
+    }
+
+    /// The processes of this execution that were not checked, or only in part: those
+    /// noted, and the foreign processes still running.
+    pub fn untraced(&self) -> Vec<UntracedProcess> {
+        let mut all = self.untraced.clone();
+        for program in self.foreign_programs.values() {
+            let u = untraced(program, SHARED_MEMORY);
+            if !all.contains(&u) {
+                all.push(u);
+            }
+        }
+        all
+    }
+
+    fn note_untraced(&mut self, program: std::path::PathBuf, why: &'static str) {
+        let u = untraced(&program, why);
+        if !self.untraced.contains(&u) {
+            self.untraced.push(u);
+        }
     }
 
     /// Process `i` has ended (its threads are gone).
@@ -479,4 +540,11 @@ pub fn auxv_entry(pid: Pid) -> anyhow::Result<u64> {
         }
     }
     Err(anyhow::anyhow!("no AT_ENTRY in the auxiliary vector"))
+}
+
+fn untraced(program: &std::path::Path, why: &'static str) -> UntracedProcess {
+    UntracedProcess {
+        program: program.to_string_lossy().into_owned(),
+        why,
+    }
 }

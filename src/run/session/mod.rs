@@ -53,7 +53,7 @@ use crate::model::{
     address_of, in_space, Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind, Op,
     ThreadId,
 };
-use crate::report::{Finding, FindingKind, ThreadReport};
+use crate::report::{Finding, FindingKind, ThreadReport, UntracedProcess};
 use crate::tracee::events;
 
 /// How one execution ended.
@@ -114,6 +114,8 @@ pub struct ExecutionOutcome {
     pub cut_short: bool,
     /// The execution changed a file or directory (`fs_gate`).
     pub changed_files: bool,
+    /// Processes of the program that ran unchecked, or were checked only in part.
+    pub untraced: Vec<UntracedProcess>,
 }
 
 /// The race recording part and what it reads of the execution ([`super::races::Env`]), as
@@ -272,7 +274,9 @@ impl<'a> Session<'a> {
                 if let Some(end) = self.root_ended() {
                     if self.kernel.waits_for_outside(&self.p, &self.model) {
                         // The program has ended; what it left running waits for the world
-                        // outside, as it would after the shell returned: it is killed.
+                        // outside, as it would after the shell returned: it is killed, and
+                        // the summary says it was checked only in part.
+                        self.p.killed_at_end();
                         return Ok(Choices::End(Box::new(self.ended(end))));
                     }
                 }
@@ -547,6 +551,7 @@ impl<'a> Session<'a> {
             },
             cut_short: false,
             changed_files: self.world.changed_files(),
+            untraced: self.p.untraced(),
         }
     }
 

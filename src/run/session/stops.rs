@@ -176,9 +176,7 @@ impl Session<'_> {
     /// Events of processes the program forked: they run free.
     pub(super) fn pass_through(&mut self, pid: Pid, ev: Event) -> Result<()> {
         match ev {
-            Event::Exited(_) | Event::Killed(_) => {
-                self.p.foreign.remove(&pid);
-            }
+            Event::Exited(_) | Event::Killed(_) => self.p.foreign_ended(pid),
             Event::Fork(child) | Event::Vfork(child) | Event::Clone(child) => {
                 self.adopt_foreign(child)?;
                 events::resume(pid, None)?;
@@ -249,7 +247,7 @@ impl Session<'_> {
     /// Follows a process that shares its creator's memory without being a thread of it (a
     /// vfork child until it execs, a clone with `CLONE_VM`), letting it run natively.
     pub(super) fn adopt_foreign(&mut self, child: Pid) -> Result<()> {
-        self.p.foreign.insert(child);
+        self.p.add_foreign(child);
         if self.p.early_stops.remove(&child) {
             events::resume(child, None)?;
         }
@@ -847,7 +845,7 @@ impl Session<'_> {
 }
 
 pub(super) const CLONE_THREAD: u64 = 0x0001_0000;
-const CLONE_VM: u64 = 0x0000_0100;
+pub(super) const CLONE_VM: u64 = 0x0000_0100;
 pub(super) const CLONE_CHILD_CLEARTID: u64 = 0x0020_0000;
 pub(super) const CLONE_SETTLS: u64 = 0x0008_0000;
 

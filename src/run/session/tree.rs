@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use anyhow::{Context, Result};
 use nix::unistd::Pid;
 
-use super::stops::{CLONE_CHILD_CLEARTID, CLONE_THREAD};
+use super::stops::{CLONE_CHILD_CLEARTID, CLONE_THREAD, CLONE_VM};
 use super::{ProcessEnd, RunResult, Session};
 use crate::model::{address_of, space_of, Op, ThreadId};
 use crate::run::instrument::code::{BreakpointKind, CodeEdits};
@@ -153,6 +153,13 @@ impl Session<'_> {
     pub(super) fn on_fork(&mut self, t: ThreadId, child: Pid) -> Result<Option<RunResult>> {
         let (flags, ctid, _) = self.step.pending_clone.take().unwrap_or((0, 0, 0));
         debug_assert_eq!(flags & CLONE_THREAD, 0);
+        if flags & CLONE_VM != 0 {
+            // clone(CLONE_VM | SIGCHLD) is reported as a fork, but the child shares its
+            // parent's memory: it is not a copy, and runs natively (the summary says so).
+            self.adopt_foreign(child)?;
+            events::resume(self.p.threads[t].tid, None)?;
+            return Ok(None);
+        }
         let j = match self.p.add_process(child, true) {
             Ok(j) => j,
             // Gone already (killed): nothing to follow.
@@ -217,7 +224,7 @@ impl Session<'_> {
     /// becomes a process of the tree with a new image, and one thread that starts after
     /// the step in progress. It stays stopped at its exec stop until then.
     pub(super) fn adopt_exec(&mut self, pid: Pid) -> Result<()> {
-        self.p.foreign.remove(&pid);
+        self.p.foreign_exec(pid);
         let Ok(j) = self.p.add_process(pid, false) else {
             return events::resume(pid, None).map_err(Into::into);
         };

@@ -118,7 +118,7 @@ fn a_script_given_directly_is_run_and_checked() {
 fn a_test_runner_is_checked_in_every_test_process() {
     let out = temp_path("schedules");
     let runner = fixture("fork_test_runner").display().to_string();
-    let r = search(&[runner.clone()], &out.display().to_string());
+    let r = search(std::slice::from_ref(&runner), &out.display().to_string());
     let f = first_finding(&r);
     assert_eq!(f["kind"], "data_race", "{}", r.stderr);
     // The racy test is the third the runner forks: P3, not the runner (P0).
@@ -141,7 +141,7 @@ fn a_test_runner_is_checked_in_every_test_process() {
 fn a_process_sharing_memory_is_said_to_run_untraced() {
     let out = temp_path("schedules");
     let prog = fixture("clone_vm_helper").display().to_string();
-    let r = search(&[prog.clone()], &out.display().to_string());
+    let r = search(std::slice::from_ref(&prog), &out.display().to_string());
     assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
     assert!(
         r.stderr

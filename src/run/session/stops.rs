@@ -809,14 +809,10 @@ impl Session<'_> {
                     // A process of the tree ended meanwhile (killed from outside).
                     Some(&u) if matches!(ev, Event::Exited(_) | Event::Killed(_)) => {
                         let current = self.p.proc_of(u) == self.p.current();
-                        match self.other_thread_event(u, ev)? {
-                            Some(end) if current => {
-                                if self.process_ended(end).is_some() {
-                                    // Nothing is left: the execution ends (`choices`).
-                                    return Ok(true);
-                                }
-                            }
-                            _ => {}
+                        let end = self.other_thread_event(u, ev)?.filter(|_| current);
+                        // Nothing is left: the execution ends (`choices`).
+                        if end.is_some_and(|end| self.process_ended(end).is_some()) {
+                            return Ok(true);
                         }
                     }
                     _ => self.unknown_stop(pid, ev),

@@ -210,6 +210,26 @@ impl Session<'_> {
         Ok(())
     }
 
+    /// The vfork child `child` released its parent (it execs, or ends): its exec or its end
+    /// is waited for before the parent goes on, so that it joins the tree (or is noted as
+    /// untraced) within the parent's step, at the same point in every execution, never at a
+    /// moment the kernel's timing picks.
+    fn await_vfork_child(&mut self, child: Pid) -> Result<()> {
+        while self.p.foreign.contains(&child) {
+            if self.worker.cut.raised() {
+                return Ok(());
+            }
+            match events::wait(Some(child))? {
+                WaitOutcome::Interrupted => continue,
+                WaitOutcome::NoChildren => {
+                    self.p.foreign_ended(child);
+                }
+                WaitOutcome::Event(pid, ev) => self.pass_through(pid, ev)?,
+            }
+        }
+        Ok(())
+    }
+
     /// A foreign process stopped at an `int3`: one of mcheck's, in the memory it shares
     /// with its parent (a vfork child calls libc functions before it execs), is stepped
     /// over as the parent's thread would step over it: the program's byte put back for one
@@ -317,6 +337,7 @@ impl Session<'_> {
             Event::Fork(child) => self.on_fork(t, child),
             Event::Vfork(child) => {
                 self.adopt_foreign(child)?;
+                self.step.vfork_child = Some(child);
                 events::resume(tid, None)?;
                 Ok(None)
             }
@@ -387,6 +408,9 @@ impl Session<'_> {
             }
             Event::Exec => self.on_exec(t),
             Event::VforkDone => {
+                if let Some(child) = self.step.vfork_child.take() {
+                    self.await_vfork_child(child)?;
+                }
                 events::resume(tid, None)?;
                 Ok(None)
             }

@@ -181,3 +181,22 @@ fn no_process_of_a_shell_run_is_left_behind() {
     assert!(left.is_empty(), "left behind: {left:?}");
     let _ = fs::remove_dir_all(&out);
 }
+
+#[test]
+fn a_vfork_child_joins_the_tree_at_the_same_point_every_time() {
+    // With a job in the background, dash starts its last command with vfork: the child
+    // must join the tree when it execs, within its parent's step, or replayed prefixes
+    // diverge; it is checked, not noted as untraced.
+    let out = temp_path("schedules");
+    let prog = fixture("race_counter").display().to_string();
+    let r = search(
+        &args(&["/bin/sh", "-c", &format!("sleep 100 & {prog}")]),
+        &out.display().to_string(),
+    );
+    let f = first_finding(&r);
+    assert_eq!(f["kind"], "data_race", "{}", r.stderr);
+    assert!(!r.stderr.contains("ran untraced"), "{}", r.stderr);
+    assert!(!r.stderr.contains("did not repeat"), "{}", r.stderr);
+    replays(&f);
+    let _ = fs::remove_dir_all(&out);
+}

@@ -230,19 +230,32 @@ fn foreign_arch_elf() {
     });
 }
 
+/// A script is run by its interpreter (and checked as a process tree, see
+/// tests/process_tree.rs); one whose interpreter does not exist, or is not an x86-64 ELF
+/// program, is refused before it runs.
 #[test]
-fn shell_script() {
+fn script_with_a_bad_interpreter() {
     let tmp = TempDir::new("script");
     let marker = tmp.path().join("script-ran");
-    let script = tmp.path().join("script.sh");
-    write_file(
-        &script,
-        format!("#!/bin/sh\ntouch '{}'\nexit 0\n", marker.display()).as_bytes(),
-        0o755,
-    );
-    let o = run(&tmp, &["--", script.to_str().unwrap()]);
-    assert_rejected("#!/bin/sh script", &o);
-    assert!(!marker.exists(), "the rejected script was executed anyway");
+    let text = tmp.path().join("not-a-shell.txt");
+    write_file(&text, b"just some text, not a program\n", 0o755);
+    for interpreter in ["/no/such/shell -e", text.to_str().unwrap()] {
+        let script = tmp.path().join("script.sh");
+        write_file(
+            &script,
+            format!("#!{interpreter}\ntouch '{}'\nexit 0\n", marker.display()).as_bytes(),
+            0o755,
+        );
+        let o = run(&tmp, &["--", script.to_str().unwrap()]);
+        assert_rejected(&format!("#!{interpreter} script"), &o);
+        let first = interpreter.split(' ').next().unwrap();
+        assert!(
+            o.stderr.contains(first),
+            "the interpreter is named: {}",
+            o.stderr
+        );
+        assert!(!marker.exists(), "the rejected script was executed anyway");
+    }
 }
 
 #[test]

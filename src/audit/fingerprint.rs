@@ -230,6 +230,7 @@ mod tests {
                 name: None,
                 state: "running".into(),
                 stack: vec![],
+                process: None,
             }],
             preemptions: 0,
             seed: tid as u64,

@@ -319,6 +319,7 @@ mod tests {
             name: None,
             state: "blocked".into(),
             stack: vec![libc.clone(), own],
+            process: None,
         };
         let lonely = crate::report::ThreadReport {
             id: 3,

@@ -1,7 +1,8 @@
 //! Validation of the program the user asks mcheck to check.
 //!
 //! [`resolve_program`] finds the file the way `execvp` would, and [`check_program`]
-//! refuses anything that is not an x86-64 ELF executable with a clear one-line message.
+//! refuses anything that is not an x86-64 ELF executable, or a `#!` script whose
+//! interpreter is one, with a clear one-line message.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -36,13 +37,15 @@ pub enum BadInput {
         /// The offending path.
         path: PathBuf,
     },
-    /// The file is a `#!` script.
-    #[error("{}: is a script (#!{interpreter}): mcheck checks ELF binaries; run the interpreter under mcheck, e.g. `mcheck -- {interpreter} {}`", path.display(), path.display())]
+    /// The file is a `#!` script whose interpreter cannot be checked.
+    #[error("{}: a script whose interpreter (#!{interpreter}) cannot be run: {why}", path.display())]
     Script {
         /// The offending path.
         path: PathBuf,
         /// The interpreter line after `#!`, trimmed.
         interpreter: String,
+        /// What is wrong with the interpreter.
+        why: Box<BadInput>,
     },
     /// The file is not an ELF file at all.
     #[error("{}: not an ELF binary: mcheck checks x86-64 ELF executables", path.display())]
@@ -90,7 +93,7 @@ pub enum BadInput {
     },
 }
 
-/// What kind of valid program was found.
+/// What kind of valid program was found (for a script, its interpreter's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProgramKind {
     /// No `PT_INTERP`: the program does not go through the dynamic loader.
@@ -158,9 +161,17 @@ fn io_error(path: &Path, e: io::Error) -> BadInput {
     }
 }
 
-/// Checks that `path` is an executable x86-64 ELF program and says whether it is static
-/// and/or position-independent.
+/// Checks that `path` is an executable x86-64 ELF program, or a `#!` script the kernel
+/// runs with one (mcheck then checks the interpreter, and whatever the script runs: see
+/// the process tree), and says whether it is static and/or position-independent.
 pub fn check_program(path: &Path) -> Result<ProgramKind, BadInput> {
+    check_program_within(path, 0)
+}
+
+/// Interpreters of interpreters the kernel follows (`BINPRM_MAX_RECURSION`).
+const MAX_INTERPRETERS: usize = 4;
+
+fn check_program_within(path: &Path, depth: usize) -> Result<ProgramKind, BadInput> {
     let meta = std::fs::metadata(path).map_err(|e| io_error(path, e))?;
     if !meta.is_file() {
         let what = if meta.is_dir() {
@@ -179,6 +190,25 @@ pub fn check_program(path: &Path) -> Result<ProgramKind, BadInput> {
         });
     }
     let head = read_head(path).map_err(|e| io_error(path, e))?;
+    if let Some(interpreter) = interpreter_line(&head) {
+        let why = match interpreter.split_whitespace().next() {
+            None => BadInput::NotFound {
+                path: PathBuf::from("(none)"),
+            },
+            Some(_) if depth >= MAX_INTERPRETERS => BadInput::NotElf {
+                path: path.to_path_buf(),
+            },
+            Some(first) => match check_program_within(Path::new(first), depth + 1) {
+                Ok(kind) => return Ok(kind),
+                Err(e) => e,
+            },
+        };
+        return Err(BadInput::Script {
+            path: path.to_path_buf(),
+            interpreter,
+            why: Box::new(why),
+        });
+    }
     check_header(path, &head)?;
     let elf = ElfFile::load(path).map_err(|e| BadInput::Malformed {
         path: path.to_path_buf(),
@@ -202,14 +232,16 @@ fn read_head(path: &Path) -> io::Result<Vec<u8>> {
     Ok(head)
 }
 
-/// Classifies the file from its first bytes: script, non-ELF, wrong class/machine/type.
+/// The interpreter line of a `#!` script (after `#!`, trimmed).
+fn interpreter_line(head: &[u8]) -> Option<String> {
+    let rest = head.strip_prefix(b"#!")?;
+    let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
+    Some(String::from_utf8_lossy(line).trim().to_string())
+}
+
+/// Classifies the file from its first bytes: non-ELF, wrong class/machine/type.
 fn check_header(path: &Path, head: &[u8]) -> Result<(), BadInput> {
     let path = path.to_path_buf();
-    if let Some(rest) = head.strip_prefix(b"#!") {
-        let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
-        let interpreter = String::from_utf8_lossy(line).trim().to_string();
-        return Err(BadInput::Script { path, interpreter });
-    }
     if head.len() < 20 || &head[..4] != b"\x7fELF" {
         return Err(BadInput::NotElf { path });
     }
@@ -325,13 +357,32 @@ mod tests {
     fn rejects_bad_inputs() {
         let dir = temp_dir();
         let script = write_file(&dir, "s.sh", b"#!/bin/sh\necho hi\n", 0o755);
-        let e = check_program(&script).unwrap_err();
+        // A script is run by its interpreter, which is what gets checked.
+        let sh = check_program(Path::new("/bin/sh")).unwrap();
+        assert_eq!(check_program(&script).unwrap(), sh);
+        let nested = write_file(
+            &dir,
+            "n.sh",
+            format!("#!{}\n", script.display()).as_bytes(),
+            0o755,
+        );
+        assert_eq!(check_program(&nested).unwrap(), sh);
+        let lost = write_file(&dir, "l.sh", b"#!/no/such/shell -e\necho hi\n", 0o755);
+        let e = check_program(&lost).unwrap_err();
         assert!(matches!(e, BadInput::Script { .. }), "{e}");
-        assert!(e.to_string().contains("/bin/sh"));
+        assert!(e.to_string().contains("/no/such/shell"), "{e}");
+        let text_interp = write_file(
+            &dir,
+            "i.sh",
+            format!("#!{}\n", dir.join("t.txt").display()).as_bytes(),
+            0o755,
+        );
 
         let text = write_file(&dir, "t.txt", b"hello world, this is not elf\n", 0o755);
         let e = check_program(&text).unwrap_err();
         assert!(matches!(e, BadInput::NotElf { .. }), "{e}");
+        let e = check_program(&text_interp).unwrap_err();
+        assert!(e.to_string().contains("not an ELF binary"), "{e}");
 
         let empty = write_file(&dir, "empty", b"", 0o755);
         let e = check_program(&empty).unwrap_err();

@@ -169,6 +169,9 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     ) {
         eprintln!("mcheck: note: {note}");
     }
+    for u in &result.untraced {
+        eprintln!("mcheck: note: {u}");
+    }
     if result.cut_short > 0 {
         eprintln!(
             "mcheck: note: {} execution(s) were cut short when the search stopped ({}); they report nothing",
@@ -234,6 +237,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 first_unverified_race: result.unverified_races.1.clone(),
             },
             findings: &findings,
+            untraced_processes: &result.untraced,
             shard: args.shard.filter(|s| s.count > 1).map(|s| json::JsonShard {
                 index: s.index,
                 count: s.count,
@@ -427,7 +431,9 @@ pub fn coverage_statement(
     clean: bool,
     findings: &[Finding],
 ) -> String {
-    let verdict = if clean {
+    let verdict = if clean && !result.untraced.is_empty() {
+        "no bug found in the processes checked".to_string()
+    } else if clean {
         "no bug found".to_string()
     } else {
         format!("{} distinct finding(s)", result.witnesses.len())
@@ -461,6 +467,12 @@ pub fn coverage_statement(
             name_sites(racy_sites_not_explored, findings)
         )
     };
+    if !result.untraced.is_empty() {
+        return format!(
+            "{n} execution(s) explored, search space not exhausted: {} process(es) of the program ran untraced (see the note(s) below){included}; {verdict}",
+            result.untraced.len()
+        );
+    }
     if let Some(why) = result.nothing_to_explore {
         if !racy_sites_not_explored.is_empty() {
             return sync_only(format!(

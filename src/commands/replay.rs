@@ -101,6 +101,9 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
     crate::tracee::files::advance_user_outputs(cfg.program.quiet);
 
     eprint!("{}", format_trace(&outcome.trace));
+    for u in &outcome.untraced {
+        eprintln!("mcheck: note: {u}");
+    }
     if let Some(d) = outcome.divergence {
         return Err(Failure::Usage(format!(
             "{}: {d}; no finding is reported (a program also depends on its input files, the directories it lists and its environment: did they change since the search?)",
@@ -313,6 +316,7 @@ fn write_json(
         },
         access_recording: Default::default(),
         findings,
+        untraced_processes: &[],
         shard: None,
         schedule_digest: format!(
             "{:016x}",

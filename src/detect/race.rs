@@ -104,8 +104,14 @@ type LastAccess = (ThreadId, Addr, u64, u64, u8, u32);
 impl RaceDetector {
     /// A detector for an execution whose main thread is thread 0.
     pub fn new() -> RaceDetector {
+        RaceDetector::starting_with(0)
+    }
+
+    /// A detector for memory whose first thread is `t` (a process started by another: its
+    /// accesses race only with its own threads').
+    pub fn starting_with(t: ThreadId) -> RaceDetector {
         let mut d = RaceDetector::default();
-        d.clock_mut(0).tick(0);
+        d.clock_mut(t).tick(t);
         d
     }
 

@@ -10,11 +10,13 @@ mod fingerprint;
 mod footprint;
 mod objects;
 mod ops;
+mod spaces;
 mod state;
 mod waits;
 
 pub use footprint::{Footprint, Role, Touch};
 pub use ops::{Attempt, Completion, MutexType, ObjectKind, ObjectRef, Op};
+pub use spaces::{address_of, in_space, space_of, Space};
 pub use state::{MemoryView, Model};
 pub use waits::{BlockedThread, Holder, ModelFinding};
 

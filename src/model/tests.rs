@@ -53,6 +53,40 @@ fn mutex_blocks_second_locker_until_unlock() {
 }
 
 #[test]
+fn the_same_address_in_two_processes_is_two_mutexes() {
+    // A parent and its forked child lock "the same" mutex: each its own copy.
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    let child = m.add_thread();
+    run(&mut m, &mut mem, 0, lock(M1));
+    run(&mut m, &mut mem, child, Op::Start);
+    let in_child = lock(M1).in_space(1);
+    assert_eq!(
+        run(&mut m, &mut mem, child, in_child),
+        Completion::Return(0)
+    );
+    // Within each space the mutex is held: a second thread of the child waits for it.
+    let third = m.add_thread();
+    run(&mut m, &mut mem, third, Op::Start);
+    m.set_pending(third, lock(M1).in_space(1), 0).unwrap();
+    assert!(!m.is_enabled(third));
+    assert_eq!(
+        run(
+            &mut m,
+            &mut mem,
+            child,
+            Op::MutexUnlock { m: M1 }.in_space(1)
+        ),
+        Completion::Return(0)
+    );
+    assert!(m.is_enabled(third));
+    // The parent still holds its own.
+    assert!(matches!(
+        m.set_pending(0, lock(M1), 0),
+        Err(ModelFinding::Deadlock { .. })
+    ));
+}
+
+#[test]
 fn abba_is_a_local_deadlock_with_both_threads() {
     let (mut m, mut mem) = (Model::new(), FakeMemory::default());
     let t1 = m.add_thread();

@@ -154,6 +154,40 @@ pub struct ThreadReport {
     pub state: String,
     /// Its stack, innermost first.
     pub stack: Vec<Frame>,
+    /// The process it belongs to, when the program ran as more than one process image
+    /// (it forked, or exec'd another program).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<ProcessRef>,
+}
+
+/// A process of the traced tree, as reports name it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct ProcessRef {
+    /// Its number in the tree, in creation order: 0 is the program as launched.
+    pub number: usize,
+    /// Its pid in the execution that found it.
+    pub pid: i32,
+    /// The executable it ran.
+    pub program: String,
+    /// The number of the process that started it (none for P0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<usize>,
+}
+
+impl ProcessRef {
+    /// "P1 (abba_O2, pid 1234, started by P0)".
+    pub fn short(&self) -> String {
+        let parent = self
+            .parent
+            .map(|p| format!(", started by P{p}"))
+            .unwrap_or_default();
+        format!(
+            "P{} ({}, pid {}{parent})",
+            self.number,
+            short_path(&self.program),
+            self.pid
+        )
+    }
 }
 
 /// A bug found in one execution (read back from a JSON report by `mcheck audit`).
@@ -190,6 +224,29 @@ pub struct Finding {
     /// ended differently.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_schedule: Vec<crate::explore::Decision>,
+}
+
+impl Finding {
+    /// Names the processes of the threads involved, in a detail line, when the program ran
+    /// as more than one process image (threads are numbered across the process tree).
+    pub fn name_processes(&mut self) {
+        let mut seen: Vec<&ProcessRef> = Vec::new();
+        for p in self.threads.iter().filter_map(|t| t.process.as_ref()) {
+            if !seen.iter().any(|q| q.number == p.number) {
+                seen.push(p);
+            }
+        }
+        if seen.is_empty() {
+            return;
+        }
+        let names: Vec<String> = (seen.iter())
+            .map(|p| format!("{}: {}", p.short(), p.program))
+            .collect();
+        let line = format!("in process {}", names.join("; "));
+        if !self.details.contains(&line) {
+            self.details.push(line);
+        }
+    }
 }
 
 /// One operation of a livelock's repeating cycle.

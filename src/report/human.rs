@@ -21,7 +21,16 @@ pub fn format_finding(f: &Finding, reproduce: &str) -> String {
             .as_deref()
             .map(|n| format!(" \"{n}\""))
             .unwrap_or_default();
-        let _ = writeln!(s, "  Thread T{}{name} (tid {}) {}", t.id, t.tid, t.state);
+        let process = t
+            .process
+            .as_ref()
+            .map(|p| format!(", process P{}", p.number))
+            .unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "  Thread T{}{name} (tid {}{process}) {}",
+            t.id, t.tid, t.state
+        );
         for (i, fr) in t.stack.iter().enumerate() {
             let inl = if fr.inlined { " (inlined)" } else { "" };
             let _ = writeln!(s, "    #{i:<2} {} {}{inl}", fr.address, fr.short());

@@ -148,6 +148,10 @@ pub struct JsonReport<'a> {
     pub access_recording: JsonAccessRecording,
     /// The findings, in the order found.
     pub findings: &'a [Finding],
+    /// Processes of the program that ran unchecked, or were checked only in part (absent
+    /// when every process was checked).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub untraced_processes: &'a [crate::report::UntracedProcess],
     /// This machine's part of a split search (`--shard I/N`); absent for a whole search.
     /// `complete` then means that this part was exhausted.
     #[serde(skip_serializing_if = "Option::is_none")]

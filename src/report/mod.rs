@@ -6,6 +6,8 @@ pub mod human;
 pub mod json;
 pub mod schedule;
 pub mod shell;
+pub mod untraced;
 
-pub use finding::{CycleStep, Finding, FindingKind, Frame, ThreadReport};
+pub use finding::{CycleStep, Finding, FindingKind, Frame, ProcessRef, ThreadReport};
 pub use shell::shell_quote;
+pub use untraced::UntracedProcess;

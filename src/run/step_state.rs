@@ -1,6 +1,6 @@
 //! The step in progress: what the running thread touched since its step began, the
 //! threads running a stretch that is not a decision of their own, the clone being made,
-//! and whether the process is ending.
+//! the vfork child being waited for, and whether the process is ending.
 
 use std::collections::BTreeSet;
 
@@ -20,6 +20,8 @@ pub(super) struct StepState {
     pub pending_clone: Option<(u64, u64, u64)>,
     /// The process is ending (exit_group, a fatal signal): only its end matters now.
     pub group_exiting: bool,
+    /// The vfork child of the running thread, until it execs or ends.
+    pub vfork_child: Option<nix::unistd::Pid>,
 }
 
 impl StepState {

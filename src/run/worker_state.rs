@@ -29,8 +29,12 @@ pub struct RacyPoints {
 /// A worker's memory across executions.
 #[derive(Default)]
 pub struct WorkerState {
-    /// Symbolization state.
+    /// Symbolization state of the program image being looked at (`symbols_image`).
     pub symbols: Symbols,
+    /// The executable `symbols` belongs to (empty before the first execution).
+    pub symbols_image: std::path::PathBuf,
+    /// Symbolization states of the other program images the process tree ran.
+    pub image_symbols: std::collections::HashMap<std::path::PathBuf, Symbols>,
     /// Instrumentation plans by file.
     pub plans: PlanCache,
     /// Addresses accessed by atomic instructions in some execution.
@@ -95,6 +99,20 @@ pub enum ShownOutput {
 }
 
 impl WorkerState {
+    /// Makes `symbols` those of the program image `exe` (a process tree runs several:
+    /// the program, the programs it execs).
+    pub fn switch_symbols(&mut self, exe: &std::path::Path) {
+        if self.symbols_image == exe {
+            return;
+        }
+        let incoming = self.image_symbols.remove(exe).unwrap_or_default();
+        let outgoing = std::mem::replace(&mut self.symbols, incoming);
+        let previous = std::mem::replace(&mut self.symbols_image, exe.to_path_buf());
+        if !previous.as_os_str().is_empty() {
+            self.image_symbols.insert(previous, outgoing);
+        }
+    }
+
     /// Whether the next execution's output is shown.
     pub fn shows_output(&self) -> bool {
         !self.quiet_rerun && self.shown_output != ShownOutput::Hidden

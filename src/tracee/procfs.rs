@@ -218,6 +218,15 @@ pub fn signal_state(pid: Pid, tid: Pid) -> (u64, u64, u64) {
     (field("SigPnd:"), field("ShdPnd:"), field("SigBlk:"))
 }
 
+/// The parent of process `pid` (the real one, not its tracer), if it is there.
+pub fn parent_of(pid: Pid) -> Option<Pid> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name (in parentheses): state, ppid...
+    let rest = stat.rsplit_once(')')?.1;
+    let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
+    Some(Pid::from_raw(ppid))
+}
+
 /// The child processes of every thread of `pid`, each with whether it has ended (a zombie
 /// its parent can wait for).
 pub fn children(pid: Pid) -> Vec<(Pid, bool)> {

@@ -11,10 +11,8 @@ use std::sync::Arc;
 use iced_x86::OpKind;
 
 use super::hooks::Hook;
-use anyhow::Context;
-use nix::unistd::Pid;
 
-use super::patching::{fixed_operand, write_edits_by_page, AccessSite, PatchStats, Patching};
+use super::patching::{fixed_operand, AccessSite, PatchStats, Patching};
 use super::plan::{Alloc, MemFn, ModulePlan};
 use crate::model::ThreadId;
 use crate::patch::PatchTable;
@@ -281,23 +279,6 @@ impl CodeEdits {
         }
         let target = mem.read_u64(insn.ip_rel_memory_address()).ok()?;
         Some((target, insn.next_ip()))
-    }
-
-    /// A child process the program forked runs natively: its copy of the code gets back
-    /// every byte mcheck changed (patched sites and breakpoints) before it runs.
-    pub fn clean_forked_child(&self, child: Pid) -> anyhow::Result<()> {
-        let mut edits: Vec<(u64, Vec<u8>)> = self
-            .patching
-            .table
-            .sites()
-            .map(|(at, s)| (at, s.original_bytes().to_vec()))
-            .collect();
-        edits.extend(self.bps.originals().map(|(at, byte)| (at, vec![byte])));
-        if edits.is_empty() {
-            return Ok(());
-        }
-        let mem = Memory::open(child).context("opening a forked child's memory")?;
-        write_edits_by_page(&mem, &mut edits).context("cleaning a forked child's code")
     }
 
     /// Sets the empty log up for the running thread: a thread that must stop at every

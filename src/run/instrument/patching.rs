@@ -834,32 +834,6 @@ fn write_coalesced(mem: &Memory, pieces: &[(u64, &[u8])]) -> std::io::Result<()>
     Ok(())
 }
 
-/// Applies small edits page by page: each page is read once, edited, written once.
-pub(super) fn write_edits_by_page(
-    mem: &Memory,
-    edits: &mut [(u64, Vec<u8>)],
-) -> std::io::Result<()> {
-    edits.sort_by_key(|e| e.0);
-    let mut i = 0;
-    while i < edits.len() {
-        let page = edits[i].0 & !0xfff;
-        let mut j = i;
-        let mut end = page + 4096;
-        while j < edits.len() && edits[j].0 < page + 4096 {
-            end = end.max(edits[j].0 + edits[j].1.len() as u64);
-            j += 1;
-        }
-        let mut buf = vec![0u8; (end - page) as usize];
-        mem.read(page, &mut buf)?;
-        for (at, bytes) in &edits[i..j] {
-            let off = (at - page) as usize;
-            buf[off..off + bytes.len()].copy_from_slice(bytes);
-        }
-        mem.write(page, &buf)?;
-        i = j;
-    }
-    Ok(())
-}
 /// The address space free for trampolines now.
 fn free_space(program: &std::path::Path, maps: &[procfs::Mapping]) -> Vec<std::ops::Range<u64>> {
     let mapped: Vec<_> = maps.iter().map(|m| m.start..m.end).collect();

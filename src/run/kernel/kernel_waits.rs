@@ -38,8 +38,8 @@ pub(in crate::run) struct KernelWaits {
     /// The program did I/O on a pipe, socket or similar descriptor: a fork copy would share
     /// that object with its template.
     shares_descriptors: bool,
-    /// The descriptors of the process (opened on first use; a fork copy opens its own).
-    descriptors: Option<(Pid, Arc<Descriptors>)>,
+    /// The descriptors of the processes (opened on first use; a fork copy opens its own).
+    descriptors: Vec<(Pid, Arc<Descriptors>)>,
     /// The pids the program ran as in the executions its snapshots were taken from (see
     /// `own_pid_now`).
     former_pids: Vec<i32>,
@@ -150,7 +150,7 @@ impl KernelWaits {
             }));
         }
         let mut call = call;
-        self.push_pipe_write(p, &mut call);
+        self.push_pipe_write(p, t, &mut call);
         let look = self.look(p, t, &call);
         if look.communicates && matches!(call.wait, Wait::Fds(_)) {
             self.shares_descriptors = true;
@@ -198,7 +198,7 @@ impl KernelWaits {
         for (t, call) in &waiting {
             let mut call = call.clone();
             if call.written > 0 {
-                self.push_pipe_write(p, &mut call);
+                self.push_pipe_write(p, *t, &mut call);
                 self.calls.insert(*t, call);
             }
         }
@@ -253,7 +253,7 @@ impl KernelWaits {
     /// a deadlock: some thread waits in the kernel for something another process, a
     /// terminal or the network could still bring.
     pub fn waits_for_outside(&self, p: &Process, model: &Model) -> bool {
-        (self.waiting_threads(model).into_iter()).any(|t| self.is_external(p, &self.calls[&t]))
+        (self.waiting_threads(model).into_iter()).any(|t| self.is_external(p, t, &self.calls[&t]))
     }
 
     /// The threads blocked in a kernel wait, in id order.
@@ -307,27 +307,31 @@ impl KernelWaits {
     }
 
     fn descriptors(&mut self, pid: Pid) -> Option<Arc<Descriptors>> {
-        match &self.descriptors {
-            Some((p, d)) if *p == pid => Some(d.clone()),
-            _ => {
-                let d = Arc::new(Descriptors::open(pid).ok()?);
-                self.descriptors = Some((pid, d.clone()));
-                Some(d)
-            }
+        if let Some((_, d)) = self.descriptors.iter().find(|(p, _)| *p == pid) {
+            return Some(d.clone());
         }
+        let d = Arc::new(Descriptors::open(pid).ok()?);
+        self.descriptors.push((pid, d.clone()));
+        Some(d)
+    }
+
+    /// Forgets the descriptors of process `pid`, which has ended or exec'd (a new image
+    /// may have closed some on exec).
+    pub fn forget_process(&mut self, pid: Pid) {
+        self.descriptors.retain(|(p, _)| *p != pid);
     }
 
     /// A `write` of more than a pipe takes at once (more than a page, more than its room):
     /// moves as much of it as fits, a page at a time, from the program's buffer into the
     /// pipe, as the kernel does while the writer sleeps. The call is then finished by the
     /// tracer once all of it is in (see [`Session::finish_kernel_wait`]).
-    fn push_pipe_write(&mut self, p: &Process, call: &mut KernelCall) {
+    fn push_pipe_write(&mut self, p: &Process, t: ThreadId, call: &mut KernelCall) {
         let (Some(buf), Some(len), Wait::Fds(fds)) = (call.write_buf, call.write_len, &call.wait)
         else {
             return;
         };
         let Some(&(fd, _)) = fds.first() else { return };
-        let Some(d) = self.descriptors(p.pid) else {
+        let Some(d) = self.descriptors(p.pid_of(t)) else {
             return;
         };
         while call.written < len {
@@ -344,7 +348,7 @@ impl KernelWaits {
             }
             let chunk = (len - call.written).min(PIPE_BUF) as usize;
             let mut data = vec![0u8; chunk];
-            if p.mem.read(buf + call.written, &mut data).is_err() {
+            if p.mem_of(t).read(buf + call.written, &mut data).is_err() {
                 return;
             }
             match d.write(fd, &data) {
@@ -360,7 +364,7 @@ impl KernelWaits {
         let mut blocked_mask = None;
         match &call.wait {
             Wait::Fds(fds) => {
-                let Some(d) = self.descriptors(p.pid) else {
+                let Some(d) = self.descriptors(p.pid_of(t)) else {
                     // Without a view of the descriptors, let the call run.
                     look.ready = true;
                     return look;
@@ -404,7 +408,7 @@ impl KernelWaits {
             }
             Wait::Child(pid) => {
                 look.communicates = true;
-                let children = procfs::children(p.pid);
+                let children = procfs::children(p.pid_of(t));
                 let mine: Vec<&(Pid, bool)> = children
                     .iter()
                     .filter(|(c, _)| *pid <= 0 || c.as_raw() as i64 == *pid)
@@ -430,17 +434,21 @@ impl KernelWaits {
         look
     }
 
-    /// Whether what `call` waits for could come from outside the program: a child process
-    /// still running, a descriptor that is not a pipe or eventfd of the process's own
-    /// (a terminal, a socket, a timerfd, a pipe whose other end is elsewhere).
-    fn is_external(&self, p: &Process, call: &KernelCall) -> bool {
-        let pid = p.pid;
-        let children_run = procfs::children(pid).iter().any(|(_, ended)| !ended);
+    /// Whether what `call` of thread `t` waits for could come from outside the program: a
+    /// child process still running that mcheck does not follow, a descriptor that is not a
+    /// pipe or eventfd of the process tree's own (a terminal, a socket, a timerfd, a pipe
+    /// whose other end is elsewhere). The processes of the tree are the program: a wait for
+    /// one of them is a wait for its threads, which the model sees.
+    fn is_external(&self, p: &Process, t: ThreadId, call: &KernelCall) -> bool {
+        let pid = p.pid_of(t);
+        let tree: Vec<Pid> = p.procs.iter().filter(|q| q.live).map(|q| q.pid).collect();
+        let children_run =
+            (procfs::children(pid).iter()).any(|(c, ended)| !ended && !tree.contains(c));
         if children_run || !p.foreign.is_empty() {
             return true;
         }
         match &call.wait {
-            Wait::Fds(fds) => fds.iter().any(|&(fd, _)| external_fd(pid, fd, 0)),
+            Wait::Fds(fds) => fds.iter().any(|&(fd, _)| external_fd(pid, &tree, fd, 0)),
             Wait::Signals(_) | Wait::Interrupt | Wait::Child(_) | Wait::Nothing => false,
         }
     }
@@ -448,7 +456,7 @@ impl KernelWaits {
 
 /// The signals pending for thread `t` of `p`: its own, the process's, and its mask.
 fn signal_state(p: &Process, t: ThreadId) -> (u64, u64, u64) {
-    procfs::signal_state(p.pid, p.threads[t].tid)
+    procfs::signal_state(p.pid_of(t), p.threads[t].tid)
 }
 
 /// poll, select and epoll wait whatever their descriptors' O_NONBLOCK says.
@@ -459,15 +467,19 @@ fn is_multiplexer(name: &str) -> bool {
     )
 }
 
-/// Whether descriptor `fd` of `pid` may be made ready by something outside the process.
-fn external_fd(pid: Pid, fd: i32, depth: u32) -> bool {
+/// Whether descriptor `fd` of `pid` may be made ready by something outside the process
+/// tree (the processes `tree`).
+fn external_fd(pid: Pid, tree: &[Pid], fd: i32, depth: u32) -> bool {
     let target = procfs::descriptor_target(pid, fd);
     if target.starts_with("pipe:") {
-        // Internal when the process holds both ends.
-        let ends: Vec<i32> = procfs::descriptors(pid)
-            .into_iter()
-            .filter(|(_, t)| *t == target)
-            .filter_map(|(f, _)| procfs::descriptor_flags(pid, f))
+        // Internal when the tree holds both ends.
+        let ends: Vec<i32> = (tree.iter())
+            .flat_map(|&q| {
+                procfs::descriptors(q)
+                    .into_iter()
+                    .filter(|(_, t)| *t == target)
+                    .filter_map(move |(f, _)| procfs::descriptor_flags(q, f))
+            })
             .map(|flags| flags & libc::O_ACCMODE)
             .collect();
         let reads = ends
@@ -482,7 +494,7 @@ fn external_fd(pid: Pid, fd: i32, depth: u32) -> bool {
         "anon_inode:[eventfd]" | "anon_inode:[signalfd]" => false,
         "anon_inode:[eventpoll]" if depth < 4 => procfs::epoll_targets(pid, fd)
             .into_iter()
-            .any(|f| external_fd(pid, f, depth + 1)),
+            .any(|f| external_fd(pid, tree, f, depth + 1)),
         _ => true,
     }
 }

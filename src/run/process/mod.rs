@@ -1,10 +1,12 @@
-//! One traced process as the executor sees it: its threads (OS tid ↔ logical id), where each
-//! is stopped, the breakpoints and what they mean, and the low-level moves on a stopped thread
-//! (return from an emulated call, step over a breakpoint, finish an emulated syscall).
+//! The traced processes as the executor sees them: the threads of the whole process tree
+//! (OS tid ↔ logical id, numbered across the tree), where each is stopped, the memory of
+//! the current process (the others' wait in `tree.rs`), and the low-level moves on a stopped
+//! thread (return from an emulated call, step over a breakpoint, finish an emulated syscall).
 
 pub(super) mod cut;
 pub(super) mod report;
 pub(super) mod stacks;
+pub(super) mod tree;
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -12,7 +14,10 @@ use std::io;
 use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind, Register};
 use nix::unistd::Pid;
 
-use crate::model::ThreadId;
+use self::tree::{executable, ParkedMemory, ProcessInfo};
+use crate::model::{Space, ThreadId};
+use crate::report::untraced::{KILLED_AT_END, SHARED_MEMORY};
+use crate::report::{ProcessRef, UntracedProcess};
 use crate::tracee::memory::Memory;
 use crate::tracee::regs::{self, Regs};
 use crate::tracee::{events, interrupt, Event, WaitOutcome};
@@ -49,10 +54,12 @@ pub struct TracedThread {
     pub gone: bool,
     /// Its alternate signal stack (`stack_t` bytes), as last set with sigaltstack.
     pub altstack: Option<[u8; 24]>,
+    /// The process it belongs to (its number in the tree).
+    pub proc: usize,
 }
 
 impl TracedThread {
-    /// A thread as first seen.
+    /// A thread of the current process as first seen.
     pub fn new(tid: Pid, started: bool, clear_tid: u64, handle: u64) -> Self {
         TracedThread {
             tid,
@@ -65,6 +72,7 @@ impl TracedThread {
             pending_signal: None,
             gone: false,
             altstack: None,
+            proc: 0,
         }
     }
 }
@@ -101,27 +109,40 @@ fn zero_regs() -> Regs {
     }
 }
 
-/// The traced process.
+/// The traced process tree, with one process current: the one whose thread runs or is
+/// being looked at. `pid`, `mem`, `errno_tp_offset` and `syscall_insn` are the current
+/// process's; threads are the whole tree's.
 pub struct Process {
-    /// Thread-group id.
+    /// Thread-group id of the current process.
     pub pid: Pid,
-    /// Its memory.
+    /// The current process's memory.
     pub mem: Memory,
-    /// Threads by logical id.
+    /// Threads by logical id, of every process of the tree.
     pub threads: Vec<TracedThread>,
     /// Logical id by tid.
     pub by_tid: HashMap<Pid, ThreadId>,
     /// Stops of tids not known yet (a new thread's first stop before its clone event).
     pub early_stops: HashSet<Pid>,
-    /// Other processes the program forked: followed but not controlled.
+    /// Processes the program created that are followed but not controlled (a vfork child
+    /// until it execs, a child sharing the memory of its parent without being a thread).
     pub foreign: HashSet<Pid>,
-    /// TP offset of errno, once known.
+    /// TP offset of errno in the current process, once known.
     pub errno_tp_offset: Option<i64>,
     /// The process tree was killed (the execution is over).
     pub killed: bool,
-    /// Address of a `syscall` instruction of the program (for injected system calls),
-    /// once seen (0 before).
+    /// Address of a `syscall` instruction of the current process (for injected system
+    /// calls), once seen (0 before).
     pub syscall_insn: u64,
+    /// Every process of the tree, by number (0: the program as launched).
+    pub procs: Vec<ProcessInfo>,
+    /// The number of the current process.
+    current: usize,
+    /// The last address space given out (0: the program as launched).
+    last_space: Space,
+    /// The executables of the `foreign` processes, by pid.
+    foreign_programs: HashMap<Pid, std::path::PathBuf>,
+    /// Processes of this execution that ran unchecked, or were checked only in part.
+    untraced: Vec<UntracedProcess>,
 }
 
 impl Process {
@@ -140,11 +161,17 @@ impl Process {
             errno_tp_offset: None,
             killed: false,
             syscall_insn: 0,
+            procs: vec![ProcessInfo::new(pid, executable(pid), 0, None)],
+            current: 0,
+            last_space: 0,
+            foreign_programs: HashMap::new(),
+            untraced: Vec::new(),
         })
     }
 
-    /// The tracer-side record of a fork copy of this process whose threads were rebuilt
-    /// with new tids (`tids`: logical id → tid; other threads are gone).
+    /// The tracer-side record of a fork copy of this process (the only one of its tree)
+    /// whose threads were rebuilt with new tids (`tids`: logical id → tid; other threads are
+    /// gone).
     pub fn copy_with(&self, copy: Pid, tids: &[(ThreadId, Pid)]) -> io::Result<Process> {
         let mut threads = self.threads.clone();
         let mut by_tid = HashMap::new();
@@ -152,6 +179,9 @@ impl Process {
             threads[t].tid = tid;
             threads[t].started = true;
             by_tid.insert(tid, t);
+        }
+        for th in &mut threads {
+            th.proc = 0;
         }
         Ok(Process {
             pid: copy,
@@ -163,7 +193,194 @@ impl Process {
             errno_tp_offset: self.errno_tp_offset,
             killed: false,
             syscall_insn: self.syscall_insn,
+            procs: vec![self.procs[self.current].copied(copy)],
+            current: 0,
+            last_space: self.last_space,
+            foreign_programs: HashMap::new(),
+            untraced: Vec::new(),
         })
+    }
+
+    /// The number of the current process.
+    pub fn current(&self) -> usize {
+        self.current
+    }
+
+    /// The current process's address space.
+    pub fn space(&self) -> Space {
+        self.procs[self.current].space
+    }
+
+    /// The executable the current process runs.
+    pub fn exe(&self) -> &std::path::Path {
+        &self.procs[self.current].exe
+    }
+
+    /// The number of the process thread `t` belongs to.
+    pub fn proc_of(&self, t: ThreadId) -> usize {
+        self.threads[t].proc
+    }
+
+    /// The pid of the process thread `t` belongs to.
+    pub fn pid_of(&self, t: ThreadId) -> Pid {
+        self.procs[self.threads[t].proc].pid
+    }
+
+    /// The memory of the process thread `t` belongs to.
+    pub fn mem_of(&self, t: ThreadId) -> &Memory {
+        let i = self.threads[t].proc;
+        match &self.procs[i].parked {
+            Some(parked) if i != self.current => &parked.mem,
+            _ => &self.mem,
+        }
+    }
+
+    /// Whether the program ran as more than its launched image: it forked, or exec'd.
+    pub fn grew(&self) -> bool {
+        self.last_space != 0 || self.procs.len() > 1
+    }
+
+    /// Whether the program has created other processes than the one launched (followed
+    /// ones; `foreign` are the others).
+    pub fn forked(&self) -> bool {
+        self.procs.len() > 1
+    }
+
+    /// The pids of the processes of the tree still running, and the foreign ones.
+    pub fn live_pids(&self) -> HashSet<Pid> {
+        (self.procs.iter())
+            .filter(|p| p.live)
+            .map(|p| p.pid)
+            .chain(self.foreign.iter().copied())
+            .collect()
+    }
+
+    /// How reports name thread `t`'s process, when the program ran as more than one
+    /// process image.
+    pub fn process_ref(&self, t: ThreadId) -> Option<ProcessRef> {
+        let i = self.threads.get(t)?.proc;
+        self.grew().then(|| self.procs[i].reference(i))
+    }
+
+    /// Makes process `i` the current one: its memory becomes `mem`, the current one's is
+    /// parked.
+    pub fn switch_to(&mut self, i: usize) {
+        if i == self.current {
+            return;
+        }
+        let Some(incoming) = self.procs[i].parked.take() else {
+            return;
+        };
+        let outgoing = ParkedMemory {
+            mem: std::mem::replace(&mut self.mem, incoming.mem),
+            errno_tp_offset: std::mem::replace(&mut self.errno_tp_offset, incoming.errno_tp_offset),
+            syscall_insn: std::mem::replace(&mut self.syscall_insn, incoming.syscall_insn),
+        };
+        let previous = self.current;
+        if self.procs[previous].live {
+            self.procs[previous].parked = Some(outgoing);
+        }
+        self.current = i;
+        self.pid = self.procs[i].pid;
+    }
+
+    /// Registers process `pid`, created by the current process: a fork child (`copy`: a
+    /// copy of its parent's image, libc's errno offset and syscall instruction included)
+    /// or a vfork child that has just exec'd (a new image). Returns its number; it is not
+    /// made current.
+    pub fn add_process(&mut self, pid: Pid, copy: bool) -> io::Result<usize> {
+        let mem = Memory::open(pid)?;
+        let exe = if copy {
+            self.exe().to_path_buf()
+        } else {
+            executable(pid)
+        };
+        self.last_space += 1;
+        let mut info = ProcessInfo::new(pid, exe, self.last_space, Some(self.current));
+        info.parked = Some(ParkedMemory {
+            mem,
+            errno_tp_offset: if copy { self.errno_tp_offset } else { None },
+            syscall_insn: if copy { self.syscall_insn } else { 0 },
+        });
+        self.procs.push(info);
+        Ok(self.procs.len() - 1)
+    }
+
+    /// The current process exec'd: its new image gets a new address space and its memory
+    /// is opened again (exec replaced the address space).
+    pub fn new_image(&mut self) -> io::Result<()> {
+        self.mem = Memory::open(self.pid)?;
+        self.errno_tp_offset = None;
+        self.syscall_insn = 0;
+        self.last_space += 1;
+        let info = &mut self.procs[self.current];
+        info.space = self.last_space;
+        info.exe = executable(self.pid);
+        Ok(())
+    }
+
+    /// Follows `pid`, which shares the memory of the process that created it without being
+    /// one of its threads: it runs natively until it execs ([`Process::foreign_exec`]).
+    pub fn add_foreign(&mut self, pid: Pid) {
+        self.foreign.insert(pid);
+        self.foreign_programs.insert(pid, executable(pid));
+    }
+
+    /// Foreign process `pid` exec'd: it is about to become a process of the tree.
+    pub fn foreign_exec(&mut self, pid: Pid) {
+        self.foreign.remove(&pid);
+        self.foreign_programs.remove(&pid);
+    }
+
+    /// Foreign process `pid` ended without exec: it ran untraced.
+    pub fn foreign_ended(&mut self, pid: Pid) {
+        self.foreign.remove(&pid);
+        let program = self.foreign_programs.remove(&pid).unwrap_or_default();
+        self.note_untraced(program, SHARED_MEMORY);
+    }
+
+    /// The processes of the tree other than the program as launched still run at the
+    /// program's end, and are about to be killed: checked only in part.
+    pub fn killed_at_end(&mut self) {
+        let live: Vec<std::path::PathBuf> = (self.procs.iter().skip(1))
+            .filter(|q| q.live)
+            .map(|q| q.exe.clone())
+            .collect();
+        for program in live {
+            self.note_untraced(program, KILLED_AT_END);
+        }
+    }
+
+    /// The processes of this execution that were not checked, or only in part: those
+    /// noted, and the foreign processes still running.
+    pub fn untraced(&self) -> Vec<UntracedProcess> {
+        let mut all = self.untraced.clone();
+        for program in self.foreign_programs.values() {
+            let u = untraced(program, SHARED_MEMORY);
+            if !all.contains(&u) {
+                all.push(u);
+            }
+        }
+        all
+    }
+
+    fn note_untraced(&mut self, program: std::path::PathBuf, why: &'static str) {
+        let u = untraced(&program, why);
+        if !self.untraced.contains(&u) {
+            self.untraced.push(u);
+        }
+    }
+
+    /// Process `i` has ended (its threads are gone).
+    pub fn ended(&mut self, i: usize) {
+        self.procs[i].live = false;
+        self.procs[i].parked = None;
+    }
+
+    /// Whether the thread of tid `tid` is the leader of thread `u`'s process: its end is the
+    /// end of the process.
+    pub fn leads(&self, tid: Pid, u: ThreadId) -> bool {
+        tid == self.pid_of(u)
     }
 
     /// Reads the registers of thread `t` into its record.
@@ -323,4 +540,11 @@ pub fn auxv_entry(pid: Pid) -> anyhow::Result<u64> {
         }
     }
     Err(anyhow::anyhow!("no AT_ENTRY in the auxiliary vector"))
+}
+
+fn untraced(program: &std::path::Path, why: &'static str) -> UntracedProcess {
+    UntracedProcess {
+        program: program.to_string_lossy().into_owned(),
+        why,
+    }
 }

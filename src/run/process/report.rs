@@ -13,14 +13,13 @@ use crate::model::{ObjectKind, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::regs;
 
-/// Stacks and reports of the threads of a stopped process.
+/// Stacks and reports of the threads of a stopped process (symbolized with the current
+/// process's symbols).
 pub(in crate::run) struct Reporter<'a> {
-    /// The process.
+    /// The process tree.
     pub p: &'a Process,
     /// Symbolization.
     pub symbols: &'a mut Symbols,
-    /// The program (thread names that differ from it are shown).
-    pub program: &'a Path,
 }
 
 impl Reporter<'_> {
@@ -35,19 +34,21 @@ impl Reporter<'_> {
             StopPlace::Breakpoint(a) => a,
             _ => r.rip,
         };
-        self.symbols.stack(pc, r.rsp, r.rbp, &self.p.mem)
+        self.symbols.stack(pc, r.rsp, r.rbp, self.p.mem_of(t))
     }
 
     /// Thread `t` with its stack, in `state`.
     pub fn thread_report(&mut self, t: ThreadId, state: String) -> ThreadReport {
         let stack = self.thread_stack(t);
         let tid = self.p.threads[t].tid.as_raw();
+        let program = &self.p.procs[self.p.proc_of(t)].exe;
         ThreadReport {
             id: t,
             tid,
-            name: thread_name(self.program, tid),
+            name: thread_name(program, tid),
             state,
             stack,
+            process: self.p.process_ref(t),
         }
     }
 }

@@ -8,11 +8,9 @@
 pub(super) mod happens_before;
 pub(super) mod repeat_filter;
 
-use std::path::Path;
-
 use self::happens_before::ATOMIC;
 use crate::detect::race::{Access, HeapBlock, Race, RaceDetector};
-use crate::model::{Footprint, ThreadId};
+use crate::model::{in_space, Footprint, Space, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::run::instrument::code::CodeEdits;
 use crate::run::instrument::patching::AccessSite;
@@ -183,8 +181,8 @@ pub(super) struct Env<'a> {
     pub threads: usize,
     /// What the running step touched beyond its operation (partial-order reduction).
     pub segment: &'a mut Footprint,
-    /// The program, for thread names.
-    pub program: &'a Path,
+    /// The address space of the process (the footprint's words are the model's).
+    pub space: Space,
 }
 
 impl Env<'_> {
@@ -193,7 +191,6 @@ impl Env<'_> {
         Reporter {
             p: self.p,
             symbols: self.symbols,
-            program: self.program,
         }
     }
 
@@ -227,6 +224,41 @@ impl RaceRecording {
             stack_requests,
             ..RaceRecording::default()
         }
+    }
+
+    /// The recording of the memory of a process that begins within the execution with
+    /// thread `main` (a forked child, or the new image of a process that exec'd): its
+    /// threads' accesses race only with each other's.
+    pub fn for_process(
+        races: bool,
+        stack_requests: Vec<AccessKey>,
+        main: ThreadId,
+    ) -> RaceRecording {
+        RaceRecording {
+            detector: races.then(|| RaceDetector::starting_with(main)),
+            stack_requests,
+            ..RaceRecording::default()
+        }
+    }
+
+    /// Takes in what the recording of another process found: its race findings (after this
+    /// one's, with their origins), the stacks it captured and its counts.
+    pub fn absorb(&mut self, other: RaceRecording) {
+        let base = self.findings.len();
+        self.origins
+            .extend(other.origins.into_iter().map(|o| RaceOrigin {
+                index: o.index + base,
+                ..o
+            }));
+        self.findings.extend(other.findings);
+        self.captured_stacks.extend(other.captured_stacks);
+        self.call_sites.extend(other.call_sites);
+        self.traced += other.traced;
+        self.library_sync += other.library_sync;
+        self.library_sync_site = self.library_sync_site.or(other.library_sync_site);
+        self.unverified_races += other.unverified_races;
+        self.unverified_race = self.unverified_race.take().or(other.unverified_race);
+        self.breakpoint_accesses += other.breakpoint_accesses;
     }
 
     /// What a snapshot keeps: the detector (`history`: with the access history, as a branch
@@ -468,7 +500,7 @@ impl RaceRecording {
             env.repeats.forget();
             // A library's own lock or reference count: it orders what comes before and
             // after it, and the step depends on whatever else touches the word.
-            env.segment.touch_word(ea, true);
+            env.segment.touch_word(in_space(ea, env.space), true);
             if env.threads > 1 {
                 self.library_sync += 1;
                 self.library_sync_site.get_or_insert(pc);
@@ -496,7 +528,7 @@ impl RaceRecording {
         if atomic {
             env.repeats.forget();
             // Partial-order reduction: the step touched this atomic location.
-            env.segment.touch_word(ea, write);
+            env.segment.touch_word(in_space(ea, env.space), write);
             // x86: a MOV load of an atomic is an acquire, a MOV store a release.
             if let Some(d) = self.detector.as_mut() {
                 if !write {
@@ -673,7 +705,8 @@ impl RaceRecording {
         let earlier = ThreadReport {
             id: earlier_t,
             tid: earlier_tid,
-            name: thread_name(env.program, earlier_tid),
+            name: thread_name(env.p.exe(), earlier_tid),
+            process: env.p.process_ref(earlier_t),
             state: format!(
                 "{} (the earlier access)",
                 what(&race.earlier, earlier_presumed)

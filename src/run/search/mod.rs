@@ -77,6 +77,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         patch_stats: Default::default(),
         library_sync: Default::default(),
         unverified_races: Default::default(),
+        untraced: Default::default(),
         from_snapshots: AtomicU64::new(0),
         from_branch: AtomicU64::new(0),
         branches: AtomicU64::new(0),
@@ -184,6 +185,11 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     if nothing_to_explore.is_none() && (!races_checked || unverified_races.0 > 0) {
         coverage.exhausted = false;
     }
+    // A process of the program ran unchecked: what it did was not explored.
+    let untraced = std::mem::take(&mut *shared.untraced.lock().expect("lock"));
+    if !untraced.is_empty() {
+        coverage.exhausted = false;
+    }
     // Executions cut short at --max-steps (under an unfair schedule) were not explored to
     // their ends: the tree ran out only up to that depth.
     if shared.cut.load(Ordering::SeqCst) > 0 {
@@ -226,6 +232,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         patch_stats,
         library_sync,
         unverified_races,
+        untraced,
         races_checked,
         from_snapshots: shared.from_snapshots.load(Ordering::SeqCst),
         from_branch_snapshots: shared.from_branch.load(Ordering::SeqCst),

@@ -39,6 +39,9 @@ pub struct SearchResult {
     /// Races between plain loads and stores in code without debug information (maybe
     /// relaxed atomics), not reported; and the first, described.
     pub unverified_races: (u64, Option<String>),
+    /// Processes of the program that ran unchecked, or were checked only in part, in some
+    /// execution: the space is not exhausted and no bug found is said of the others only.
+    pub untraced: Vec<crate::report::UntracedProcess>,
     /// Data races were looked for (not `--no-races`).
     pub races_checked: bool,
     /// Executions started from a fork snapshot instead of exec.

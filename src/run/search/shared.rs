@@ -88,6 +88,8 @@ pub(super) struct Shared<'a> {
     pub(super) patch_stats: std::sync::Mutex<PatchStats>,
     pub(super) library_sync: std::sync::Mutex<(u64, Option<String>)>,
     pub(super) unverified_races: std::sync::Mutex<(u64, Option<String>)>,
+    /// Processes of the program that some execution did not check (each once).
+    pub(super) untraced: Mutex<Vec<crate::report::UntracedProcess>>,
     pub(super) from_snapshots: AtomicU64,
     pub(super) from_branch: AtomicU64,
     pub(super) branches: AtomicU64,
@@ -394,6 +396,14 @@ impl Shared<'_> {
             l.0 += outcome.library_sync.0;
             if l.1.is_none() {
                 l.1.clone_from(&outcome.library_sync.1);
+            }
+        }
+        if !outcome.untraced.is_empty() {
+            let mut all = self.untraced.lock().expect("lock");
+            for u in &outcome.untraced {
+                if !all.contains(u) {
+                    all.push(u.clone());
+                }
             }
         }
         if let Some(why) = &outcome.abandoned {

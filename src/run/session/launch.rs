@@ -270,7 +270,7 @@ fn launch(cfg: &ExecutionConfig, worker: &mut WorkerState) -> Result<Process> {
         Ok(p) => Ok(p),
         Err(e) => {
             let _ = kill(pid, Signal::SIGKILL);
-            reap_all(pid, &Default::default());
+            reap_all(&[pid].into_iter().collect());
             Err(e).context("opening the program's memory")
         }
     }

@@ -21,10 +21,11 @@ pub(super) mod launch;
 mod snapshotting;
 mod stops;
 mod traps;
+mod tree;
 
 use std::collections::HashMap;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use nix::sys::signal::Signal;
 
 use super::config::ExecutionConfig;
@@ -36,7 +37,6 @@ use super::kernel::kernel_waits::KernelWaits;
 use super::kernel::syscalls::TimeSource;
 use super::kernel::timeouts;
 use super::kernel::timeouts::Offer;
-use super::process::auxv_entry;
 use super::process::report::{describe_deadlock, finding, signal_is_caught, Reporter};
 use super::process::stacks::primary_location;
 use super::process::{Process, StopPlace};
@@ -50,9 +50,10 @@ use super::step_state::StepState;
 use super::worker_state::WorkerState;
 use crate::explore::Divergence;
 use crate::model::{
-    Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind, Op, ThreadId,
+    address_of, in_space, Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind, Op,
+    ThreadId,
 };
-use crate::report::{Finding, FindingKind, ThreadReport};
+use crate::report::{Finding, FindingKind, ThreadReport, UntracedProcess};
 use crate::tracee::events;
 
 /// How one execution ended.
@@ -113,6 +114,8 @@ pub struct ExecutionOutcome {
     pub cut_short: bool,
     /// The execution changed a file or directory (`fs_gate`).
     pub changed_files: bool,
+    /// Processes of the program that ran unchecked, or were checked only in part.
+    pub untraced: Vec<UntracedProcess>,
 }
 
 /// The race recording part and what it reads of the execution ([`super::races::Env`]), as
@@ -130,7 +133,7 @@ macro_rules! race_env {
                 atomic_ranges: $s.instr.atomic_ranges(),
                 threads: $s.model.thread_count(),
                 segment: &mut $s.step.segment,
-                program: &$s.cfg.program.path,
+                space: $s.p.space(),
             },
         )
     };
@@ -210,6 +213,8 @@ pub(super) struct Session<'a> {
     pub(super) step: StepState,
     /// Threads waiting in the kernel and what they wait for (`run/kernel_waits.rs`).
     pub(super) kernel: KernelWaits,
+    /// The processes of the tree that are not current (`tree.rs`).
+    pub(super) tree: tree::Tree,
 }
 
 impl<'a> Session<'a> {
@@ -226,14 +231,7 @@ impl<'a> Session<'a> {
     /// Begins an execution from exec: the auxiliary vector made deterministic, and a
     /// breakpoint at the program's entry (where the libraries are mapped).
     pub(super) fn begin(&mut self) -> Result<()> {
-        let rsp = self.p.load_regs(0)?.rsp;
-        self.world
-            .patch_auxv(&self.p.mem, rsp)
-            .context("making the execution deterministic (auxv)")?;
-        let entry = auxv_entry(self.p.pid)?;
-        self.code
-            .add_breakpoints(&self.p.mem, &[entry], |_| Some(BreakpointKind::Entry))?;
-        Ok(())
+        self.begin_image(0)
     }
 
     /// Whether the main thread must first be run to its first scheduling point: from exec,
@@ -273,6 +271,15 @@ impl<'a> Session<'a> {
                 self.cfg.limits.max_timeouts,
             );
             if offer.choices.is_empty() {
+                if let Some(end) = self.root_ended() {
+                    if self.kernel.waits_for_outside(&self.p, &self.model) {
+                        // The program has ended; what it left running waits for the world
+                        // outside, as it would after the shell returned: it is killed, and
+                        // the summary says it was checked only in part.
+                        self.p.killed_at_end();
+                        return Ok(Choices::End(Box::new(self.ended(end))));
+                    }
+                }
                 if self.model.all_finished() {
                     let end = self.wait_process_end()?;
                     return Ok(Choices::End(Box::new(self.ended(end))));
@@ -293,7 +300,6 @@ impl<'a> Session<'a> {
                 let mut rep = super::process::report::Reporter {
                     p: &self.p,
                     symbols: &mut self.worker.symbols,
-                    program: &self.cfg.program.path,
                 };
                 let finding = self.history.livelock_finding(&mut rep, finished);
                 let mut out = self.outcome(finding);
@@ -311,6 +317,13 @@ impl<'a> Session<'a> {
 
     /// A hash of the program's state now (`--state-cache`).
     pub(super) fn state_hash(&mut self) -> Result<u64> {
+        if self.p.forked() {
+            // Only the current process's memory would be hashed: a state never seen before,
+            // so that nothing is pruned.
+            static UNIQUE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+            let n = UNIQUE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Ok(n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5bd1_e995);
+        }
         let tracer_state = self.tracer_state();
         state_hash::state_hash(
             &self.p,
@@ -420,6 +433,7 @@ impl<'a> Session<'a> {
     /// Carries out the decision to run `t`: its operation in the model, then the thread
     /// natively to its next scheduling point (with the threads it creates, to their first).
     pub(super) fn step(&mut self, t: ThreadId) -> Result<Stop> {
+        self.focus(t);
         let completion = match self.execute_op(t) {
             Ok(c) => c,
             Err(f) => {
@@ -492,12 +506,20 @@ impl<'a> Session<'a> {
         // after a racy write) and show only in that order.
         let companions = self.code.fixed_address_sites(&fresh);
         self.worker.racy_sites.extend(companions);
+        // The other processes' races (a process tree): found in this execution as well.
+        for (races, fresh, sites) in self.other_race_recordings() {
+            self.worker.racy_addresses.extend(fresh);
+            self.worker.racy_sites.extend(sites);
+            self.races.absorb(races);
+        }
         let mut finding = finding;
         if let Some(f) = &mut finding {
             f.preemptions = self.history.preemptions();
             f.steps = self.history.steps();
+            f.name_processes();
         }
-        let found = self.races.finish(self.worker.symbols.modules());
+        let mut found = self.races.finish(self.worker.symbols.modules());
+        found.findings.iter_mut().for_each(Finding::name_processes);
         let record = self.history.finish();
         ExecutionOutcome {
             finding,
@@ -529,6 +551,7 @@ impl<'a> Session<'a> {
             },
             cut_short: false,
             changed_files: self.world.changed_files(),
+            untraced: self.p.untraced(),
         }
     }
 
@@ -566,13 +589,14 @@ impl<'a> Session<'a> {
 
     /// Records one step of the readable trace (replay): thread, operation, object, line.
     fn trace_step(&mut self, t: ThreadId, op: &'static str) -> TraceStep {
+        self.focus(t);
         let object = self
             .model
             .pending(t)
             .and_then(Op::object)
             .filter(|o| o.kind != ObjectKind::Atomic || o.addr != 0)
             .map(|o| self.object_desc(o.kind, o.addr))
-            .or_else(|| self.kernel.describe(self.p.pid, t));
+            .or_else(|| self.kernel.describe(self.p.pid_of(t), t));
         let site = self.model.pending_site(t);
         let location = (site != 0).then(|| self.worker.symbols.call_site(site));
         TraceStep {
@@ -595,7 +619,11 @@ impl<'a> Session<'a> {
                     Ok(Some(self.outcome(Some(f))))
                 }
             },
-            RunResult::ProcessEnded(end) => Ok(Some(self.ended(end))),
+            RunResult::ProcessEnded(end) => match self.process_ended(end) {
+                Some(end) => Ok(Some(self.ended(end))),
+                // One process of the tree ended; the others go on.
+                None => Ok(None),
+            },
             RunResult::Found(f) => Ok(Some(self.outcome(Some(*f)))),
             RunResult::CutShort => Ok(Some(self.cut_short())),
         }
@@ -646,7 +674,8 @@ impl<'a> Session<'a> {
                     }
                     Some(BreakpointKind::Hook(Hook::Once)) => {
                         let control = self.p.threads[t].regs.rdi;
-                        if self.model.once_initialiser(control) == Some(t) {
+                        let once = in_space(control, self.p.space());
+                        if self.model.once_initialiser(once) == Some(t) {
                             self.on_return_of_call(t, ReturnAction::OnceDone { control })?;
                         }
                     }
@@ -692,6 +721,7 @@ impl<'a> Session<'a> {
         op: Op,
         site: u64,
     ) -> Result<Option<RunResult>> {
+        let op = op.in_space(self.p.space());
         self.step.segment.extend(&op.footprint());
         if let Err(f) = self.model.set_pending(t, op.clone(), site) {
             return Ok(Some(RunResult::Found(Box::new(self.model_finding(f)))));
@@ -718,6 +748,7 @@ impl<'a> Session<'a> {
         &mut self,
         t: ThreadId,
     ) -> std::result::Result<Completion, ModelFinding> {
+        self.focus(t);
         let op = self.model.pending(t).cloned();
         if op == Some(Op::ExitGroup) {
             self.step.group_exiting = true;
@@ -727,6 +758,8 @@ impl<'a> Session<'a> {
             self.model.execute(t, &mut view)?
         };
         if let (Some(d), Some(op)) = (self.races.detector(), op) {
+            // The detector is the process's own: its addresses are the process's.
+            let op = op.in_space(0);
             happens_before::record(d, t, &op, completion);
             if let (
                 Op::Join {
@@ -745,6 +778,7 @@ impl<'a> Session<'a> {
     pub(super) fn point(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
         self.step.creation_stretch.remove(&t);
         self.sync_log_mode(t);
+        let op = op.in_space(self.p.space());
         match self.model.set_pending(t, op, site) {
             Ok(()) => Ok(Some(RunResult::Point)),
             Err(f) => Ok(Some(RunResult::Found(Box::new(self.model_finding(f))))),
@@ -760,12 +794,14 @@ fn yield_state(model: &Model, site: u64) -> u64 {
 
 struct MemView<'a>(&'a Process);
 
+/// The memory of the process whose thread executes an operation (the current one), for
+/// the model: its addresses are tagged with the process's space.
 impl MemoryView for MemView<'_> {
     fn read_u32(&mut self, addr: u64) -> Option<u32> {
-        self.0.mem.read_u32(addr).ok()
+        self.0.mem.read_u32(address_of(addr)).ok()
     }
     fn write_u32(&mut self, addr: u64, value: u32) -> bool {
-        self.0.mem.write_u32(addr, value).is_ok()
+        self.0.mem.write_u32(address_of(addr), value).is_ok()
     }
 }
 
@@ -782,20 +818,22 @@ impl HookContext for Session<'_> {
             return None;
         }
         // glibc reuses the stack and TCB (hence the pthread_t) of a finished thread for a
-        // new one: the newest thread with this handle is the one meant.
-        self.p.threads.iter().rposition(|t| t.handle == handle)
+        // new one: the newest thread with this handle is the one meant (in this process).
+        let current = self.p.current();
+        (self.p.threads.iter()).rposition(|t| t.handle == handle && t.proc == current)
     }
     fn knows_mutex(&self, m: u64) -> bool {
-        self.model.knows_mutex(m)
+        self.model.knows_mutex(in_space(m, self.p.space()))
     }
     fn spin_held(&self, s: u64) -> bool {
-        self.model.spin_held(s)
+        self.model.spin_held(in_space(s, self.p.space()))
     }
 }
 
 impl<'a> Session<'a> {
     /// An execution of a freshly launched process.
     pub(super) fn fresh(cfg: &'a ExecutionConfig, worker: &'a mut WorkerState, p: Process) -> Self {
+        worker.switch_symbols(p.exe());
         Session {
             cfg,
             p,
@@ -813,6 +851,7 @@ impl<'a> Session<'a> {
             snaps: SnapshotState::fresh(),
             step: Default::default(),
             kernel: Default::default(),
+            tree: Default::default(),
         }
     }
 
@@ -824,6 +863,7 @@ impl<'a> Session<'a> {
         r: Restored,
     ) -> Self {
         let s = r.state;
+        worker.switch_symbols(r.process.exe());
         Session {
             cfg,
             p: r.process,
@@ -841,6 +881,7 @@ impl<'a> Session<'a> {
             snaps: SnapshotState::restored(r.prefix, r.resume_main, r.memory),
             step: s.step,
             kernel: s.kernel,
+            tree: tree::Tree::restored(s.retired_races),
         }
     }
 }
@@ -855,7 +896,7 @@ impl Session<'_> {
         let mut threads = Vec::new();
         let mut calls = Vec::new();
         for t in waiting {
-            let what = self.kernel.describe(self.p.pid, t).unwrap_or_default();
+            let what = (self.kernel.describe(self.p.pid_of(t), t)).unwrap_or_default();
             calls.push(format!("T{t} in {what}"));
             threads.push(self.thread_report(t, format!("waits in the kernel in {what}")));
         }
@@ -874,12 +915,12 @@ impl Session<'_> {
         Reporter {
             p: &self.p,
             symbols: &mut self.worker.symbols,
-            program: &self.cfg.program.path,
         }
     }
 
     /// Thread `t` with its stack, in `state`.
     pub(super) fn thread_report(&mut self, t: ThreadId, state: String) -> ThreadReport {
+        self.focus(t);
         self.reporter().thread_report(t, state)
     }
 
@@ -889,9 +930,10 @@ impl Session<'_> {
             ObjectKind::Time => "a timer".to_string(),
             ObjectKind::Kernel => self
                 .kernel
-                .describe(self.p.pid, addr as ThreadId)
+                .describe(self.p.pid_of(addr as ThreadId), addr as ThreadId)
                 .unwrap_or_else(|| "the kernel".to_string()),
             _ => {
+                let addr = self.focus_address(addr);
                 let name = (self.races).memory_name(&mut self.worker.symbols, addr, true);
                 format!("{} {name}", kind.name())
             }

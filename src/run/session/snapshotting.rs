@@ -38,6 +38,7 @@ impl Snapshotting<'_, '_> {
             world: self.0.world.saved(),
             step: self.0.step.saved(),
             kernel,
+            retired_races: self.0.tree.saved(),
         }
     }
 
@@ -98,7 +99,9 @@ impl Snapshotting<'_, '_> {
     ) -> Result<bool> {
         let pid = self.0.p.pid;
         let r = &canonical;
-        let refusal = if self.0.p.threads.len() != 1 || t != 0 {
+        let refusal = if self.0.p.forked() {
+            Some("the program started another process before its first thread (a copy of one process would not hold the others)".to_string())
+        } else if self.0.p.threads.len() != 1 || t != 0 {
             Some("the first thread creation was not made by the main thread alone".to_string())
         } else if self.0.snaps.overflowed() {
             Some("the program makes too many scheduling decisions before its first thread".into())
@@ -212,7 +215,9 @@ impl Snapshotting<'_, '_> {
     /// (`tid_offset`: where the C library caches a thread's id, from its thread pointer);
     /// true when it was kept.
     fn branch_snapshot(&mut self, key: String, tid_offset: u64) -> Result<bool> {
+        // A copy of one process would not hold the others of a process tree.
         if self.0.p.syscall_insn == 0
+            || self.0.p.forked()
             || !self.0.p.foreign.is_empty()
             || self.0.p.threads[0].gone
             || self.0.model.is_finished(0)

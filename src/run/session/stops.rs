@@ -1,7 +1,8 @@
 //! Stops to events: resuming the running thread and waiting until it reaches its next
 //! scheduling point, while serving the stops of every other tracee (threads that are not
-//! running, processes the program forked, new threads' first stops), and the end of an
-//! execution: waiting for the process to end, killing and reaping the whole tree.
+//! running, their processes' ends, foreign processes, new threads' first stops), and the
+//! end of an execution: waiting for the processes to end, killing and reaping the whole
+//! tree.
 //!
 //! Also here: seccomp stops (the system calls the model needs: futex, clone, exit_group,
 //! sleeps...; the clock and random-number calls answered for determinism; rdtsc
@@ -54,6 +55,7 @@ impl Session<'_> {
 
     /// Resumes thread `t` and runs it until it reaches a scheduling point or stops existing.
     pub(super) fn resume_and_run(&mut self, t: ThreadId) -> Result<RunResult> {
+        self.focus(t);
         self.ensure_started(t)?;
         if self.debugging() {
             self.debug().debug_arm(t)?;
@@ -89,6 +91,12 @@ impl Session<'_> {
             let Some(&u) = self.p.by_tid.get(&pid) else {
                 self.unknown_stop(pid, ev);
                 continue;
+            };
+            // A thread that is not its process's leader execs under the leader's tid.
+            let u = if ev == Event::Exec && self.p.proc_of(u) == self.p.proc_of(t) {
+                t
+            } else {
+                u
             };
             if u != t {
                 if let Some(end) = self.other_thread_event(u, ev)? {
@@ -168,14 +176,14 @@ impl Session<'_> {
     /// Events of processes the program forked: they run free.
     pub(super) fn pass_through(&mut self, pid: Pid, ev: Event) -> Result<()> {
         match ev {
-            Event::Exited(_) | Event::Killed(_) => {
-                self.p.foreign.remove(&pid);
-            }
+            Event::Exited(_) | Event::Killed(_) => self.p.foreign_ended(pid),
             Event::Fork(child) | Event::Vfork(child) | Event::Clone(child) => {
-                // A child of a child: its code was cleaned already.
-                self.adopt_foreign(child, false)?;
+                self.adopt_foreign(child)?;
                 events::resume(pid, None)?;
             }
+            // A vfork child execs: from now on a process of the tree of its own.
+            Event::Exec => self.adopt_exec(pid)?,
+            Event::Trap => self.foreign_trap(pid)?,
             Event::Signal(Signal::SIGSEGV)
                 if self.world.emulate_rdtsc(pid, self.model.now())? =>
             {
@@ -202,13 +210,64 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// Follows a process the program created, letting it run natively; `clean` when it has
-    /// a memory of its own (not a vfork child), whose code gets mcheck's changes undone.
-    pub(super) fn adopt_foreign(&mut self, child: Pid, clean: bool) -> Result<()> {
-        self.p.foreign.insert(child);
-        if clean {
-            self.code.clean_forked_child(child)?;
+    /// The vfork child `child` released its parent (it execs, or ends): its exec or its end
+    /// is waited for before the parent goes on, so that it joins the tree (or is noted as
+    /// untraced) within the parent's step, at the same point in every execution, never at a
+    /// moment the kernel's timing picks.
+    fn await_vfork_child(&mut self, child: Pid) -> Result<()> {
+        while self.p.foreign.contains(&child) {
+            if self.worker.cut.raised() {
+                return Ok(());
+            }
+            match events::wait(Some(child))? {
+                WaitOutcome::Interrupted => continue,
+                WaitOutcome::NoChildren => {
+                    self.p.foreign_ended(child);
+                }
+                WaitOutcome::Event(pid, ev) => self.pass_through(pid, ev)?,
+            }
         }
+        Ok(())
+    }
+
+    /// A foreign process stopped at an `int3`: one of mcheck's, in the memory it shares
+    /// with its parent (a vfork child calls libc functions before it execs), is stepped
+    /// over as the parent's thread would step over it: the program's byte put back for one
+    /// instruction. The parent cannot run meanwhile (vfork suspends it; only one thread of
+    /// the tree runs at a time). Any other trap is the program's own.
+    fn foreign_trap(&mut self, pid: Pid) -> Result<()> {
+        let mut r = regs::get(pid)?;
+        let addr = r.rip.wrapping_sub(1);
+        let shares = crate::tracee::procfs::parent_of(pid) == Some(self.p.pid);
+        let original = self.code.original_byte(addr).filter(|_| shares);
+        let Some(byte) = original else {
+            return events::resume(pid, Some(Signal::SIGTRAP)).map_err(Into::into);
+        };
+        self.p.mem.write(addr, &[byte])?;
+        r.rip = addr;
+        regs::set(pid, r)?;
+        events::step(pid)?;
+        let mut pending = None;
+        loop {
+            match events::wait(Some(pid))? {
+                WaitOutcome::Interrupted => continue,
+                WaitOutcome::Event(_, Event::Signal(sig)) if pending.is_none() => {
+                    // Arrived before the instruction ran: delivered after it.
+                    pending = Some(sig);
+                    events::step(pid)?;
+                }
+                _ => break,
+            }
+        }
+        self.p.mem.write(addr, &[0xcc])?;
+        events::resume(pid, pending)?;
+        Ok(())
+    }
+
+    /// Follows a process that shares its creator's memory without being a thread of it (a
+    /// vfork child until it execs, a clone with `CLONE_VM`), letting it run natively.
+    pub(super) fn adopt_foreign(&mut self, child: Pid) -> Result<()> {
+        self.p.add_foreign(child);
         if self.p.early_stops.remove(&child) {
             events::resume(child, None)?;
         }
@@ -234,8 +293,18 @@ impl Session<'_> {
                 self.p.threads[u].gone = true;
                 events::resume(tid, None)?;
             }
-            Event::Exited(code) if tid == self.p.pid => return Ok(Some(ProcessEnd::Exited(code))),
-            Event::Killed(sig) if tid == self.p.pid => return Ok(Some(ProcessEnd::Killed(sig))),
+            Event::Exited(_) | Event::Killed(_) if self.p.leads(tid, u) => {
+                let end = match ev {
+                    Event::Exited(code) => ProcessEnd::Exited(code),
+                    Event::Killed(sig) => ProcessEnd::Killed(sig),
+                    _ => unreachable!("matched above"),
+                };
+                if self.p.proc_of(u) == self.p.current() {
+                    return Ok(Some(end));
+                }
+                // Another process of the tree ended (killed while its threads were stopped).
+                self.close_process(self.p.proc_of(u), end);
+            }
             Event::Exited(_) | Event::Killed(_) => {
                 self.p.threads[u].gone = true;
                 if !self.model.is_finished(u) {
@@ -265,8 +334,10 @@ impl Session<'_> {
             Event::Trap => self.on_trap(t),
             Event::Seccomp => self.on_seccomp(t),
             Event::Clone(child) => self.on_clone(t, child),
-            Event::Fork(child) | Event::Vfork(child) => {
-                self.adopt_foreign(child, matches!(ev, Event::Fork(_)))?;
+            Event::Fork(child) => self.on_fork(t, child),
+            Event::Vfork(child) => {
+                self.adopt_foreign(child)?;
+                self.step.vfork_child = Some(child);
                 events::resume(tid, None)?;
                 Ok(None)
             }
@@ -286,7 +357,8 @@ impl Session<'_> {
                     }
                     let ctid = self.p.threads[t].clear_tid;
                     if ctid != 0 {
-                        self.model.wake_futex(ctid, u32::MAX);
+                        let word = crate::model::in_space(ctid, self.p.space());
+                        self.model.wake_futex(word, u32::MAX);
                     }
                 }
                 Ok(Some(RunResult::ThreadExited))
@@ -334,8 +406,11 @@ impl Session<'_> {
                 events::resume(tid, Some(sig))?;
                 Ok(None)
             }
-            Event::Exec => Ok(Some(RunResult::ProcessEnded(ProcessEnd::Vanished))),
+            Event::Exec => self.on_exec(t),
             Event::VforkDone => {
+                if let Some(child) = self.step.vfork_child.take() {
+                    self.await_vfork_child(child)?;
+                }
                 events::resume(tid, None)?;
                 Ok(None)
             }
@@ -372,25 +447,42 @@ impl Session<'_> {
             return;
         }
         self.p.killed = true;
-        let _ = kill(self.p.pid, Signal::SIGKILL);
-        for &f in &self.p.foreign {
-            let _ = kill(f, Signal::SIGKILL);
+        let mut pids = self.p.live_pids();
+        pids.insert(self.p.pid);
+        for &p in &pids {
+            let _ = kill(p, Signal::SIGKILL);
         }
-        reap_all(self.p.pid, &self.p.foreign);
+        reap_all(&pids);
     }
 
+    /// Every thread has finished: waits for the end of every process of the tree still
+    /// there; how the program (P0) ended.
     pub(super) fn wait_process_end(&mut self) -> Result<ProcessEnd> {
         loop {
+            if self.p.forked() && !self.p.procs.iter().any(|q| q.live) {
+                return Ok(self.root_ended().unwrap_or(ProcessEnd::Vanished));
+            }
             let (pid, ev) = match events::wait(None)? {
                 WaitOutcome::Interrupted => continue,
                 WaitOutcome::NoChildren => return Ok(ProcessEnd::Vanished),
                 WaitOutcome::Event(pid, ev) => (pid, ev),
             };
-            if pid == self.p.pid {
-                match ev {
-                    Event::Exited(c) => return Ok(ProcessEnd::Exited(c)),
-                    Event::Killed(s) => return Ok(ProcessEnd::Killed(s)),
-                    _ => events::resume(pid, None)?,
+            let live = (self.p.procs.iter()).position(|q| q.live && q.pid == pid);
+            if let Some(i) = live {
+                let end = match ev {
+                    Event::Exited(c) => ProcessEnd::Exited(c),
+                    Event::Killed(s) => ProcessEnd::Killed(s),
+                    _ => {
+                        events::resume(pid, None)?;
+                        continue;
+                    }
+                };
+                if !self.p.forked() {
+                    return Ok(end);
+                }
+                self.close_process(i, end);
+                if !self.p.procs.iter().any(|q| q.live) {
+                    return Ok(self.root_ended().unwrap_or(end));
                 }
             } else if self.p.foreign.contains(&pid) {
                 self.pass_through(pid, ev)?;
@@ -401,12 +493,11 @@ impl Session<'_> {
     }
 }
 
-/// Reaps every child of this tracer thread, continuing exit stops until none is left.
-pub(super) fn reap_all(pid: Pid, foreign: &std::collections::HashSet<Pid>) {
+/// Reaps the processes `pids` of this tracer thread (an execution's: the worker's snapshot
+/// templates stay stopped), continuing exit stops until none is left.
+pub(super) fn reap_all(pids: &std::collections::HashSet<Pid>) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    // Only this execution's processes: the worker's snapshot templates stay stopped.
-    let mut left: std::collections::HashSet<Pid> = foreign.clone();
-    left.insert(pid);
+    let mut left: std::collections::HashSet<Pid> = pids.clone();
     loop {
         // A process reaped before (its end was seen during the execution) is gone for good;
         // a zombie still accepts signal 0 until it is reaped here.
@@ -426,7 +517,7 @@ pub(super) fn reap_all(pid: Pid, foreign: &std::collections::HashSet<Pid>) {
             Ok(WaitOutcome::NoChildren) | Err(_) => return,
         }
         if Instant::now() > deadline {
-            for &f in foreign {
+            for &f in pids {
                 let _ = kill(f, Signal::SIGKILL);
             }
             return;
@@ -444,7 +535,12 @@ impl Session<'_> {
             .unwrap_or((CLONE_THREAD, 0, 0));
         let parent_tid = self.p.threads[t].tid;
         if flags & CLONE_THREAD == 0 {
-            self.adopt_foreign(child, flags & CLONE_VM == 0)?;
+            if flags & CLONE_VM == 0 {
+                // A process of its own (clone used as fork): followed as a fork child.
+                self.step.pending_clone = Some((flags, ctid, tls));
+                return self.on_fork(t, child);
+            }
+            self.adopt_foreign(child)?;
             events::resume(parent_tid, None)?;
             return Ok(None);
         }
@@ -456,9 +552,9 @@ impl Session<'_> {
             0
         };
         let handle = if flags & CLONE_SETTLS != 0 { tls } else { 0 };
-        self.p
-            .threads
-            .push(TracedThread::new(child, started, clear_tid, handle));
+        let mut th = TracedThread::new(child, started, clear_tid, handle);
+        th.proc = self.p.current();
+        self.p.threads.push(th);
         self.p.by_tid.insert(child, id);
         if let Some(d) = self.races.detector() {
             d.thread_created(t, id);
@@ -532,9 +628,11 @@ impl Session<'_> {
         Ok(None)
     }
 
-    /// Whether a thread other than `t` has not finished.
+    /// Whether a thread of `t`'s process other than `t` has not finished.
     pub(super) fn others_live(&self, t: ThreadId) -> bool {
-        (0..self.model.thread_count()).any(|u| u != t && !self.model.is_finished(u))
+        let i = self.p.proc_of(t);
+        (0..self.model.thread_count())
+            .any(|u| u != t && self.p.proc_of(u) == i && !self.model.is_finished(u))
     }
 }
 
@@ -731,7 +829,18 @@ impl Session<'_> {
                 crate::tracee::WaitOutcome::Event(pid, ev) if self.p.foreign.contains(&pid) => {
                     self.pass_through(pid, ev)?
                 }
-                crate::tracee::WaitOutcome::Event(pid, ev) => self.unknown_stop(pid, ev),
+                crate::tracee::WaitOutcome::Event(pid, ev) => match self.p.by_tid.get(&pid) {
+                    // A process of the tree ended meanwhile (killed from outside).
+                    Some(&u) if matches!(ev, Event::Exited(_) | Event::Killed(_)) => {
+                        let current = self.p.proc_of(u) == self.p.current();
+                        let end = self.other_thread_event(u, ev)?.filter(|_| current);
+                        // Nothing is left: the execution ends (`choices`).
+                        if end.is_some_and(|end| self.process_ended(end).is_some()) {
+                            return Ok(true);
+                        }
+                    }
+                    _ => self.unknown_stop(pid, ev),
+                },
                 crate::tracee::WaitOutcome::Interrupted => {}
                 crate::tracee::WaitOutcome::NoChildren => return Ok(false),
             }
@@ -756,7 +865,7 @@ impl Session<'_> {
 }
 
 pub(super) const CLONE_THREAD: u64 = 0x0001_0000;
-const CLONE_VM: u64 = 0x0000_0100;
+pub(super) const CLONE_VM: u64 = 0x0000_0100;
 pub(super) const CLONE_CHILD_CLEARTID: u64 = 0x0020_0000;
 pub(super) const CLONE_SETTLS: u64 = 0x0008_0000;
 

@@ -71,10 +71,13 @@ impl Session<'_> {
                 self.p.threads[t].place = StopPlace::Event;
                 self.p.threads[t].handle = r.fs_base;
                 self.install_hooks(t)?;
-                if self
-                    .debug()
-                    .debug_event(crate::run::debug_port::DebugEvent::Started)
-                    == crate::run::debug_port::Resume::Kill
+                // The debugger is told of the program's start, not of the images it execs.
+                let first = self.p.current() == 0 && !self.p.grew();
+                if first
+                    && self
+                        .debug()
+                        .debug_event(crate::run::debug_port::DebugEvent::Started)
+                        == crate::run::debug_port::Resume::Kill
                 {
                     return Ok(Some(RunResult::CutShort));
                 }
@@ -214,7 +217,8 @@ impl Session<'_> {
     fn returned(&mut self, t: ThreadId, action: ReturnAction, r: &Regs) -> Result<()> {
         match action {
             ReturnAction::OnceDone { control } => {
-                self.model.once_done(control);
+                self.model
+                    .once_done(crate::model::in_space(control, self.p.space()));
                 if let Some(d) = self.races.detector() {
                     d.release(t, (ONCE, control));
                 }
@@ -677,11 +681,12 @@ impl Session<'_> {
         f: impl FnOnce(&mut Instrumentation, &mut crate::run::instrument::Ctx<'_>) -> R,
     ) -> R {
         let stop_sites = self.stop_sites();
+        let program = self.p.exe().to_path_buf();
         let mut ctx = crate::run::instrument::Ctx {
             p: &mut self.p,
             code: &mut self.code,
             cfg: &self.cfg.instrument,
-            program: &self.cfg.program.path,
+            program: &program,
             plans: &mut self.worker.plans,
             symbols: &mut self.worker.symbols,
             stop_sites: &stop_sites,

@@ -97,6 +97,8 @@ pub(in crate::run) struct SavedExecution {
     /// The step in progress (what the running thread has touched so far).
     pub step: crate::run::step_state::StepState,
     pub kernel: crate::run::kernel::kernel_waits::KernelWaits,
+    /// The race recordings of the images the process replaced by exec before the snapshot.
+    pub retired_races: Vec<crate::run::races::RaceRecording>,
 }
 
 /// What a restored execution starts from.

@@ -1,11 +1,13 @@
-/* fork_child_work_ok — verdict: none.  A forked child runs the program's code natively.
+/* fork_child_work_ok — verdict: none.  A forked child runs the program's code, checked
+ * as a process of the tree (it keeps its copy of mcheck's code edits, which must work there).
  *
  * After creating a thread (so that mcheck has instrumented the program: breakpoints on
  * the threading API and patched memory accesses), main forks. The child writes globals,
  * locks and unlocks a mutex, runs a pthread_once and a loop of memory accesses, and exits
  * with a status that says whether everything it computed was right; the parent waits for
- * it and fails unless the child succeeded. A child that inherited mcheck's breakpoints or
- * patched code would die (SIGTRAP, SIGSEGV) or compute garbage.
+ * it and fails unless the child succeeded. A child whose copy of mcheck's breakpoints and
+ * patched code were not served as its parent's are would die (SIGTRAP, SIGSEGV) or compute
+ * garbage.
  */
 #include <pthread.h>
 #include <stdlib.h>

@@ -118,6 +118,12 @@ impl Model {
         self.threads[t].finished
     }
 
+    /// Whether `t` is the only thread that has not exited: nothing another thread does can
+    /// come between its steps.
+    pub fn alone(&self, t: ThreadId) -> bool {
+        (self.threads.iter().enumerate()).all(|(u, th)| u == t || th.finished)
+    }
+
     /// True when every thread has exited.
     pub fn all_finished(&self) -> bool {
         self.threads.iter().all(|t| t.finished)

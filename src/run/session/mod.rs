@@ -745,6 +745,13 @@ impl<'a> Session<'a> {
     pub(super) fn point(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
         self.step.creation_stretch.remove(&t);
         self.sync_log_mode(t);
+        if self.model.alone(t) && !matches!(op, Op::Continue | Op::Yield | Op::ExitGroup) {
+            // No other thread can run before this one's next step: nothing to decide. Its
+            // operation is applied at once, as glibc's internal calls are, and becomes a
+            // point only if it waits (node makes about a million rwlock and atomic
+            // operations before its first thread, which used up --max-steps).
+            return self.internal_call(t, op, site);
+        }
         match self.model.set_pending(t, op, site) {
             Ok(()) => Ok(Some(RunResult::Point)),
             Err(f) => Ok(Some(RunResult::Found(Box::new(self.model_finding(f))))),

@@ -5,14 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-/// Exit status: nothing found.
-pub const EXIT_CLEAN: i32 = 0;
-/// Exit status: findings.
-pub const EXIT_FINDINGS: i32 = 1;
-/// Exit status: bad usage or bad input.
-pub const EXIT_USAGE: i32 = 2;
-/// Exit status: internal failure.
-pub const EXIT_INTERNAL: i32 = 3;
+pub use crate::report::exit_status::{EXIT_CLEAN, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_USAGE};
 
 /// Scheduling strategies selectable with `--strategy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -426,18 +419,6 @@ fn parse_memory(s: &str) -> Result<u64, String> {
     Ok(n)
 }
 
-/// Quotes `s` for a POSIX shell when it needs it.
-pub fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
 /// The execution budget without `--max-executions`.
 pub const DEFAULT_MAX_EXECUTIONS: u64 = 1000;
 
@@ -559,12 +540,5 @@ mod tests {
         assert!(
             Cli::try_parse_from(["mcheck", "test", "--max-executions", "0", "--", "x"]).is_err()
         );
-    }
-
-    #[test]
-    fn quoting() {
-        assert_eq!(shell_quote("./a.out"), "./a.out");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
     }
 }

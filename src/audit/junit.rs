@@ -9,8 +9,8 @@ use std::time::Duration;
 use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
 
 use super::record::{AuditRecord, RecordKind, TargetRecord, TargetStatus};
-use crate::cli::shell_quote;
 use crate::report::human;
+use crate::report::shell_quote;
 
 /// The JUnit report of an audit.
 pub fn junit(record: &AuditRecord) -> Report {

@@ -14,7 +14,7 @@ use serde_sarif::sarif::{
 };
 
 use super::record::{AuditRecord, BaselineState, FindingMark, TargetStatus};
-use crate::cli::shell_quote;
+use crate::report::shell_quote;
 use crate::report::{Finding, FindingKind, Frame};
 
 /// The key of mcheck's fingerprint in `partialFingerprints`.

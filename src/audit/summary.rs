@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use super::record::{AuditRecord, BaselineState, TargetStatus};
-use crate::cli::shell_quote;
+use crate::report::shell_quote;
 
 /// The summary text.
 pub fn summary(record: &AuditRecord) -> String {

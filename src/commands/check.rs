@@ -10,10 +10,11 @@ use anyhow::Context;
 use super::progress::ProgressDisplay;
 use super::{current_env, lossy, Failure};
 use crate::binary::{check_program, resolve_program};
-use crate::cli::{shell_quote, CheckArgs, StrategyName, EXIT_CLEAN, EXIT_FINDINGS};
+use crate::cli::{CheckArgs, StrategyName, EXIT_CLEAN, EXIT_FINDINGS};
 use crate::explore::shard::TreeShard;
 use crate::explore::Coverage;
 use crate::report::schedule::{file_sha256, ExecutionOptions, ScheduleFile};
+use crate::report::shell_quote;
 use crate::report::{human, json, Finding};
 use crate::run::search::{search, Plan};
 use crate::run::{

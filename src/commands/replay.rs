@@ -10,9 +10,10 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::Failure;
-use crate::cli::{shell_quote, ReplayArgs, EXIT_CLEAN, EXIT_FINDINGS};
+use crate::cli::{ReplayArgs, EXIT_CLEAN, EXIT_FINDINGS};
 use crate::explore::ReplayScheduler;
 use crate::report::schedule::ScheduleFile;
+use crate::report::shell_quote;
 use crate::report::{human, json};
 use crate::run::search::run_single;
 use crate::run::{

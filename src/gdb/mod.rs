@@ -51,7 +51,7 @@ pub fn serve(
     // not answer within two seconds.
     let attach = format!(
         "mcheck: replaying {schedule_path} for gdb on {local}; attach with:\n  gdb -ex 'set sysroot /' -ex 'target remote {local}' {}",
-        crate::cli::shell_quote(&schedule.program.to_string_lossy())
+        crate::report::shell_quote(&schedule.program.to_string_lossy())
     );
     let (req_tx, req_rx) = crossbeam_channel::unbounded();
     let (rep_tx, rep_rx) = crossbeam_channel::unbounded();
@@ -73,7 +73,10 @@ pub fn serve(
         .name("gdb".into())
         .spawn(move || serve_gdb(listener, &mut target, &attach))
         .context("starting the gdb thread")?;
-    let again = format!("mcheck replay {}", crate::cli::shell_quote(schedule_path));
+    let again = format!(
+        "mcheck replay {}",
+        crate::report::shell_quote(schedule_path)
+    );
     let session = std::sync::Arc::new(std::sync::Mutex::new(Session::default()));
     if let Ok(mut s) = session.lock() {
         s.timeline.until = until;
@@ -152,9 +155,9 @@ pub fn serve(
     }
     let found = outcome.finding.is_some() || !outcome.races.is_empty();
     Ok(if found {
-        crate::cli::EXIT_FINDINGS
+        crate::report::exit_status::EXIT_FINDINGS
     } else {
-        crate::cli::EXIT_CLEAN
+        crate::report::exit_status::EXIT_CLEAN
     })
 }
 

@@ -1,0 +1,481 @@
+//! The state the search's workers share: budget, findings, tree pools, refinement rounds,
+//! and the decision to stop.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::explore::{
+    counter_of, Coverage, Decision, EndTable, RacySites, SharedStateTable, TreePool,
+};
+use crate::report::{Finding, FindingKind};
+use crate::run::instrument::patching::PatchStats;
+use crate::run::process::cut::CutSignal;
+use crate::run::session::ExecutionOutcome;
+use crate::run::snapshots::memory_guard::{MemoryGuard, Pressure};
+use crate::run::worker_state::{RacyPoints, WorkerState};
+use crate::run::world::file_journal::FileJournal;
+use crate::run::world::fs_gate::FsGate;
+use crate::tracee::interrupt;
+
+use super::plan::Plan;
+use super::plan::SearchConfig;
+use super::result::{finding_key, NothingToExplore, ProgressReport};
+use super::witness::Witness;
+
+#[derive(Default)]
+pub(super) struct Findings {
+    pub(super) witnesses: Vec<Witness>,
+    pub(super) index_of: HashMap<(FindingKind, Vec<String>), usize>,
+    pub(super) stopped_because: Option<String>,
+}
+
+/// Executions a search without `--keep-going` goes on for after a data race, looking for the
+/// failure the race causes in the refined tree (counted from the race, and again from each
+/// refinement round it starts), before it stops at the race.
+pub const RACE_FOLLOW_UP: u64 = 100;
+
+/// The tree of the systematic member and the racy sites that shaped it: a new tree (a new
+/// pool) per refinement round (see [`RacySites`]).
+pub(super) struct Round {
+    /// 0 for the first tree, then one more per refinement round.
+    pub(super) number: u32,
+    /// The tree of this round.
+    pub(super) pool: Arc<TreePool>,
+    /// The portfolio's reduced tree (dfs with partial-order reduction) of this round.
+    pub(super) reduced: Option<Arc<TreePool>>,
+    /// What this round's tree schedules at besides synchronisation: the racy sites
+    /// included in it, at the addresses found racy when it began.
+    pub(super) points: RacyPoints,
+    /// Executions of the trees of earlier rounds.
+    pub(super) earlier_executions: u64,
+}
+
+/// The racy sites and addresses found by the search (every plan), and the sites included
+/// in the tree.
+pub(super) struct Racy {
+    pub(super) sites: RacySites,
+    pub(super) addresses: std::collections::BTreeSet<u64>,
+}
+
+/// State shared by the workers.
+pub(super) struct Shared<'a> {
+    pub(super) cfg: &'a SearchConfig,
+    /// The systematic member's tree (tree plans only).
+    pub(super) tree: Option<Mutex<Round>>,
+    /// The preemption cap of the tree (tree plans only).
+    pub(super) tree_cap: Option<Option<u32>>,
+    /// Racy sites found become scheduling points of the tree (refinement rounds).
+    pub(super) refine: bool,
+    /// Racy sites and addresses found.
+    pub(super) racy: Mutex<Racy>,
+    /// Executions done when the search began following a race without `--keep-going`
+    /// (0: not following).
+    pub(super) following_since: AtomicU64,
+    pub(super) started_at: Instant,
+    pub(super) reserved: AtomicU64,
+    pub(super) done: AtomicU64,
+    pub(super) steps: AtomicU64,
+    pub(super) cut: AtomicU64,
+    /// The note about an abandoned execution was printed.
+    pub(super) said_abandoned: std::sync::atomic::AtomicBool,
+    /// Whether the first execution has ended (the other workers wait for it).
+    pub(super) first_ended: (Mutex<bool>, std::sync::Condvar),
+    /// The first execution changed files: the search runs on one worker.
+    pub(super) changes_files: std::sync::atomic::AtomicBool,
+    pub(super) traced: AtomicU64,
+    pub(super) patch_stats: std::sync::Mutex<PatchStats>,
+    pub(super) library_sync: std::sync::Mutex<(u64, Option<String>)>,
+    pub(super) unverified_races: std::sync::Mutex<(u64, Option<String>)>,
+    pub(super) from_snapshots: AtomicU64,
+    pub(super) from_branch: AtomicU64,
+    pub(super) branches: AtomicU64,
+    pub(super) snapshots_off: Mutex<Option<String>>,
+    pub(super) next_random: AtomicU64,
+    pub(super) stop: AtomicBool,
+    pub(super) closed_early: AtomicBool,
+    pub(super) findings: Mutex<Findings>,
+    pub(super) error: Mutex<Option<anyhow::Error>>,
+    pub(super) transitions: AtomicU64,
+    pub(super) states: AtomicU64,
+    pub(super) pages_hashed: AtomicU64,
+    pub(super) pages_reused: AtomicU64,
+    pub(super) pruned: AtomicU64,
+    /// The table of visited states (`--state-cache`).
+    pub(super) cache: Option<SharedStateTable>,
+    /// The first result at each final counter (`--state-cache`).
+    pub(super) ends: Mutex<EndTable<Vec<Decision>>>,
+    /// Raised to end the running executions at once.
+    pub(super) cut_signal: CutSignal,
+    /// One execution at a time changes files.
+    pub(super) fs_gate: FsGate,
+    /// The program's file changes, undone between executions (`file_journal`).
+    pub(super) journal: Arc<Mutex<FileJournal>>,
+    /// Executions cut short.
+    pub(super) cut_short: AtomicU64,
+    /// Workers should drop their branch snapshots (memory pressure).
+    pub(super) shed: AtomicBool,
+    /// An execution met no scheduling choice.
+    pub(super) nothing_to_explore: Mutex<Option<NothingToExplore>>,
+    /// Runs that were another shard's.
+    pub(super) outside_share: AtomicU64,
+    /// Sum of the schedule hashes of the executions run to their end.
+    pub(super) digest: AtomicU64,
+    /// Executions of the portfolio's reduced tree so far (all rounds).
+    pub(super) reduced_runs: AtomicU64,
+    /// Reduced-tree slots that found no free work (another worker held it), to be given
+    /// back to the reduced tree by the worker that holds it.
+    pub(super) reduced_owed: AtomicU64,
+}
+
+impl Shared<'_> {
+    /// The current round: its number, the tree of `member` (0: dfs/icb, 1: the portfolio's
+    /// reduced tree) and its racy points.
+    pub(super) fn round(&self, member: usize) -> Option<(u32, Arc<TreePool>, RacyPoints)> {
+        let r = self.tree.as_ref()?.lock().expect("round");
+        let pool = if member == 0 {
+            r.pool.clone()
+        } else {
+            r.reduced.clone()?
+        };
+        Some((r.number, pool, r.points.clone()))
+    }
+
+    /// Notes the racy sites and addresses a worker knows; begins a refinement round when
+    /// some site is not a scheduling point of the current tree (with refinement on).
+    pub(super) fn note_races(&self, state: &WorkerState) {
+        let mut racy = self.racy.lock().expect("racy");
+        racy.addresses.extend(state.racy_addresses.iter().copied());
+        if !racy.sites.note(state.racy_sites.iter().copied()) {
+            return;
+        }
+        let Some(tree) = &self.tree else { return };
+        let sites = racy.sites.begin_round();
+        let mut r = tree.lock().expect("round");
+        let pool = Arc::new(TreePool::new(self.tree_cap.expect("tree plans have a cap")));
+        let old = std::mem::replace(&mut r.pool, pool);
+        r.earlier_executions += old.coverage(false).systematic_executions;
+        old.close();
+        if let Some(old) = r.reduced.replace(Arc::new(TreePool::new(None))) {
+            r.earlier_executions += old.coverage(false).systematic_executions;
+            old.close();
+        } else {
+            r.reduced = None;
+        }
+        r.number += 1;
+        r.points = RacyPoints {
+            addresses: racy.addresses.iter().copied().collect(),
+            sites,
+        };
+        if self.stop.load(Ordering::SeqCst) {
+            // The search has stopped: the new trees get no work.
+            r.pool.close();
+            if let Some(p) = &r.reduced {
+                p.close();
+            }
+            return;
+        }
+        eprintln!(
+            "mcheck: note: refinement round {}: {} racy access site(s) become scheduling points of the systematic search",
+            r.number,
+            r.points.sites.len()
+        );
+        let following = self.following_since.load(Ordering::SeqCst);
+        if following > 0 {
+            // A new round: the race follow-up starts over.
+            self.following_since
+                .store(self.done.load(Ordering::SeqCst).max(1), Ordering::SeqCst);
+        }
+    }
+
+    /// The coverage of the systematic member, qualified by the racy sites found.
+    pub(super) fn coverage(&self) -> Coverage {
+        let racy = self.racy.lock().expect("racy");
+        let Some(tree) = &self.tree else {
+            return racy.sites.qualify(Coverage::default());
+        };
+        let r = tree.lock().expect("round");
+        let closed_early = self.closed_early.load(Ordering::SeqCst);
+        let mut tree_coverage = r.pool.coverage(closed_early);
+        // icb (alone or in the portfolio) reduced by bounded partial-order reduction,
+        // which a split search does without.
+        tree_coverage.up_to_independent_steps = self.cfg.plan.por()
+            && self.cfg.shard.is_none()
+            && !matches!(self.cfg.plan, Plan::Dfs { .. });
+        if let Some(reduced) = &r.reduced {
+            // Either tree running out covers every schedule.
+            let d = reduced.coverage(closed_early);
+            tree_coverage.exhausted |= d.exhausted;
+            // The reduced tree has no preemption bound.
+            tree_coverage.beyond_preemption_bound &= !d.exhausted;
+            tree_coverage.synchronisation_exhausted |= d.synchronisation_exhausted;
+            tree_coverage.systematic_executions += d.systematic_executions;
+        }
+        let mut c = (racy.sites).qualify(tree_coverage);
+        c.systematic_executions += r.earlier_executions;
+        c
+    }
+
+    /// How far the search has come.
+    pub(super) fn report(&self, guard: &MemoryGuard) -> ProgressReport {
+        ProgressReport {
+            executions: self.done.load(Ordering::Relaxed),
+            findings: self.findings.lock().expect("lock").witnesses.len(),
+            elapsed: self.started_at.elapsed(),
+            memory: guard.last,
+        }
+    }
+
+    /// Stops the search now: the running executions are cut short too.
+    pub(super) fn stop_now(&self, why: String) {
+        self.stop_because(why);
+        self.cut_signal.raise();
+    }
+
+    /// Counts an execution that was cut short (it reports nothing: its schedule is partial).
+    pub(super) fn record_cut(&self, outcome: &ExecutionOutcome) {
+        self.steps.fetch_add(outcome.steps, Ordering::Relaxed);
+        self.traced
+            .fetch_add(outcome.traced_accesses, Ordering::Relaxed);
+        self.cut_short.fetch_add(1, Ordering::Relaxed);
+        self.done.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Looks at the clock, the signals and the memory (from the main thread, ten times a
+    /// second): stops the search, or sheds caches, when it must.
+    pub(super) fn watch(&self, guard: &mut MemoryGuard) {
+        if let Some(sig) = interrupt::received() {
+            self.stop_now(format!("interrupted by {sig}"));
+        }
+        if (self.cfg.time_limit).is_some_and(|l| self.started_at.elapsed() >= l) {
+            self.stop_now("time limit reached".into());
+        }
+        match guard.check() {
+            Pressure::None => {}
+            Pressure::Shed(usage) => {
+                eprintln!(
+                    "mcheck: note: memory use {} is past three quarters of --max-memory {} MiB: branch snapshots and the state cache are dropped",
+                    usage.describe(),
+                    self.cfg.max_memory >> 20
+                );
+                self.shed.store(true, Ordering::SeqCst);
+                if let Some(c) = &self.cache {
+                    c.lock().expect("state table").forget();
+                }
+                self.ends.lock().expect("lock").forget();
+            }
+            Pressure::Stop(usage) => {
+                eprintln!(
+                    "mcheck: note: memory use {} reached --max-memory {} MiB: the search stops here",
+                    usage.describe(),
+                    self.cfg.max_memory >> 20
+                );
+                self.stop_now("memory limit reached".into());
+            }
+        }
+    }
+
+    /// Whether the search has stopped.
+    pub(super) fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Takes one slot owed to the reduced tree, if any.
+    pub(super) fn repay_reduced(&self) -> bool {
+        self.reduced_owed
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    /// Whether the portfolio's reduced tree may run past the execution budget: with the
+    /// default budget (`proof_budget`), while it has had fewer executions than that and is
+    /// not finished, so that the default command proves a program whose reduced tree fits.
+    pub(super) fn proof_may_go_on(&self) -> bool {
+        let Some(budget) = self.cfg.proof_budget else {
+            return false;
+        };
+        // Never past two budgets in all (the reduced tree has about half of the first).
+        let most = budget.saturating_mul(2);
+        if self.stopped()
+            || self.reduced_runs.load(Ordering::SeqCst) >= budget
+            || self.reserved.load(Ordering::SeqCst) > most
+        {
+            return false;
+        }
+        self.round(1)
+            .is_some_and(|(_, pool, _)| !pool.is_finished())
+    }
+
+    pub(super) fn stop_because(&self, why: String) {
+        let mut f = self.findings.lock().expect("lock");
+        f.stopped_because.get_or_insert(why);
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(tree) = &self.tree {
+            let r = tree.lock().expect("round");
+            let finished =
+                r.pool.is_finished() || r.reduced.as_ref().is_some_and(|p| p.is_finished());
+            if !finished {
+                self.closed_early.store(true, Ordering::SeqCst);
+            }
+            r.pool.close();
+            if let Some(p) = &r.reduced {
+                p.close();
+            }
+        }
+    }
+
+    /// With the state cache: a `nondeterminism` finding when an execution that took the
+    /// same steps as an earlier one (the same final per-thread step counter) ended with
+    /// another exit status or stderr output.
+    pub(super) fn different_end(&self, outcome: &ExecutionOutcome) -> Option<Finding> {
+        self.cache.as_ref()?;
+        let exit = outcome.exit.as_ref()?;
+        let counter = counter_of(outcome.decisions.iter().map(|d| d.thread));
+        let result = format!("{exit}, stderr output #{:016x}", outcome.output_digest);
+        let mut ends = self.ends.lock().expect("lock");
+        let (earlier, schedule) =
+            ends.record(&counter, result.clone(), outcome.decisions.clone())?;
+        let threads = |d: &[Decision]| {
+            d.iter()
+                .map(|d| format!("T{}", d.thread))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        Some(Finding {
+            kind: FindingKind::Nondeterminism,
+            message: format!(
+                "the program's result depends on the schedule: the same steps in two orders end with {earlier} and with {result}"
+            ),
+            details: vec![
+                format!(
+                    "every thread took the same number of steps in both executions (per-thread step counter {counter:?})"
+                ),
+                format!("this schedule: {}", threads(&outcome.decisions)),
+                format!("the earlier schedule: {}", threads(&schedule)),
+            ],
+            locations: Vec::new(),
+            threads: Vec::new(),
+            preemptions: outcome.preemptions,
+            seed: 0,
+            execution: 0,
+            steps: outcome.steps,
+            strategy: String::new(),
+            schedule: None,
+            cycle: Vec::new(),
+            other_schedule: schedule,
+        })
+    }
+
+    pub(super) fn record(
+        &self,
+        outcome: ExecutionOutcome,
+        seed: u64,
+        strategy: String,
+        racy: Option<RacyPoints>,
+        atomic_addresses: Vec<u64>,
+    ) {
+        self.steps.fetch_add(outcome.steps, Ordering::Relaxed);
+        self.traced
+            .fetch_add(outcome.traced_accesses, Ordering::Relaxed);
+        self.patch_stats
+            .lock()
+            .expect("lock")
+            .merge(&outcome.patch_stats);
+        if outcome.unverified_races.0 > 0 {
+            let mut u = self.unverified_races.lock().expect("lock");
+            u.0 += outcome.unverified_races.0;
+            if u.1.is_none() {
+                u.1.clone_from(&outcome.unverified_races.1);
+            }
+        }
+        if outcome.library_sync.0 > 0 {
+            let mut l = self.library_sync.lock().expect("lock");
+            l.0 += outcome.library_sync.0;
+            if l.1.is_none() {
+                l.1.clone_from(&outcome.library_sync.1);
+            }
+        }
+        if let Some(why) = &outcome.abandoned {
+            if !self.said_abandoned.swap(true, Ordering::SeqCst) {
+                eprintln!(
+                    "mcheck: note: an execution was cut short without a finding: {why}; mcheck does not know what would have woken it"
+                );
+            }
+        }
+        if outcome.step_limit_hit && outcome.finding.is_none() {
+            self.cut.fetch_add(1, Ordering::Relaxed);
+        }
+        let index = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Some(d) = outcome.divergence {
+            self.stop_because(format!(
+                "the program did not repeat its behaviour on a replayed schedule prefix ({d})"
+            ));
+            return;
+        }
+        let different_end = self.different_end(&outcome);
+        // The failure that ended the execution first, then the races (which may explain it).
+        let found: Vec<Finding> = (outcome.finding.into_iter())
+            .chain(outcome.races)
+            .chain(different_end)
+            .collect();
+        if found.is_empty() {
+            return;
+        }
+        // Only data races: without --keep-going, a search that refines its tree by races goes
+        // on to find the failure they cause (within RACE_FOLLOW_UP executions).
+        let only_races = found.iter().all(|f| f.kind == FindingKind::DataRace);
+        let mut all = self.findings.lock().expect("lock");
+        for mut f in found {
+            f.seed = seed;
+            f.execution = index;
+            f.preemptions = outcome.preemptions;
+            f.steps = outcome.steps;
+            let key = finding_key(&f);
+            let witness = Witness {
+                finding: f,
+                decisions: outcome.decisions.clone(),
+                strategy: strategy.clone(),
+                racy: racy.clone(),
+                atomic_addresses: atomic_addresses.clone(),
+            };
+            match all.index_of.get(&key) {
+                Some(&i) => {
+                    if witness.finding.preemptions < all.witnesses[i].finding.preemptions {
+                        all.witnesses[i] = witness;
+                    }
+                }
+                None => {
+                    let n = all.witnesses.len();
+                    all.index_of.insert(key, n);
+                    all.witnesses.push(witness);
+                }
+            }
+        }
+        drop(all);
+        if self.cfg.keep_going {
+            return;
+        }
+        if only_races && self.refine {
+            let _ = (self.following_since).compare_exchange(
+                0,
+                index,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+        } else {
+            self.stop_because("stopped at the first finding".into());
+        }
+    }
+
+    /// Stops a search that has followed its races for [`RACE_FOLLOW_UP`] executions
+    /// without finding a failure.
+    pub(super) fn follow_up_spent(&self) -> bool {
+        let since = self.following_since.load(Ordering::SeqCst);
+        if since == 0 || self.done.load(Ordering::SeqCst) < since + RACE_FOLLOW_UP {
+            return false;
+        }
+        self.stop_because("race follow-up budget spent".into());
+        true
+    }
+}

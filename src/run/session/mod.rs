@@ -588,13 +588,10 @@ impl<'a> Session<'a> {
     pub(super) fn settle(&mut self, t: ThreadId, r: RunResult) -> Result<Option<ExecutionOutcome>> {
         match r {
             RunResult::Point => Ok(None),
-            RunResult::ThreadExited => match self.thread_exited(t) {
-                Ok(()) => Ok(None),
-                Err(f) => {
-                    let f = self.model_finding(f);
-                    Ok(Some(self.outcome(Some(f))))
-                }
-            },
+            RunResult::ThreadExited => {
+                self.thread_exited(t);
+                Ok(None)
+            }
             RunResult::ProcessEnded(end) => Ok(Some(self.ended(end))),
             RunResult::Found(f) => Ok(Some(self.outcome(Some(*f)))),
             RunResult::CutShort => Ok(Some(self.cut_short())),
@@ -609,7 +606,7 @@ impl<'a> Session<'a> {
     }
 
     /// Thread `t` exited: the race detector keeps its clock, the model its holdings.
-    fn thread_exited(&mut self, t: ThreadId) -> std::result::Result<(), ModelFinding> {
+    fn thread_exited(&mut self, t: ThreadId) {
         self.step.creation_stretch.remove(&t);
         self.sync_log_mode(t);
         if let Some(d) = self.races.detector() {

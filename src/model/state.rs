@@ -118,10 +118,11 @@ impl Model {
         self.threads[t].finished
     }
 
-    /// Whether `t` is the only thread that has not exited: nothing another thread does can
-    /// come between its steps.
+    /// Whether `t` is the only thread there has been so far (the main thread before its
+    /// first thread creation): nothing another thread does can come between its steps, and
+    /// nothing done before can be ordered against them.
     pub fn alone(&self, t: ThreadId) -> bool {
-        (self.threads.iter().enumerate()).all(|(u, th)| u == t || th.finished)
+        self.threads.len() == 1 && t == 0
     }
 
     /// True when every thread has exited.

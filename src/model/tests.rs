@@ -597,3 +597,16 @@ fn once_callers_wait_for_the_initialiser() {
     assert_eq!(m.execute(t1, &mut mem).unwrap(), Completion::Native);
     assert_eq!(m.once_initialiser(O), None);
 }
+
+#[test]
+fn only_the_main_thread_before_any_creation_is_alone() {
+    let mut m = Model::new();
+    assert!(m.alone(0));
+    let t1 = m.add_thread();
+    assert!(!m.alone(0) && !m.alone(t1));
+    m.thread_exited(t1);
+    assert!(
+        !m.alone(0),
+        "a thread left alone after others exited still takes decisions"
+    );
+}

@@ -745,8 +745,8 @@ impl<'a> Session<'a> {
         if self.model.alone(t) && !matches!(op, Op::Continue | Op::Yield | Op::ExitGroup) {
             // No other thread can run before this one's next step: nothing to decide. Its
             // operation is applied at once, as glibc's internal calls are, and becomes a
-            // point only if it waits (node makes about a million rwlock and atomic
-            // operations before its first thread, which used up --max-steps).
+            // point only if it waits (node makes hundreds of thousands of rwlock and atomic
+            // operations before its first thread, each a decision with one choice).
             return self.internal_call(t, op, site);
         }
         match self.model.set_pending(t, op, site) {

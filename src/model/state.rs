@@ -98,6 +98,14 @@ impl Model {
         self.now
     }
 
+    /// Whether condvar `c` was initialised (through the model) to time its waits on
+    /// CLOCK_MONOTONIC; None when the model has not seen its initialisation.
+    pub fn cond_monotonic(&self, c: Addr) -> Option<bool> {
+        (self.conds.get(&c))
+            .filter(|cv| cv.life == Life::Initialised)
+            .map(|cv| cv.monotonic)
+    }
+
     /// Whether the mutex at `m` has been seen (initialised or used) before.
     pub fn knows_mutex(&self, m: Addr) -> bool {
         self.mutexes.contains_key(&m)
@@ -106,6 +114,11 @@ impl Model {
     /// The operation `t` will perform next.
     pub fn pending(&self, t: ThreadId) -> Option<&Op> {
         self.threads.get(t).and_then(|th| th.pending.as_ref())
+    }
+
+    /// When `t`'s timed wait times out (virtual time, ns), if it waits with a deadline.
+    pub fn deadline(&self, t: ThreadId) -> Option<u64> {
+        self.threads.get(t).and_then(|th| th.deadline)
     }
 
     /// Where `t`'s pending operation was called from.
@@ -540,11 +553,12 @@ impl Model {
                 rw.life = Life::Destroyed;
                 Ok(Return(0))
             }
-            Op::CondInit { c } => {
+            Op::CondInit { c, monotonic } => {
                 self.conds.insert(
                     c,
                     CondState {
                         life: Life::Initialised,
+                        monotonic,
                         ..Default::default()
                     },
                 );

@@ -295,7 +295,10 @@ impl<'a> Session<'a> {
                     symbols: &mut self.worker.symbols,
                     program: &self.cfg.program.path,
                 };
-                let finding = self.history.livelock_finding(&mut rep, finished);
+                let mut finding = self.history.livelock_finding(&mut rep, finished);
+                if let Some(f) = &mut finding {
+                    f.details.extend(self.blocked_details());
+                }
                 let mut out = self.outcome(finding);
                 out.step_limit_hit = true;
                 return Ok(Choices::End(Box::new(out)));
@@ -773,6 +776,11 @@ impl MemoryView for MemView<'_> {
     }
 }
 
+/// Offset of `__wrefs` in glibc 2.36's `pthread_cond_t`.
+const COND_WREFS_OFFSET: u64 = 36;
+/// `__PTHREAD_COND_CLOCK_MONOTONIC_MASK`: the condvar times its waits on CLOCK_MONOTONIC.
+const COND_CLOCK_MONOTONIC_MASK: u32 = 2;
+
 impl HookContext for Session<'_> {
     fn read_u32(&self, addr: u64) -> Option<u32> {
         self.p.mem.read_u32(addr).ok()
@@ -794,6 +802,21 @@ impl HookContext for Session<'_> {
     }
     fn spin_held(&self, s: u64) -> bool {
         self.model.spin_held(s)
+    }
+    fn cond_clock(&self, c: u64) -> libc::clockid_t {
+        // A condvar initialised natively (not seen by the model) keeps its clock in
+        // glibc 2.36's `__wrefs` word (offset 36), bit 1.
+        let monotonic = self.model.cond_monotonic(c).unwrap_or_else(|| {
+            self.p
+                .mem
+                .read_u32(c + COND_WREFS_OFFSET)
+                .is_ok_and(|w| w & COND_CLOCK_MONOTONIC_MASK != 0)
+        });
+        if monotonic {
+            libc::CLOCK_MONOTONIC
+        } else {
+            libc::CLOCK_REALTIME
+        }
     }
 }
 
@@ -885,6 +908,32 @@ impl Session<'_> {
     /// Thread `t` with its stack, in `state`.
     pub(super) fn thread_report(&mut self, t: ThreadId, state: String) -> ThreadReport {
         self.reporter().thread_report(t, state)
+    }
+
+    /// One line per waiting thread (what it waits on, who holds it, when it may time
+    /// out): what a livelock report adds about the threads outside its cycle.
+    fn blocked_details(&mut self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let mut waiting = self.model.blocked_threads();
+        waiting.extend(self.model.timeout_threads());
+        waiting.sort_unstable();
+        for t in waiting {
+            let Some(b) = self.model.describe_wait(t) else {
+                continue;
+            };
+            let obj = self.object_desc(b.object.kind, b.object.addr);
+            let mut line = format!("T{} is blocked in {} on {obj}", b.thread, b.op);
+            for h in &b.holders {
+                let exited = if h.exited { " (which has exited)" } else { "" };
+                line.push_str(&format!(", held by T{}{exited}", h.thread));
+            }
+            if let Some(d) = self.model.deadline(t) {
+                let left = d.saturating_sub(self.model.now()) as f64 / 1e9;
+                line.push_str(&format!(", may time out in {left:.3} s of virtual time"));
+            }
+            lines.push(line);
+        }
+        lines
     }
 
     pub(super) fn object_desc(&mut self, kind: ObjectKind, addr: u64) -> String {

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-pub use crate::report::exit_status::{EXIT_CLEAN, EXIT_FINDINGS, EXIT_INTERNAL, EXIT_USAGE};
+pub use crate::report::exit_status::{
+    EXIT_CLEAN, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_USAGE,
+};
 
 /// Scheduling strategies selectable with `--strategy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

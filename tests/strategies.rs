@@ -456,15 +456,19 @@ fn without_fairness_dfs_spends_its_budget_on_a_spin_wait() {
     );
     // The tree is cut at 200 steps; with partial-order reduction the yields are
     // independent and it can run out within the budget, but it was explored only up to the
-    // step limit, and the search must not say it was exhausted.
+    // step limit, and the search must not say it was exhausted: it counts the executions
+    // cut there.
     assert!(json["executions"].as_u64().unwrap() <= 300, "{json}");
     assert_eq!(json["coverage"]["exhausted"], false, "{json}");
     assert_eq!(json["complete"], false, "{json}");
     assert_eq!(json["findings"].as_array().map(Vec::len), Some(0));
     let statement = json["coverage"]["statement"].as_str().unwrap();
+    assert!(json["cut_at_max_steps"].as_u64().unwrap() > 0, "{json}");
+    assert!(statement.contains("were cut at --max-steps 200"), "{json}");
     assert!(
         json["stopped_because"] == "execution budget spent"
-            || statement.contains("exhausted only up to --max-steps"),
+            || statement
+                .contains("not exhausted: the tree of schedules ran out only up to --max-steps"),
         "{json}"
     );
 }

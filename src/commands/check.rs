@@ -10,7 +10,7 @@ use anyhow::Context;
 use super::progress::ProgressDisplay;
 use super::{current_env, lossy, Failure};
 use crate::binary::{check_program, resolve_program};
-use crate::cli::{CheckArgs, StrategyName, EXIT_CLEAN, EXIT_FINDINGS};
+use crate::cli::{CheckArgs, StrategyName, EXIT_CLEAN, EXIT_FINDINGS, EXIT_INCONCLUSIVE};
 use crate::explore::shard::TreeShard;
 use crate::explore::Coverage;
 use crate::report::schedule::{file_sha256, ExecutionOptions, ScheduleFile};
@@ -120,7 +120,13 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         };
         eprint!("{}", human::format_finding(f, &replay));
     }
-    let mut statement = coverage_statement(&result, strategy, findings.is_empty(), &findings);
+    let mut statement = coverage_statement(
+        &result,
+        strategy,
+        findings.is_empty(),
+        &findings,
+        args.max_steps,
+    );
     if let Some(s) = args.shard.filter(|s| s.count > 1) {
         statement = format!("shard {s} of a split search (its part only): {statement}");
     }
@@ -178,10 +184,10 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             result.cut_short, result.stopped_because
         );
     }
-    if result.cut_by_step_limit > 0 {
+    let inconclusive = findings.is_empty() && nothing_ran_to_the_end(&result);
+    if inconclusive {
         eprintln!(
-            "mcheck: note: {} execution(s) reached --max-steps {} under an unfair schedule and were cut short",
-            result.cut_by_step_limit, args.max_steps
+            "mcheck: note: no execution ran to the program's end, so nothing was checked to the end (exit status {EXIT_INCONCLUSIVE})"
         );
     }
     if let (count @ 1.., first) = &result.unverified_races {
@@ -211,6 +217,12 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             stopped_because: &result.stopped_because,
             elapsed_seconds: result.elapsed.as_secs_f64(),
             cut_short: result.cut_short,
+            max_steps: args.max_steps,
+            cut_at_max_steps: result.cut_by_step_limit,
+            cut_waiting_on_kernel: result.abandoned,
+            ran_to_end: result
+                .executions
+                .saturating_sub(result.cut_by_step_limit + result.cut_short + result.abandoned),
             memory_peak_bytes: result.memory_peak,
             snapshots: json::JsonSnapshots {
                 executions_from_snapshot: result.from_snapshots,
@@ -249,10 +261,12 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         json::write(path, &report)
             .with_context(|| format!("writing the JSON report to {}", path.display()))?;
     }
-    Ok(if findings.is_empty() {
-        EXIT_CLEAN
-    } else {
+    Ok(if !findings.is_empty() {
         EXIT_FINDINGS
+    } else if inconclusive {
+        EXIT_INCONCLUSIVE
+    } else {
+        EXIT_CLEAN
     })
 }
 
@@ -423,22 +437,77 @@ fn name_sites(sites: &[u64], findings: &[Finding]) -> String {
     names.join(", ")
 }
 
+/// The executions that did not run to the program's end (nor to a finding), as a clause
+/// ("M of them were cut at --max-steps ..."), or None when every execution did.
+pub fn unchecked_executions(result: &SearchResult, max_steps: u64) -> Option<String> {
+    let mut parts = Vec::new();
+    if result.cut_by_step_limit > 0 {
+        parts.push(format!(
+            "{} of them were cut at --max-steps {max_steps} before the program ended (raise --max-steps)",
+            result.cut_by_step_limit
+        ));
+    }
+    if result.abandoned > 0 {
+        parts.push(format!(
+            "{} were cut short while a thread waited in the kernel for something mcheck does not control",
+            result.abandoned
+        ));
+    }
+    if result.cut_short > 0 {
+        parts.push(format!(
+            "{} were cut short when the search stopped ({})",
+            result.cut_short, result.stopped_because
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// Whether executions were cut at --max-steps and none ran to the program's end or to a
+/// finding (the others were cut by the search's stop or while waiting on the kernel):
+/// nothing was checked to the end, and "nothing found" would claim too much (exit status
+/// 4). A search only stopped by the user's limits or signals keeps status 0: it says so.
+pub fn nothing_ran_to_the_end(result: &SearchResult) -> bool {
+    result.cut_by_step_limit > 0
+        && result.cut_by_step_limit + result.cut_short + result.abandoned >= result.executions
+}
+
 /// What was covered, in one sentence; racy sites are named after the locations `findings`
-/// give them.
+/// give them, executions cut before the program's end are counted (`max_steps` names the
+/// limit).
 pub fn coverage_statement(
     result: &SearchResult,
     strategy: &str,
     clean: bool,
     findings: &[Finding],
+    max_steps: u64,
 ) -> String {
-    let verdict = if clean && !result.untraced.is_empty() {
-        "no bug found in the processes checked".to_string()
-    } else if clean {
-        "no bug found".to_string()
-    } else {
-        format!("{} distinct finding(s)", result.witnesses.len())
-    };
     let n = result.executions;
+    let unchecked = unchecked_executions(result, max_steps);
+    // Processes that ran untraced (the process tree) were not checked at all.
+    let clean_words = if result.untraced.is_empty() {
+        "no bug found"
+    } else {
+        "no bug found in the processes checked"
+    };
+    let verdict = match (clean, &unchecked) {
+        (true, None) => clean_words.to_string(),
+        (true, Some(what)) => format!("{clean_words} in {n} execution(s); {what}"),
+        (false, None) => format!("{} distinct finding(s)", result.witnesses.len()),
+        (false, Some(what)) => format!(
+            "{} distinct finding(s) in {n} execution(s); {what}",
+            result.witnesses.len()
+        ),
+    };
+    if result.cut_by_step_limit > 0 {
+        // An execution cut at the step limit is a schedule not followed to its end: whatever
+        // the tree says, nothing was exhausted.
+        let tree = if result.coverage.synchronisation_exhausted {
+            ": the tree of schedules ran out only up to --max-steps"
+        } else {
+            ""
+        };
+        return format!("{n} execution(s) explored, search space not exhausted{tree}; {verdict}");
+    }
     let Coverage {
         exhausted,
         synchronisation_exhausted,
@@ -510,12 +579,6 @@ pub fn coverage_statement(
     }
     if synchronisation_exhausted && !racy_sites_not_explored.is_empty() {
         return sync_only(format!("{n} execution(s) explored"));
-    }
-    if synchronisation_exhausted && result.cut_by_step_limit > 0 {
-        return format!(
-            "{n} execution(s) explored, search space exhausted only up to --max-steps: {} execution(s) reached the step limit under an unfair schedule and were cut short{included}; {verdict}",
-            result.cut_by_step_limit
-        );
     }
     if synchronisation_exhausted && !result.races_checked {
         return format!(

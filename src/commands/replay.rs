@@ -307,6 +307,10 @@ fn write_json(
         stopped_because: "replayed the schedule",
         elapsed_seconds: 0.0,
         cut_short: 0,
+        max_steps: schedule.options.max_steps,
+        cut_at_max_steps: 0,
+        cut_waiting_on_kernel: 0,
+        ran_to_end: 1,
         memory_peak_bytes: crate::run::memory_guard::Usage::now().total(),
         snapshots: json::JsonSnapshots {
             executions_from_snapshot: 0,

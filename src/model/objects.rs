@@ -62,6 +62,9 @@ pub struct CondState {
     pub waiters: VecDeque<ThreadId>,
     /// Lifecycle.
     pub life: Life,
+    /// Its timed waits' deadlines are on CLOCK_MONOTONIC (`pthread_condattr_setclock`),
+    /// not CLOCK_REALTIME.
+    pub monotonic: bool,
 }
 
 /// A semaphore.

@@ -65,8 +65,8 @@ pub enum Op {
     RwUnlock { l: Addr },
     /// pthread_rwlock_destroy.
     RwDestroy { l: Addr },
-    /// pthread_cond_init.
-    CondInit { c: Addr },
+    /// pthread_cond_init; `monotonic` when its attribute chose CLOCK_MONOTONIC.
+    CondInit { c: Addr, monotonic: bool },
     /// pthread_cond_wait/timedwait.
     CondWait {
         c: Addr,
@@ -275,7 +275,7 @@ impl Op {
             | Op::RwWrite { l, .. }
             | Op::RwUnlock { l }
             | Op::RwDestroy { l } => r(K::RwLock, l),
-            Op::CondInit { c }
+            Op::CondInit { c, .. }
             | Op::CondWait { c, .. }
             | Op::CondSignal { c }
             | Op::CondBroadcast { c }

@@ -58,7 +58,7 @@ impl Op {
             Op::RwWrite { l, attempt } => Op::RwWrite { l: s(l), attempt },
             Op::RwUnlock { l } => Op::RwUnlock { l: s(l) },
             Op::RwDestroy { l } => Op::RwDestroy { l: s(l) },
-            Op::CondInit { c } => Op::CondInit { c: s(c) },
+            Op::CondInit { c, monotonic } => Op::CondInit { c: s(c), monotonic },
             Op::CondWait { c, m, timeout } => Op::CondWait {
                 c: s(c),
                 m: s(m),

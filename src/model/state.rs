@@ -98,6 +98,14 @@ impl Model {
         self.now
     }
 
+    /// Whether condvar `c` was initialised (through the model) to time its waits on
+    /// CLOCK_MONOTONIC; None when the model has not seen its initialisation.
+    pub fn cond_monotonic(&self, c: Addr) -> Option<bool> {
+        (self.conds.get(&c))
+            .filter(|cv| cv.life == Life::Initialised)
+            .map(|cv| cv.monotonic)
+    }
+
     /// Whether the mutex at `m` has been seen (initialised or used) before.
     pub fn knows_mutex(&self, m: Addr) -> bool {
         self.mutexes.contains_key(&m)
@@ -108,6 +116,11 @@ impl Model {
         self.threads.get(t).and_then(|th| th.pending.as_ref())
     }
 
+    /// When `t`'s timed wait times out (virtual time, ns), if it waits with a deadline.
+    pub fn deadline(&self, t: ThreadId) -> Option<u64> {
+        self.threads.get(t).and_then(|th| th.deadline)
+    }
+
     /// Where `t`'s pending operation was called from.
     pub fn pending_site(&self, t: ThreadId) -> Site {
         self.threads[t].site
@@ -116,6 +129,13 @@ impl Model {
     /// Whether `t` has exited.
     pub fn is_finished(&self, t: ThreadId) -> bool {
         self.threads[t].finished
+    }
+
+    /// Whether `t` is the only thread there has been so far (the main thread before its
+    /// first thread creation): nothing another thread does can come between its steps, and
+    /// nothing done before can be ordered against them.
+    pub fn alone(&self, t: ThreadId) -> bool {
+        self.threads.len() == 1 && t == 0
     }
 
     /// True when every thread has exited.
@@ -315,18 +335,14 @@ impl Model {
             .collect()
     }
 
-    /// Thread `t` exited. Mutexes it still holds stay held (and are reported when waited on).
-    pub fn thread_exited(&mut self, t: ThreadId) -> Result<(), ModelFinding> {
+    /// Thread `t` exited. Mutexes it still holds stay held: a thread waiting on one is
+    /// reported only if the program can no longer end (see `waits`), as an exit creates no
+    /// wait-for cycle.
+    pub fn thread_exited(&mut self, t: ThreadId) {
         let th = &mut self.threads[t];
         th.finished = true;
         th.pending = None;
         th.deadline = None;
-        for u in self.blocked_threads() {
-            if let Some(f) = waits::local_deadlock(self, u) {
-                return Err(f);
-            }
-        }
-        Ok(())
     }
 
     /// Performs `t`'s pending operation, which must be enabled or able to time out: in the
@@ -537,11 +553,12 @@ impl Model {
                 rw.life = Life::Destroyed;
                 Ok(Return(0))
             }
-            Op::CondInit { c } => {
+            Op::CondInit { c, monotonic } => {
                 self.conds.insert(
                     c,
                     CondState {
                         life: Life::Initialised,
+                        monotonic,
                         ..Default::default()
                     },
                 );

@@ -176,20 +176,59 @@ fn destroying_a_locked_mutex_is_misuse() {
 }
 
 #[test]
-fn exit_while_holding_is_reported_when_someone_waits() {
+fn a_wait_on_a_lock_left_by_an_exited_owner_is_no_local_deadlock() {
+    // T1 exits holding M1; T2 then waits on it while main can still run (and end the
+    // program): no finding yet, the wait is an orphaned one.
     let (mut m, mut mem) = (Model::new(), FakeMemory::default());
     let t1 = m.add_thread();
+    let t2 = m.add_thread();
     run(&mut m, &mut mem, t1, lock(M1));
-    m.thread_exited(t1).unwrap();
-    match m.set_pending(0, lock(M1), 0) {
-        Err(ModelFinding::Deadlock {
-            local: true,
+    m.thread_exited(t1);
+    m.set_pending(t2, lock(M1), 0).unwrap();
+    assert!(!m.is_enabled(t2));
+    let orphaned = m.orphaned_waits();
+    assert_eq!(orphaned.len(), 1);
+    assert_eq!(orphaned[0].thread, t2);
+    assert!(orphaned[0].holders[0].exited);
+}
+
+#[test]
+fn a_lock_left_by_an_exited_owner_deadlocks_once_no_thread_can_run() {
+    // The same, and then main waits on it too: no thread can run, the global deadlock
+    // names both waiters and the exited holder.
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    let t1 = m.add_thread();
+    let t2 = m.add_thread();
+    run(&mut m, &mut mem, t1, lock(M1));
+    m.thread_exited(t1);
+    m.set_pending(t2, lock(M1), 0).unwrap();
+    m.set_pending(0, lock(M1), 0).unwrap();
+    assert!(m.enabled_threads().is_empty() && !m.all_finished());
+    match m.global_deadlock() {
+        ModelFinding::Deadlock {
+            local: false,
             blocked,
-        }) => {
-            assert!(blocked[0].holders[0].exited);
+        } => {
+            assert_eq!(blocked.len(), 2);
+            assert!(blocked
+                .iter()
+                .all(|b| b.holders[0].exited && b.holders[0].thread == t1));
         }
-        other => panic!("expected a deadlock, got {other:?}"),
+        other => panic!("expected a global deadlock, got {other:?}"),
     }
+}
+
+#[test]
+fn exiting_while_holding_a_waited_lock_is_no_finding_by_itself() {
+    // T2 waits first, then the owner exits: the exit makes no finding.
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    let t1 = m.add_thread();
+    let t2 = m.add_thread();
+    run(&mut m, &mut mem, t1, lock(M1));
+    m.set_pending(t2, lock(M1), 0).unwrap();
+    assert!(m.orphaned_waits().is_empty(), "the owner still runs");
+    m.thread_exited(t1);
+    assert_eq!(m.orphaned_waits().len(), 1);
 }
 
 #[test]
@@ -487,7 +526,7 @@ fn join_waits_for_exit_and_double_join_is_misuse() {
     };
     m.set_pending(0, join.clone(), 0).unwrap();
     assert!(!m.is_enabled(0));
-    m.thread_exited(t1).unwrap();
+    m.thread_exited(t1);
     assert_eq!(m.execute(0, &mut mem).unwrap(), Completion::Native);
     m.set_pending(0, join, 0).unwrap();
     assert!(matches!(
@@ -591,4 +630,17 @@ fn once_callers_wait_for_the_initialiser() {
     assert!(m.is_enabled(t1));
     assert_eq!(m.execute(t1, &mut mem).unwrap(), Completion::Native);
     assert_eq!(m.once_initialiser(O), None);
+}
+
+#[test]
+fn only_the_main_thread_before_any_creation_is_alone() {
+    let mut m = Model::new();
+    assert!(m.alone(0));
+    let t1 = m.add_thread();
+    assert!(!m.alone(0) && !m.alone(t1));
+    m.thread_exited(t1);
+    assert!(
+        !m.alone(0),
+        "a thread left alone after others exited still takes decisions"
+    );
 }

@@ -1,6 +1,12 @@
 //! Who waits for what: the wait-for relation between blocked threads and the holders of the
-//! objects they wait on, local deadlock detection (a cycle, or a holder that has exited), and
-//! the description of every blocked thread for deadlock reports.
+//! objects they wait on, local deadlock detection (a wait-for cycle), the waits on objects
+//! left held by exited threads, and the description of every blocked thread for deadlock
+//! reports.
+//!
+//! A thread waiting for a lock whose owner exited is not a deadlock by itself: the program
+//! may still end (HotSpot's VM thread exits holding `Threads_lock` on purpose, and the
+//! launcher calls `exit`). It becomes one when no thread can run any more (the global
+//! deadlock), which includes a program whose exit waits for that thread.
 
 use super::ops::{Attempt, ObjectKind, ObjectRef, Op};
 use super::state::Model;
@@ -35,10 +41,10 @@ pub struct BlockedThread {
 /// A finding the model itself can establish.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ModelFinding {
-    /// Threads that can never proceed: `cycle` lists a wait-for cycle or a chain ending at an
-    /// exited holder; `blocked` describes every blocked thread.
+    /// Threads that can never proceed: a wait-for cycle, or no thread able to run;
+    /// `blocked` describes every blocked thread.
     Deadlock {
-        /// A local deadlock (cycle or dead holder) rather than "no thread can run".
+        /// A local deadlock (a wait-for cycle) rather than "no thread can run".
         local: bool,
         /// Every blocked thread, the ones in the cycle first.
         blocked: Vec<BlockedThread>,
@@ -176,6 +182,20 @@ impl Model {
         th.pending.is_some() && !timed && !self.is_enabled(t)
     }
 
+    /// The blocked threads that wait forever on an object every holder of which has exited
+    /// (a lock left held): they can never proceed, but the program may still end.
+    pub fn orphaned_waits(&self) -> Vec<BlockedThread> {
+        (self.blocked_threads().into_iter())
+            .filter(|&t| self.waits_forever(t))
+            .filter_map(|t| self.describe_wait(t))
+            .filter(|b| {
+                b.object.kind != ObjectKind::Thread
+                    && !b.holders.is_empty()
+                    && b.holders.iter().all(|h| h.exited)
+            })
+            .collect()
+    }
+
     /// The finding for "no thread can run": every blocked thread described.
     pub fn global_deadlock(&self) -> ModelFinding {
         ModelFinding::Deadlock {
@@ -190,7 +210,8 @@ impl Model {
 }
 
 /// Checks whether blocked thread `t` can never proceed because the holders it waits for
-/// (transitively) wait for it, or have exited.
+/// (transitively) wait for it. A holder that has exited ends the chain without a finding:
+/// whether that wait matters depends on whether the program can still end.
 pub(super) fn local_deadlock(model: &Model, t: ThreadId) -> Option<ModelFinding> {
     if !model.waits_forever(t) {
         return None;
@@ -212,8 +233,8 @@ pub(super) fn local_deadlock(model: &Model, t: ThreadId) -> Option<ModelFinding>
     }
 }
 
-/// Depth-first search along wait-for edges from `u`: true when it reaches `origin` again or a
-/// holder that has exited; `chain` then holds the path.
+/// Depth-first search along wait-for edges from `u`: true when it reaches `origin` again;
+/// `chain` then holds the path.
 fn dead_chain(
     model: &Model,
     origin: ThreadId,
@@ -226,9 +247,6 @@ fn dead_chain(
         return false;
     };
     for h in &wait.holders {
-        if h.exited && wait.object.kind != ObjectKind::Thread {
-            return true;
-        }
         if h.thread == origin {
             return true;
         }

@@ -140,6 +140,15 @@ pub struct JsonReport<'a> {
     /// Executions ended early when the search stopped (time limit, interrupt, memory
     /// limit); counted in `executions`, they report nothing.
     pub cut_short: u64,
+    /// The step limit of one execution (`--max-steps`).
+    pub max_steps: u64,
+    /// Executions cut at `--max-steps` before the program ended (no livelock finding).
+    pub cut_at_max_steps: u64,
+    /// Executions cut short while a thread waited in the kernel for something mcheck does
+    /// not control.
+    pub cut_waiting_on_kernel: u64,
+    /// Executions that ran to the program's end or to a finding.
+    pub ran_to_end: u64,
     /// The most memory mcheck held at once (tracer and snapshots), in bytes.
     pub memory_peak_bytes: u64,
     /// How executions were started.

@@ -132,7 +132,13 @@ pub trait HookContext {
     fn knows_mutex(&self, m: u64) -> bool;
     /// Whether spin lock `s` is held.
     fn spin_held(&self, s: u64) -> bool;
+    /// The clock condvar `c`'s timed waits count on (CLOCK_REALTIME unless its attribute
+    /// chose CLOCK_MONOTONIC).
+    fn cond_clock(&self, c: u64) -> libc::clockid_t;
 }
+
+/// glibc 2.36's `pthread_condattr_t`: bit 1 of its value is the clock (1: CLOCK_MONOTONIC).
+const CONDATTR_CLOCK_BIT: u32 = 1 << 1;
 
 /// Merges the hooks of functions that share one address.
 pub fn merge_aliases(a: Hook, b: Hook) -> Hook {
@@ -232,7 +238,13 @@ impl Hook {
             },
             RwUnlock => Op::RwUnlock { l: a[0] },
             RwDestroy => Op::RwDestroy { l: a[0] },
-            CondInit => Op::CondInit { c: a[0] },
+            CondInit => Op::CondInit {
+                c: a[0],
+                monotonic: a[1] != 0
+                    && cx
+                        .read_u32(a[1])
+                        .is_some_and(|v| v & CONDATTR_CLOCK_BIT != 0),
+            },
             CondWait => Op::CondWait {
                 c: a[0],
                 m: a[1],
@@ -241,7 +253,7 @@ impl Hook {
             CondTimedWait => Op::CondWait {
                 c: a[0],
                 m: a[1],
-                timeout: Some(cx.relative_timeout(a[2], rt)),
+                timeout: Some(cx.relative_timeout(a[2], cx.cond_clock(a[0]))),
             },
             CondClockWait => Op::CondWait {
                 c: a[0],
@@ -339,6 +351,9 @@ mod tests {
         }
         fn spin_held(&self, s: u64) -> bool {
             s == 0x77
+        }
+        fn cond_clock(&self, _c: u64) -> libc::clockid_t {
+            CLOCK_REALTIME
         }
     }
 

@@ -27,6 +27,9 @@ pub struct SearchResult {
     pub steps: u64,
     /// Executions cut off by `--max-steps` without a livelock finding.
     pub cut_by_step_limit: u64,
+    /// Executions cut short without a finding while a thread waited in the kernel for
+    /// something mcheck does not control (nothing could wake it).
+    pub abandoned: u64,
     /// Memory accesses traced for race detection, over all executions.
     pub traced_accesses: u64,
     /// How access sites were instrumented (the most instrumented execution), and how often

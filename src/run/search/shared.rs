@@ -78,6 +78,8 @@ pub(super) struct Shared<'a> {
     pub(super) done: AtomicU64,
     pub(super) steps: AtomicU64,
     pub(super) cut: AtomicU64,
+    /// Executions cut short while a thread waited in the kernel (see `abandoned`).
+    pub(super) abandoned: AtomicU64,
     /// The note about an abandoned execution was printed.
     pub(super) said_abandoned: std::sync::atomic::AtomicBool,
     /// Whether the first execution has ended (the other workers wait for it).
@@ -407,6 +409,7 @@ impl Shared<'_> {
             }
         }
         if let Some(why) = &outcome.abandoned {
+            self.abandoned.fetch_add(1, Ordering::Relaxed);
             if !self.said_abandoned.swap(true, Ordering::SeqCst) {
                 eprintln!(
                     "mcheck: note: an execution was cut short without a finding: {why}; mcheck does not know what would have woken it"

@@ -301,7 +301,10 @@ impl<'a> Session<'a> {
                     p: &self.p,
                     symbols: &mut self.worker.symbols,
                 };
-                let finding = self.history.livelock_finding(&mut rep, finished);
+                let mut finding = self.history.livelock_finding(&mut rep, finished);
+                if let Some(f) = &mut finding {
+                    f.details.extend(self.blocked_details());
+                }
                 let mut out = self.outcome(finding);
                 out.step_limit_hit = true;
                 return Ok(Choices::End(Box::new(out)));
@@ -612,13 +615,10 @@ impl<'a> Session<'a> {
     pub(super) fn settle(&mut self, t: ThreadId, r: RunResult) -> Result<Option<ExecutionOutcome>> {
         match r {
             RunResult::Point => Ok(None),
-            RunResult::ThreadExited => match self.thread_exited(t) {
-                Ok(()) => Ok(None),
-                Err(f) => {
-                    let f = self.model_finding(f);
-                    Ok(Some(self.outcome(Some(f))))
-                }
-            },
+            RunResult::ThreadExited => {
+                self.thread_exited(t);
+                Ok(None)
+            }
             RunResult::ProcessEnded(end) => match self.process_ended(end) {
                 Some(end) => Ok(Some(self.ended(end))),
                 // One process of the tree ended; the others go on.
@@ -637,7 +637,7 @@ impl<'a> Session<'a> {
     }
 
     /// Thread `t` exited: the race detector keeps its clock, the model its holdings.
-    fn thread_exited(&mut self, t: ThreadId) -> std::result::Result<(), ModelFinding> {
+    fn thread_exited(&mut self, t: ThreadId) {
         self.step.creation_stretch.remove(&t);
         self.sync_log_mode(t);
         if let Some(d) = self.races.detector() {
@@ -779,6 +779,13 @@ impl<'a> Session<'a> {
         self.step.creation_stretch.remove(&t);
         self.sync_log_mode(t);
         let op = op.in_space(self.p.space());
+        if self.model.alone(t) && !matches!(op, Op::Continue | Op::Yield | Op::ExitGroup) {
+            // No other thread can run before this one's next step: nothing to decide. Its
+            // operation is applied at once, as glibc's internal calls are, and becomes a
+            // point only if it waits (node makes hundreds of thousands of rwlock and atomic
+            // operations before its first thread, each a decision with one choice).
+            return self.internal_call(t, op, site);
+        }
         match self.model.set_pending(t, op, site) {
             Ok(()) => Ok(Some(RunResult::Point)),
             Err(f) => Ok(Some(RunResult::Found(Box::new(self.model_finding(f))))),
@@ -805,6 +812,11 @@ impl MemoryView for MemView<'_> {
     }
 }
 
+/// Offset of `__wrefs` in glibc 2.36's `pthread_cond_t`.
+const COND_WREFS_OFFSET: u64 = 36;
+/// `__PTHREAD_COND_CLOCK_MONOTONIC_MASK`: the condvar times its waits on CLOCK_MONOTONIC.
+const COND_CLOCK_MONOTONIC_MASK: u32 = 2;
+
 impl HookContext for Session<'_> {
     fn read_u32(&self, addr: u64) -> Option<u32> {
         self.p.mem.read_u32(addr).ok()
@@ -827,6 +839,21 @@ impl HookContext for Session<'_> {
     }
     fn spin_held(&self, s: u64) -> bool {
         self.model.spin_held(in_space(s, self.p.space()))
+    }
+    fn cond_clock(&self, c: u64) -> libc::clockid_t {
+        // A condvar initialised natively (not seen by the model) keeps its clock in
+        // glibc 2.36's `__wrefs` word (offset 36), bit 1.
+        let monotonic = self.model.cond_monotonic(c).unwrap_or_else(|| {
+            self.p
+                .mem
+                .read_u32(c + COND_WREFS_OFFSET)
+                .is_ok_and(|w| w & COND_CLOCK_MONOTONIC_MASK != 0)
+        });
+        if monotonic {
+            libc::CLOCK_MONOTONIC
+        } else {
+            libc::CLOCK_REALTIME
+        }
     }
 }
 
@@ -922,6 +949,32 @@ impl Session<'_> {
     pub(super) fn thread_report(&mut self, t: ThreadId, state: String) -> ThreadReport {
         self.focus(t);
         self.reporter().thread_report(t, state)
+    }
+
+    /// One line per waiting thread (what it waits on, who holds it, when it may time
+    /// out): what a livelock report adds about the threads outside its cycle.
+    fn blocked_details(&mut self) -> Vec<String> {
+        let mut lines = Vec::new();
+        let mut waiting = self.model.blocked_threads();
+        waiting.extend(self.model.timeout_threads());
+        waiting.sort_unstable();
+        for t in waiting {
+            let Some(b) = self.model.describe_wait(t) else {
+                continue;
+            };
+            let obj = self.object_desc(b.object.kind, b.object.addr);
+            let mut line = format!("T{} is blocked in {} on {obj}", b.thread, b.op);
+            for h in &b.holders {
+                let exited = if h.exited { " (which has exited)" } else { "" };
+                line.push_str(&format!(", held by T{}{exited}", h.thread));
+            }
+            if let Some(d) = self.model.deadline(t) {
+                let left = d.saturating_sub(self.model.now()) as f64 / 1e9;
+                line.push_str(&format!(", may time out in {left:.3} s of virtual time"));
+            }
+            lines.push(line);
+        }
+        lines
     }
 
     pub(super) fn object_desc(&mut self, kind: ObjectKind, addr: u64) -> String {

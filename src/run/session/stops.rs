@@ -308,7 +308,7 @@ impl Session<'_> {
             Event::Exited(_) | Event::Killed(_) => {
                 self.p.threads[u].gone = true;
                 if !self.model.is_finished(u) {
-                    let _ = self.model.thread_exited(u);
+                    self.model.thread_exited(u);
                 }
             }
             // The user's Ctrl-C, meant for mcheck: dropped (the thread resumes without it).

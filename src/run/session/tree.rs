@@ -259,7 +259,7 @@ impl Session<'_> {
             self.p.threads[u].gone = true;
             if !self.model.is_finished(u) {
                 // Killed by the exec: a wait on what they held is found when it happens.
-                let _ = self.model.thread_exited(u);
+                self.model.thread_exited(u);
             }
             self.step.creation_stretch.remove(&u);
         }
@@ -324,7 +324,7 @@ impl Session<'_> {
             self.step.creation_stretch.remove(&u);
             if !self.model.is_finished(u) {
                 // A wait on what they held is found when it happens.
-                let _ = self.model.thread_exited(u);
+                self.model.thread_exited(u);
             }
         }
         if i == 0 {

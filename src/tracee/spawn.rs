@@ -40,6 +40,7 @@ pub fn trace_options() -> Options {
     Options::PTRACE_O_TRACECLONE
         | Options::PTRACE_O_TRACEFORK
         | Options::PTRACE_O_TRACEVFORK
+        | Options::PTRACE_O_TRACEVFORKDONE
         | Options::PTRACE_O_TRACEEXEC
         | Options::PTRACE_O_TRACEEXIT
         | Options::PTRACE_O_EXITKILL

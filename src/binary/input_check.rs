@@ -232,6 +232,11 @@ fn read_head(path: &Path) -> io::Result<Vec<u8>> {
     Ok(head)
 }
 
+/// Whether `path` is a `#!` script (false when it cannot be read).
+pub fn is_script(path: &Path) -> bool {
+    read_head(path).is_ok_and(|head| head.starts_with(b"#!"))
+}
+
 /// The interpreter line of a `#!` script (after `#!`, trimmed).
 fn interpreter_line(head: &[u8]) -> Option<String> {
     let rest = head.strip_prefix(b"#!")?;

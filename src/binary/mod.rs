@@ -45,7 +45,7 @@ pub use atomics::{
 pub use code_under_test::code_under_test_ranges;
 pub use elf::{ElfError, ElfFile};
 pub use errno::{errno_tls_offset_source, ErrnoTls};
-pub use input_check::{check_program, resolve_program, BadInput, ProgramKind};
+pub use input_check::{check_program, is_script, resolve_program, BadInput, ProgramKind};
 pub use modules::{is_system_library, MappedModule, ModuleMap};
 pub use plt::{got_calls, plt_entries};
 pub use symbolize::{SourceFrame, Symbolizer};

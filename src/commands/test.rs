@@ -15,7 +15,7 @@ use crate::audit::manifest::{check_search_options, OptionsError, Target, DEFAULT
 use crate::audit::runner::Outcome;
 use crate::audit::shard::Shard;
 use crate::audit::suite::{self, Selection, SuitePlan};
-use crate::binary::{check_program, resolve_program};
+use crate::binary::{check_program, is_script, resolve_program};
 use crate::cli::{FrameworkName, SuiteArgs, TestArgs, EXIT_CLEAN};
 
 /// Runs `mcheck test`; returns the exit status.
@@ -26,6 +26,12 @@ pub fn test(args: &TestArgs) -> Result<i32, Failure> {
         .ok_or_else(|| Failure::Usage("no test binary given".into()))?;
     let program = resolve_program(binary).map_err(|e| Failure::Usage(e.to_string()))?;
     check_program(&program).map_err(|e| Failure::Usage(e.to_string()))?;
+    if is_script(&program) {
+        return Err(Failure::Usage(format!(
+            "{}: a script, not a test binary: mcheck test lists and runs the tests of a compiled Rust or GoogleTest binary (`mcheck -- SCRIPT` checks a script and what it runs)",
+            program.display()
+        )));
+    }
     let program = program.canonicalize().unwrap_or(program);
     let filters = filters
         .iter()

@@ -105,9 +105,11 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     let mut display = ProgressDisplay::new(args.progress, share.max_executions, cfg.time_limit);
     let mut result = search(&cfg, &mut |r| display.update(r)).context("running the search")?;
     display.finish();
-    if args.time_budget_is_default() && result.stopped_because == TIME_LIMIT_REACHED {
+    let default_budget_spent =
+        args.time_budget_is_default() && result.stopped_because == TIME_LIMIT_REACHED;
+    if default_budget_spent {
         result.stopped_because = format!(
-            "the default time budget of {} min was spent (--time-limit SECS or --max-executions N sets another)",
+            "the default time budget of {} min was spent",
             crate::cli::DEFAULT_TIME_BUDGET_SECS / 60.0
         );
     }
@@ -168,6 +170,12 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         result.elapsed.as_secs_f64(),
         result.stopped_because
     );
+    if default_budget_spent {
+        eprintln!(
+            "mcheck: note: without a budget the search stops after {} minutes: --time-limit SECS or --max-executions N sets another",
+            crate::cli::DEFAULT_TIME_BUDGET_SECS / 60.0
+        );
+    }
     if let Some(note) = shown_output_note(
         cfg.execution.program.stdio,
         args.output.quiet_program,

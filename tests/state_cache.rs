@@ -277,6 +277,48 @@ fn incremental_hashing_agrees_with_full_hashing() {
     }
 }
 
+/// Equal states must hash equally in every run, whatever the machine's load: the hashes of
+/// one search, printed with their parts (`MCHECK_DEBUG_STATE_HASH`), are the same lines in
+/// two runs. A new thread's cached tid was hashed raw until its first stop had been seen,
+/// which comes sooner or later with the load: the count of distinct states of
+/// `incremental_hashing_agrees_with_full_hashing` changed now and then (281 against 289,
+/// 294, 304), and the hashes of any two runs differed from the first thread creation on.
+#[test]
+fn two_runs_of_a_search_hash_the_same_states() {
+    let hashes = || {
+        let mut a = args(&[
+            "--quiet-program",
+            "--jobs",
+            "1",
+            "--strategy",
+            "dfs",
+            "--state-cache",
+            "--no-races",
+            "--max-executions",
+            "30",
+            "--",
+        ]);
+        a.push(fixture("state_hash_heap_ok").display().to_string());
+        let r = common::mcheck_with_env(&a, &[("MCHECK_DEBUG_STATE_HASH", "1")], true, LIMIT);
+        assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
+        let lines: Vec<String> = (r.stderr.lines())
+            .filter(|l| l.starts_with("HASH "))
+            .map(String::from)
+            .collect();
+        assert!(lines.len() > 50, "{}: {} hashes", r.command, lines.len());
+        lines
+    };
+    let (first, second) = (hashes(), hashes());
+    let differ = first.iter().zip(&second).position(|(a, b)| a != b);
+    assert!(
+        differ.is_none() && first.len() == second.len(),
+        "the state hashes of two runs differ at {differ:?} of {} and {}: {:?}",
+        first.len(),
+        second.len(),
+        differ.map(|i| (&first[i], &second[i]))
+    );
+}
+
 #[test]
 fn a_schedule_dependent_output_is_nondeterminism() {
     let f = first_finding(&["holt_append", "2", "distinct"]);

@@ -56,6 +56,9 @@ const FLAGS: u64 = 0x0cd5;
 pub const VERIFY_ENV: &str = "MCHECK_VERIFY_STATE_HASH";
 /// Set to hash all memory at every point (to measure what incremental hashing saves).
 pub const FULL_ENV: &str = "MCHECK_FULL_STATE_HASH";
+/// Set to print every state hash on stderr with its parts (tracer state, memory, each
+/// thread's place and registers): two runs of one search must print the same lines.
+pub const DEBUG_ENV: &str = "MCHECK_DEBUG_STATE_HASH";
 /// Resident pages from which write tracking is worth setting up: below, reading and
 /// hashing everything (a few dozen microseconds) costs less than the two injected syscalls
 /// and the registrations.
@@ -329,14 +332,27 @@ pub(in crate::run) fn state_hash(
             h = fold(h, normal(w));
         }
     }
-    // glibc's cached tid of each live thread, by address.
+    // glibc's cached tid of each live thread, by address. A thread created since the last
+    // point may not have stopped yet, so its registers are not known: its thread pointer
+    // is the one its clone was given. (The kernel wrote its tid there at the clone; taking
+    // it from the registers alone left that tid raw in the hash until the new thread's
+    // first stop was seen, which comes sooner or later with the machine's load, and the
+    // count of distinct states changed from run to run.)
     let slots: Vec<(u64, u64)> = p
         .threads
         .iter()
         .enumerate()
-        .filter(|(_, th)| !th.gone && th.regs.fs_base != 0)
+        .filter(|(_, th)| !th.gone)
         .filter_map(|(t, th)| {
-            let a = th.regs.fs_base.wrapping_add(GLIBC_TID_OFFSET);
+            let pointer = if th.regs.fs_base != 0 {
+                th.regs.fs_base
+            } else {
+                th.handle
+            };
+            if pointer == 0 {
+                return None;
+            }
+            let a = pointer.wrapping_add(GLIBC_TID_OFFSET);
             (p.mem.read_u32(a).ok()? == th.tid.as_raw() as u32)
                 .then_some((a, 0x7ffe_0000 + t as u64))
         })
@@ -344,6 +360,20 @@ pub(in crate::run) fn state_hash(
     let memory = hasher
         .hash(p, &slots, syscall_insn)
         .context("hashing the program's memory")?;
+    if std::env::var_os(DEBUG_ENV).is_some() {
+        let threads: Vec<String> = (p.threads.iter())
+            .map(|th| {
+                format!(
+                    "{:?}/{:x}/{:x}/{:x}/{:x}/{}",
+                    th.place, th.regs.rip, th.regs.rsp, th.regs.rax, th.regs.orig_rax, th.gone
+                )
+            })
+            .collect();
+        eprintln!(
+            "HASH tracer={tracer_state:x} memory={memory:x} threads={}",
+            threads.join(" ")
+        );
+    }
     Ok(mix(h ^ mix(memory)))
 }
 

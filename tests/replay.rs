@@ -1,5 +1,7 @@
 //! Schedule files and replay: every buggy fixture's schedule replays to the same finding
-//! 25 times out of 25 (42 fixtures: kept at that for CI's time budget); a changed program,
+//! 5 times out of 5 (a replay that diverged one time in two, as a vfork child's exec once
+//! did, fails here 31 times in 32; 25 replays of 55 fixtures took a quarter of the suite's
+//! time); a changed program,
 //! a corrupt file or an edited schedule is refused with exit status 2 and no finding;
 //! `--until` stops early.
 
@@ -16,7 +18,7 @@ use common::{
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(120);
-const REPLAYS: usize = 25;
+const REPLAYS: usize = 5;
 
 /// Finds the bug of `program` and returns the schedule path and the finding.
 fn find(program: &str, prog_args: &[String], options: &[String], out: &str) -> (String, Value) {

@@ -285,7 +285,9 @@ fn rule_text(k: FindingKind) -> &'static str {
         FindingKind::Timeout => "A thread ran too long without reaching a scheduling point",
         FindingKind::UseAfterFree => "A heap block accessed after it was freed",
         FindingKind::DoubleFree => "A heap block freed twice",
-        FindingKind::InvalidFree => "A free of a pointer that is not the start of a live heap block",
+        FindingKind::InvalidFree => {
+            "A free of a pointer that is not the start of a live heap block"
+        }
     }
 }
 

@@ -289,7 +289,11 @@ mod tests {
         let f = h.freed_containing(0x5008, 8).expect("freed");
         assert_eq!((f.block.size, f.freed_by, f.free_site), (32, 1, 0x400200));
         assert!(h.freed_containing(0x501c, 8).is_some(), "straddles the end");
-        assert_eq!(h.freed_containing(0x5020, 8), None, "the next block is live");
+        assert_eq!(
+            h.freed_containing(0x5020, 8),
+            None,
+            "the next block is live"
+        );
         assert_eq!(h.freed_containing(0x4ff0, 16), None, "just before");
         assert_eq!(h.held(), (1, 32));
     }
@@ -299,9 +303,17 @@ mod tests {
         let mut h = HeapChecks::new(QuarantineLimits::DEFAULT);
         h.allocated(block(0x5000, 64));
         assert_eq!(h.check_free(0x5000), FreeCheck::Fine);
-        assert_eq!(h.check_free(0x5010), FreeCheck::Fine, "aligned: unseen block?");
+        assert_eq!(
+            h.check_free(0x5010),
+            FreeCheck::Fine,
+            "aligned: unseen block?"
+        );
         assert_eq!(h.check_free(0x5003), FreeCheck::IntoLive(block(0x5000, 64)));
-        assert_eq!(h.check_free(0x9000), FreeCheck::Fine, "never seen: not ours");
+        assert_eq!(
+            h.check_free(0x9000),
+            FreeCheck::Fine,
+            "never seen: not ours"
+        );
         free(&mut h, 0x5000);
         assert!(matches!(h.check_free(0x5000), FreeCheck::Double(f) if f.block.start == 0x5000));
         assert!(matches!(h.check_free(0x5010), FreeCheck::IntoFreed(_)));
@@ -318,10 +330,17 @@ mod tests {
             h.allocated(block(a, 16));
         }
         assert_eq!(free(&mut h, 0x1000), FreeAction::Hold);
-        assert_eq!(h.free(0x2000, 0, 1, 0, 0, 0x999, [0x2000, 16, 8]), FreeAction::Hold);
+        assert_eq!(
+            h.free(0x2000, 0, 1, 0, 0, 0x999, [0x2000, 16, 8]),
+            FreeAction::Hold
+        );
         // Full: 0x3000 goes through `FREE`, whose oldest is 0x1000.
         assert_eq!(free(&mut h, 0x3000), FreeAction::Release([0x1000, 0, 0]));
-        assert_eq!(h.freed_containing(0x1000, 1), None, "released: no longer watched");
+        assert_eq!(
+            h.freed_containing(0x1000, 1),
+            None,
+            "released: no longer watched"
+        );
         assert!(h.freed_containing(0x3000, 1).is_some());
         // Through the other deallocator: its own block, with its own arguments.
         assert_eq!(
@@ -330,7 +349,10 @@ mod tests {
         );
         // A deallocator with nothing held: passes through.
         h.allocated(block(0x6000, 16));
-        assert_eq!(h.free(0x6000, 0, 1, 0, 0, 0x777, [0x6000, 0, 0]), FreeAction::PassThrough);
+        assert_eq!(
+            h.free(0x6000, 0, 1, 0, 0, 0x777, [0x6000, 0, 0]),
+            FreeAction::PassThrough
+        );
         assert_eq!(h.held(), (2, 32));
     }
 
@@ -352,7 +374,10 @@ mod tests {
     #[test]
     fn an_unseen_block_is_held_with_the_size_its_header_gives() {
         let mut h = HeapChecks::new(QuarantineLimits::DEFAULT);
-        assert_eq!(h.free(0x7000, 24, 2, 0x400300, 1, FREE, [0x7000, 0, 0]), FreeAction::Hold);
+        assert_eq!(
+            h.free(0x7000, 24, 2, 0x400300, 1, FREE, [0x7000, 0, 0]),
+            FreeAction::Hold
+        );
         assert!(h.freed_containing(0x7010, 8).is_some());
         assert_eq!(h.freed_containing(0x7018, 8), None);
     }

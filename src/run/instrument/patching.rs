@@ -264,9 +264,7 @@ impl Instrumentation {
                 .filter(|&&(a, k)| {
                     // With heap checks a free stops: the quarantine may skip it.
                     let stops = k == Alloc::Free && ctx.cfg.heap_checks;
-                    k.logged().is_some()
-                        && !stops
-                        && plan.allocator_slots.binary_search(&a).is_ok()
+                    k.logged().is_some() && !stops && plan.allocator_slots.binary_search(&a).is_ok()
                 })
                 .map(|&(a, k)| (a + bias, k))
                 .filter(

@@ -11,7 +11,13 @@ use crate::run::process::stacks::primary_location;
 
 /// The report of thread `t` at `pc` (a return address when `in_call`), its thread having run
 /// on since: the one frame the pc gives, until a second run of the schedule takes its stack.
-fn past_report(env: &mut Env<'_>, t: ThreadId, pc: u64, in_call: bool, state: String) -> ThreadReport {
+fn past_report(
+    env: &mut Env<'_>,
+    t: ThreadId,
+    pc: u64,
+    in_call: bool,
+    state: String,
+) -> ThreadReport {
     let tid = env.p.threads.get(t).map_or(0, |x| x.tid.as_raw());
     ThreadReport {
         id: t,
@@ -48,7 +54,13 @@ fn allocation(env: &mut Env<'_>, b: &HeapBlock) -> String {
 
 /// The report of the free that put `f` in quarantine.
 fn first_free(env: &mut Env<'_>, f: &FreedBlock) -> ThreadReport {
-    past_report(env, f.freed_by, f.free_site, true, "freed the block (the earlier free)".into())
+    past_report(
+        env,
+        f.freed_by,
+        f.free_site,
+        true,
+        "freed the block (the earlier free)".into(),
+    )
 }
 
 /// A use after free: `a` touched the freed block `f`; `run_on` when its thread has run on
@@ -104,8 +116,7 @@ pub(super) fn double_free(env: &mut Env<'_>, t: ThreadId, f: &FreedBlock) -> Fin
     let mut out = finding(FindingKind::DoubleFree, message, vec![later, earlier]);
     out.details.push(allocation(env, &f.block));
     out.details.push(
-        "mcheck skipped this free (the allocator would have aborted or corrupted its lists)"
-            .into(),
+        "mcheck skipped this free (the allocator would have aborted or corrupted its lists)".into(),
     );
     out
 }

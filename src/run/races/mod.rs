@@ -671,13 +671,14 @@ impl RaceRecording {
         if !h.first_report(access.pc, f.free_site) {
             return;
         }
-        let epoch = self.detector.as_ref().map_or(0, |d| d.epoch_of(access.thread));
+        let epoch = self
+            .detector
+            .as_ref()
+            .map_or(0, |d| d.epoch_of(access.thread));
         self.origins.push(RaceOrigin {
             index: self.findings.len(),
             earlier: (f.freed_by, f.free_site, f.free_epoch),
-            later: seen
-                .run_on()
-                .then_some((access.thread, access.pc, epoch)),
+            later: seen.run_on().then_some((access.thread, access.pc, epoch)),
             in_call: seen.in_call(),
         });
         let finding = heap_findings::use_after_free(env, access, &f, seen.run_on(), seen.in_call());

@@ -339,8 +339,21 @@ impl Session<'_> {
         let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
         let (size, out) = kind.request(&a);
         if kind == Alloc::Free && a[0] != 0 && self.cfg.instrument.heap_checks {
+            let found_before = self.races.found();
             let (races, mut env) = race_env!(self);
             let action = races.free_at_stop(&mut env, t, [a[0], a[1], a[2]], site, r.rip);
+            if action == FreeAction::Refuse && self.debugging() {
+                // Under gdb: stop at the bad free, before it is skipped.
+                if let Some(f) = self.races.finding(found_before).cloned() {
+                    let ev = crate::run::debug_port::DebugEvent::Race {
+                        thread: t,
+                        finding: Box::new(f),
+                    };
+                    if self.debug().debug_event(ev) == crate::run::debug_port::Resume::Kill {
+                        return Ok(Some(RunResult::CutShort));
+                    }
+                }
+            }
             return match action {
                 FreeAction::PassThrough => self.step_and_resume(t),
                 FreeAction::Hold | FreeAction::Refuse => self.return_from_call(t),

@@ -197,7 +197,10 @@ impl Session<'_> {
             code: self.code.clone(),
             instr: self.instr.saved(),
             races: RaceRecording::for_process(self.races.on(), self.cfg.stack_requests.clone(), u)
-                .with_heap_checks(self.cfg.instrument.heap_checks, self.cfg.instrument.quarantine_blocks),
+                .with_heap_checks(
+                    self.cfg.instrument.heap_checks,
+                    self.cfg.instrument.quarantine_blocks,
+                ),
             returns,
         };
         self.tree.park(j, parts);
@@ -238,7 +241,10 @@ impl Session<'_> {
             code: CodeEdits::default(),
             instr: Instrumentation::default(),
             races: RaceRecording::for_process(self.races.on(), self.cfg.stack_requests.clone(), u)
-                .with_heap_checks(self.cfg.instrument.heap_checks, self.cfg.instrument.quarantine_blocks),
+                .with_heap_checks(
+                    self.cfg.instrument.heap_checks,
+                    self.cfg.instrument.quarantine_blocks,
+                ),
             returns: HashMap::new(),
         };
         self.tree.park(j, parts);
@@ -277,7 +283,10 @@ impl Session<'_> {
             .new_image()
             .context("opening the memory of an exec'd image")?;
         let races = RaceRecording::for_process(self.races.on(), self.cfg.stack_requests.clone(), t)
-                .with_heap_checks(self.cfg.instrument.heap_checks, self.cfg.instrument.quarantine_blocks);
+            .with_heap_checks(
+                self.cfg.instrument.heap_checks,
+                self.cfg.instrument.quarantine_blocks,
+            );
         let old = self.swap_parts(ProcessParts {
             code: CodeEdits::default(),
             instr: Instrumentation::default(),

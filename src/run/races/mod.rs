@@ -712,7 +712,7 @@ impl RaceRecording {
                     index: self.findings.len(),
                     earlier: (f.freed_by, f.free_site, f.free_epoch),
                     later: None,
-                    in_call: true,
+                    in_call: false,
                 });
                 Some(heap_findings::double_free(env, t, &f))
             }
@@ -721,7 +721,7 @@ impl RaceRecording {
                     index: self.findings.len(),
                     earlier: (f.freed_by, f.free_site, f.free_epoch),
                     later: None,
-                    in_call: true,
+                    in_call: false,
                 });
                 Some(heap_findings::invalid_free(env, t, ptr, &f.block, Some(&f)))
             }

@@ -304,6 +304,17 @@ pub struct CheckArgs {
     /// off the partial-order reduction of dfs and icb.
     #[arg(long)]
     pub no_races: bool,
+    /// Do not check for heap errors (use_after_free, double_free, invalid_free). By default
+    /// frees stop the program, and the blocks they free are held back from the allocator
+    /// (a quarantine, see --quarantine-blocks) so that an access to one, or a second free,
+    /// is caught before the memory is reused.
+    #[arg(long)]
+    pub no_heap_checks: bool,
+    /// Most freed blocks held in quarantine at once; blocks over 64 KiB are never held, so
+    /// at most N × 64 KiB of the program's memory is held back. 0 holds none (and so finds
+    /// no use after free nor double free).
+    #[arg(long, default_value_t = 1024, value_name = "N")]
+    pub quarantine_blocks: usize,
     /// Do not schedule fairly. By default a thread that yields (sched_yield, the pause
     /// instruction, a sleep, a futex wait with a timeout) again without progress lets the
     /// threads it starved run first, so that searches end on spin loops and a program that

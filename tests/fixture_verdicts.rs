@@ -54,6 +54,9 @@ const KNOWN_VERDICTS: &[&str] = &[
     "exit_status",
     "api_misuse",
     "timeout",
+    "use_after_free",
+    "double_free",
+    "invalid_free",
 ];
 
 #[derive(Debug, Clone)]

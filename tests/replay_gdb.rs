@@ -368,6 +368,38 @@ fn race_stops_at_the_later_access_with_the_value_of_that_moment() {
     );
 }
 
+/// A use after free stops where the freed block is read, with the freeing thread's free
+/// done and the block's bytes still there (the quarantine holds them back).
+#[test]
+fn use_after_free_stops_at_the_access_of_the_freed_block() {
+    let (d, _) = debug_fixture(
+        "heap_uaf_mutex",
+        &[
+            "continue",
+            "bt 1",
+            "p current->requests",
+            "monitor finding",
+            "kill",
+        ],
+        How::default(),
+    );
+    let Debugged { text, code, err } = d;
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        text.contains("mcheck: stopped at the access of a use after free"),
+        "{text}"
+    );
+    assert!(
+        text.contains("reader (arg=0x0) at src/c/heap_uaf_mutex.c:30"),
+        "{text}"
+    );
+    assert!(
+        text.contains("$1 = 7"),
+        "the freed block still holds its value: {text}"
+    );
+    assert!(text.contains("use_after_free"), "{text}");
+}
+
 /// Memory reads show the program's own code: the jumps of patched access sites (and
 /// mcheck's breakpoints) are hidden, so gdb's bytes of `main`, whose load of `counter` is
 /// patched by the time the replay stops at the race, are those of the file.

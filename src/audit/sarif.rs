@@ -26,7 +26,7 @@ pub const SOURCE_ROOT_ID: &str = "SRCROOT";
 /// The URI of the official SARIF 2.1.0 schema.
 pub const SCHEMA_URI: &str = "https://json.schemastore.org/sarif-2.1.0.json";
 
-const KINDS: [FindingKind; 9] = [
+const KINDS: [FindingKind; 12] = [
     FindingKind::Deadlock,
     FindingKind::DataRace,
     FindingKind::Assertion,
@@ -36,6 +36,9 @@ const KINDS: [FindingKind; 9] = [
     FindingKind::ExitStatus,
     FindingKind::ApiMisuse,
     FindingKind::Timeout,
+    FindingKind::UseAfterFree,
+    FindingKind::DoubleFree,
+    FindingKind::InvalidFree,
 ];
 
 /// The SARIF log of an audit.
@@ -280,6 +283,11 @@ fn rule_text(k: FindingKind) -> &'static str {
         FindingKind::ExitStatus => "An exit status other than the expected one",
         FindingKind::ApiMisuse => "Wrong use of the threading API",
         FindingKind::Timeout => "A thread ran too long without reaching a scheduling point",
+        FindingKind::UseAfterFree => "A heap block accessed after it was freed",
+        FindingKind::DoubleFree => "A heap block freed twice",
+        FindingKind::InvalidFree => {
+            "A free of a pointer that is not the start of a live heap block"
+        }
     }
 }
 

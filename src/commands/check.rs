@@ -65,6 +65,8 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 stop_at_sites: Vec::new(),
                 stacks_in_calls: false,
                 patch: patching_enabled(),
+                heap_checks: !args.no_heap_checks,
+                quarantine_blocks: args.quarantine_blocks,
             },
             limits: Limits {
                 expect_exit: args.expect_exit,
@@ -397,6 +399,8 @@ fn write_schedules(
                 max_steps: args.max_steps,
                 max_timeouts: args.max_timeouts,
                 races: !args.no_races,
+                heap_checks: !args.no_heap_checks,
+                quarantine_blocks: args.quarantine_blocks,
                 fair: !args.no_fair,
                 preempt_on_races: w.racy.is_some(),
                 trace_lib: args.trace_lib.clone(),

@@ -55,6 +55,8 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
             patch: patching_enabled()
                 && (schedule.options.racy_sites.is_some()
                     || schedule.options.racy_addresses.is_empty()),
+            heap_checks: schedule.options.heap_checks,
+            quarantine_blocks: schedule.options.quarantine_blocks,
         },
         limits: Limits {
             expect_exit: schedule.options.expect_exit,

@@ -25,6 +25,12 @@ pub enum FindingKind {
     ApiMisuse,
     /// A thread ran too long without reaching a scheduling point.
     Timeout,
+    /// An access to a heap block after it was freed.
+    UseAfterFree,
+    /// A free of a block already freed.
+    DoubleFree,
+    /// A free of a pointer that is not the start of a live block.
+    InvalidFree,
 }
 
 impl FindingKind {
@@ -40,6 +46,9 @@ impl FindingKind {
             FindingKind::ExitStatus => "exit_status",
             FindingKind::ApiMisuse => "api_misuse",
             FindingKind::Timeout => "timeout",
+            FindingKind::UseAfterFree => "use_after_free",
+            FindingKind::DoubleFree => "double_free",
+            FindingKind::InvalidFree => "invalid_free",
         }
     }
 }

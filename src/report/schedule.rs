@@ -44,6 +44,13 @@ pub struct ExecutionOptions {
     /// Data race detection was on.
     #[serde(default = "yes")]
     pub races: bool,
+    /// Heap checks were on (absent in files written before them: off), frees held in a
+    /// quarantine of `quarantine_blocks` blocks (addresses depend on it).
+    #[serde(default)]
+    pub heap_checks: bool,
+    /// Most freed blocks held in quarantine.
+    #[serde(default)]
+    pub quarantine_blocks: usize,
     /// The fair filter chose among the enabled threads (absent in files written before it
     /// existed, which were recorded without it).
     #[serde(default)]

@@ -706,10 +706,14 @@ impl Debugger for Bridge {
             DebugEvent::Race { thread, finding } => {
                 let report = self.report(finding);
                 if self.plan.is_none() {
-                    self.tell(
-                        "mcheck: stopped at the later access of a data race (monitor finding)"
-                            .into(),
-                    );
+                    use crate::report::FindingKind;
+                    let what = match finding.kind {
+                        FindingKind::UseAfterFree => "the access of a use after free",
+                        FindingKind::DoubleFree => "the second free of a double free",
+                        FindingKind::InvalidFree => "an invalid free",
+                        _ => "the later access of a data race",
+                    };
+                    self.tell(format!("mcheck: stopped at {what} (monitor finding)"));
                 }
                 let kind = StopKind::Finding(*thread, libc::SIGTRAP);
                 // Going back to a decision passes the races on the way.

@@ -46,6 +46,11 @@ pub struct InstrumentConfig {
     /// Record accesses through patched code where possible (else every access site keeps
     /// a breakpoint; `MCHECK_PATCH=off` sets this off).
     pub patch: bool,
+    /// Check for heap errors (use after free, double and invalid free): frees stay on
+    /// breakpoints and freed blocks are held in quarantine.
+    pub heap_checks: bool,
+    /// Most freed blocks held in quarantine (0: none held).
+    pub quarantine_blocks: usize,
 }
 
 /// The instrumentation of one execution (kept with snapshots).

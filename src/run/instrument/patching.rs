@@ -262,7 +262,9 @@ impl Instrumentation {
         let allocators: Vec<(u64, Alloc)> = if patch_on {
             (plan.allocators.iter())
                 .filter(|&&(a, k)| {
-                    k.logged().is_some() && plan.allocator_slots.binary_search(&a).is_ok()
+                    // With heap checks a free stops: the quarantine may skip it.
+                    let stops = k == Alloc::Free && ctx.cfg.heap_checks;
+                    k.logged().is_some() && !stops && plan.allocator_slots.binary_search(&a).is_ok()
                 })
                 .map(|&(a, k)| (a + bias, k))
                 .filter(

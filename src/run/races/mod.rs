@@ -6,9 +6,11 @@
 //! comes through [`Env`].
 
 pub(super) mod happens_before;
+mod heap_findings;
 pub(super) mod repeat_filter;
 
 use self::happens_before::ATOMIC;
+use crate::detect::heap::{FreeAction, FreeCheck, HeapChecks, QuarantineLimits};
 use crate::detect::race::{Access, HeapBlock, Race, RaceDetector};
 use crate::model::{in_space, Footprint, Space, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
@@ -161,6 +163,10 @@ pub(super) struct RaceRecording {
     unverified_race: Option<String>,
     /// Accesses recorded at breakpoints in this execution.
     breakpoint_accesses: u64,
+    /// Heap error checks and the quarantine (None with --no-heap-checks).
+    heap: Option<HeapChecks>,
+    /// Call sites of the frees recorded as writes of their blocks in this execution.
+    free_sites: HashSet<u64>,
 }
 
 /// What race recording reads and touches of the rest of the execution.
@@ -226,6 +232,19 @@ impl RaceRecording {
         }
     }
 
+    /// The same recording checking heap errors, with a quarantine of at most `blocks`
+    /// blocks (`on` false: no heap checks).
+    pub fn with_heap_checks(self, on: bool, blocks: usize) -> RaceRecording {
+        let limits = QuarantineLimits {
+            max_blocks: blocks,
+            ..QuarantineLimits::DEFAULT
+        };
+        RaceRecording {
+            heap: on.then(|| HeapChecks::new(limits)),
+            ..self
+        }
+    }
+
     /// The recording of the memory of a process that begins within the execution with
     /// thread `main` (a forked child, or the new image of a process that exec'd): its
     /// threads' accesses race only with each other's.
@@ -253,6 +272,7 @@ impl RaceRecording {
         self.findings.extend(other.findings);
         self.captured_stacks.extend(other.captured_stacks);
         self.call_sites.extend(other.call_sites);
+        self.free_sites.extend(other.free_sites);
         self.traced += other.traced;
         self.library_sync += other.library_sync;
         self.library_sync_site = self.library_sync_site.or(other.library_sync_site);
@@ -273,6 +293,7 @@ impl RaceRecording {
             findings: self.findings.clone(),
             origins: self.origins.clone(),
             traced: self.traced,
+            heap: self.heap.clone(),
             ..RaceRecording::default()
         }
     }
@@ -379,6 +400,9 @@ impl RaceRecording {
         if let Some(d) = self.detector.as_mut() {
             d.allocated(block);
         }
+        if let Some(h) = self.heap.as_mut() {
+            h.allocated(block);
+        }
     }
 
     /// A call of allocator `kind` by `t`, logged by its hook (or found unlogged when the
@@ -396,6 +420,9 @@ impl RaceRecording {
     ) {
         if kind.frees() && args[0] != 0 {
             self.freed(mem, args[0]);
+            if let Some(h) = self.heap.as_mut() {
+                h.released(args[0]);
+            }
         }
         if kind != Alloc::Free && result != 0 {
             let (size, _) = kind.request(&args);
@@ -576,10 +603,6 @@ impl RaceRecording {
         env.repeats.forget();
         self.capture_if_requested(env, t, pc);
         env.atomics.insert(ea);
-        let Some(d) = self.detector.as_mut() else {
-            return;
-        };
-        d.acquire(t, (ATOMIC, ea));
         let access = Access {
             thread: t,
             addr: ea,
@@ -588,6 +611,11 @@ impl RaceRecording {
             atomic: true,
             pc,
         };
+        self.check_use_after_free(env, &access, Seen::AtAccess);
+        let Some(d) = self.detector.as_mut() else {
+            return;
+        };
+        d.acquire(t, (ATOMIC, ea));
         let race = d.access(access);
         d.release(t, (ATOMIC, ea));
         if let Some(race) = race {
@@ -600,6 +628,7 @@ impl RaceRecording {
     /// Feeds an access to the detector; a new race becomes a finding.
     fn detect(&mut self, env: &mut Env<'_>, access: Access, seen: Seen) -> Option<Finding> {
         self.capture_if_requested(env, access.thread, access.pc);
+        self.check_use_after_free(env, &access, seen);
         let race = self.detector.as_mut()?.access(access)?;
         if env.atomicity_unknown(race.earlier.pc) && env.atomicity_unknown(race.later.pc) {
             // If these are atomics, they may be a release store and an acquire load (plain
@@ -627,6 +656,108 @@ impl RaceRecording {
         }
         self.note_origin(&race, seen);
         Some(self.race_finding(env, &race, seen))
+    }
+
+    /// An access to a block in quarantine (freed, never handed back to the allocator) is a
+    /// use after free: a finding, once per pair of access and free.
+    #[inline]
+    fn check_use_after_free(&mut self, env: &mut Env<'_>, access: &Access, seen: Seen) {
+        let Some(h) = self.heap.as_mut() else {
+            return;
+        };
+        let Some(f) = h.freed_containing(access.addr, access.size).copied() else {
+            return;
+        };
+        if !h.first_report(access.pc, f.free_site) {
+            return;
+        }
+        let epoch = self
+            .detector
+            .as_ref()
+            .map_or(0, |d| d.epoch_of(access.thread));
+        self.origins.push(RaceOrigin {
+            index: self.findings.len(),
+            earlier: (f.freed_by, f.free_site, f.free_epoch),
+            later: seen.run_on().then_some((access.thread, access.pc, epoch)),
+            in_call: seen.in_call(),
+        });
+        let finding = heap_findings::use_after_free(env, access, &f, seen.run_on(), seen.in_call());
+        self.findings.push(finding);
+    }
+
+    /// A free of `args[0]` by `t`, stopped at the entry of the deallocator `deallocator`
+    /// called from `site` with `args`. A heap error becomes a finding and the call must be
+    /// skipped; an ordinary free writes the whole block (it conflicts with every unordered
+    /// access to it), makes the block's bytes forget their history and may hold the block
+    /// in quarantine. Returns what to do with the call.
+    pub(super) fn free_at_stop(
+        &mut self,
+        env: &mut Env<'_>,
+        t: ThreadId,
+        args: [u64; 3],
+        site: u64,
+        deallocator: u64,
+    ) -> FreeAction {
+        let ptr = args[0];
+        env.repeats.forget();
+        self.capture_if_requested(env, t, site);
+        let Some(h) = self.heap.as_ref() else {
+            self.freed(&env.p.mem, ptr);
+            return FreeAction::PassThrough;
+        };
+        let refused = match h.check_free(ptr) {
+            FreeCheck::Fine => None,
+            FreeCheck::Double(f) => {
+                self.origins.push(RaceOrigin {
+                    index: self.findings.len(),
+                    earlier: (f.freed_by, f.free_site, f.free_epoch),
+                    later: None,
+                    in_call: false,
+                });
+                Some(heap_findings::double_free(env, t, &f))
+            }
+            FreeCheck::IntoFreed(f) => {
+                self.origins.push(RaceOrigin {
+                    index: self.findings.len(),
+                    earlier: (f.freed_by, f.free_site, f.free_epoch),
+                    later: None,
+                    in_call: false,
+                });
+                Some(heap_findings::invalid_free(env, t, ptr, &f.block, Some(&f)))
+            }
+            FreeCheck::IntoLive(b) => Some(heap_findings::invalid_free(env, t, ptr, &b, None)),
+        };
+        if let Some(f) = refused {
+            self.findings.push(f);
+            return FreeAction::Refuse;
+        }
+        let epoch = self.detector.as_ref().map_or(0, |d| d.epoch_of(t));
+        let known = (self.detector.as_ref()).and_then(|d| d.block_containing(ptr));
+        if let Some(b) = known.filter(|b| b.start == ptr) {
+            // Freeing writes the whole block, as far as ordering goes.
+            self.free_sites.insert(site);
+            self.call_sites.insert(site);
+            let access = Access {
+                thread: t,
+                addr: b.start,
+                size: b.size.clamp(1, 1 << 24),
+                write: true,
+                atomic: false,
+                pc: site,
+            };
+            if let Some(f) = self.detect(env, access, Seen::InModelledCall) {
+                self.findings.push(f);
+            }
+        }
+        let hint = match (self.heap.as_ref()).and_then(|h| h.live_block_containing(ptr)) {
+            Some(b) if b.start == ptr => 0,
+            _ => glibc_chunk_size(&env.p.mem, ptr),
+        };
+        self.freed(&env.p.mem, ptr);
+        match self.heap.as_mut() {
+            Some(h) => h.free(ptr, hint, t, site, epoch, deallocator, args),
+            None => FreeAction::PassThrough,
+        }
     }
 
     /// Notes which accesses of `race` (the next race finding) a second run of the schedule
@@ -673,7 +804,11 @@ impl RaceRecording {
                     .any(|x| x.insn.ip() == s.pc && x.plain_mov && !x.atomic_source)
         };
         let (earlier_presumed, later_presumed) = (presumed(&race.earlier), presumed(&race.later));
+        let frees = &self.free_sites;
         let what = |s: &crate::detect::race::Seen, presumed: bool| {
+            if s.write && frees.contains(&s.pc) {
+                return format!("free of {} byte(s)", s.size);
+            }
             let rw = if s.write { "write" } else { "read" };
             let at = match (s.atomic, presumed) {
                 (true, true) => "possibly atomic ",
@@ -694,7 +829,7 @@ impl RaceRecording {
             // of the schedule takes the whole stack.
             later.stack = env.symbols.frame_at(race.later.pc, modelled_call);
         }
-        if modelled_call {
+        if modelled_call && !self.free_sites.contains(&race.later.pc) {
             later.state.push_str(" inside a libc memory function");
         }
         // Each side by its own kind: the earlier access was a modelled call when its pc is

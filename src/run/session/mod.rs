@@ -867,7 +867,8 @@ impl<'a> Session<'a> {
             code: Default::default(),
             model: Model::new(),
             worker,
-            races: RaceRecording::new(cfg.instrument.races, cfg.stack_requests.clone()),
+            races: RaceRecording::new(cfg.instrument.races, cfg.stack_requests.clone())
+                .with_heap_checks(cfg.instrument.heap_checks, cfg.instrument.quarantine_blocks),
             returns: Default::default(),
             instr: Default::default(),
             watchdog: Default::default(),

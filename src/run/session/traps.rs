@@ -6,6 +6,7 @@ use anyhow::Result;
 use nix::sys::signal::Signal;
 
 use super::{race_env, RunResult, Session};
+use crate::detect::heap::FreeAction;
 use crate::detect::race::HeapBlock;
 use crate::model::{Op, ThreadId};
 use crate::patch::{Kind, Record};
@@ -299,6 +300,21 @@ impl Session<'_> {
         Ok(None)
     }
 
+    /// Returns `t`, stopped at the entry of a function it called, to its caller without
+    /// running the function (a free that the quarantine holds, or refuses).
+    fn return_from_call(&mut self, t: ThreadId) -> Result<Option<RunResult>> {
+        let mut r = self.p.threads[t].regs;
+        r.rip = self.p.mem.read_u64(r.rsp)?;
+        r.rsp += 8;
+        r.rax = 0;
+        regs::set(self.p.threads[t].tid, r)?;
+        self.p.threads[t].regs = r;
+        self.p.threads[t].place = StopPlace::Event;
+        let sig = self.p.threads[t].pending_signal.take();
+        events::resume(self.p.threads[t].tid, sig)?;
+        Ok(None)
+    }
+
     /// At a hook on a call through the GOT (code without a PLT), makes the call: the
     /// return address pushed, `t` at the called function's entry, as at a PLT stub's
     /// hook. A hook on a PLT stub or a tail jump is left as it is.
@@ -322,6 +338,35 @@ impl Session<'_> {
         let a = regs::call_args(&r);
         let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
         let (size, out) = kind.request(&a);
+        if kind == Alloc::Free && a[0] != 0 && self.cfg.instrument.heap_checks {
+            let found_before = self.races.found();
+            let (races, mut env) = race_env!(self);
+            let action = races.free_at_stop(&mut env, t, [a[0], a[1], a[2]], site, r.rip);
+            if action == FreeAction::Refuse && self.debugging() {
+                // Under gdb: stop at the bad free, before it is skipped.
+                if let Some(f) = self.races.finding(found_before).cloned() {
+                    let ev = crate::run::debug_port::DebugEvent::Race {
+                        thread: t,
+                        finding: Box::new(f),
+                    };
+                    if self.debug().debug_event(ev) == crate::run::debug_port::Resume::Kill {
+                        return Ok(Some(RunResult::CutShort));
+                    }
+                }
+            }
+            return match action {
+                FreeAction::PassThrough => self.step_and_resume(t),
+                FreeAction::Hold | FreeAction::Refuse => self.return_from_call(t),
+                FreeAction::Release(args) => {
+                    // The call frees an older block of the quarantine instead.
+                    let mut r = r;
+                    (r.rdi, r.rsi, r.rdx) = (args[0], args[1], args[2]);
+                    regs::set(self.p.threads[t].tid, r)?;
+                    self.p.threads[t].regs = r;
+                    self.step_and_resume(t)
+                }
+            };
+        }
         if kind.frees() && a[0] != 0 {
             self.races.freed(&self.p.mem, a[0]);
         }

@@ -196,7 +196,11 @@ impl Session<'_> {
         let parts = ProcessParts {
             code: self.code.clone(),
             instr: self.instr.saved(),
-            races: RaceRecording::for_process(self.races.on(), self.cfg.stack_requests.clone(), u),
+            races: RaceRecording::for_process(self.races.on(), self.cfg.stack_requests.clone(), u)
+                .with_heap_checks(
+                    self.cfg.instrument.heap_checks,
+                    self.cfg.instrument.quarantine_blocks,
+                ),
             returns,
         };
         self.tree.park(j, parts);
@@ -236,7 +240,11 @@ impl Session<'_> {
         let parts = ProcessParts {
             code: CodeEdits::default(),
             instr: Instrumentation::default(),
-            races: RaceRecording::for_process(self.races.on(), self.cfg.stack_requests.clone(), u),
+            races: RaceRecording::for_process(self.races.on(), self.cfg.stack_requests.clone(), u)
+                .with_heap_checks(
+                    self.cfg.instrument.heap_checks,
+                    self.cfg.instrument.quarantine_blocks,
+                ),
             returns: HashMap::new(),
         };
         self.tree.park(j, parts);
@@ -274,7 +282,11 @@ impl Session<'_> {
         self.p
             .new_image()
             .context("opening the memory of an exec'd image")?;
-        let races = RaceRecording::for_process(self.races.on(), self.cfg.stack_requests.clone(), t);
+        let races = RaceRecording::for_process(self.races.on(), self.cfg.stack_requests.clone(), t)
+            .with_heap_checks(
+                self.cfg.instrument.heap_checks,
+                self.cfg.instrument.quarantine_blocks,
+            );
         let old = self.swap_parts(ProcessParts {
             code: CodeEdits::default(),
             instr: Instrumentation::default(),

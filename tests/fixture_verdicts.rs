@@ -53,6 +53,7 @@ const KNOWN_VERDICTS: &[&str] = &[
     "exit_status",
     "api_misuse",
     "timeout",
+    "lock_order",
 ];
 
 #[derive(Debug, Clone)]

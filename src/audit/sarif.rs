@@ -26,7 +26,7 @@ pub const SOURCE_ROOT_ID: &str = "SRCROOT";
 /// The URI of the official SARIF 2.1.0 schema.
 pub const SCHEMA_URI: &str = "https://json.schemastore.org/sarif-2.1.0.json";
 
-const KINDS: [FindingKind; 9] = [
+const KINDS: [FindingKind; 10] = [
     FindingKind::Deadlock,
     FindingKind::DataRace,
     FindingKind::Assertion,
@@ -36,6 +36,7 @@ const KINDS: [FindingKind; 9] = [
     FindingKind::ExitStatus,
     FindingKind::ApiMisuse,
     FindingKind::Timeout,
+    FindingKind::LockOrder,
 ];
 
 /// The SARIF log of an audit.
@@ -280,6 +281,9 @@ fn rule_text(k: FindingKind) -> &'static str {
         FindingKind::ExitStatus => "An exit status other than the expected one",
         FindingKind::ApiMisuse => "Wrong use of the threading API",
         FindingKind::Timeout => "A thread ran too long without reaching a scheduling point",
+        FindingKind::LockOrder => {
+            "Threads take locks in orders that can deadlock (a lock-order cycle no gate lock protects)"
+        }
     }
 }
 

@@ -25,6 +25,9 @@ pub enum FindingKind {
     ApiMisuse,
     /// A thread ran too long without reaching a scheduling point.
     Timeout,
+    /// Threads take locks in orders that can deadlock (a lock-order cycle that no gate lock,
+    /// trylock or happens-before order protects), though no explored schedule deadlocked.
+    LockOrder,
 }
 
 impl FindingKind {
@@ -40,6 +43,7 @@ impl FindingKind {
             FindingKind::ExitStatus => "exit_status",
             FindingKind::ApiMisuse => "api_misuse",
             FindingKind::Timeout => "timeout",
+            FindingKind::LockOrder => "lock_order",
         }
     }
 }

@@ -234,14 +234,14 @@ impl LockOrder {
     ) -> Vec<usize> {
         let lock = self.id(addr);
         self.lives.entry(addr).or_default();
-        let clock = self.clock(t).clone();
         if let Some(h) = self.held_by(t).iter_mut().find(|h| h.lock == lock) {
             // A recursive relock or a second read lock: no new order.
             h.count += 1;
             return Vec::new();
         }
         let mut added = Vec::new();
-        if blocking {
+        if blocking && !self.held_by(t).is_empty() {
+            let clock = self.clock(t).clone();
             let held = self.held_by(t).clone();
             for (i, h) in held.iter().enumerate() {
                 let gates: Vec<(LockId, Mode)> =

@@ -366,7 +366,7 @@ impl LockOrder {
                     let distinct = k == 0 || c.from != e.to;
                     c.thread != e.thread && distinct && c.concurrent(e)
                 })
-                && (e.to == first.from || e.to > first.from);
+                && e.to >= first.from;
             if !fits {
                 continue;
             }

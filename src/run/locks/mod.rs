@@ -120,13 +120,11 @@ impl LockRecording {
         for i in added {
             let e = &self.graph.edges()[i];
             let key = (t, e.to_site, e.from_site);
-            if !self.stacks.contains_key(&key) {
-                let stacks = EdgeStacks {
-                    second: reporter.thread_stack(t),
-                    first: reporter.symbols.call_site(e.from_site),
-                };
-                self.stacks.insert(key, stacks);
-            }
+            let from_site = e.from_site;
+            self.stacks.entry(key).or_insert_with(|| EdgeStacks {
+                second: reporter.thread_stack(t),
+                first: reporter.symbols.call_site(from_site),
+            });
         }
     }
 

@@ -545,3 +545,60 @@ impl Shared<'_> {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Frame;
+
+    fn witness(kind: FindingKind, lines: &[u32]) -> Witness {
+        let locations = (lines.iter())
+            .map(|&line| Frame {
+                file: Some("abba.c".into()),
+                line: Some(line),
+                ..Frame::default()
+            })
+            .collect();
+        let mut finding = crate::run::process::report::finding(kind, String::new(), vec![]);
+        finding.locations = locations;
+        Witness {
+            finding,
+            decisions: vec![],
+            strategy: String::new(),
+            racy: None,
+            atomic_addresses: vec![],
+        }
+    }
+
+    fn kinds(f: &Findings) -> Vec<FindingKind> {
+        f.witnesses.iter().map(|w| w.finding.kind).collect()
+    }
+
+    #[test]
+    fn a_deadlock_at_the_cycle_replaces_it_and_others_stay() {
+        let mut f = Findings::default();
+        f.witnesses.push(witness(FindingKind::LockOrder, &[20, 30]));
+        f.witnesses.push(witness(FindingKind::LockOrder, &[50, 60]));
+        f.witnesses.push(witness(FindingKind::DataRace, &[20]));
+        f.witnesses.push(witness(FindingKind::Deadlock, &[30, 20]));
+        f.deadlocks_replace_cycles();
+        assert_eq!(
+            kinds(&f),
+            [
+                FindingKind::LockOrder,
+                FindingKind::DataRace,
+                FindingKind::Deadlock
+            ]
+        );
+        assert_eq!(f.witnesses[0].finding.locations[0].line, Some(50));
+        assert_eq!(f.index_of.len(), 3);
+    }
+
+    #[test]
+    fn without_a_deadlock_the_cycle_stays() {
+        let mut f = Findings::default();
+        f.witnesses.push(witness(FindingKind::LockOrder, &[20, 30]));
+        f.deadlocks_replace_cycles();
+        assert_eq!(kinds(&f), [FindingKind::LockOrder]);
+    }
+}

@@ -291,9 +291,15 @@ impl LockOrder {
         added
     }
 
-    /// `t` released the lock at `addr` (once).
+    /// `t` released the lock at `addr` (once). A lock released by another thread than the
+    /// one that took it (a spin lock used as a flag) is no longer held by that one.
     pub fn unlocked(&mut self, t: ThreadId, addr: Addr) {
-        let held = self.held_by(t);
+        self.held_by(t);
+        let owner = std::iter::once(t)
+            .chain(0..self.held.len())
+            .find(|&u| self.held[u].iter().any(|h| h.lock.addr == addr));
+        let Some(u) = owner else { return };
+        let held = &mut self.held[u];
         if let Some(i) = held.iter().rposition(|h| h.lock.addr == addr) {
             held[i].count -= 1;
             if held[i].count == 0 {
@@ -618,6 +624,15 @@ mod tests {
         lock(&mut g, 1, B);
         assert_eq!(g.edges().len(), 1, "A→B only");
         assert_eq!(g.edges()[0].from.addr, A);
+    }
+
+    #[test]
+    fn a_lock_released_by_another_thread_is_no_longer_held() {
+        let mut g = two_threads();
+        g.locked(1, A, ObjectKind::Spin, Mode::Exclusive, 1, true);
+        g.unlocked(2, A);
+        take(&mut g, 1, &[B]);
+        assert!(g.edges().is_empty(), "A is not held when B is taken");
     }
 
     #[test]

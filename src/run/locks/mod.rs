@@ -214,7 +214,8 @@ impl LockRecording {
         details.push(
             "the threads take these locks in opposite orders, with no common lock held around \
              both, and no thread creation, join or hand-over orders them: a schedule in which \
-             each holds its first lock deadlocks; no explored schedule reached it"
+             each thread holds its first lock when the next one asks for it deadlocks; the \
+             explored schedules did not reach it"
                 .to_string(),
         );
         let mut f = finding(

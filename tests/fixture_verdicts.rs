@@ -57,6 +57,7 @@ const KNOWN_VERDICTS: &[&str] = &[
     "use_after_free",
     "double_free",
     "invalid_free",
+    "lock_order",
 ];
 
 #[derive(Debug, Clone)]

@@ -26,7 +26,7 @@ pub const SOURCE_ROOT_ID: &str = "SRCROOT";
 /// The URI of the official SARIF 2.1.0 schema.
 pub const SCHEMA_URI: &str = "https://json.schemastore.org/sarif-2.1.0.json";
 
-const KINDS: [FindingKind; 12] = [
+const KINDS: [FindingKind; 13] = [
     FindingKind::Deadlock,
     FindingKind::DataRace,
     FindingKind::Assertion,
@@ -39,6 +39,7 @@ const KINDS: [FindingKind; 12] = [
     FindingKind::UseAfterFree,
     FindingKind::DoubleFree,
     FindingKind::InvalidFree,
+    FindingKind::LockOrder,
 ];
 
 /// The SARIF log of an audit.
@@ -287,6 +288,9 @@ fn rule_text(k: FindingKind) -> &'static str {
         FindingKind::DoubleFree => "A heap block freed twice",
         FindingKind::InvalidFree => {
             "A free of a pointer that is not the start of a live heap block"
+        }
+        FindingKind::LockOrder => {
+            "Threads take locks in orders that can deadlock (a lock-order cycle no gate lock protects)"
         }
     }
 }

@@ -31,6 +31,9 @@ pub enum FindingKind {
     DoubleFree,
     /// A free of a pointer that is not the start of a live block.
     InvalidFree,
+    /// Threads take locks in orders that can deadlock (a lock-order cycle that no gate lock,
+    /// trylock or happens-before order protects), though no explored schedule deadlocked.
+    LockOrder,
 }
 
 impl FindingKind {
@@ -49,6 +52,7 @@ impl FindingKind {
             FindingKind::UseAfterFree => "use_after_free",
             FindingKind::DoubleFree => "double_free",
             FindingKind::InvalidFree => "invalid_free",
+            FindingKind::LockOrder => "lock_order",
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod debug_worker;
 mod history;
 mod instrument;
 mod kernel;
+mod locks;
 mod process;
 mod progress;
 mod races;

@@ -167,6 +167,8 @@ pub(super) struct RaceRecording {
     heap: Option<HeapChecks>,
     /// Call sites of the frees recorded as writes of their blocks in this execution.
     free_sites: HashSet<u64>,
+    /// Heap blocks freed since the lock-order part last took them (`take_freed`).
+    freed_blocks: Vec<(u64, u64)>,
 }
 
 /// What race recording reads and touches of the rest of the execution.
@@ -444,8 +446,14 @@ impl RaceRecording {
             } else {
                 glibc_chunk_size(mem, ptr)
             };
-            d.freed(ptr, hint);
+            let size = d.freed(ptr, hint).map_or(hint, |b| b.size);
+            self.freed_blocks.push((ptr, size));
         }
+    }
+
+    /// The blocks freed since the last call, as (start, size): the locks in them end.
+    pub fn take_freed(&mut self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.freed_blocks)
     }
 
     /// The call of memory function `f` with arguments `a` made from `site` (its return

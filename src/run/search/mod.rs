@@ -85,6 +85,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         snapshots_off: Mutex::new(None),
         next_random: AtomicU64::new(0),
         stop: AtomicBool::new(false),
+        lock_order_since: AtomicU64::new(0),
         closed_early: AtomicBool::new(false),
         findings: Mutex::new(Findings::default()),
         error: Mutex::new(None),
@@ -160,7 +161,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         return Err(e);
     }
     let coverage = shared.coverage();
-    let findings = shared.findings.into_inner().expect("lock");
+    let mut findings = shared.findings.into_inner().expect("lock");
+    findings.deadlocks_replace_cycles();
     let executions = shared.done.load(Ordering::SeqCst);
     let snapshots_off = shared.snapshots_off.lock().expect("lock").take();
     let patch_stats = std::mem::take(&mut *shared.patch_stats.lock().expect("lock"));

@@ -21,7 +21,7 @@ use crate::tracee::interrupt;
 
 use super::plan::Plan;
 use super::plan::SearchConfig;
-use super::result::{finding_key, NothingToExplore, ProgressReport};
+use super::result::{finding_key, location_key, NothingToExplore, ProgressReport};
 use super::witness::Witness;
 
 #[derive(Default)]
@@ -35,6 +35,36 @@ pub(super) struct Findings {
 /// failure the race causes in the refined tree (counted from the race, and again from each
 /// refinement round it starts), before it stops at the race.
 pub const RACE_FOLLOW_UP: u64 = 100;
+
+impl Findings {
+    /// Drops each `lock_order` finding that a `deadlock` finding shares a source location
+    /// with: the search reached the deadlock the cycle predicted, the stronger finding.
+    pub(super) fn deadlocks_replace_cycles(&mut self) {
+        let deadlocks: Vec<Vec<String>> = (self.witnesses.iter())
+            .filter(|w| w.finding.kind == FindingKind::Deadlock)
+            .map(|w| location_key(&w.finding.locations))
+            .collect();
+        let reached = |w: &Witness| {
+            let cycle = location_key(&w.finding.locations);
+            w.finding.kind == FindingKind::LockOrder
+                && deadlocks
+                    .iter()
+                    .any(|d| d.iter().any(|l| cycle.contains(l)))
+        };
+        if !self.witnesses.iter().any(reached) {
+            return;
+        }
+        self.witnesses.retain(|w| !reached(w));
+        self.index_of = (self.witnesses.iter().enumerate())
+            .map(|(i, w)| (finding_key(&w.finding), i))
+            .collect();
+    }
+}
+
+/// Executions a search without `--keep-going` goes on for after a lock-order cycle that
+/// could deadlock, looking for the deadlock itself (a stronger finding that replaces the
+/// cycle), before it stops at the cycle.
+pub const LOCK_ORDER_FOLLOW_UP: u64 = 100;
 
 /// The tree of the systematic member and the racy sites that shaped it: a new tree (a new
 /// pool) per refinement round (see [`RacySites`]).
@@ -98,6 +128,8 @@ pub(super) struct Shared<'a> {
     pub(super) snapshots_off: Mutex<Option<String>>,
     pub(super) next_random: AtomicU64,
     pub(super) stop: AtomicBool,
+    /// The execution that found the first lock-order cycle (0: none yet).
+    pub(super) lock_order_since: AtomicU64,
     pub(super) closed_early: AtomicBool,
     pub(super) findings: Mutex<Findings>,
     pub(super) error: Mutex<Option<anyhow::Error>>,
@@ -429,6 +461,7 @@ impl Shared<'_> {
         let different_end = self.different_end(&outcome);
         // The failure that ended the execution first, then the races (which may explain it).
         let found: Vec<Finding> = (outcome.finding.into_iter())
+            .chain(outcome.lock_order)
             .chain(outcome.races)
             .chain(different_end)
             .collect();
@@ -436,8 +469,13 @@ impl Shared<'_> {
             return;
         }
         // Only data races: without --keep-going, a search that refines its tree by races goes
-        // on to find the failure they cause (within RACE_FOLLOW_UP executions).
+        // on to find the failure they cause (within RACE_FOLLOW_UP executions). A lock-order
+        // cycle: the search goes on to reach the deadlock itself (within LOCK_ORDER_FOLLOW_UP
+        // executions), which then replaces it (`SearchResult`).
         let only_races = found.iter().all(|f| f.kind == FindingKind::DataRace);
+        let potential = (found.iter())
+            .all(|f| matches!(f.kind, FindingKind::DataRace | FindingKind::LockOrder))
+            && found.iter().any(|f| f.kind == FindingKind::LockOrder);
         let mut all = self.findings.lock().expect("lock");
         for mut f in found {
             f.seed = seed;
@@ -476,6 +514,13 @@ impl Shared<'_> {
                 Ordering::SeqCst,
                 Ordering::SeqCst,
             );
+        } else if potential {
+            let _ = (self.lock_order_since).compare_exchange(
+                0,
+                index,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
         } else {
             self.stop_because("stopped at the first finding".into());
         }
@@ -484,11 +529,76 @@ impl Shared<'_> {
     /// Stops a search that has followed its races for [`RACE_FOLLOW_UP`] executions
     /// without finding a failure.
     pub(super) fn follow_up_spent(&self) -> bool {
+        let done = self.done.load(Ordering::SeqCst);
+        let cycle_since = self.lock_order_since.load(Ordering::SeqCst);
+        if cycle_since != 0 && done >= cycle_since + LOCK_ORDER_FOLLOW_UP {
+            self.stop_because(
+                "stopped at the lock-order cycle: its deadlock was not reached".into(),
+            );
+            return true;
+        }
         let since = self.following_since.load(Ordering::SeqCst);
         if since == 0 || self.done.load(Ordering::SeqCst) < since + RACE_FOLLOW_UP {
             return false;
         }
         self.stop_because("race follow-up budget spent".into());
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Frame;
+
+    fn witness(kind: FindingKind, lines: &[u32]) -> Witness {
+        let locations = (lines.iter())
+            .map(|&line| Frame {
+                file: Some("abba.c".into()),
+                line: Some(line),
+                ..Frame::default()
+            })
+            .collect();
+        let mut finding = crate::run::process::report::finding(kind, String::new(), vec![]);
+        finding.locations = locations;
+        Witness {
+            finding,
+            decisions: vec![],
+            strategy: String::new(),
+            racy: None,
+            atomic_addresses: vec![],
+        }
+    }
+
+    fn kinds(f: &Findings) -> Vec<FindingKind> {
+        f.witnesses.iter().map(|w| w.finding.kind).collect()
+    }
+
+    #[test]
+    fn a_deadlock_at_the_cycle_replaces_it_and_others_stay() {
+        let mut f = Findings::default();
+        f.witnesses.push(witness(FindingKind::LockOrder, &[20, 30]));
+        f.witnesses.push(witness(FindingKind::LockOrder, &[50, 60]));
+        f.witnesses.push(witness(FindingKind::DataRace, &[20]));
+        f.witnesses.push(witness(FindingKind::Deadlock, &[30, 20]));
+        f.deadlocks_replace_cycles();
+        assert_eq!(
+            kinds(&f),
+            [
+                FindingKind::LockOrder,
+                FindingKind::DataRace,
+                FindingKind::Deadlock
+            ]
+        );
+        assert_eq!(f.witnesses[0].finding.locations[0].line, Some(50));
+        assert_eq!(f.index_of.len(), 3);
+    }
+
+    #[test]
+    fn without_a_deadlock_the_cycle_stays() {
+        let mut f = Findings::default();
+        f.witnesses.push(witness(FindingKind::LockOrder, &[20, 30]));
+        f.deadlocks_replace_cycles();
+        assert_eq!(kinds(&f), [FindingKind::LockOrder]);
     }
 }

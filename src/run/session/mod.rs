@@ -37,6 +37,7 @@ use super::kernel::kernel_waits::KernelWaits;
 use super::kernel::syscalls::TimeSource;
 use super::kernel::timeouts;
 use super::kernel::timeouts::Offer;
+use super::locks::{LockRecording, NamedEdge};
 use super::process::report::{describe_deadlock, finding, signal_is_caught, Reporter};
 use super::process::stacks::primary_location;
 use super::process::{Process, StopPlace};
@@ -63,6 +64,9 @@ pub struct ExecutionOutcome {
     pub finding: Option<Finding>,
     /// Data races found in the execution (each pair of instructions once).
     pub races: Vec<Finding>,
+    /// A lock-order cycle of the execution that could deadlock, when the execution did not
+    /// end in a deadlock.
+    pub lock_order: Option<Finding>,
     /// Scheduling decisions taken.
     pub steps: u64,
     /// Preemptive switches among them.
@@ -215,6 +219,8 @@ pub(super) struct Session<'a> {
     pub(super) kernel: KernelWaits,
     /// The processes of the tree that are not current (`tree.rs`).
     pub(super) tree: tree::Tree,
+    /// The lock-order graph of the execution (`locks/`).
+    pub(super) locks: LockRecording,
 }
 
 impl<'a> Session<'a> {
@@ -521,6 +527,10 @@ impl<'a> Session<'a> {
             f.steps = self.history.steps();
             f.name_processes();
         }
+        let lock_order = match &finding {
+            Some(f) if f.kind == FindingKind::Deadlock => None,
+            _ => self.lock_order_finding(),
+        };
         let mut found = self.races.finish(self.worker.symbols.modules());
         found.findings.iter_mut().for_each(Finding::name_processes);
         let record = self.history.finish();
@@ -531,6 +541,7 @@ impl<'a> Session<'a> {
             step_limit_hit: false,
             threads: self.model.thread_count(),
             races: found.findings,
+            lock_order,
             decisions: record.decisions,
             choice_steps: record.choice_steps,
             divergence: None,
@@ -753,10 +764,30 @@ impl<'a> Session<'a> {
         if op == Some(Op::ExitGroup) {
             self.step.group_exiting = true;
         }
+        let site = self.model.pending_site(t);
         let completion = {
             let mut view = MemView(&self.p);
             self.model.execute(t, &mut view)?
         };
+        for (start, size) in self.races.take_freed() {
+            self.locks.freed(in_space(start, self.p.space()), size);
+        }
+        if let Some(op) = &op {
+            let mut reporter = Reporter {
+                p: &self.p,
+                symbols: &mut self.worker.symbols,
+            };
+            (self.locks).record(t, op, completion, site, &mut reporter);
+            if let (
+                Op::Join {
+                    target: Some(u), ..
+                },
+                Completion::Native,
+            ) = (op, completion)
+            {
+                self.locks.thread_joined(t, *u);
+            }
+        }
         if let (Some(d), Some(op)) = (self.races.detector(), op) {
             // The detector is the process's own: its addresses are the process's.
             let op = op.in_space(0);
@@ -880,6 +911,7 @@ impl<'a> Session<'a> {
             step: Default::default(),
             kernel: Default::default(),
             tree: Default::default(),
+            locks: Default::default(),
         }
     }
 
@@ -910,6 +942,7 @@ impl<'a> Session<'a> {
             step: s.step,
             kernel: s.kernel,
             tree: tree::Tree::restored(s.retired_races),
+            locks: s.locks,
         }
     }
 }
@@ -992,6 +1025,28 @@ impl Session<'_> {
                 format!("{} {name}", kind.name())
             }
         }
+    }
+
+    /// The `lock_order` finding of the execution: a cycle of its lock-order graph that
+    /// could deadlock, with preemptions and steps of the schedule so far.
+    fn lock_order_finding(&mut self) -> Option<Finding> {
+        let cycle = self.locks.potential_deadlock()?;
+        let named: Vec<NamedEdge> = (cycle.into_iter())
+            .map(|edge| NamedEdge {
+                from: self.object_desc(edge.from_kind, edge.from.addr),
+                to: self.object_desc(edge.to_kind, edge.to.addr),
+                edge,
+            })
+            .collect();
+        let mut reporter = Reporter {
+            p: &self.p,
+            symbols: &mut self.worker.symbols,
+        };
+        let mut f = self.locks.finding(&named, &mut reporter);
+        f.preemptions = self.history.preemptions();
+        f.steps = self.history.steps();
+        f.name_processes();
+        Some(f)
     }
 
     pub(super) fn model_finding(&mut self, f: ModelFinding) -> Finding {

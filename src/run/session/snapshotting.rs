@@ -39,6 +39,7 @@ impl Snapshotting<'_, '_> {
             step: self.0.step.saved(),
             kernel,
             retired_races: self.0.tree.saved(),
+            locks: self.0.locks.clone(),
         }
     }
 

@@ -559,6 +559,7 @@ impl Session<'_> {
         if let Some(d) = self.races.detector() {
             d.thread_created(t, id);
         }
+        self.locks.thread_created(t, id);
         debug_assert_eq!(self.p.threads.len(), id + 1);
         if !self.eager_starts() {
             // Without race detection nothing tells what the parent and the new thread do

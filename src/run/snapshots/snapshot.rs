@@ -99,6 +99,8 @@ pub(in crate::run) struct SavedExecution {
     pub kernel: crate::run::kernel::kernel_waits::KernelWaits,
     /// The race recordings of the images the process replaced by exec before the snapshot.
     pub retired_races: Vec<crate::run::races::RaceRecording>,
+    /// The lock-order graph so far.
+    pub locks: crate::run::locks::LockRecording,
 }
 
 /// What a restored execution starts from.

@@ -31,11 +31,6 @@ pub(super) struct Findings {
     pub(super) stopped_because: Option<String>,
 }
 
-/// Executions a search without `--keep-going` goes on for after a data race, looking for the
-/// failure the race causes in the refined tree (counted from the race, and again from each
-/// refinement round it starts), before it stops at the race.
-pub const RACE_FOLLOW_UP: u64 = 100;
-
 /// The tree of the systematic member and the racy sites that shaped it: a new tree (a new
 /// pool) per refinement round (see [`RacySites`]).
 pub(super) struct Round {
@@ -70,8 +65,8 @@ pub(super) struct Shared<'a> {
     pub(super) refine: bool,
     /// Racy sites and addresses found.
     pub(super) racy: Mutex<Racy>,
-    /// Executions done when the search began following a race without `--keep-going`
-    /// (0: not following).
+    /// The execution that found the first data race a search without `--keep-going` goes
+    /// on after, to find the failure it leads to (0: none).
     pub(super) following_since: AtomicU64,
     pub(super) started_at: Instant,
     pub(super) reserved: AtomicU64,
@@ -185,12 +180,6 @@ impl Shared<'_> {
             r.number,
             r.points.sites.len()
         );
-        let following = self.following_since.load(Ordering::SeqCst);
-        if following > 0 {
-            // A new round: the race follow-up starts over.
-            self.following_since
-                .store(self.done.load(Ordering::SeqCst).max(1), Ordering::SeqCst);
-        }
     }
 
     /// The coverage of the systematic member, qualified by the racy sites found.
@@ -436,7 +425,7 @@ impl Shared<'_> {
             return;
         }
         // Only data races: without --keep-going, a search that refines its tree by races goes
-        // on to find the failure they cause (within RACE_FOLLOW_UP executions).
+        // on to find the failure they cause, for the rest of its budget.
         let only_races = found.iter().all(|f| f.kind == FindingKind::DataRace);
         let mut all = self.findings.lock().expect("lock");
         for mut f in found {
@@ -477,18 +466,7 @@ impl Shared<'_> {
                 Ordering::SeqCst,
             );
         } else {
-            self.stop_because("stopped at the first finding".into());
+            self.stop_because(super::FIRST_FINDING.into());
         }
-    }
-
-    /// Stops a search that has followed its races for [`RACE_FOLLOW_UP`] executions
-    /// without finding a failure.
-    pub(super) fn follow_up_spent(&self) -> bool {
-        let since = self.following_since.load(Ordering::SeqCst);
-        if since == 0 || self.done.load(Ordering::SeqCst) < since + RACE_FOLLOW_UP {
-            return false;
-        }
-        self.stop_because("race follow-up budget spent".into());
-        true
     }
 }

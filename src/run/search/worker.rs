@@ -115,9 +115,6 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         if shared.shed.load(Ordering::Relaxed) && state.snapshots.branches_allowed() {
             state.snapshots.shed_branches();
         }
-        if shared.follow_up_spent() {
-            break Ok(());
-        }
         // Past the budget, the default budget's proof extension: the reduced tree alone.
         let proving = shared.reserved.fetch_add(1, Ordering::SeqCst) >= cfg.max_executions;
         if proving && !shared.proof_may_go_on() {

@@ -357,18 +357,24 @@ mod tests {
     use crate::model::ObjectKind;
     use rand::{Rng, SeedableRng};
 
-    /// A random step: thread, footprint over a few words (sometimes global or empty).
+    /// A random step: thread, footprint over a few words, whole or byte ranges of 1 to 16
+    /// bytes, aligned or not (sometimes global or empty).
     fn random_step(rng: &mut impl Rng, threads: usize) -> (ThreadId, Footprint) {
         let mut f = Footprint::default();
         if rng.random_ratio(1, 25) {
             f.global = true;
         } else {
             for _ in 0..rng.random_range(0..3) {
-                f.touch(
-                    ObjectKind::Memory,
-                    rng.random_range(0..4u64) * 8,
-                    rng.random(),
-                );
+                if rng.random() {
+                    f.touch(
+                        ObjectKind::Memory,
+                        rng.random_range(0..4u64) * 8,
+                        rng.random(),
+                    );
+                } else {
+                    let size = [1, 2, 4, 8, 16][rng.random_range(0..5)];
+                    f.touch_range(rng.random_range(0..28u64), size, rng.random());
+                }
             }
         }
         (rng.random_range(0..threads), f)

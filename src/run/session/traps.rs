@@ -422,7 +422,7 @@ impl Session<'_> {
         // differ by where they started (a schedule of a file without sites: every site).
         if self.cfg.instrument.preempt_on_races
             && self.model.thread_count() > 1
-            && self.worker.racy_addresses.contains(&ea)
+            && (self.worker).covers_racy_address(ea, site.size.into())
             && (self.worker.racy_sites.is_empty() || self.worker.racy_sites.contains(&addr))
         {
             self.p.threads[t].place = StopPlace::Breakpoint(addr);

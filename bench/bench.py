@@ -716,6 +716,12 @@ POR_FIXTURES = [
     ("qadeer", [], 6),
     ("qadeer3", [], 6),
     ("wakeup_locks", [], 4),
+    # The 4-byte twins (counters side by side in 8-byte words): byte-exact dependency
+    # gives them the same traces.
+    ("atomic_pair_int", [3], 20),
+    ("qadeer_int", [], 6),
+    ("qadeer3_int", [], 6),
+    ("wakeup_locks_int", [], 4),
     ("race_mutex_handoff_ok", [], None),
     ("race_barrier_phases_ok", [], None),
 ]

@@ -17,11 +17,13 @@
 //! access site stops instead of being patched), so that both ways of recording accesses
 //! stay tested; a fixture may say `"on_breakpoints": {"args": [...]}` (a smaller size) or
 //! `{"skip": "why"}` (a fixture of the patched code itself, or of its speed). There a
-//! correct fixture (verdict `none`) runs at most [`BREAKPOINT_BUDGET`] executions, unless it
+//! correct fixture (verdict `none`), or one whose only finding is a data race (verdict
+//! `data_race` without `also`: the search follows the race for its whole budget, looking
+//! for a failure it leads to), runs at most [`BREAKPOINT_BUDGET`] executions, unless it
 //! sets its own budget: the default budget is run on the patched path, and the breakpoint
-//! path only has to show that the same recording, reached another way, gives no finding
-//! (300 executions each kept the suite past CI's 10-minute aim). The two tests take turns,
-//! each using the whole machine.
+//! path only has to show that the same recording, reached another way, gives the same
+//! finding or none (300 executions each kept the suite past CI's 10-minute aim). The two
+//! tests take turns, each using the whole machine.
 //!
 //! Environment knobs (for local use):
 //! - `MCHECK_FIXTURES=name1,name2` runs only those fixtures;
@@ -39,7 +41,8 @@ use std::time::{Duration, Instant};
 /// Any single mcheck run taking longer than this is killed and counts as a failure.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 const DEFAULT_JOBS: usize = 2;
-/// Most executions of a correct fixture on the breakpoint path.
+/// Most executions of a correct fixture, or of one with only a data race, on the breakpoint
+/// path.
 const BREAKPOINT_BUDGET: &str = "100";
 
 /// Finding kinds a fixture may expect (plus "none").
@@ -217,7 +220,11 @@ fn run_mcheck(fx: &Fixture, patching: bool) -> RunResult {
             .to_string(),
     ];
     args.extend(fx.options.iter().cloned());
-    if !patching && fx.verdict == "none" && !fx.options.iter().any(|o| o == "--max-executions") {
+    let race_only = fx.verdict == "data_race" && fx.also.is_empty();
+    if !patching
+        && (fx.verdict == "none" || race_only)
+        && !fx.options.iter().any(|o| o == "--max-executions")
+    {
         args.extend(["--max-executions".into(), BREAKPOINT_BUDGET.into()]);
     }
     args.push("--".into());

@@ -90,6 +90,42 @@ fn preempting_on_races_turns_the_lost_update_into_its_assertion() {
     assert!(list.iter().all(|f| f["kind"] != "assertion"), "{list:?}");
 }
 
+/// Without `--keep-going` a data race does not stop the search: it goes on for its whole
+/// budget to find a failure the race leads to (until issue 31 it stopped 100 executions
+/// after the race). `race_size_peek`'s race leads nowhere: the search spends its 300
+/// executions, and the summary says it followed the race and found no failure.
+#[test]
+fn a_race_is_followed_for_the_whole_budget_and_the_summary_says_so() {
+    let out = temp_path("race-follow");
+    let mut a = args(&["--quiet-program", "--max-executions", "300", "--jobs", "1"]);
+    a.extend(args(&["--out", &out.display().to_string()]));
+    a.extend(["--".into(), fixture("race_size_peek").display().to_string()]);
+    let r = mcheck(&a, true, LIMIT);
+    let _ = std::fs::remove_dir_all(&out);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let json = r.json.expect("JSON report");
+    assert_eq!(json["executions"], 300, "{json}");
+    assert_eq!(json["stopped_because"], "execution budget spent", "{json}");
+    assert!(
+        (json["findings"].as_array().unwrap().iter()).all(|f| f["kind"] == "data_race"),
+        "{json}"
+    );
+    assert!(
+        r.stderr
+            .contains("the search went on to find a failure it leads to")
+            && r.stderr
+                .contains("found none before it stopped (execution budget spent)"),
+        "{}",
+        r.stderr
+    );
+    // A race that leads to an assertion still stops the search at the assertion.
+    let (code, list, stderr) = findings("race_reorder", &["--max-executions", "300"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(list.iter().any(|f| f["kind"] == "assertion"), "{stderr}");
+    assert!(stderr.contains("stopped at the first finding"), "{stderr}");
+    assert!(!stderr.contains("found none before it stopped"), "{stderr}");
+}
+
 #[test]
 fn no_races_turns_detection_off() {
     let (code, list, stderr) = findings("race_counter", &["--no-races", "--max-executions", "50"]);

@@ -48,13 +48,18 @@ fn derivation_matches_the_known_small_values() {
     );
 }
 
+/// The counting fixtures with `long` counters and their 4-byte twins (`int`, `atomic_int`,
+/// `uint32_t`, side by side in 8-byte words): dependency is byte-exact, so both count alike.
+const WITH_TWIN: [&str; 2] = ["", "_int"];
+
 #[test]
 fn dfs_explores_exactly_the_derived_number_of_executions() {
-    for k in 0..=3u64 {
+    for (k, twin) in (0..=3u64).flat_map(|k| WITH_TWIN.map(|t| (k, t))) {
         let ks = k.to_string();
-        let (n, complete) = executions(&["--strategy", "dfs", "--no-por"], &["atomic_pair", &ks]);
-        assert!(complete, "dfs must exhaust atomic_pair {k}");
-        assert_eq!(n, atomic_pair_count(k), "atomic_pair {k}");
+        let program = format!("atomic_pair{twin}");
+        let (n, complete) = executions(&["--strategy", "dfs", "--no-por"], &[&program, &ks]);
+        assert!(complete, "dfs must exhaust {program} {k}");
+        assert_eq!(n, atomic_pair_count(k), "{program} {k}");
     }
 }
 
@@ -65,12 +70,15 @@ fn dfs_explores_exactly_the_derived_number_of_executions() {
 /// counter, so only their interleaving matters: C(2K, K) = 1, 2, 6, 20 for K = 0..3.
 #[test]
 fn dpor_explores_one_execution_per_order_of_the_dependent_increments() {
-    for (k, expected) in [(0, 1), (1, 2), (2, 6), (3, 20)] {
+    for ((k, expected), twin) in [(0, 1), (1, 2), (2, 6), (3, 20)]
+        .into_iter()
+        .flat_map(|c| WITH_TWIN.map(|t| (c, t)))
+    {
         let ks = k.to_string();
-        let (n, complete) =
-            executions(&["--strategy", "dfs", "--jobs", "1"], &["atomic_pair", &ks]);
-        assert!(complete, "dfs must exhaust atomic_pair {k}");
-        assert_eq!(n, expected, "atomic_pair {k}");
+        let program = format!("atomic_pair{twin}");
+        let (n, complete) = executions(&["--strategy", "dfs", "--jobs", "1"], &[&program, &ks]);
+        assert!(complete, "dfs must exhaust {program} {k}");
+        assert_eq!(n, expected, "{program} {k}");
     }
 }
 
@@ -85,14 +93,19 @@ fn dpor_explores_one_execution_per_order_of_the_dependent_increments() {
 /// count.
 ///
 /// With reduction: only the order of the four g++ matters, C(4,2) = 6 traces.
+///
+/// `qadeer_int` is the same with C11 `atomic_int` counters side by side, y and g in one
+/// 8-byte word: 6 traces too (15 executions while dependency was computed on 8-byte words).
 #[test]
 fn dpor_runs_qadeers_example_once_per_order_of_the_shared_increments() {
-    let (n, complete) = executions(&["--strategy", "dfs", "--no-por"], &["qadeer"]);
-    assert!(complete);
-    assert_eq!(n, 70);
-    let (n, complete) = executions(&["--strategy", "dfs", "--jobs", "1"], &["qadeer"]);
-    assert!(complete);
-    assert_eq!(n, 6);
+    for program in ["qadeer", "qadeer_int"] {
+        let (n, complete) = executions(&["--strategy", "dfs", "--no-por"], &[program]);
+        assert!(complete);
+        assert_eq!(n, 70, "{program}");
+        let (n, complete) = executions(&["--strategy", "dfs", "--jobs", "1"], &[program]);
+        assert!(complete);
+        assert_eq!(n, 6, "{program}");
+    }
     // Two workers share the tree: a work item brings what its giver explored at every node
     // above it (docs/architecture.md), so a reversal one worker covered is not asked of
     // another (9 executions before). The split depends on timing: allow a little slack.
@@ -113,17 +126,21 @@ fn dpor_runs_qadeers_example_once_per_order_of_the_shared_increments() {
 /// With reduction: x and y are private, J1 touches only T1, so the only dependent steps of
 /// different threads are the four g++ (two of T1, two of T2): C(4, 2) = 6 traces, as in the
 /// two-thread example, and the exit/join dependencies add none.
+///
+/// `qadeer3_int` (`uint32_t` counters side by side) counts the same.
 #[test]
 fn dpor_runs_the_three_thread_qadeer_example_once_per_trace() {
-    let (n, complete) = executions(
-        &["--strategy", "dfs", "--no-por", "--jobs", "1"],
-        &["qadeer3"],
-    );
-    assert!(complete);
-    assert_eq!(n, 126);
-    let (n, complete) = executions(&["--strategy", "dfs", "--jobs", "1"], &["qadeer3"]);
-    assert!(complete);
-    assert_eq!(n, 6);
+    for program in ["qadeer3", "qadeer3_int"] {
+        let (n, complete) = executions(
+            &["--strategy", "dfs", "--no-por", "--jobs", "1"],
+            &[program],
+        );
+        assert!(complete);
+        assert_eq!(n, 126, "{program}");
+        let (n, complete) = executions(&["--strategy", "dfs", "--jobs", "1"], &[program]);
+        assert!(complete);
+        assert_eq!(n, 6, "{program}");
+    }
 }
 
 /// `wakeup_locks`: main creates A (lock m, store x, unlock), B (lock m, store y, unlock) and
@@ -140,17 +157,22 @@ fn dpor_runs_the_three_thread_qadeer_example_once_per_trace() {
 /// With reduction: the order of the critical sections (2) times whether the load comes
 /// before or after the store of x (2): 4 traces. Source sets alone explore 5 here (one
 /// execution is sleep-set blocked); the wakeup trees of optimal DPOR explore exactly 4.
+///
+/// `wakeup_locks_int` stores `int` x and y, side by side in one 8-byte word: the same 4
+/// (6 while dependency was computed on 8-byte words).
 #[test]
 fn optimal_dpor_runs_one_execution_where_source_sets_run_a_redundant_one() {
-    let (n, complete) = executions(
-        &["--strategy", "dfs", "--no-por", "--jobs", "1"],
-        &["wakeup_locks"],
-    );
-    assert!(complete);
-    assert_eq!(n, 45);
-    let (n, complete) = executions(&["--strategy", "dfs", "--jobs", "1"], &["wakeup_locks"]);
-    assert!(complete);
-    assert_eq!(n, 4);
+    for program in ["wakeup_locks", "wakeup_locks_int"] {
+        let (n, complete) = executions(
+            &["--strategy", "dfs", "--no-por", "--jobs", "1"],
+            &[program],
+        );
+        assert!(complete);
+        assert_eq!(n, 45, "{program}");
+        let (n, complete) = executions(&["--strategy", "dfs", "--jobs", "1"], &[program]);
+        assert!(complete);
+        assert_eq!(n, 4, "{program}");
+    }
 }
 
 #[test]
@@ -252,7 +274,14 @@ fn a_preemption_cap_that_leaves_executions_is_not_called_exhaustion() {
 /// execution within the bound.
 #[test]
 fn bounded_por_covers_icb_in_fewer_executions_and_says_up_to_what() {
-    for (fixture, cap, plain, reduced) in [("qadeer", "2", 17, 9), ("wakeup_locks", "1", 39, 28)] {
+    // The 4-byte twins count the same (wakeup_locks_int: 35 while dependency was computed
+    // on 8-byte words).
+    for (fixture, cap, plain, reduced) in [
+        ("qadeer", "2", 17, 9),
+        ("qadeer_int", "2", 17, 9),
+        ("wakeup_locks", "1", 39, 28),
+        ("wakeup_locks_int", "1", 39, 28),
+    ] {
         let icb = icb_report(cap, &["--no-por"], fixture);
         let bpor = icb_report(cap, &[], fixture);
         assert_eq!(icb["executions"], plain, "{fixture}: {icb}");

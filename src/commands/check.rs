@@ -178,6 +178,12 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             crate::cli::DEFAULT_TIME_BUDGET_SECS / 60.0
         );
     }
+    if let Some(n) = result.followed_race {
+        eprintln!(
+            "mcheck: note: after the data race found in execution {n} the search went on to find a failure it leads to (an assertion, crash, deadlock...) and found none before it stopped ({}); --keep-going collects every finding, --max-executions N or --time-limit SECS sets the budget",
+            result.stopped_because
+        );
+    }
     if let Some(note) = shown_output_note(
         cfg.execution.program.stdio,
         args.output.quiet_program,

@@ -25,7 +25,8 @@ pub(super) struct Steps {
     previous: Vec<Option<usize>>,
     /// The last finished step of each thread.
     last_of: Vec<Option<usize>>,
-    /// Per object touched: the clock of its last write and the join of its reads since.
+    /// Per object touched (per byte for memory, [`crate::model::Touch::keys`]): the clock of
+    /// its last write and the join of its reads since.
     objects: HashMap<ObjectRef, ObjectClocks>,
     /// The join of every finished step's clock (what a global step comes after).
     all: Vec<u32>,
@@ -180,10 +181,12 @@ impl Steps {
         } else {
             join(&mut clock, &self.globals);
             for t in &footprint.touches {
-                if let Some(o) = self.objects.get(&t.object) {
-                    join(&mut clock, &o.write);
-                    if t.write {
-                        join(&mut clock, &o.reads);
+                for key in t.keys() {
+                    if let Some(o) = self.objects.get(&key) {
+                        join(&mut clock, &o.write);
+                        if t.write {
+                            join(&mut clock, &o.reads);
+                        }
                     }
                 }
             }
@@ -219,13 +222,15 @@ fn record(
         join(globals, clock);
     }
     for t in &footprint.touches {
-        let o = objects.entry(t.object).or_default();
-        if t.write {
-            o.write.clear();
-            o.write.extend_from_slice(clock);
-            o.reads.clear();
-        } else {
-            join(&mut o.reads, clock);
+        for key in t.keys() {
+            let o = objects.entry(key).or_default();
+            if t.write {
+                o.write.clear();
+                o.write.extend_from_slice(clock);
+                o.reads.clear();
+            } else {
+                join(&mut o.reads, clock);
+            }
         }
     }
 }
@@ -260,7 +265,8 @@ pub(super) struct HeldIndex {
     all: HashMap<ThreadId, Vec<Entry>>,
     /// The nodes whose step is global, per thread.
     global: HashMap<ThreadId, Vec<Entry>>,
-    /// Per object, per thread: the nodes whose step reads it, and those that write it.
+    /// Per object (per byte for memory), per thread: the nodes whose step reads it, and
+    /// those that write it.
     objects: HashMap<ObjectRef, Vec<ObjectHeld>>,
 }
 
@@ -281,8 +287,8 @@ impl HeldIndex {
         if footprint.global {
             self.global.entry(thread).or_default().push(e);
         }
-        for t in &footprint.touches {
-            let per_thread = self.objects.entry(t.object).or_default();
+        for (t, key) in (footprint.touches.iter()).flat_map(|t| t.keys().map(move |k| (t, k))) {
+            let per_thread = self.objects.entry(key).or_default();
             let k = match per_thread.iter().position(|h| h.thread == thread) {
                 Some(k) => k,
                 None => {
@@ -331,8 +337,8 @@ impl HeldIndex {
                 take(list, a);
             }
         }
-        for t in &footprint.touches {
-            let Some(per_thread) = self.objects.get_mut(&t.object) else {
+        for (t, key) in (footprint.touches.iter()).flat_map(|t| t.keys().map(move |k| (t, k))) {
+            let Some(per_thread) = self.objects.get_mut(&key) else {
                 continue;
             };
             for h in per_thread.iter_mut().filter(|h| h.thread != thread) {
@@ -351,18 +357,24 @@ mod tests {
     use crate::model::ObjectKind;
     use rand::{Rng, SeedableRng};
 
-    /// A random step: thread, footprint over a few words (sometimes global or empty).
+    /// A random step: thread, footprint over a few words, whole or byte ranges of 1 to 16
+    /// bytes, aligned or not (sometimes global or empty).
     fn random_step(rng: &mut impl Rng, threads: usize) -> (ThreadId, Footprint) {
         let mut f = Footprint::default();
         if rng.random_ratio(1, 25) {
             f.global = true;
         } else {
             for _ in 0..rng.random_range(0..3) {
-                f.touch(
-                    ObjectKind::Memory,
-                    rng.random_range(0..4u64) * 8,
-                    rng.random(),
-                );
+                if rng.random() {
+                    f.touch(
+                        ObjectKind::Memory,
+                        rng.random_range(0..4u64) * 8,
+                        rng.random(),
+                    );
+                } else {
+                    let size = [1, 2, 4, 8, 16][rng.random_range(0..5)];
+                    f.touch_range(rng.random_range(0..28u64), size, rng.random());
+                }
             }
         }
         (rng.random_range(0..threads), f)

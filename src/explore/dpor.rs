@@ -163,6 +163,7 @@ struct Analysis<'s, 'a> {
     clocks: Vec<Clock>,
     last_of: HashMap<ThreadId, usize>,
     creator: HashMap<ThreadId, usize>,
+    /// Per object (per byte for memory, [`crate::model::Touch::keys`]): its accesses.
     objects: HashMap<ObjectRef, ObjectHistory>,
     globals: Vec<usize>,
     all: Clock,
@@ -215,7 +216,10 @@ impl<'s, 'a> Analysis<'s, 'a> {
                 join(&mut c, &self.clocks[g]);
             }
             for t in &f.touches {
-                if let Some(h) = self.objects.get(&t.object) {
+                for key in t.keys() {
+                    let Some(h) = self.objects.get(&key) else {
+                        continue;
+                    };
                     if let Some(w) = h.last_write {
                         join(&mut c, &self.clocks[w]);
                     }
@@ -264,8 +268,8 @@ impl<'s, 'a> Analysis<'s, 'a> {
         if f.global {
             found.extend((0..self.clocks.len()).filter(|&i| candidate(i)));
         } else {
-            for t in &f.touches {
-                let Some(h) = self.objects.get(&t.object) else {
+            for (t, key) in f.touches.iter().flat_map(|t| t.keys().map(move |k| (t, k))) {
+                let Some(h) = self.objects.get(&key) else {
                     continue;
                 };
                 for &(i, w) in h.steps.iter().rev() {
@@ -364,14 +368,16 @@ impl<'s, 'a> Analysis<'s, 'a> {
             self.globals.push(k);
         }
         for t in &s.footprint.touches {
-            let h = self.objects.entry(t.object).or_default();
-            if t.write {
-                h.last_write = Some(k);
-                h.reads_since.clear();
-            } else {
-                h.reads_since.push(k);
+            for key in t.keys() {
+                let h = self.objects.entry(key).or_default();
+                if t.write {
+                    h.last_write = Some(k);
+                    h.reads_since.clear();
+                } else {
+                    h.reads_since.push(k);
+                }
+                h.steps.push((k, t.write));
             }
-            h.steps.push((k, t.write));
         }
     }
 }
@@ -476,6 +482,63 @@ mod tests {
             },
         ];
         assert!(races(&steps, &[]).is_empty());
+    }
+
+    /// The footprint of one access of `size` bytes at `addr`.
+    fn bytes(addr: u64, size: u64, write: bool) -> Footprint {
+        let mut f = Footprint::default();
+        f.touch_range(addr, size, write);
+        f
+    }
+
+    #[test]
+    fn dependency_is_byte_exact() {
+        // T0 writes bytes 0..4 of a word, T1 bytes 4..8: no race. T2 then reads the whole
+        // word: it races with the last write of each half.
+        let (lo, hi, all) = (
+            bytes(0x1000, 4, true),
+            bytes(0x1004, 4, true),
+            bytes(0x1000, 8, false),
+        );
+        let en = [0, 1, 2];
+        let step = |thread, footprint| Step {
+            thread,
+            enabled: &en,
+            footprint,
+            created: &[],
+        };
+        assert!(races(&[step(0, &lo), step(1, &hi)], &[]).is_empty());
+        let nodes: Vec<usize> = races(&[step(0, &lo), step(1, &hi), step(2, &all)], &[])
+            .iter()
+            .map(|r| r.node)
+            .collect();
+        assert_eq!(nodes, [0, 1]);
+        // A misaligned write over both halves (bytes 3..5) races with each.
+        let mid = bytes(0x1003, 2, true);
+        let nodes: Vec<usize> = races(&[step(0, &lo), step(1, &hi), step(2, &mid)], &[])
+            .iter()
+            .map(|r| r.node)
+            .collect();
+        assert_eq!(nodes, [0, 1]);
+        // A 1-byte write just past the low half races with the high half only.
+        let b4 = bytes(0x1004, 1, true);
+        let nodes: Vec<usize> = races(&[step(0, &lo), step(1, &hi), step(2, &b4)], &[])
+            .iter()
+            .map(|r| r.node)
+            .collect();
+        assert_eq!(nodes, [1]);
+    }
+
+    #[test]
+    fn a_sleeping_thread_stays_asleep_past_disjoint_bytes_of_its_word() {
+        let node = PorNode {
+            sleep: vec![(1, bytes(0x1000, 4, true))],
+            ..PorNode::default()
+        };
+        let disjoint = bytes(0x1004, 4, true);
+        assert_eq!(node.sleep_after(0, &disjoint).count(), 1);
+        let overlapping = bytes(0x1002, 4, false);
+        assert_eq!(node.sleep_after(0, &overlapping).count(), 0);
     }
 
     #[test]

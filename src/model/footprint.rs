@@ -3,22 +3,64 @@
 //! footprints touch a common object and at least one of them may change it, or when one of
 //! them is global (dependent with everything).
 //!
-//! Memory words (atomics, futex words, racy addresses) are keyed by their aligned 8-byte
-//! word, so that a futex wait and an atomic compare-and-swap on the same word, or two
-//! overlapping atomics of different sizes, are dependent.
+//! Memory (atomics, futex words, racy addresses) is byte-exact: a memory touch names an
+//! aligned 8-byte *cell* and the bytes of it the access covers ([`Touch::bytes`]); an access
+//! spanning cells (a 16-byte compare-and-swap, a misaligned word) touches each. Two memory
+//! touches are dependent only when their bytes overlap and one writes, so that a futex wait
+//! and an atomic compare-and-swap on its word, or overlapping atomics of different sizes,
+//! are dependent, while two 4-byte counters side by side in one 8-byte word are not.
 
 use super::ops::{Attempt, ObjectKind, ObjectRef, Op};
 use super::{Addr, ThreadId};
 
+/// The size in bytes of a memory cell: memory touches are keyed by their aligned cell.
+pub const CELL: u64 = 8;
+
+/// Every byte of an object (what a touch of a non-memory object, or of a whole cell, covers).
+pub const ALL_BYTES: u8 = 0xff;
+
+/// Most bytes [`Footprint::touch_range`] keeps exact; a longer range is dependent with
+/// everything (footprints hold steps' atomics and scheduling-point accesses, never this big).
+const MAX_EXACT_RANGE: u64 = 1 << 16;
+
 /// One object a step touches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Touch {
-    /// The object (for memory words, kind [`ObjectKind::Memory`] and the aligned address).
+    /// The object (for memory, kind [`ObjectKind::Memory`] and the aligned cell's address).
     pub object: ObjectRef,
+    /// For memory, the bytes of the cell covered (bit i: byte `addr + i`); [`ALL_BYTES`]
+    /// for every other object.
+    pub bytes: u8,
     /// The step may change it.
     pub write: bool,
     /// How the step's operation needs the object.
     pub role: Role,
+}
+
+impl Touch {
+    /// Whether this touch and `other` name common bytes of one object.
+    pub fn overlaps(&self, other: &Touch) -> bool {
+        self.object == other.object && self.bytes & other.bytes != 0
+    }
+
+    /// Whether a step with this touch and one with `other` are dependent through it.
+    pub fn conflicts(&self, other: &Touch) -> bool {
+        self.overlaps(other) && (self.write || other.write)
+    }
+
+    /// The byte-exact keys of what the touch covers, for per-object indexes (histories of
+    /// accesses): one per byte for memory, the object itself otherwise. Two touches are
+    /// [`Touch::overlaps`] exactly when they have a key in common.
+    pub fn keys(&self) -> impl Iterator<Item = ObjectRef> + '_ {
+        let memory = self.object.kind == ObjectKind::Memory;
+        let (n, object) = (if memory { CELL } else { 1 }, self.object);
+        (0..n)
+            .filter(move |&i| !memory || self.bytes & (1 << i) != 0)
+            .map(move |i| ObjectRef {
+                kind: object.kind,
+                addr: object.addr + i,
+            })
+    }
 }
 
 /// How an operation needs an object, for *co-enabledness*: an operation that waits until
@@ -38,7 +80,9 @@ pub enum Role {
 /// What a step may read or change.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Footprint {
-    /// The objects touched (each object at most once; a write subsumes a read).
+    /// The objects touched (each object at most once, except a memory cell: at most once
+    /// read and once written, each with the union of its bytes; a write subsumes a read of
+    /// the same bytes).
     pub touches: Vec<Touch>,
     /// Dependent with every step of every thread (the end of the process, virtual time,
     /// an operation on an unknown object).
@@ -66,6 +110,10 @@ impl Footprint {
 
     /// Adds an object the operation needs in `role`.
     pub fn touch_as(&mut self, kind: ObjectKind, addr: Addr, write: bool, role: Role) {
+        if kind == ObjectKind::Memory {
+            self.touch_bytes(addr & !(CELL - 1), ALL_BYTES, write);
+            return;
+        }
         let object = ObjectRef { kind, addr };
         match self.touches.iter_mut().find(|t| t.object == object) {
             Some(t) => {
@@ -76,15 +124,63 @@ impl Footprint {
             }
             None => self.touches.push(Touch {
                 object,
+                bytes: ALL_BYTES,
                 write,
                 role,
             }),
         }
     }
 
-    /// Adds a memory word (an atomic location, a futex word) containing `addr`.
+    /// Adds bytes `bytes` of the memory cell at `cell` (aligned): to the cell's write touch
+    /// when writing, else to its read touch unless its write touch covers them.
+    fn touch_bytes(&mut self, cell: Addr, bytes: u8, write: bool) {
+        let object = ObjectRef {
+            kind: ObjectKind::Memory,
+            addr: cell,
+        };
+        let mut bytes = bytes;
+        if !write {
+            if let Some(w) = self.touches.iter().find(|t| t.object == object && t.write) {
+                bytes &= !w.bytes;
+            }
+            if bytes == 0 {
+                return;
+            }
+        }
+        match (self.touches.iter_mut()).find(|t| t.object == object && t.write == write) {
+            Some(t) => t.bytes |= bytes,
+            None => self.touches.push(Touch {
+                object,
+                bytes,
+                write,
+                role: Role::Plain,
+            }),
+        }
+    }
+
+    /// Adds the `size` bytes of memory from `addr` (an access of that size there): each
+    /// cell it covers, with those of its bytes. Size 0 (not known) or a range too long to
+    /// keep exact makes the footprint global.
+    pub fn touch_range(&mut self, addr: Addr, size: u64, write: bool) {
+        if size == 0 || size > MAX_EXACT_RANGE {
+            self.global = true;
+            return;
+        }
+        let end = addr.saturating_add(size);
+        let mut cell = addr & !(CELL - 1);
+        while cell < end {
+            let from = addr.max(cell) - cell;
+            let to = end.min(cell + CELL) - cell;
+            let bytes = ((1u16 << to) - (1u16 << from)) as u8;
+            self.touch_bytes(cell, bytes, write);
+            cell += CELL;
+        }
+    }
+
+    /// Adds the whole aligned 8-byte word containing `addr` (an access whose size is not
+    /// known).
     pub fn touch_word(&mut self, addr: Addr, write: bool) {
-        self.touch(ObjectKind::Memory, addr & !7, write);
+        self.touch_bytes(addr & !(CELL - 1), ALL_BYTES, write);
     }
 
     /// Adds the exit of thread `t` (which a blocking join of it waits for).
@@ -96,7 +192,7 @@ impl Footprint {
     pub fn extend(&mut self, other: &Footprint) {
         self.global |= other.global;
         for t in &other.touches {
-            self.touch_as(t.object.kind, t.object.addr, t.write, t.role);
+            self.add(t, t.role);
         }
     }
 
@@ -105,7 +201,15 @@ impl Footprint {
     pub fn extend_plain(&mut self, other: &Footprint) {
         self.global |= other.global;
         for t in &other.touches {
-            self.touch(t.object.kind, t.object.addr, t.write);
+            self.add(t, Role::Plain);
+        }
+    }
+
+    /// Adds touch `t` in `role`.
+    fn add(&mut self, t: &Touch, role: Role) {
+        match t.object.kind {
+            ObjectKind::Memory => self.touch_bytes(t.object.addr, t.bytes, t.write),
+            kind => self.touch_as(kind, t.object.addr, t.write, role),
         }
     }
 
@@ -114,7 +218,7 @@ impl Footprint {
     pub fn excludes(&self, other: &Footprint) -> bool {
         self.touches.iter().any(|a| {
             other.touches.iter().any(|b| {
-                a.object == b.object
+                a.overlaps(b)
                     && matches!(
                         (a.role, b.role),
                         (Role::Acquire, Role::Release) | (Role::Release, Role::Acquire)
@@ -127,7 +231,7 @@ impl Footprint {
     pub fn excludes_on(&self, other: &Footprint, kind: ObjectKind) -> bool {
         self.touches.iter().any(|a| {
             other.touches.iter().any(|b| {
-                a.object == b.object
+                a.overlaps(b)
                     && a.object.kind == kind
                     && matches!(
                         (a.role, b.role),
@@ -143,14 +247,14 @@ impl Footprint {
         if self.global || other.global {
             return true;
         }
-        self.touches.iter().any(|a| {
-            other
-                .touches
-                .iter()
-                .any(|b| a.object == b.object && (a.write || b.write))
-        })
+        self.touches
+            .iter()
+            .any(|a| other.touches.iter().any(|b| a.conflicts(b)))
     }
 }
+
+/// The size of a futex word.
+const FUTEX_WORD: u64 = 4;
 
 impl Op {
     /// What performing this operation may read or change. Thread-local steps (start,
@@ -164,25 +268,29 @@ impl Op {
             // Ending the process ends every other thread's next step: dependent with all.
             Op::ExitGroup => f.global = true,
             Op::Sleep { .. } => f.touch(K::Time, 0, true),
-            Op::Atomic { addr } => {
+            Op::Atomic { addr, size } => {
                 if addr == 0 {
                     // The address could not be computed: assume the worst.
                     f.global = true;
                 } else {
-                    f.touch_word(addr, true);
+                    f.touch_range(addr, size.into(), true);
                 }
             }
-            Op::MemoryAccess { addr, write } => f.touch_word(addr, write),
+            Op::MemoryAccess { addr, size, write } => f.touch_range(addr, size.into(), write),
+            // A futex word is 4 bytes: what overlaps it (the lock word's atomics, of any
+            // size) depends on its waits and wakes.
             Op::FutexWait { addr, timeout, .. } => {
-                f.touch_word(addr, true);
+                f.touch_range(addr, FUTEX_WORD, true);
                 if timeout.is_some() {
                     f.touch(K::Time, 0, true);
                 }
             }
-            Op::FutexWake { addr, .. } | Op::FutexResume { addr } => f.touch_word(addr, true),
+            Op::FutexWake { addr, .. } | Op::FutexResume { addr } => {
+                f.touch_range(addr, FUTEX_WORD, true)
+            }
             Op::FutexRequeue { addr, to, .. } => {
-                f.touch_word(addr, true);
-                f.touch_word(to, true);
+                f.touch_range(addr, FUTEX_WORD, true);
+                f.touch_range(to, FUTEX_WORD, true);
             }
             Op::MutexLock {
                 m,
@@ -302,7 +410,15 @@ mod tests {
     #[test]
     fn ending_the_process_depends_on_everything() {
         let exit = Op::ExitGroup.footprint();
-        for op in [Op::Yield, Op::Start, lock(8), Op::Atomic { addr: 0x40 }] {
+        for op in [
+            Op::Yield,
+            Op::Start,
+            lock(8),
+            Op::Atomic {
+                addr: 0x40,
+                size: 8,
+            },
+        ] {
             assert!(exit.conflicts(&op.footprint()), "{op:?}");
         }
     }
@@ -315,12 +431,20 @@ mod tests {
             bitset: !0,
             timeout: None,
         };
-        assert!(wait
+        assert!(wait.footprint().conflicts(
+            &Op::Atomic {
+                addr: 0x1000,
+                size: 8
+            }
             .footprint()
-            .conflicts(&Op::Atomic { addr: 0x1000 }.footprint()));
-        assert!(!wait
+        ));
+        assert!(!wait.footprint().conflicts(
+            &Op::Atomic {
+                addr: 0x1008,
+                size: 8
+            }
             .footprint()
-            .conflicts(&Op::Atomic { addr: 0x1008 }.footprint()));
+        ));
     }
 
     #[test]
@@ -370,7 +494,11 @@ mod tests {
         assert!(timed
             .footprint()
             .conflicts(&Op::Sleep { ns: 1 }.footprint()));
-        assert!(Op::Atomic { addr: 0 }.footprint().global);
+        assert!(Op::Atomic { addr: 0, size: 8 }.footprint().global);
+        assert!(
+            Op::Atomic { addr: 8, size: 0 }.footprint().global,
+            "size not known"
+        );
         assert!(
             Op::Join {
                 target: None,
@@ -379,5 +507,166 @@ mod tests {
             .footprint()
             .global
         );
+    }
+
+    /// The footprint of one access of `size` bytes at `addr`.
+    fn access(addr: Addr, size: u64, write: bool) -> Footprint {
+        let mut f = Footprint::default();
+        f.touch_range(addr, size, write);
+        f
+    }
+
+    fn rmw(addr: Addr, size: u8) -> Footprint {
+        Op::Atomic { addr, size }.footprint()
+    }
+
+    #[test]
+    fn disjoint_bytes_of_one_word_are_independent() {
+        // Three 4-byte counters side by side: x at 0x100c, y at 0x1010, g at 0x1014 (y and
+        // g share the 8-byte word at 0x1010).
+        let (x, y, g) = (rmw(0x100c, 4), rmw(0x1010, 4), rmw(0x1014, 4));
+        assert!(!y.conflicts(&g) && !g.conflicts(&y));
+        assert!(!x.conflicts(&y) && !x.conflicts(&g));
+        assert!(g.conflicts(&rmw(0x1014, 4)));
+        // Bytes of one word, one at a time.
+        for i in 0..8 {
+            for j in 0..8 {
+                let (a, b) = (access(0x2000 + i, 1, true), access(0x2000 + j, 1, true));
+                assert_eq!(a.conflicts(&b), i == j, "byte {i} and byte {j}");
+            }
+        }
+    }
+
+    #[test]
+    fn partial_overlaps_of_any_sizes_are_dependent() {
+        // (addr, size) pairs against an 4-byte write at 0x1002 (bytes 0x1002..0x1006).
+        let w = access(0x1002, 4, true);
+        for (addr, size, dependent) in [
+            (0x1000, 2, false),
+            (0x1000, 3, true),
+            (0x1005, 1, true),
+            (0x1006, 2, false),
+            (0x1000, 8, true),
+            (0x0ff8, 8, false),
+            (0x0ffc, 8, true),
+            (0x1004, 16, true),
+            (0x1006, 16, false),
+        ] {
+            assert_eq!(
+                access(addr, size, false).conflicts(&w),
+                dependent,
+                "read of {size} at {addr:#x}"
+            );
+            assert_eq!(w.conflicts(&access(addr, size, true)), dependent);
+        }
+    }
+
+    #[test]
+    fn reads_commute_whatever_their_overlap() {
+        let a = access(0x1000, 8, false);
+        assert!(!a.conflicts(&access(0x1004, 4, false)));
+        assert!(a.conflicts(&access(0x1004, 4, true)));
+    }
+
+    #[test]
+    fn read_modify_writes_of_every_size_depend_on_what_they_overlap() {
+        for size in [1u8, 2, 4, 8, 16] {
+            let base = 0x4000;
+            let op = rmw(base, size);
+            // Each byte it covers, read by another thread, depends on it; the bytes just
+            // outside do not.
+            for i in 0..u64::from(size) {
+                assert!(
+                    op.conflicts(&access(base + i, 1, false)),
+                    "{size}: byte {i}"
+                );
+            }
+            assert!(!op.conflicts(&access(base + u64::from(size), 1, true)));
+            assert!(!op.conflicts(&access(base - 1, 1, true)));
+            // Two read-modify-writes overlapping in their last and first bytes.
+            assert!(op.conflicts(&rmw(base + u64::from(size) - 1, 1)));
+        }
+        // A 16-byte compare-and-swap spans two cells: it depends on both words.
+        let wide = rmw(0x5000, 16);
+        assert!(wide.conflicts(&rmw(0x5000, 8)) && wide.conflicts(&rmw(0x5008, 8)));
+        assert!(wide.conflicts(&rmw(0x500c, 4)));
+        assert!(!wide.conflicts(&rmw(0x5010, 8)));
+    }
+
+    #[test]
+    fn a_misaligned_access_spans_the_cells_it_covers() {
+        let m = access(0x1006, 4, true); // bytes 0x1006..0x100a: two cells
+        assert_eq!(m.touches.len(), 2);
+        assert!(m.conflicts(&access(0x1007, 1, false)));
+        assert!(m.conflicts(&access(0x1008, 2, false)));
+        assert!(m.conflicts(&access(0x1009, 1, false)));
+        assert!(!m.conflicts(&access(0x100a, 4, false)));
+        assert!(!m.conflicts(&access(0x1000, 6, false)));
+    }
+
+    #[test]
+    fn a_futex_word_depends_on_the_lock_word_atomics_that_overlap_it() {
+        let wait = Op::FutexWait {
+            addr: 0x1000,
+            expected: 1,
+            bitset: !0,
+            timeout: None,
+        }
+        .footprint();
+        let wake = Op::FutexWake {
+            addr: 0x1000,
+            count: 1,
+            bitset: !0,
+        }
+        .footprint();
+        assert!(wait.conflicts(&wake));
+        for (addr, size) in [
+            (0x1000, 4),
+            (0x1000, 1),
+            (0x1003, 1),
+            (0x1000, 8),
+            (0x0ffc, 8),
+        ] {
+            assert!(wait.conflicts(&rmw(addr, size)), "{size} at {addr:#x}");
+            assert!(wake.conflicts(&rmw(addr, size)), "{size} at {addr:#x}");
+        }
+        // The other half of its 8-byte word is another object.
+        assert!(!wait.conflicts(&rmw(0x1004, 4)));
+    }
+
+    #[test]
+    fn a_long_range_or_an_unknown_size_is_dependent_with_everything() {
+        assert!(access(0x1000, 0, false).global);
+        assert!(access(0x1000, MAX_EXACT_RANGE + 1, false).global);
+        let copy = access(0x1000, 100, true);
+        assert!(!copy.global);
+        assert!(copy.conflicts(&access(0x1063, 1, false)));
+        assert!(!copy.conflicts(&access(0x1064, 1, false)));
+    }
+
+    #[test]
+    fn a_step_keeps_its_reads_and_writes_of_one_cell_apart() {
+        // Reads bytes 0..4 of a cell and writes bytes 4..8: a read of bytes 0..4 by another
+        // thread commutes with it, a write there does not.
+        let mut step = access(0x1000, 4, false);
+        step.extend_plain(&access(0x1004, 4, true));
+        assert!(!step.conflicts(&access(0x1000, 4, false)));
+        assert!(step.conflicts(&access(0x1000, 4, true)));
+        assert!(step.conflicts(&access(0x1006, 1, false)));
+        // A read of bytes it writes adds nothing.
+        step.touch_range(0x1004, 2, false);
+        assert_eq!(step.touches.len(), 2);
+    }
+
+    #[test]
+    fn keys_name_each_byte_of_memory_and_the_object_otherwise() {
+        let f = access(0x1006, 4, true);
+        let keys: Vec<Addr> = (f.touches.iter())
+            .flat_map(|t| t.keys().map(|k| k.addr))
+            .collect();
+        assert_eq!(keys, [0x1006, 0x1007, 0x1008, 0x1009]);
+        let m = lock(8).footprint();
+        let keys: Vec<ObjectRef> = m.touches[0].keys().collect();
+        assert_eq!(keys, [m.touches[0].object]);
     }
 }

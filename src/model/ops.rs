@@ -38,10 +38,12 @@ pub enum Op {
     Yield,
     /// nanosleep/clock_nanosleep for this many virtual nanoseconds.
     Sleep { ns: u64 },
-    /// An atomic read-modify-write instruction on `addr`.
-    Atomic { addr: Addr },
-    /// A plain access to an address found racy earlier (`--preempt-on-races`).
-    MemoryAccess { addr: Addr, write: bool },
+    /// An atomic read-modify-write instruction on the `size` bytes at `addr` (0: size not
+    /// known, dependent with everything).
+    Atomic { addr: Addr, size: u8 },
+    /// A plain access of `size` bytes to an address found racy earlier
+    /// (`--preempt-on-races`), or an atomic load or store at a scheduling point.
+    MemoryAccess { addr: Addr, size: u8, write: bool },
     /// pthread_mutex_init.
     MutexInit { m: Addr, kind: MutexType },
     /// pthread_mutex_lock/trylock/timedlock; `kind` is the type read from a statically
@@ -298,7 +300,7 @@ impl Op {
             | Op::FutexWake { addr, .. }
             | Op::FutexRequeue { addr, .. }
             | Op::FutexResume { addr } => r(K::Futex, addr),
-            Op::Atomic { addr } => r(K::Atomic, addr),
+            Op::Atomic { addr, .. } => r(K::Atomic, addr),
             Op::MemoryAccess { addr, .. } => r(K::Memory, addr),
             Op::Once { o } => r(K::Once, o),
             _ => None,

@@ -40,9 +40,13 @@ impl Op {
     pub fn in_space(self, space: Space) -> Op {
         let s = |a: Addr| in_space(a, space);
         match self {
-            Op::Atomic { addr } => Op::Atomic { addr: s(addr) },
-            Op::MemoryAccess { addr, write } => Op::MemoryAccess {
+            Op::Atomic { addr, size } => Op::Atomic {
                 addr: s(addr),
+                size,
+            },
+            Op::MemoryAccess { addr, size, write } => Op::MemoryAccess {
+                addr: s(addr),
+                size,
                 write,
             },
             Op::MutexInit { m, kind } => Op::MutexInit { m: s(m), kind },

@@ -147,9 +147,46 @@ impl WorkerState {
         }
     }
 
+    /// Whether an access of `size` bytes at `ea` covers an address found racy: byte-exact,
+    /// as dependency is, so that both accesses of a race become points even when the
+    /// race's address is not where one of them starts (a word read at X racing with a
+    /// write of its upper half is reported at X + 4).
+    pub fn covers_racy_address(&self, ea: u64, size: u64) -> bool {
+        (0..size.max(1)).any(|i| self.racy_addresses.contains(&ea.wrapping_add(i)))
+    }
+
     /// Adds `points` to the racy points.
     pub fn add_racy_points(&mut self, points: &RacyPoints) {
         self.racy_addresses.extend(points.addresses.iter().copied());
         self.racy_sites.extend(points.sites.iter().copied());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_access_covering_a_racy_address_is_a_point_wherever_it_starts() {
+        let mut w = WorkerState::default();
+        w.racy_addresses.insert(0x1004);
+        assert!(w.covers_racy_address(0x1004, 4));
+        assert!(
+            w.covers_racy_address(0x1000, 8),
+            "a word read over the racy half"
+        );
+        assert!(
+            w.covers_racy_address(0x1003, 2),
+            "a misaligned access over it"
+        );
+        assert!(
+            !w.covers_racy_address(0x1000, 4),
+            "the other half of the word"
+        );
+        assert!(!w.covers_racy_address(0x1005, 1));
+        assert!(
+            w.covers_racy_address(0x1004, 0),
+            "an access of unknown size at it"
+        );
     }
 }

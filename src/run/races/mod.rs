@@ -535,7 +535,8 @@ impl RaceRecording {
             env.repeats.forget();
             // A library's own lock or reference count: it orders what comes before and
             // after it, and the step depends on whatever else touches the word.
-            env.segment.touch_word(in_space(ea, env.space), true);
+            let size = site.insn.memory_size().size() as u64;
+            env.segment.touch_range(in_space(ea, env.space), size, true);
             if env.threads > 1 {
                 self.library_sync += 1;
                 self.library_sync_site.get_or_insert(pc);
@@ -544,7 +545,7 @@ impl RaceRecording {
             return;
         }
         if site.library_plain {
-            self.record_library_plain(env, t, ea, site.write);
+            self.record_library_plain(env, t, ea, site.size.into(), site.write);
             return;
         }
         let atomic = site.atomic_source || (site.plain_mov && env.is_atomic_location(ea));
@@ -563,7 +564,8 @@ impl RaceRecording {
         if atomic {
             env.repeats.forget();
             // Partial-order reduction: the step touched this atomic location.
-            env.segment.touch_word(in_space(ea, env.space), write);
+            env.segment
+                .touch_range(in_space(ea, env.space), site.size.into(), write);
             // x86: a MOV load of an atomic is an acquire, a MOV store a release.
             if let Some(d) = self.detector.as_mut() {
                 if !write {
@@ -581,15 +583,22 @@ impl RaceRecording {
         }
     }
 
-    /// Records a plain load (`write` false) or store at `ea` by `t` inside a runtime library
+    /// Records a plain load (`write` false) or store of `size` bytes at `ea` by `t` inside a runtime library
     /// that synchronises through them (libgomp's barrier generation): on x86-64 an acquire
     /// load and a release store are such MOVs, so the load acquires the address and the
     /// store releases it, as the hardware orders them. Not checked for races: the library's
     /// own bookkeeping is not the program's.
-    fn record_library_plain(&mut self, env: &mut Env<'_>, t: ThreadId, ea: u64, write: bool) {
+    fn record_library_plain(
+        &mut self,
+        env: &mut Env<'_>,
+        t: ThreadId,
+        ea: u64,
+        size: u64,
+        write: bool,
+    ) {
         env.repeats.forget();
         // Partial-order reduction: another order of these steps may give other edges.
-        env.segment.touch_word(ea, write);
+        env.segment.touch_range(ea, size, write);
         let Some(d) = self.detector.as_mut() else {
             return;
         };

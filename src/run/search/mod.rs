@@ -37,6 +37,9 @@ use crate::tracee::{self, cpu};
 /// Why a search stopped when its `time_limit` ran out (`SearchResult::stopped_because`).
 pub const TIME_LIMIT_REACHED: &str = "time limit reached";
 
+/// Why a search stopped at a failure (`SearchResult::stopped_because`).
+pub const FIRST_FINDING: &str = "stopped at the first finding";
+
 /// Runs the search.
 pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult> {
     // Racy sites become scheduling points of the tree search (a new tree per round) when
@@ -216,6 +219,9 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
                 "execution budget spent".into()
             }
         });
+    // A race the search went on after without finding the failure it leads to.
+    let followed_race = Some(shared.following_since.load(Ordering::SeqCst))
+        .filter(|&n| n > 0 && stopped_because != FIRST_FINDING);
     progress(&ProgressReport {
         executions,
         findings: findings.witnesses.len(),
@@ -260,5 +266,6 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         },
         runs_outside_share: shared.outside_share.load(Ordering::SeqCst),
         schedule_digest: shared.digest.load(Ordering::SeqCst),
+        followed_race,
     })
 }

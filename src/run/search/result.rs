@@ -84,6 +84,10 @@ pub struct SearchResult {
     /// Order-independent digest of the schedules of the executions run to their end
     /// ([`schedule_hash`] summed): shards of one search add up to the unsharded search's.
     pub schedule_digest: u64,
+    /// The execution that found the data race the search went on after (without
+    /// `--keep-going`) to find a failure it leads to, when it found none: the search then
+    /// ran until its budget was spent or its tree ran out.
+    pub followed_race: Option<u64>,
 }
 
 /// Why one execution covered the whole search space.

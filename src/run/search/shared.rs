@@ -31,11 +31,6 @@ pub(super) struct Findings {
     pub(super) stopped_because: Option<String>,
 }
 
-/// Executions a search without `--keep-going` goes on for after a data race, looking for the
-/// failure the race causes in the refined tree (counted from the race, and again from each
-/// refinement round it starts), before it stops at the race.
-pub const RACE_FOLLOW_UP: u64 = 100;
-
 impl Findings {
     /// Drops each `lock_order` finding that a `deadlock` finding shares a source location
     /// with: the search reached the deadlock the cycle predicted, the stronger finding.
@@ -100,8 +95,8 @@ pub(super) struct Shared<'a> {
     pub(super) refine: bool,
     /// Racy sites and addresses found.
     pub(super) racy: Mutex<Racy>,
-    /// Executions done when the search began following a race without `--keep-going`
-    /// (0: not following).
+    /// The execution that found the first data race a search without `--keep-going` goes
+    /// on after, to find the failure it leads to (0: none).
     pub(super) following_since: AtomicU64,
     pub(super) started_at: Instant,
     pub(super) reserved: AtomicU64,
@@ -217,12 +212,6 @@ impl Shared<'_> {
             r.number,
             r.points.sites.len()
         );
-        let following = self.following_since.load(Ordering::SeqCst);
-        if following > 0 {
-            // A new round: the race follow-up starts over.
-            self.following_since
-                .store(self.done.load(Ordering::SeqCst).max(1), Ordering::SeqCst);
-        }
     }
 
     /// The coverage of the systematic member, qualified by the racy sites found.
@@ -469,7 +458,7 @@ impl Shared<'_> {
             return;
         }
         // Only data races: without --keep-going, a search that refines its tree by races goes
-        // on to find the failure they cause (within RACE_FOLLOW_UP executions). A lock-order
+        // on to find the failure they cause, for the rest of its budget. A lock-order
         // cycle: the search goes on to reach the deadlock itself (within LOCK_ORDER_FOLLOW_UP
         // executions), which then replaces it (`SearchResult`).
         let only_races = found.iter().all(|f| f.kind == FindingKind::DataRace);
@@ -522,26 +511,18 @@ impl Shared<'_> {
                 Ordering::SeqCst,
             );
         } else {
-            self.stop_because("stopped at the first finding".into());
+            self.stop_because(super::FIRST_FINDING.into());
         }
     }
 
-    /// Stops a search that has followed its races for [`RACE_FOLLOW_UP`] executions
-    /// without finding a failure.
-    pub(super) fn follow_up_spent(&self) -> bool {
-        let done = self.done.load(Ordering::SeqCst);
-        let cycle_since = self.lock_order_since.load(Ordering::SeqCst);
-        if cycle_since != 0 && done >= cycle_since + LOCK_ORDER_FOLLOW_UP {
-            self.stop_because(
-                "stopped at the lock-order cycle: its deadlock was not reached".into(),
-            );
-            return true;
-        }
-        let since = self.following_since.load(Ordering::SeqCst);
-        if since == 0 || self.done.load(Ordering::SeqCst) < since + RACE_FOLLOW_UP {
+    /// Stops a search that has followed a lock-order cycle for [`LOCK_ORDER_FOLLOW_UP`]
+    /// executions without reaching its deadlock.
+    pub(super) fn lock_order_follow_up_spent(&self) -> bool {
+        let since = self.lock_order_since.load(Ordering::SeqCst);
+        if since == 0 || self.done.load(Ordering::SeqCst) < since + LOCK_ORDER_FOLLOW_UP {
             return false;
         }
-        self.stop_because("race follow-up budget spent".into());
+        self.stop_because("stopped at the lock-order cycle: its deadlock was not reached".into());
         true
     }
 }

@@ -115,7 +115,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         if shared.shed.load(Ordering::Relaxed) && state.snapshots.branches_allowed() {
             state.snapshots.shed_branches();
         }
-        if shared.follow_up_spent() {
+        if shared.lock_order_follow_up_spent() {
             break Ok(());
         }
         // Past the budget, the default budget's proof extension: the reduced tree alone.

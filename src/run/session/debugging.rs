@@ -391,7 +391,7 @@ impl Debugging<'_, '_> {
         let ea = self.0.p.effective_address(t, &site.insn, 0);
         self.0.p.threads[t].regs = cached;
         self.0.model.thread_count() > 1
-            && self.0.worker.racy_addresses.contains(&ea)
+            && (self.0.worker).covers_racy_address(ea, site.size.into())
             && (self.0.worker.racy_sites.is_empty() || self.0.worker.racy_sites.contains(&pc))
     }
 

@@ -109,8 +109,15 @@ impl Session<'_> {
                 (op, site)
             }
             BreakpointKind::Atomic { plan, index, bias } => {
-                let ea = self.p.effective_address(t, &plan.atomics[index], bias);
-                (Op::Atomic { addr: ea }, addr)
+                let insn = &plan.atomics[index];
+                let ea = self.p.effective_address(t, insn, bias);
+                (
+                    Op::Atomic {
+                        addr: ea,
+                        size: point_size(insn, insn.memory_size().size()),
+                    },
+                    addr,
+                )
             }
             BreakpointKind::Access(id) => return self.on_access(t, addr, id),
             BreakpointKind::Pause => (Op::Yield, addr),
@@ -447,6 +454,7 @@ impl Session<'_> {
                 t,
                 Op::MemoryAccess {
                     addr: ea,
+                    size: point_size(&site.insn, site.size.into()),
                     write: site.write,
                 },
                 addr,
@@ -459,7 +467,7 @@ impl Session<'_> {
         // differ by where they started (a schedule of a file without sites: every site).
         if self.cfg.instrument.preempt_on_races
             && self.model.thread_count() > 1
-            && self.worker.racy_addresses.contains(&ea)
+            && (self.worker).covers_racy_address(ea, site.size.into())
             && (self.worker.racy_sites.is_empty() || self.worker.racy_sites.contains(&addr))
         {
             self.p.threads[t].place = StopPlace::Breakpoint(addr);
@@ -467,6 +475,7 @@ impl Session<'_> {
                 t,
                 Op::MemoryAccess {
                     addr: ea,
+                    size: point_size(&site.insn, site.size.into()),
                     write: site.write,
                 },
                 addr,
@@ -682,6 +691,7 @@ impl Session<'_> {
                     self.p.threads[t].place = crate::run::process::StopPlace::Event;
                     let op = crate::model::Op::MemoryAccess {
                         addr: ea,
+                        size: point_size(&site.insn, site.size.into()),
                         write: site.write,
                     };
                     let point = self.point(t, op, meta.site)?;
@@ -738,4 +748,14 @@ impl Session<'_> {
         };
         f(&mut self.instr, &mut ctx)
     }
+}
+
+/// The bytes a scheduling point's access covers, for its footprint: the operand's size, or
+/// 0 (unknown: dependent with everything) for a repeated string instruction, whose operand
+/// size is one element of a run of any length.
+fn point_size(insn: &iced_x86::Instruction, operand: usize) -> u8 {
+    if insn.has_rep_prefix() || insn.has_repe_prefix() || insn.has_repne_prefix() {
+        return 0;
+    }
+    u8::try_from(operand).unwrap_or(0)
 }

@@ -12,7 +12,12 @@
 #include <stdio.h>
 
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
-static long x, y;
+/* The stored words' type: `long` here, 4 bytes in the twin wakeup_locks_int.c. */
+#ifndef WORD_T
+#define WORD_T long
+#endif
+
+static WORD_T x, y;
 
 static void *store_x(void *arg)
 {
@@ -49,7 +54,7 @@ int main(void)
     pthread_join(b, NULL);
     pthread_join(c, NULL);
     if (x != 1 || y != 1 || (seen != 0 && seen != 1)) {
-        fprintf(stderr, "impossible: x=%ld y=%ld seen=%ld\n", x, y, seen);
+        fprintf(stderr, "impossible: x=%ld y=%ld seen=%ld\n", (long)x, (long)y, seen);
         return 1;
     }
     return 0;

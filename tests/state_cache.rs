@@ -194,6 +194,13 @@ fn cached_dfs(
     program: &[&str],
     code: i32,
 ) -> serde_json::Value {
+    let r = cached_dfs_run(options, env, program);
+    assert_eq!(r.code, Some(code), "{}: {}", r.command, r.stderr);
+    r.json.expect("JSON report")
+}
+
+/// The run of `mcheck --jobs 1 --strategy dfs --state-cache OPTIONS -- PROGRAM` with `env`.
+fn cached_dfs_run(options: &[&str], env: &[(&str, &str)], program: &[&str]) -> common::Run {
     let mut a = args(&[
         "--quiet-program",
         "--jobs",
@@ -206,9 +213,7 @@ fn cached_dfs(
     a.push("--".into());
     a.push(fixture(program[0]).display().to_string());
     a.extend(args(&program[1..]));
-    let r = common::mcheck_with_env(&a, env, true, LIMIT);
-    assert_eq!(r.code, Some(code), "{}: {}", r.command, r.stderr);
-    r.json.expect("JSON report")
+    common::mcheck_with_env(&a, env, true, LIMIT)
 }
 
 #[test]
@@ -286,20 +291,11 @@ fn incremental_hashing_agrees_with_full_hashing() {
 #[test]
 fn two_runs_of_a_search_hash_the_same_states() {
     let hashes = || {
-        let mut a = args(&[
-            "--quiet-program",
-            "--jobs",
-            "1",
-            "--strategy",
-            "dfs",
-            "--state-cache",
-            "--no-races",
-            "--max-executions",
-            "30",
-            "--",
-        ]);
-        a.push(fixture("state_hash_heap_ok").display().to_string());
-        let r = common::mcheck_with_env(&a, &[("MCHECK_DEBUG_STATE_HASH", "1")], true, LIMIT);
+        let r = cached_dfs_run(
+            &["--no-races", "--max-executions", "30"],
+            &[("MCHECK_DEBUG_STATE_HASH", "1")],
+            &["state_hash_heap_ok"],
+        );
         assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
         let lines: Vec<String> = (r.stderr.lines())
             .filter(|l| l.starts_with("HASH "))

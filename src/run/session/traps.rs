@@ -299,12 +299,7 @@ impl Session<'_> {
     fn resume_at(&mut self, t: ThreadId, rip: u64) -> Result<Option<RunResult>> {
         let mut r = self.p.threads[t].regs;
         r.rip = rip;
-        regs::set(self.p.threads[t].tid, r)?;
-        self.p.threads[t].regs = r;
-        self.p.threads[t].place = StopPlace::Event;
-        let sig = self.p.threads[t].pending_signal.take();
-        events::resume(self.p.threads[t].tid, sig)?;
-        Ok(None)
+        self.resume_with(t, r)
     }
 
     /// Returns `t`, stopped at the entry of a function it called, to its caller without
@@ -314,6 +309,11 @@ impl Session<'_> {
         r.rip = self.p.mem.read_u64(r.rsp)?;
         r.rsp += 8;
         r.rax = 0;
+        self.resume_with(t, r)
+    }
+
+    /// Resumes `t` with registers `r` (and its pending signal, if any).
+    fn resume_with(&mut self, t: ThreadId, r: Regs) -> Result<Option<RunResult>> {
         regs::set(self.p.threads[t].tid, r)?;
         self.p.threads[t].regs = r;
         self.p.threads[t].place = StopPlace::Event;

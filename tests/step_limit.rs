@@ -34,9 +34,10 @@ fn executions_cut_at_the_step_limit_are_counted_and_the_search_is_inconclusive()
     assert_eq!(j["complete"], false, "{j}");
     assert_eq!(j["coverage"]["exhausted"], false, "{j}");
     let statement = j["coverage"]["statement"].as_str().unwrap();
+    let verb = if executions == 1 { "was" } else { "were" };
     assert!(
         statement.contains(&format!(
-            "no bug found in {executions} execution(s); {executions} of them were cut at --max-steps 10 before the program ended (raise --max-steps)"
+            "no bug found in {executions} execution(s); {executions} of them {verb} cut at --max-steps 10 before the program ended (raise --max-steps)"
         )),
         "{statement}"
     );

@@ -461,23 +461,36 @@ pub fn unchecked_executions(result: &SearchResult, max_steps: u64) -> Option<Str
     let mut parts = Vec::new();
     if result.cut_by_step_limit > 0 {
         parts.push(format!(
-            "{} of them were cut at --max-steps {max_steps} before the program ended (raise --max-steps)",
-            result.cut_by_step_limit
+            "{} of them {} cut at --max-steps {max_steps} before the program ended (raise --max-steps)",
+            result.cut_by_step_limit,
+            was_or_were(result.cut_by_step_limit)
         ));
     }
     if result.abandoned > 0 {
         parts.push(format!(
-            "{} were cut short while a thread waited in the kernel for something mcheck does not control",
-            result.abandoned
+            "{} {} cut short while a thread waited in the kernel for something mcheck does not control",
+            result.abandoned,
+            was_or_were(result.abandoned)
         ));
     }
     if result.cut_short > 0 {
         parts.push(format!(
-            "{} were cut short when the search stopped ({})",
-            result.cut_short, result.stopped_because
+            "{} {} cut short when the search stopped ({})",
+            result.cut_short,
+            was_or_were(result.cut_short),
+            result.stopped_because
         ));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// The verb for a count of executions: "1 was", "2 were".
+fn was_or_were(n: u64) -> &'static str {
+    if n == 1 {
+        "was"
+    } else {
+        "were"
+    }
 }
 
 /// Whether executions were cut at --max-steps and none ran to the program's end or to a

@@ -13,6 +13,11 @@
 //! - `also` (optional): finding kinds that must be among the findings too (a race and the
 //!   failure it causes, found by refining the search with the racy sites).
 //!
+//! On the patched path, the schedule of a buggy fixture's first finding is then replayed
+//! [`REPLAYS`] times (`mcheck replay`), and every replay must end with the same finding kind
+//! (exit status 1): the search's finding is reproducible, not a one-off.  A replay that
+//! diverges one time in two fails this 31 times in 32.
+//!
 //! A second test runs them all again on the breakpoint path (`MCHECK_PATCH=off`: every
 //! access site stops instead of being patched), so that both ways of recording accesses
 //! stay tested; a fixture may say `"on_breakpoints": {"args": [...]}` (a smaller size) or
@@ -29,6 +34,8 @@
 //! - `MCHECK_FIXTURES=name1,name2` runs only those fixtures;
 //! - `MCHECK_FIXTURE_JOBS=N` changes the number of parallel runs (default 2).
 
+mod common;
+
 use serde_json::Value;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -44,6 +51,8 @@ const DEFAULT_JOBS: usize = 2;
 /// Most executions of a correct fixture, or of one with only a data race, on the breakpoint
 /// path.
 const BREAKPOINT_BUDGET: &str = "100";
+/// Replays of each buggy fixture's schedule on the patched path.
+const REPLAYS: usize = 5;
 
 /// Finding kinds a fixture may expect (plus "none").
 const KNOWN_VERDICTS: &[&str] = &[
@@ -380,6 +389,37 @@ fn judge(fx: &Fixture, r: &RunResult) -> Result<String, String> {
     }
 }
 
+/// For a buggy fixture: replays the schedule of the run's first finding [`REPLAYS`] times
+/// and checks that each replay ends with a finding of the expected kind.
+fn replays_agree(fx: &Fixture, r: &RunResult) -> Result<(), String> {
+    if fx.verdict == "none" {
+        return Ok(());
+    }
+    let report = r.json.as_ref().map_err(String::clone)?;
+    let schedule = report["findings"][0]["schedule"]
+        .as_str()
+        .ok_or("the first finding names no schedule file")?;
+    for i in 0..REPLAYS {
+        let run = common::mcheck(
+            &common::args(&["replay", "--quiet-program", schedule]),
+            true,
+            RUN_LIMIT,
+        );
+        let kind = run
+            .json
+            .as_ref()
+            .and_then(|j| j["findings"][0]["kind"].as_str().map(String::from));
+        if run.code != Some(1) || kind.as_deref() != Some(fx.verdict.as_str()) {
+            return Err(format!(
+                "replay {i} of {schedule} gave exit status {:?} and finding {kind:?}: {}",
+                run.code,
+                run.stderr.lines().last().unwrap_or("")
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The two tests take turns: each runs `MCHECK_FIXTURE_JOBS` fixtures at a time, and
 /// timing-sensitive fixtures (`--execution-timeout`) want the CPUs they were given.
 static TURN: Mutex<()> = Mutex::new(());
@@ -454,23 +494,30 @@ fn check_every_fixture(patching: bool) {
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(fx) = runnable.get(i) else { break };
                 let r = run_mcheck(fx, patching);
-                let verdict = judge(fx, &r).map_err(|why| {
-                    format!(
-                        "{}: {why}\n    command: {}\n    stderr: {}\n    stdout: {}",
-                        fx.name,
-                        r.command,
-                        if r.stderr_tail.is_empty() {
-                            "<empty>"
-                        } else {
-                            r.stderr_tail.as_str()
-                        },
-                        if r.stdout_tail.is_empty() {
-                            "<empty>"
-                        } else {
-                            r.stdout_tail.as_str()
-                        },
-                    )
-                });
+                let verdict = judge(fx, &r)
+                    .and_then(|summary| {
+                        if patching {
+                            replays_agree(fx, &r)?;
+                        }
+                        Ok(summary)
+                    })
+                    .map_err(|why| {
+                        format!(
+                            "{}: {why}\n    command: {}\n    stderr: {}\n    stdout: {}",
+                            fx.name,
+                            r.command,
+                            if r.stderr_tail.is_empty() {
+                                "<empty>"
+                            } else {
+                                r.stderr_tail.as_str()
+                            },
+                            if r.stdout_tail.is_empty() {
+                                "<empty>"
+                            } else {
+                                r.stdout_tail.as_str()
+                            },
+                        )
+                    });
                 match &verdict {
                     Ok(summary) => eprintln!(
                         "ok   {:<26} {:>6.1}s  {summary}",

@@ -367,6 +367,54 @@ fn a_plain_program_is_one_test() {
     let _ = fs::remove_dir_all(&out2);
 }
 
+/// A test slower without mcheck than its time limit has not failed: it is skipped (nothing
+/// is left of its time to search it), with the reason, never called failing. (crossbeam's
+/// `zero::drops` takes 50 s natively; with `--time-limit 15` it was called "fails without
+/// any interleaving".)
+#[test]
+fn a_test_slower_than_its_time_limit_natively_is_skipped_not_failing() {
+    let dir = temp_dir("slow");
+    let source = dir.join("slow.c");
+    fs::write(
+        &source,
+        "#include <unistd.h>\nint main(void) { sleep(5); return 0; }\n",
+    )
+    .expect("source");
+    let program = dir.join("slow");
+    let built = std::process::Command::new("gcc")
+        .arg("-o")
+        .arg(&program)
+        .arg(&source)
+        .status()
+        .expect("gcc (make deps installs it)");
+    assert!(built.success());
+    let out = dir.join("out");
+    let ended = mcheck(
+        &[
+            "test",
+            "--out",
+            s(&out),
+            "--time-limit",
+            "1",
+            "--",
+            s(&program),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(ended.code, Some(0), "{}", ended.stderr);
+    assert_eq!(outcomes(&out), expect("slow", &[("slow", "skipped", "")]));
+    let target = &record(&out)["targets"][0];
+    assert_eq!(target["status"], "skipped", "{target}");
+    let why = target["error"].as_str().unwrap_or("");
+    assert!(
+        why.contains("not searched: without mcheck it did not end within 1 s"),
+        "{why}"
+    );
+    let summary = fs::read_to_string(out.join("summary.txt")).expect("summary");
+    assert!(!summary.contains("failing without"), "{summary}");
+    let _ = fs::remove_dir_all(&dir);
+}
+
 /// `mcheck test --list ARGS -- rusttest_suite FILTERS`: the selected names.
 fn listed(options: &[&str], filters: &[&str]) -> Vec<String> {
     let bin = fixture("rusttest_suite");

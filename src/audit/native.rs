@@ -30,6 +30,7 @@ pub fn run(target: &Target, log: &Path, limit: Option<Duration>) -> NativeRun {
     let done = |passed: bool, status: String| NativeRun {
         passed,
         status,
+        cut_short: false,
         elapsed_seconds: start.elapsed().as_secs_f64(),
         output: tail(log),
     };
@@ -72,14 +73,20 @@ pub fn run(target: &Target, log: &Path, limit: Option<Duration>) -> NativeRun {
         }
         if let Some(sig) = crate::tracee::interrupt::received() {
             kill(&mut child);
-            return done(false, format!("interrupted by {sig:?}"));
+            return NativeRun {
+                cut_short: true,
+                ..done(false, format!("was interrupted by {sig:?}"))
+            };
         }
         if start.elapsed() > limit {
             kill(&mut child);
-            return done(
-                false,
-                format!("did not end within {:.0} s", limit.as_secs_f64()),
-            );
+            return NativeRun {
+                cut_short: true,
+                ..done(
+                    false,
+                    format!("did not end within {:.0} s", limit.as_secs_f64()),
+                )
+            };
         }
         std::thread::sleep(Duration::from_millis(5));
     };

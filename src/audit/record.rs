@@ -137,6 +137,10 @@ pub struct NativeRun {
     pub passed: bool,
     /// How it ended, in words (`exited with status 101`, `did not end within 60 s`).
     pub status: String,
+    /// It was stopped before its end (by the time limit or an interrupt): that is no
+    /// failure of the test, and the target is skipped, not called failing.
+    #[serde(default)]
+    pub cut_short: bool,
     /// Wall time in seconds.
     pub elapsed_seconds: f64,
     /// The end of its output (stdout and stderr together).

@@ -237,6 +237,21 @@ pub fn run_one(batch: &Batch, job: &Job) -> Outcome {
     };
     let native = if job.native_first {
         let run = native::run(t, &dir.join("native.txt"), time_limit);
+        if run.cut_short {
+            // A test slower than its time limit has not failed: nothing is left to search.
+            let hint = if crate::tracee::interrupt::received().is_some() {
+                ""
+            } else {
+                ", its time limit: raise --time-limit"
+            };
+            return Outcome {
+                skipped: true,
+                ..fail(format!(
+                    "not searched: without mcheck it {}{hint}",
+                    run.status
+                ))
+            };
+        }
         if !run.passed {
             return Outcome {
                 error: None,

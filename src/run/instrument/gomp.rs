@@ -98,7 +98,7 @@ mod tests {
     use super::*;
 
     /// The system's libgomp (gcc's, which the OpenMP fixtures are built with).
-    fn system_gomp() -> ElfFile {
+    fn system_gomp() -> std::sync::Arc<ElfFile> {
         let out = std::process::Command::new("gcc")
             .arg("-print-file-name=libgomp.so.1")
             .output()

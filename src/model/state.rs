@@ -308,6 +308,24 @@ impl Model {
         }
     }
 
+    /// Whether `t`'s pending operation is a trylock (of a mutex or spin lock) that will fail:
+    /// it changes nothing, so for fairness it is a yield (a spin on `omp_test_lock` or
+    /// `pthread_mutex_trylock` is a spin loop like one on `sched_yield`).
+    pub fn pending_try_fails(&self, t: ThreadId) -> bool {
+        match self.threads.get(t).and_then(|th| th.pending.as_ref()) {
+            Some(&Op::MutexLock {
+                m,
+                attempt: Attempt::Try,
+                ..
+            }) => !self.mutex_acquirable(&self.mutexes, m, t),
+            Some(&Op::SpinLock {
+                s,
+                attempt: Attempt::Try,
+            }) => !self.mutex_acquirable(&self.spins, s, t),
+            _ => false,
+        }
+    }
+
     fn mutex_acquirable(&self, table: &HashMap<Addr, MutexState>, m: Addr, t: ThreadId) -> bool {
         match table.get(&m) {
             None => true,
@@ -831,6 +849,15 @@ impl Model {
     /// The thread running the initialiser of once control `o`, while it runs.
     pub fn once_initialiser(&self, o: Addr) -> Option<ThreadId> {
         self.onces.get(&o).copied().flatten()
+    }
+
+    /// How many times thread `t` holds mutex `m` (its recursion depth; 0 when it does not
+    /// own it).
+    pub fn mutex_depth(&self, m: Addr, t: ThreadId) -> u32 {
+        self.mutexes
+            .get(&m)
+            .filter(|mx| mx.owner == Some(t))
+            .map_or(0, |mx| mx.count)
     }
 
     /// The initialiser's pthread_once(`o`) returned: the control is done.

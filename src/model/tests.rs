@@ -155,6 +155,50 @@ fn recursive_mutex_counts() {
 }
 
 #[test]
+fn nesting_depth_counts_the_owners_holds_only() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    let t1 = m.add_thread();
+    let nest = |attempt| Op::MutexLock {
+        m: M1,
+        attempt,
+        kind: MutexType::Recursive,
+    };
+    run(&mut m, &mut mem, 0, nest(Attempt::Block));
+    assert_eq!(
+        run(&mut m, &mut mem, 0, nest(Attempt::Try)),
+        Completion::Return(0)
+    );
+    assert_eq!(m.mutex_depth(M1, 0), 2);
+    assert_eq!(m.mutex_depth(M1, t1), 0);
+    assert_eq!(m.mutex_depth(M2, 0), 0);
+    run(&mut m, &mut mem, 0, Op::MutexUnlock { m: M1 });
+    assert_eq!(m.mutex_depth(M1, 0), 1);
+}
+
+#[test]
+fn a_trylock_of_a_held_mutex_is_known_to_fail_before_it_runs() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    let t1 = m.add_thread();
+    let try_lock = Op::MutexLock {
+        m: M1,
+        attempt: Attempt::Try,
+        kind: MutexType::Normal,
+    };
+    m.set_pending(t1, try_lock.clone(), 0).unwrap();
+    assert!(!m.pending_try_fails(t1), "a free mutex is taken");
+    run(&mut m, &mut mem, 0, lock(M1));
+    assert!(m.pending_try_fails(t1), "T0 holds it");
+    assert_eq!(m.execute(t1, &mut mem), Ok(Completion::Error(libc::EBUSY)));
+    m.set_pending(0, try_lock, 0).unwrap();
+    assert!(
+        m.pending_try_fails(0),
+        "a normal mutex is not relocked by its owner"
+    );
+    m.set_pending(t1, lock(M1), 0).unwrap();
+    assert!(!m.pending_try_fails(t1), "a blocking lock is no trylock");
+}
+
+#[test]
 fn unlocking_an_unheld_mutex_is_misuse() {
     let (mut m, mut mem) = (Model::new(), FakeMemory::default());
     m.set_pending(0, Op::MutexUnlock { m: M1 }, 0).unwrap();

@@ -12,6 +12,10 @@ pub enum Convention {
     MinusOneErrno,
     /// The function runs natively after the model has seen it.
     Native,
+    /// omp_test_lock: 1 when the lock was taken, 0 when it is busy.
+    OmpTest,
+    /// omp_test_nest_lock: the lock's nesting count once taken, 0 when it is busy.
+    OmpNestTest,
 }
 
 /// One intercepted function.
@@ -67,6 +71,30 @@ pub enum Hook {
     ClockJoin,
     Detach,
     Once,
+    /// omp_init_lock (libgomp): a mutex's init.
+    OmpInitLock,
+    /// omp_init_nest_lock: a recursive mutex's init.
+    OmpInitNestLock,
+    /// omp_set_lock, GOMP_critical_name_start (its `void **` is the lock).
+    OmpSetLock,
+    /// omp_set_nest_lock: a recursive mutex's lock.
+    OmpSetNestLock,
+    /// omp_test_lock: a trylock returning nonzero on success.
+    OmpTestLock,
+    /// omp_test_nest_lock: a recursive trylock returning the new nesting count.
+    OmpTestNestLock,
+    /// omp_unset_lock, omp_unset_nest_lock, GOMP_critical_name_end.
+    OmpUnsetLock,
+    /// omp_destroy_lock, omp_destroy_nest_lock.
+    OmpDestroyLock,
+    /// GOMP_critical_start / GOMP_atomic_start: a lock of libgomp's own at `lock`.
+    GompStaticLock {
+        lock: u64,
+    },
+    /// GOMP_critical_end / GOMP_atomic_end.
+    GompStaticUnlock {
+        lock: u64,
+    },
 }
 
 /// Every intercepted symbol name with its hook.
@@ -170,7 +198,19 @@ impl Hook {
             SemInit | SemWait | SemTryWait | SemTimedWait | SemClockWait | SemPost
             | SemGetValue | SemDestroy => Convention::MinusOneErrno,
             Join | TryJoin | TimedJoin | ClockJoin | Detach | Once => Convention::Native,
+            OmpTestLock => Convention::OmpTest,
+            OmpTestNestLock => Convention::OmpNestTest,
             _ => Convention::ErrorNumber,
+        }
+    }
+
+    /// The hook at run time, for a file loaded `bias` bytes above its file addresses (the
+    /// static locks of libgomp are addresses in its file).
+    pub fn rebased(self, bias: u64) -> Hook {
+        match self {
+            Hook::GompStaticLock { lock } => Hook::GompStaticLock { lock: lock + bias },
+            Hook::GompStaticUnlock { lock } => Hook::GompStaticUnlock { lock: lock + bias },
+            h => h,
         }
     }
 
@@ -325,11 +365,32 @@ impl Hook {
                 target: cx.thread_of_handle(a[0]),
             },
             Once => Op::Once { o: a[0] },
+            OmpInitLock => Op::MutexInit {
+                m: a[0],
+                kind: MutexType::Normal,
+            },
+            OmpInitNestLock => Op::MutexInit {
+                m: a[0],
+                kind: MutexType::Recursive,
+            },
+            OmpSetLock => omp_lock(a[0], Attempt::Block, MutexType::Normal),
+            OmpSetNestLock => omp_lock(a[0], Attempt::Block, MutexType::Recursive),
+            OmpTestLock => omp_lock(a[0], Attempt::Try, MutexType::Normal),
+            OmpTestNestLock => omp_lock(a[0], Attempt::Try, MutexType::Recursive),
+            OmpUnsetLock => Op::MutexUnlock { m: a[0] },
+            OmpDestroyLock => Op::MutexDestroy { m: a[0] },
+            GompStaticLock { lock } => omp_lock(lock, Attempt::Block, MutexType::Normal),
+            GompStaticUnlock { lock } => Op::MutexUnlock { m: lock },
         }
     }
 }
 
 const CLOCK_REALTIME: libc::clockid_t = libc::CLOCK_REALTIME;
+
+/// An OpenMP lock operation: a mutex lock whose type does not come from glibc's layout.
+fn omp_lock(m: u64, attempt: Attempt, kind: MutexType) -> Op {
+    Op::MutexLock { m, attempt, kind }
+}
 
 #[cfg(test)]
 mod tests {
@@ -395,6 +456,55 @@ mod tests {
                 timeout: Some(5)
             }
         );
+    }
+
+    #[test]
+    fn openmp_locks_are_mutexes_with_their_own_return_conventions() {
+        let a = [0x5000, 0, 0, 0, 0, 0];
+        let op = |h: Hook| h.op(a, &Cx);
+        assert_eq!(
+            op(Hook::OmpTestNestLock),
+            Op::MutexLock {
+                m: 0x5000,
+                attempt: Attempt::Try,
+                kind: MutexType::Recursive
+            }
+        );
+        assert_eq!(
+            op(Hook::OmpSetLock),
+            Op::MutexLock {
+                m: 0x5000,
+                attempt: Attempt::Block,
+                kind: MutexType::Normal
+            }
+        );
+        assert_eq!(
+            op(Hook::OmpInitNestLock),
+            Op::MutexInit {
+                m: 0x5000,
+                kind: MutexType::Recursive
+            }
+        );
+        assert_eq!(op(Hook::OmpUnsetLock), Op::MutexUnlock { m: 0x5000 });
+        assert_eq!(Hook::OmpTestLock.convention(), Convention::OmpTest);
+        assert_eq!(Hook::OmpTestNestLock.convention(), Convention::OmpNestTest);
+        assert_eq!(Hook::OmpSetLock.convention(), Convention::ErrorNumber);
+    }
+
+    #[test]
+    fn libgomps_static_locks_ignore_arguments_and_move_with_the_library() {
+        let start = Hook::GompStaticLock { lock: 0x47648 }.rebased(0x7000_0000);
+        assert_eq!(
+            start.op([1, 2, 3, 4, 5, 6], &Cx),
+            Op::MutexLock {
+                m: 0x7004_7648,
+                attempt: Attempt::Block,
+                kind: MutexType::Normal
+            }
+        );
+        let end = Hook::GompStaticUnlock { lock: 0x47648 }.rebased(0x7000_0000);
+        assert_eq!(end.op([9; 6], &Cx), Op::MutexUnlock { m: 0x7004_7648 });
+        assert_eq!(Hook::OmpSetLock.rebased(0x1000), Hook::OmpSetLock);
     }
 
     #[test]

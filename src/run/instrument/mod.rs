@@ -1,5 +1,5 @@
 //! The instrumentation part: what mcheck puts into the program's code and why. Once the
-//! libraries are mapped: breakpoints on the threading API, atomic and PAUSE instructions,
+//! libraries are mapped: breakpoints on the threading API (libgomp's locks included), atomic and PAUSE instructions,
 //! allocators, modelled libc calls, Rust's panic entry and the dynamic loader's rendezvous;
 //! from the first thread creation on: the memory-access sites of the code under test,
 //! patched to log into the access log (`patching.rs`). The code as changed is
@@ -7,6 +7,7 @@
 //! each file gets. It calls the process part (memory, registers, injected system calls).
 
 pub(super) mod code;
+pub(super) mod gomp;
 pub(super) mod hooks;
 pub(super) mod patching;
 pub(super) mod plan;
@@ -18,9 +19,10 @@ use std::path::Path;
 use anyhow::Result;
 
 use self::code::{BreakpointKind, CodeEdits};
+use self::gomp::is_gomp;
 use self::hooks::{merge_aliases, Hook};
 use self::patching::Recording;
-use self::plan::{role_of, Alloc, PlanCache, Role};
+use self::plan::{role_of, Alloc, ModulePlan, PlanCache, Role};
 use crate::binary::{ElfFile, ErrnoTls};
 use crate::model::ThreadId;
 use crate::run::process::stacks::Symbols;
@@ -144,12 +146,14 @@ impl Instrumentation {
                 &ctx.cfg.no_trace_lib,
             );
             if role == Role::System {
-                if ctx.cfg.races {
-                    let plan = ctx.plans.get(&m.path, role, true);
-                    if let Some(plan) = plan
-                        .filter(|p| !p.library_atomics.is_empty() || !p.library_plain.is_empty())
-                    {
-                        self.add_access_module(ctx, t, plan, m.bias)?;
+                if ctx.cfg.races || is_gomp(&m.path) {
+                    if let Some(plan) = ctx.plans.get(&m.path, role, ctx.cfg.races) {
+                        add_hooks(ctx, &plan, m.bias)?;
+                        if ctx.cfg.races
+                            && (!plan.library_atomics.is_empty() || !plan.library_plain.is_empty())
+                        {
+                            self.add_access_module(ctx, t, plan, m.bias)?;
+                        }
                     }
                 }
                 continue;
@@ -158,17 +162,7 @@ impl Instrumentation {
                 continue;
             };
             let bias = m.bias;
-            let mut hooks: HashMap<u64, Hook> = HashMap::new();
-            for &(a, h) in &plan.hooks {
-                hooks
-                    .entry(a + bias)
-                    .and_modify(|old| *old = merge_aliases(*old, h))
-                    .or_insert(h);
-            }
-            let addrs: Vec<u64> = hooks.keys().copied().collect();
-            ctx.code.add_breakpoints(&ctx.p.mem, &addrs, |a| {
-                hooks.get(&a).map(|&h| BreakpointKind::Hook(h))
-            })?;
+            add_hooks(ctx, &plan, bias)?;
             if role == Role::Program && main_snapshot {
                 // The startup snapshot of a program that created no thread goes at main.
                 if let Ok(elf) = ElfFile::load(&m.path) {
@@ -230,6 +224,24 @@ impl Instrumentation {
         }
         Ok(())
     }
+}
+
+/// Puts breakpoints at the entries of the hooked functions of a file loaded at `bias`
+/// (functions that share an address get one merged hook).
+fn add_hooks(ctx: &mut Ctx<'_>, plan: &ModulePlan, bias: u64) -> Result<()> {
+    let mut hooks: HashMap<u64, Hook> = HashMap::new();
+    for &(a, h) in &plan.hooks {
+        let h = h.rebased(bias);
+        hooks
+            .entry(a + bias)
+            .and_modify(|old| *old = merge_aliases(*old, h))
+            .or_insert(h);
+    }
+    let addrs: Vec<u64> = hooks.keys().copied().collect();
+    ctx.code.add_breakpoints(&ctx.p.mem, &addrs, |a| {
+        hooks.get(&a).map(|&h| BreakpointKind::Hook(h))
+    })?;
+    Ok(())
 }
 
 /// Whether `p` is the dynamic loader (ld-linux).

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use iced_x86::Instruction;
 
+use super::gomp::{gomp_hooks, is_gomp};
 use super::hooks::{Hook, HOOKED_FUNCTIONS};
 use super::scan_cache::{self, CodeScan};
 use crate::binary::accesses::{memory_access_instructions, MemoryAccessInsn};
@@ -227,7 +228,7 @@ pub enum Role {
 /// The instrumentation of one file, in file addresses (svma).
 #[derive(Debug, Default)]
 pub struct ModulePlan {
-    /// Entries of hooked threading functions.
+    /// Entries of hooked threading functions (libc's, a static program's, libgomp's).
     pub hooks: Vec<(u64, Hook)>,
     /// Atomic instructions, decoded at their svma.
     pub atomics: Vec<Instruction>,
@@ -374,6 +375,10 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
             .filter(|(name, _)| name.ends_with("rust_begin_unwind"))
             .map(|(_, r)| r.start)
             .collect();
+    }
+    if role == Role::System && is_gomp(elf.path()) {
+        // libgomp's critical sections and OpenMP locks: mutexes of the model.
+        plan.hooks = gomp_hooks(elf);
     }
     if role == Role::System && races {
         // Synchronisation built on atomic instructions inside a system library (GLib,

@@ -413,8 +413,10 @@ impl<'a> Session<'a> {
         let op = point.ops[point.enabled.iter().position(|&u| u == t).unwrap_or(0)];
         let times_out = point.timeouts.contains(&t);
         // A timeout is a yield for fairness: a thread that keeps timing out without
-        // progress lets the threads it starves run first.
-        let yields = times_out || self.model.pending(t).is_some_and(Op::yields_for_fairness);
+        // progress lets the threads it starves run first; so is a trylock bound to fail.
+        let yields = times_out
+            || self.model.pending(t).is_some_and(Op::yields_for_fairness)
+            || self.model.pending_try_fails(t);
         let site = self.model.pending_site(t);
         let choice = point.enabled.len() > 1;
         point.ran = None;
@@ -710,6 +712,17 @@ impl<'a> Session<'a> {
                     (Convention::MinusOneErrno, Completion::Error(e)) => {
                         self.p.set_errno(t, e)?;
                         self.p.return_from_call(t, u64::MAX)?
+                    }
+                    (Convention::OmpTest, Completion::Return(_)) => {
+                        self.p.return_from_call(t, 1)?
+                    }
+                    (Convention::OmpNestTest, Completion::Return(_)) => {
+                        let lock = in_space(self.p.threads[t].regs.rdi, self.p.space());
+                        let depth = self.model.mutex_depth(lock, t);
+                        self.p.return_from_call(t, depth as u64)?
+                    }
+                    (Convention::OmpTest | Convention::OmpNestTest, Completion::Error(_)) => {
+                        self.p.return_from_call(t, 0)?
                     }
                     (_, Completion::Blocked) => {}
                 }

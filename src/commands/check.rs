@@ -184,6 +184,9 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             result.stopped_because
         );
     }
+    if let Some(note) = unconfirmed_cycles_note(&result.unconfirmed_cycles) {
+        eprintln!("mcheck: note: {note}");
+    }
     if let Some(note) = shown_output_note(
         cfg.execution.program.stdio,
         args.output.quiet_program,
@@ -265,6 +268,8 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 first_unverified_race: result.unverified_races.1.clone(),
             },
             findings: &findings,
+            lock_order_cycles_not_confirmed: &result.unconfirmed_cycles,
+            lock_order_confirmation_executions: result.confirmation_executions,
             untraced_processes: &result.untraced,
             shard: args.shard.filter(|s| s.count > 1).map(|s| json::JsonShard {
                 index: s.index,
@@ -667,4 +672,20 @@ fn shown_output_note(
             "the program's output above is its first execution's, not repeated for the other {others} (`mcheck replay` shows a finding's)"
         ),
     })
+}
+
+/// The note about lock-order cycles the search saw and did not report because no directed
+/// execution deadlocked on them.
+fn unconfirmed_cycles_note(cycles: &[crate::run::search::UnconfirmedCycle]) -> Option<String> {
+    let first = cycles.first()?;
+    let (count, verb) = match cycles.len() {
+        1 => ("1 lock-order cycle was".to_string(), "it is"),
+        n => (format!("{n} lock-order cycles were"), "they are"),
+    };
+    Some(format!(
+        "{count} seen (the first in execution {}: {}); {}: {verb} not reported",
+        first.execution,
+        first.locations.join(", "),
+        first.why
+    ))
 }

@@ -9,9 +9,24 @@
 use super::{Decision, Divergence, Point, Scheduler};
 use crate::model::ThreadId;
 
-/// Decisions of the other threads after which the held thread is let go although they
-/// could still run (they wait for it, by spinning or yielding).
-pub const HOLD_PATIENCE: usize = 10_000;
+/// How long the held thread is held while other threads can still run (they may be
+/// waiting for it by polling): it is let go after either bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Patience {
+    /// Decisions of the others taken where the thread that ran last was about to yield
+    /// (sched_yield, a sleep, a timed futex wait): a thread polling for the held one.
+    pub yields: usize,
+    /// Decisions of the others in all (a thread spinning without yielding, or a long run
+    /// of work before the other end of the cycle).
+    pub decisions: usize,
+}
+
+/// The patience of a confirmation: 1,000 polls, 100,000 decisions (`lock_order_deep`'s
+/// other end of the cycle comes after about 12,000).
+pub const HOLD_PATIENCE: Patience = Patience {
+    yields: 1_000,
+    decisions: 100_000,
+};
 
 /// Replays a prefix, then holds one thread back (see the module doc).
 pub struct DirectedScheduler {
@@ -19,22 +34,23 @@ pub struct DirectedScheduler {
     held: ThreadId,
     held_op: String,
     favoured: Vec<ThreadId>,
-    patience: usize,
-    /// Decisions taken for other threads while `held` was held.
-    waited: usize,
+    patience: Patience,
+    /// Decisions taken for other threads while `held` was held: all, and those where the
+    /// thread that ran last was about to yield.
+    waited: Patience,
     released: bool,
 }
 
 impl DirectedScheduler {
     /// Replays `prefix`, then holds `held` (about to perform `held_op`, its second
-    /// acquisition) for up to `patience` decisions of the others, choosing `favoured`
-    /// threads (the cycle's other threads) first.
+    /// acquisition) within `patience`, choosing `favoured` threads (the cycle's other
+    /// threads) first.
     pub fn new(
         prefix: Vec<Decision>,
         held: ThreadId,
         held_op: String,
         favoured: Vec<ThreadId>,
-        patience: usize,
+        patience: Patience,
     ) -> Self {
         DirectedScheduler {
             prefix,
@@ -42,7 +58,10 @@ impl DirectedScheduler {
             held_op,
             favoured,
             patience,
-            waited: 0,
+            waited: Patience {
+                yields: 0,
+                decisions: 0,
+            },
             released: false,
         }
     }
@@ -118,7 +137,10 @@ impl Scheduler for DirectedScheduler {
     }
 
     fn begin_execution(&mut self, index: u64) -> Option<u64> {
-        self.waited = 0;
+        self.waited = Patience {
+            yields: 0,
+            decisions: 0,
+        };
         self.released = false;
         (index == 0).then_some(0)
     }
@@ -134,8 +156,13 @@ impl Scheduler for DirectedScheduler {
             let others: Vec<ThreadId> = (point.enabled.iter().copied())
                 .filter(|&t| t != self.held)
                 .collect();
-            if !others.is_empty() && self.waited < self.patience {
-                self.waited += 1;
+            let patient = self.waited.yields < self.patience.yields
+                && self.waited.decisions < self.patience.decisions;
+            if !others.is_empty() && patient {
+                self.waited.decisions += 1;
+                if point.current_yields && point.current != Some(self.held) {
+                    self.waited.yields += 1;
+                }
                 return Ok(self.pick(point, &others));
             }
             self.released = true;
@@ -176,8 +203,9 @@ mod tests {
         }
     }
 
-    fn directed(patience: usize) -> DirectedScheduler {
+    fn directed(yields: usize, decisions: usize) -> DirectedScheduler {
         let prefix = vec![decision(0, "create"), decision(1, "mutex_lock")];
+        let patience = Patience { yields, decisions };
         let mut s = DirectedScheduler::new(prefix, 1, "mutex_lock".into(), vec![2], patience);
         assert_eq!(s.begin_execution(0), Some(0));
         s
@@ -185,20 +213,20 @@ mod tests {
 
     #[test]
     fn replays_the_prefix_and_detects_divergence() {
-        let mut s = directed(10);
+        let mut s = directed(10, 100);
         let ops = ["create", "mutex_lock"];
         assert_eq!(s.choose(&point(0, &[0, 1], &ops, None)), Ok(0));
         assert_eq!(s.choose(&point(1, &[0, 1], &ops, Some(0))), Ok(1));
-        let mut s = directed(10);
+        let mut s = directed(10, 100);
         assert!(s.choose(&point(0, &[1], &["mutex_lock"], None)).is_err());
-        let mut s = directed(10);
+        let mut s = directed(10, 100);
         assert!(s.choose(&point(0, &[0], &["join"], None)).is_err());
         assert_eq!(s.begin_execution(1), None);
     }
 
     #[test]
     fn the_held_thread_must_be_about_to_take_its_lock() {
-        let mut s = directed(10);
+        let mut s = directed(10, 100);
         let ops = ["create", "mutex_lock"];
         s.choose(&point(0, &[0, 1], &ops, None)).unwrap();
         s.choose(&point(1, &[0, 1], &ops, Some(0))).unwrap();
@@ -213,7 +241,7 @@ mod tests {
 
     #[test]
     fn holds_the_thread_while_others_run_favouring_the_cycle() {
-        let mut s = directed(10);
+        let mut s = directed(10, 100);
         let ops = ["create", "mutex_lock"];
         s.choose(&point(0, &[0, 1], &ops, None)).unwrap();
         s.choose(&point(1, &[0, 1], &ops, Some(0))).unwrap();
@@ -235,7 +263,7 @@ mod tests {
 
     #[test]
     fn lets_the_thread_go_after_its_patience() {
-        let mut s = directed(3);
+        let mut s = directed(3, 100);
         let ops = ["create", "mutex_lock"];
         s.choose(&point(0, &[0, 1], &ops, None)).unwrap();
         s.choose(&point(1, &[0, 1], &ops, Some(0))).unwrap();
@@ -253,11 +281,21 @@ mod tests {
         // From then on, the usual fair choice.
         spinner.step = 6;
         assert_eq!(s.choose(&spinner), Ok(1), "T2 yields: the next thread");
+        // Without yields, the bound on decisions.
+        let mut s = directed(3, 5);
+        s.choose(&point(0, &[0, 1], &ops, None)).unwrap();
+        s.choose(&point(1, &[0, 1], &ops, Some(0))).unwrap();
+        let two = ["mutex_lock", "mutex_lock"];
+        for step in 2..7 {
+            let worker = point(step, &[1, 2], &two, Some(2));
+            assert_eq!(s.choose(&worker), Ok(2), "held at step {step}");
+        }
+        assert_eq!(s.choose(&point(7, &[1, 2], &two, Some(2))), Ok(1));
     }
 
     #[test]
     fn a_timeout_only_when_nothing_else_runs() {
-        let mut s = directed(10);
+        let mut s = directed(10, 100);
         let ops = ["create", "mutex_lock"];
         s.choose(&point(0, &[0, 1], &ops, None)).unwrap();
         s.choose(&point(1, &[0, 1], &ops, Some(0))).unwrap();

@@ -21,10 +21,10 @@ use crate::tracee::interrupt;
 
 use crate::run::locks::LockCycle;
 
+use super::confirm::UnconfirmedCycle;
 use super::plan::Plan;
 use super::plan::SearchConfig;
 use super::result::{finding_key, location_key, NothingToExplore, ProgressReport};
-use super::confirm::UnconfirmedCycle;
 use super::witness::Witness;
 
 #[derive(Default)]

@@ -374,9 +374,17 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         first_execution_ended(shared, outcome.changed_files);
         let recorded = shared.record(outcome, seed, name, racy.clone(), atomics.clone());
         if let (Some((cycle, decisions)), Some(index)) = (cycle, recorded) {
-            let found = confirm_cycle(shared, exec_cfg, (&cycle, &decisions), &racy_before, &mut state);
+            let found = confirm_cycle(
+                shared,
+                exec_cfg,
+                (&cycle, &decisions),
+                &racy_before,
+                &mut state,
+            );
             match found {
-                Ok(Confirmation::Deadlocked(out)) => shared.record_confirmed(*out, index, racy, atomics),
+                Ok(Confirmation::Deadlocked(out)) => {
+                    shared.record_confirmed(*out, index, racy, atomics)
+                }
                 Ok(Confirmation::Unconfirmed(c)) => shared.cycle_unconfirmed(c, index),
                 Ok(Confirmation::CutShort) => {}
                 Err(e) => break Err(e),

@@ -355,9 +355,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         };
         let racy = (exec_cfg.instrument.preempt_on_races).then(|| racy_before.clone());
         // A lock-order cycle is confirmed (once per cycle) after the execution is recorded.
-        let cycle = (outcome.lock_order.take())
-            .filter(|c| shared.claim_cycle(c))
-            .map(|c| (c, outcome.decisions.clone()));
+        let cycle = (outcome.lock_order.take()).map(|c| (c, outcome.decisions.clone()));
         // A whole execution without a single choice: every execution is this one.
         // Not when races found make racy accesses scheduling points of later executions
         // (`--preempt-on-races`): those have choices this one did not.
@@ -372,7 +370,9 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         let schedule = schedule_hash(outcome.decisions.iter().map(|d| d.thread));
         shared.digest.fetch_add(schedule, Ordering::Relaxed);
         first_execution_ended(shared, outcome.changed_files);
-        let recorded = shared.record(outcome, seed, name, racy.clone(), atomics.clone());
+        let recorded = shared.record(outcome, seed, name, racy.clone(), atomics);
+        let cycle =
+            cycle.filter(|(c, _)| recorded.is_some() && !shared.stopped() && shared.claim_cycle(c));
         if let (Some((cycle, decisions)), Some(index)) = (cycle, recorded) {
             let found = confirm_cycle(
                 shared,
@@ -383,6 +383,8 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
             );
             match found {
                 Ok(Confirmation::Deadlocked(out)) => {
+                    // The atomics the directed execution knew, for its replay.
+                    let atomics = state.atomic_addresses.iter().copied().collect();
                     shared.record_confirmed(*out, index, racy, atomics)
                 }
                 Ok(Confirmation::Unconfirmed(c)) => shared.cycle_unconfirmed(c, index),

@@ -689,3 +689,36 @@ fn unconfirmed_cycles_note(cycles: &[crate::run::search::UnconfirmedCycle]) -> O
         first.why
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::search::UnconfirmedCycle;
+
+    fn cycle(execution: u64) -> UnconfirmedCycle {
+        UnconfirmedCycle {
+            message: "lock-order inversion (potential deadlock)".into(),
+            locations: vec!["flag.c:25".into(), "flag.c:47".into()],
+            execution,
+            confirmation_executions: 2,
+            why: "holding each of its threads just before its second lock while the others ran did not deadlock it (2 directed execution(s))".into(),
+        }
+    }
+
+    #[test]
+    fn the_note_says_how_many_cycles_were_not_reported_and_why() {
+        assert_eq!(unconfirmed_cycles_note(&[]), None);
+        let one = unconfirmed_cycles_note(&[cycle(3)]).unwrap();
+        assert!(
+            one.starts_with("1 lock-order cycle was seen (the first in execution 3: flag.c:25, flag.c:47); holding"),
+            "{one}"
+        );
+        assert!(one.ends_with(": it is not reported"), "{one}");
+        let two = unconfirmed_cycles_note(&[cycle(3), cycle(9)]).unwrap();
+        assert!(
+            two.starts_with("2 lock-order cycles were seen (the first in execution 3"),
+            "{two}"
+        );
+        assert!(two.ends_with(": they are not reported"), "{two}");
+    }
+}

@@ -184,6 +184,9 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             result.stopped_because
         );
     }
+    if let Some(note) = unconfirmed_cycles_note(&result.unconfirmed_cycles) {
+        eprintln!("mcheck: note: {note}");
+    }
     if let Some(note) = shown_output_note(
         cfg.execution.program.stdio,
         args.output.quiet_program,
@@ -265,6 +268,8 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 first_unverified_race: result.unverified_races.1.clone(),
             },
             findings: &findings,
+            lock_order_cycles_not_confirmed: &result.unconfirmed_cycles,
+            lock_order_confirmation_executions: result.confirmation_executions,
             untraced_processes: &result.untraced,
             shard: args.shard.filter(|s| s.count > 1).map(|s| json::JsonShard {
                 index: s.index,
@@ -667,4 +672,53 @@ fn shown_output_note(
             "the program's output above is its first execution's, not repeated for the other {others} (`mcheck replay` shows a finding's)"
         ),
     })
+}
+
+/// The note about lock-order cycles the search saw and did not report because no directed
+/// execution deadlocked on them.
+fn unconfirmed_cycles_note(cycles: &[crate::run::search::UnconfirmedCycle]) -> Option<String> {
+    let first = cycles.first()?;
+    let (count, verb) = match cycles.len() {
+        1 => ("1 lock-order cycle was".to_string(), "it is"),
+        n => (format!("{n} lock-order cycles were"), "they are"),
+    };
+    Some(format!(
+        "{count} seen (the first in execution {}: {}); {}: {verb} not reported",
+        first.execution,
+        first.locations.join(", "),
+        first.why
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::search::UnconfirmedCycle;
+
+    fn cycle(execution: u64) -> UnconfirmedCycle {
+        UnconfirmedCycle {
+            message: "lock-order inversion (potential deadlock)".into(),
+            locations: vec!["flag.c:25".into(), "flag.c:47".into()],
+            execution,
+            confirmation_executions: 2,
+            why: "holding each of its threads just before its second lock while the others ran did not deadlock it (2 directed execution(s))".into(),
+        }
+    }
+
+    #[test]
+    fn the_note_says_how_many_cycles_were_not_reported_and_why() {
+        assert_eq!(unconfirmed_cycles_note(&[]), None);
+        let one = unconfirmed_cycles_note(&[cycle(3)]).unwrap();
+        assert!(
+            one.starts_with("1 lock-order cycle was seen (the first in execution 3: flag.c:25, flag.c:47); holding"),
+            "{one}"
+        );
+        assert!(one.ends_with(": it is not reported"), "{one}");
+        let two = unconfirmed_cycles_note(&[cycle(3), cycle(9)]).unwrap();
+        assert!(
+            two.starts_with("2 lock-order cycles were seen (the first in execution 3"),
+            "{two}"
+        );
+        assert!(two.ends_with(": they are not reported"), "{two}");
+    }
 }

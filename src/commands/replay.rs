@@ -121,8 +121,9 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
         write_json(args, &schedule, &[], true)?;
         return Ok(EXIT_CLEAN);
     }
-    // The recorded finding: the execution's failure, its lock-order cycle or one of its
-    // data races (the one at the recorded source locations when there are several).
+    // The recorded finding: the execution's failure, its lock-order cycle (schedule files
+    // written before lock-order cycles were confirmed) or one of its data races (the one at
+    // the recorded source locations when there are several).
     let same_place = |f: &crate::report::Finding| {
         crate::run::search::location_key(&f.locations)
             == crate::run::search::location_key(&schedule.finding.locations)
@@ -130,7 +131,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
     let candidates: Vec<_> = outcome
         .finding
         .into_iter()
-        .chain(outcome.lock_order)
+        .chain(outcome.lock_order.map(|c| c.finding))
         .chain(outcome.races)
         .filter(|f| f.kind == schedule.finding.kind)
         .collect();
@@ -323,6 +324,8 @@ fn write_json(
         },
         access_recording: Default::default(),
         findings,
+        lock_order_cycles_not_confirmed: &[],
+        lock_order_confirmation_executions: 0,
         untraced_processes: &[],
         shard: None,
         schedule_digest: format!(

@@ -8,6 +8,8 @@
 //! - [`PctScheduler`]: probabilistic concurrency testing (Burckhardt et al., ASPLOS'10).
 //! - [`portfolio`](default_mix): several of the above interleaved execution by execution.
 //! - [`ReplayScheduler`]: follows a recorded schedule and detects divergence.
+//! - [`DirectedScheduler`]: replays a prefix, then holds one thread back (the confirmation
+//!   of a lock-order cycle).
 //! - [`TreePool`]: the shared work of a parallel tree search (`--jobs`).
 //! - [`FairFilter`]: the fair scheduler's priority relation (Musuvathi & Qadeer PLDI'08),
 //!   applied by the executor to the enabled threads before any strategy sees them.
@@ -21,6 +23,7 @@
 //! allows ("exhausted" only when every racy site found was a scheduling point).
 
 mod bounded;
+mod directed;
 mod dpor;
 mod fair;
 mod pct;
@@ -36,6 +39,7 @@ mod timeout_steps;
 mod tree;
 mod wakeup;
 
+pub use directed::{DirectedScheduler, HOLD_PATIENCE};
 pub use fair::FairFilter;
 pub use pct::PctScheduler;
 pub use pool::{Claims, TreePool, WorkItem};

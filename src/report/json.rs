@@ -157,6 +157,11 @@ pub struct JsonReport<'a> {
     pub access_recording: JsonAccessRecording,
     /// The findings, in the order found.
     pub findings: &'a [Finding],
+    /// Lock-order cycles executions showed that were not confirmed, so not reported: the
+    /// directed executions that held each thread before its second lock did not deadlock.
+    pub lock_order_cycles_not_confirmed: &'a [crate::run::search::UnconfirmedCycle],
+    /// Directed executions run to confirm lock-order cycles (not counted in `executions`).
+    pub lock_order_confirmation_executions: u64,
     /// Processes of the program that ran unchecked, or were checked only in part (absent
     /// when every process was checked).
     #[serde(skip_serializing_if = "<[_]>::is_empty")]

@@ -1,8 +1,10 @@
 //! The executor's lock-order part: feeds the model's completed lock operations, thread
 //! creations and joins, hand-overs (semaphores, condvars, barriers, futex wakes) and frees
 //! to the lock-order graph of the execution (`detect::lock_order`), captures the stack of
-//! each new edge's acquisition while its thread is stopped there, and turns a potential
-//! deadlock into a `lock_order` finding when the execution ends.
+//! each new edge's acquisition while its thread is stopped there with the scheduling
+//! decision that chose it, and turns a potential deadlock into a [`LockCycle`] when the
+//! execution ends: a candidate the search confirms by steering the program into it
+//! (`run/search/confirm.rs`), never a finding by itself.
 
 use std::collections::HashMap;
 
@@ -31,6 +33,29 @@ pub(in crate::run) struct LockRecording {
     graph: LockOrder,
     /// Stacks by (thread, lock-taking site, held lock's site): captured once per pair.
     stacks: HashMap<(ThreadId, Site, Site), EdgeStacks>,
+    /// The scheduling decision (its index in the schedule) at which each edge's second
+    /// acquisition was chosen, by edge index.
+    steps: HashMap<usize, usize>,
+}
+
+/// Where the confirmation of a cycle holds one of its threads: the decision at which it
+/// was about to take its second lock (while holding the first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CycleHold {
+    /// The thread.
+    pub thread: ThreadId,
+    /// The index of the decision that chose it for that acquisition.
+    pub step: usize,
+}
+
+/// A lock-order cycle of one execution that could deadlock: the description of a
+/// `lock_order` finding, and where each of its threads took its second lock.
+#[derive(Clone, Debug)]
+pub struct LockCycle {
+    /// The cycle described (kind `lock_order`), for notes and old schedule files.
+    pub finding: Finding,
+    /// One per edge of the cycle, when its decision is known.
+    pub holds: Vec<CycleHold>,
 }
 
 /// One edge of a reported cycle, with the names of its locks.
@@ -59,12 +84,13 @@ impl LockRecording {
         self.graph.freed(start, size);
     }
 
-    /// `op`, called by `t` from `site`, completed with `c`: its locks and hand-overs.
-    /// `reporter` unwinds `t` (stopped at the operation) when a new edge needs a stack.
+    /// `op`, called by `t` from `site` as chosen by decision `step` (None: taken inside a
+    /// call, without a decision), completed with `c`: its locks and hand-overs. `reporter`
+    /// unwinds `t` (stopped at the operation) when a new edge needs a stack.
     pub fn record(
         &mut self,
         t: ThreadId,
-        op: &Op,
+        (op, step): (&Op, Option<usize>),
         c: Completion,
         site: Site,
         reporter: &mut Reporter<'_>,
@@ -118,6 +144,9 @@ impl LockRecording {
             }
         };
         for i in added {
+            if let Some(step) = step {
+                self.steps.insert(i, step);
+            }
             let e = &self.graph.edges()[i];
             let key = (t, e.to_site, e.from_site);
             let from_site = e.from_site;
@@ -162,15 +191,18 @@ impl LockRecording {
         }
     }
 
-    /// The edges of a cycle that could deadlock, if the execution has one.
-    pub fn potential_deadlock(&self) -> Option<Vec<Edge>> {
+    /// The edges of a cycle that could deadlock, if the execution has one, with where to
+    /// hold each edge's thread to confirm it.
+    pub fn potential_deadlock(&self) -> Option<(Vec<Edge>, Vec<CycleHold>)> {
         let cycle = self.graph.potential_deadlock()?;
-        Some(
-            cycle
-                .iter()
-                .map(|&i| self.graph.edges()[i].clone())
-                .collect(),
-        )
+        let edges = (cycle.iter()).map(|&i| self.graph.edges()[i].clone());
+        let holds = (cycle.iter()).filter_map(|&i| {
+            Some(CycleHold {
+                thread: self.graph.edges()[i].thread,
+                step: *self.steps.get(&i)?,
+            })
+        });
+        Some((edges.collect(), holds.collect()))
     }
 
     /// The `lock_order` finding of a cycle whose locks `named` gives names, with the
@@ -214,8 +246,7 @@ impl LockRecording {
         details.push(
             "the threads take these locks in opposite orders, with no common lock held around \
              both, and no thread creation, join or hand-over orders them: a schedule in which \
-             each thread holds its first lock when the next one asks for it deadlocks; the \
-             explored schedules did not reach it"
+             each thread holds its first lock when the next one asks for it could deadlock"
                 .to_string(),
         );
         let mut f = finding(

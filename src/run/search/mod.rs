@@ -2,10 +2,13 @@
 //! threads, each a tracer pinned to its own CPU with its own tracee processes. Tree
 //! strategies (dfs, icb, the portfolio's icb member) share a [`TreePool`] of subtrees;
 //! randomised strategies share an execution index, so no schedule is explored twice. The
-//! search stops at the first finding unless `--keep-going`; distinct findings are
+//! search stops at the first finding unless `--keep-going`; a lock-order cycle an execution
+//! shows is a finding only once a directed execution deadlocks on it (`confirm`); distinct
+//! findings are
 //! deduplicated by kind and source locations, keeping the witness with the fewest
 //! preemptions together with its schedule.
 
+mod confirm;
 mod plan;
 mod result;
 mod shared;
@@ -13,9 +16,10 @@ mod single;
 mod witness;
 mod worker;
 
+pub use confirm::UnconfirmedCycle;
 pub use plan::{Plan, SearchConfig};
 pub use result::{location_key, NothingToExplore, Progress, ProgressReport, SearchResult};
-use shared::{Findings, Racy, Round, Shared};
+use shared::{Cycles, Findings, Racy, Round, Shared};
 pub(super) use single::replay_worker;
 pub use single::{race_sites, run_single};
 pub use witness::{attach_earlier_stacks, Witness};
@@ -88,7 +92,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         snapshots_off: Mutex::new(None),
         next_random: AtomicU64::new(0),
         stop: AtomicBool::new(false),
-        lock_order_since: AtomicU64::new(0),
+        cycles: Mutex::new(Cycles::default()),
+        confirmation_runs: AtomicU64::new(0),
         closed_early: AtomicBool::new(false),
         findings: Mutex::new(Findings::default()),
         error: Mutex::new(None),
@@ -164,8 +169,8 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         return Err(e);
     }
     let coverage = shared.coverage();
-    let mut findings = shared.findings.into_inner().expect("lock");
-    findings.deadlocks_replace_cycles();
+    let findings = shared.findings.into_inner().expect("lock");
+    let unconfirmed_cycles = shared.cycles.into_inner().expect("lock").unconfirmed;
     let executions = shared.done.load(Ordering::SeqCst);
     let snapshots_off = shared.snapshots_off.lock().expect("lock").take();
     let patch_stats = std::mem::take(&mut *shared.patch_stats.lock().expect("lock"));
@@ -267,5 +272,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         runs_outside_share: shared.outside_share.load(Ordering::SeqCst),
         schedule_digest: shared.digest.load(Ordering::SeqCst),
         followed_race,
+        unconfirmed_cycles,
+        confirmation_executions: shared.confirmation_runs.load(Ordering::SeqCst),
     })
 }

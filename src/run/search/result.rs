@@ -88,6 +88,10 @@ pub struct SearchResult {
     /// `--keep-going`) to find a failure it leads to, when it found none: the search then
     /// ran until its budget was spent or its tree ran out.
     pub followed_race: Option<u64>,
+    /// Lock-order cycles seen whose confirmation did not deadlock (not findings).
+    pub unconfirmed_cycles: Vec<super::UnconfirmedCycle>,
+    /// Directed executions run to confirm lock-order cycles (not in `executions`).
+    pub confirmation_executions: u64,
 }
 
 /// Why one execution covered the whole search space.

@@ -19,6 +19,9 @@ use crate::run::world::file_journal::FileJournal;
 use crate::run::world::fs_gate::FsGate;
 use crate::tracee::interrupt;
 
+use crate::run::locks::LockCycle;
+
+use super::confirm::UnconfirmedCycle;
 use super::plan::Plan;
 use super::plan::SearchConfig;
 use super::result::{finding_key, location_key, NothingToExplore, ProgressReport};
@@ -32,34 +35,35 @@ pub(super) struct Findings {
 }
 
 impl Findings {
-    /// Drops each `lock_order` finding that a `deadlock` finding shares a source location
-    /// with: the search reached the deadlock the cycle predicted, the stronger finding.
-    pub(super) fn deadlocks_replace_cycles(&mut self) {
-        let deadlocks: Vec<Vec<String>> = (self.witnesses.iter())
-            .filter(|w| w.finding.kind == FindingKind::Deadlock)
-            .map(|w| location_key(&w.finding.locations))
-            .collect();
-        let reached = |w: &Witness| {
-            let cycle = location_key(&w.finding.locations);
-            w.finding.kind == FindingKind::LockOrder
-                && deadlocks
-                    .iter()
-                    .any(|d| d.iter().any(|l| cycle.contains(l)))
-        };
-        if !self.witnesses.iter().any(reached) {
-            return;
+    /// Keeps `witness`: a new finding, or a better witness (fewer preemptions) of one
+    /// found before.
+    fn keep(&mut self, witness: Witness) {
+        let key = finding_key(&witness.finding);
+        match self.index_of.get(&key) {
+            Some(&i) => {
+                if witness.finding.preemptions < self.witnesses[i].finding.preemptions {
+                    self.witnesses[i] = witness;
+                }
+            }
+            None => {
+                self.index_of.insert(key, self.witnesses.len());
+                self.witnesses.push(witness);
+            }
         }
-        self.witnesses.retain(|w| !reached(w));
-        self.index_of = (self.witnesses.iter().enumerate())
-            .map(|(i, w)| (finding_key(&w.finding), i))
-            .collect();
     }
 }
 
-/// Executions a search without `--keep-going` goes on for after a lock-order cycle that
-/// could deadlock, looking for the deadlock itself (a stronger finding that replaces the
-/// cycle), before it stops at the cycle.
-pub const LOCK_ORDER_FOLLOW_UP: u64 = 100;
+/// The lock-order cycles seen by the search: which were confirmed or refuted already (by
+/// source locations, each once), and those not reported.
+#[derive(Default)]
+pub(super) struct Cycles {
+    tried: std::collections::HashSet<Vec<String>>,
+    pub(super) unconfirmed: Vec<UnconfirmedCycle>,
+}
+
+/// The strategy named in the witness of a deadlock reached by confirming a lock-order
+/// cycle.
+pub const CONFIRMATION: &str = "lock-order confirmation";
 
 /// The tree of the systematic member and the racy sites that shaped it: a new tree (a new
 /// pool) per refinement round (see [`RacySites`]).
@@ -123,8 +127,10 @@ pub(super) struct Shared<'a> {
     pub(super) snapshots_off: Mutex<Option<String>>,
     pub(super) next_random: AtomicU64,
     pub(super) stop: AtomicBool,
-    /// The execution that found the first lock-order cycle (0: none yet).
-    pub(super) lock_order_since: AtomicU64,
+    /// Lock-order cycles seen, confirmed or not.
+    pub(super) cycles: Mutex<Cycles>,
+    /// Directed executions run to confirm lock-order cycles (not counted in `done`).
+    pub(super) confirmation_runs: AtomicU64,
     pub(super) closed_early: AtomicBool,
     pub(super) findings: Mutex<Findings>,
     pub(super) error: Mutex<Option<anyhow::Error>>,
@@ -392,6 +398,8 @@ impl Shared<'_> {
         })
     }
 
+    /// Counts an execution run to its end and keeps its findings: its index, or None when
+    /// it diverged from its planned prefix (the search stops).
     pub(super) fn record(
         &self,
         outcome: ExecutionOutcome,
@@ -399,7 +407,7 @@ impl Shared<'_> {
         strategy: String,
         racy: Option<RacyPoints>,
         atomic_addresses: Vec<u64>,
-    ) {
+    ) -> Option<u64> {
         self.steps.fetch_add(outcome.steps, Ordering::Relaxed);
         self.traced
             .fetch_add(outcome.traced_accesses, Ordering::Relaxed);
@@ -445,56 +453,37 @@ impl Shared<'_> {
             self.stop_because(format!(
                 "the program did not repeat its behaviour on a replayed schedule prefix ({d})"
             ));
-            return;
+            return None;
         }
         let different_end = self.different_end(&outcome);
         // The failure that ended the execution first, then the races (which may explain it).
         let found: Vec<Finding> = (outcome.finding.into_iter())
-            .chain(outcome.lock_order)
             .chain(outcome.races)
             .chain(different_end)
             .collect();
         if found.is_empty() {
-            return;
+            return Some(index);
         }
         // Only data races: without --keep-going, a search that refines its tree by races goes
-        // on to find the failure they cause, for the rest of its budget. A lock-order
-        // cycle: the search goes on to reach the deadlock itself (within LOCK_ORDER_FOLLOW_UP
-        // executions), which then replaces it (`SearchResult`).
+        // on to find the failure they cause, for the rest of its budget.
         let only_races = found.iter().all(|f| f.kind == FindingKind::DataRace);
-        let potential = (found.iter())
-            .all(|f| matches!(f.kind, FindingKind::DataRace | FindingKind::LockOrder))
-            && found.iter().any(|f| f.kind == FindingKind::LockOrder);
         let mut all = self.findings.lock().expect("lock");
         for mut f in found {
             f.seed = seed;
             f.execution = index;
             f.preemptions = outcome.preemptions;
             f.steps = outcome.steps;
-            let key = finding_key(&f);
-            let witness = Witness {
+            all.keep(Witness {
                 finding: f,
                 decisions: outcome.decisions.clone(),
                 strategy: strategy.clone(),
                 racy: racy.clone(),
                 atomic_addresses: atomic_addresses.clone(),
-            };
-            match all.index_of.get(&key) {
-                Some(&i) => {
-                    if witness.finding.preemptions < all.witnesses[i].finding.preemptions {
-                        all.witnesses[i] = witness;
-                    }
-                }
-                None => {
-                    let n = all.witnesses.len();
-                    all.index_of.insert(key, n);
-                    all.witnesses.push(witness);
-                }
-            }
+            });
         }
         drop(all);
         if self.cfg.keep_going {
-            return;
+            return Some(index);
         }
         if only_races && self.refine {
             let _ = (self.following_since).compare_exchange(
@@ -503,83 +492,51 @@ impl Shared<'_> {
                 Ordering::SeqCst,
                 Ordering::SeqCst,
             );
-        } else if potential {
-            let _ = (self.lock_order_since).compare_exchange(
-                0,
-                index,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            );
         } else {
             self.stop_because(super::FIRST_FINDING.into());
         }
+        Some(index)
     }
 
-    /// Stops a search that has followed a lock-order cycle for [`LOCK_ORDER_FOLLOW_UP`]
-    /// executions without reaching its deadlock.
-    pub(super) fn lock_order_follow_up_spent(&self) -> bool {
-        let since = self.lock_order_since.load(Ordering::SeqCst);
-        if since == 0 || self.done.load(Ordering::SeqCst) < since + LOCK_ORDER_FOLLOW_UP {
-            return false;
+    /// Whether the lock-order cycle `cycle` is to be confirmed: the first time a cycle at
+    /// its source locations is seen.
+    pub(super) fn claim_cycle(&self, cycle: &LockCycle) -> bool {
+        let key = location_key(&cycle.finding.locations);
+        self.cycles.lock().expect("lock").tried.insert(key)
+    }
+
+    /// Notes a cycle seen in execution `execution` and not confirmed.
+    pub(super) fn cycle_unconfirmed(&self, mut cycle: UnconfirmedCycle, execution: u64) {
+        cycle.execution = execution;
+        self.cycles.lock().expect("lock").unconfirmed.push(cycle);
+    }
+
+    /// Records the deadlock a directed execution reached, confirming a lock-order cycle
+    /// seen in execution `execution`: a finding like any other (the search stops at it
+    /// without `--keep-going`), with the directed execution's schedule.
+    pub(super) fn record_confirmed(
+        &self,
+        outcome: ExecutionOutcome,
+        execution: u64,
+        racy: Option<RacyPoints>,
+        atomic_addresses: Vec<u64>,
+    ) {
+        self.steps.fetch_add(outcome.steps, Ordering::Relaxed);
+        let Some(mut f) = outcome.finding else { return };
+        f.seed = 0;
+        f.execution = execution;
+        f.preemptions = outcome.preemptions;
+        f.steps = outcome.steps;
+        let strategy = CONFIRMATION.to_string();
+        self.findings.lock().expect("lock").keep(Witness {
+            finding: f,
+            decisions: outcome.decisions,
+            strategy,
+            racy,
+            atomic_addresses,
+        });
+        if !self.cfg.keep_going {
+            self.stop_because(super::FIRST_FINDING.into());
         }
-        self.stop_because("stopped at the lock-order cycle: its deadlock was not reached".into());
-        true
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::report::Frame;
-
-    fn witness(kind: FindingKind, lines: &[u32]) -> Witness {
-        let locations = (lines.iter())
-            .map(|&line| Frame {
-                file: Some("abba.c".into()),
-                line: Some(line),
-                ..Frame::default()
-            })
-            .collect();
-        let mut finding = crate::run::process::report::finding(kind, String::new(), vec![]);
-        finding.locations = locations;
-        Witness {
-            finding,
-            decisions: vec![],
-            strategy: String::new(),
-            racy: None,
-            atomic_addresses: vec![],
-        }
-    }
-
-    fn kinds(f: &Findings) -> Vec<FindingKind> {
-        f.witnesses.iter().map(|w| w.finding.kind).collect()
-    }
-
-    #[test]
-    fn a_deadlock_at_the_cycle_replaces_it_and_others_stay() {
-        let mut f = Findings::default();
-        f.witnesses.push(witness(FindingKind::LockOrder, &[20, 30]));
-        f.witnesses.push(witness(FindingKind::LockOrder, &[50, 60]));
-        f.witnesses.push(witness(FindingKind::DataRace, &[20]));
-        f.witnesses.push(witness(FindingKind::Deadlock, &[30, 20]));
-        f.deadlocks_replace_cycles();
-        assert_eq!(
-            kinds(&f),
-            [
-                FindingKind::LockOrder,
-                FindingKind::DataRace,
-                FindingKind::Deadlock
-            ]
-        );
-        assert_eq!(f.witnesses[0].finding.locations[0].line, Some(50));
-        assert_eq!(f.index_of.len(), 3);
-    }
-
-    #[test]
-    fn without_a_deadlock_the_cycle_stays() {
-        let mut f = Findings::default();
-        f.witnesses.push(witness(FindingKind::LockOrder, &[20, 30]));
-        f.deadlocks_replace_cycles();
-        assert_eq!(kinds(&f), [FindingKind::LockOrder]);
     }
 }

@@ -7,11 +7,14 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::explore::shard::schedule_hash;
-use crate::explore::{ExecutionSummary, Mix, Scheduler, Slot, TreePool, TreeSearch};
+use crate::explore::{Decision, ExecutionSummary, Mix, Scheduler, Slot, TreePool, TreeSearch};
+use crate::run::config::ExecutionConfig;
+use crate::run::locks::LockCycle;
 use crate::run::session::launch::run_execution;
 use crate::run::worker_state::{RacyPoints, ShownOutput, WorkerState};
 use crate::tracee::{cpu, watchdog::Watchdog};
 
+use super::confirm::{confirm, Confirmation};
 use super::result::NothingToExplore;
 use super::shared::Shared;
 use super::witness::{attach_earlier_stacks, rerun};
@@ -114,9 +117,6 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         }
         if shared.shed.load(Ordering::Relaxed) && state.snapshots.branches_allowed() {
             state.snapshots.shed_branches();
-        }
-        if shared.lock_order_follow_up_spent() {
-            break Ok(());
         }
         // Past the budget, the default budget's proof extension: the reduced tree alone.
         let proving = shared.reserved.fetch_add(1, Ordering::SeqCst) >= cfg.max_executions;
@@ -353,7 +353,9 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         } else {
             state.atomic_addresses.iter().copied().collect()
         };
-        let racy = exec_cfg.instrument.preempt_on_races.then_some(racy_before);
+        let racy = (exec_cfg.instrument.preempt_on_races).then(|| racy_before.clone());
+        // A lock-order cycle is confirmed (once per cycle) after the execution is recorded.
+        let cycle = (outcome.lock_order.take()).map(|c| (c, outcome.decisions.clone()));
         // A whole execution without a single choice: every execution is this one.
         // Not when races found make racy accesses scheduling points of later executions
         // (`--preempt-on-races`): those have choices this one did not.
@@ -368,7 +370,28 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         let schedule = schedule_hash(outcome.decisions.iter().map(|d| d.thread));
         shared.digest.fetch_add(schedule, Ordering::Relaxed);
         first_execution_ended(shared, outcome.changed_files);
-        shared.record(outcome, seed, name, racy, atomics);
+        let recorded = shared.record(outcome, seed, name, racy.clone(), atomics);
+        let cycle =
+            cycle.filter(|(c, _)| recorded.is_some() && !shared.stopped() && shared.claim_cycle(c));
+        if let (Some((cycle, decisions)), Some(index)) = (cycle, recorded) {
+            let found = confirm_cycle(
+                shared,
+                exec_cfg,
+                (&cycle, &decisions),
+                &racy_before,
+                &mut state,
+            );
+            match found {
+                Ok(Confirmation::Deadlocked(out)) => {
+                    // The atomics the directed execution knew, for its replay.
+                    let atomics = state.atomic_addresses.iter().copied().collect();
+                    shared.record_confirmed(*out, index, racy, atomics)
+                }
+                Ok(Confirmation::Unconfirmed(c)) => shared.cycle_unconfirmed(c, index),
+                Ok(Confirmation::CutShort) => {}
+                Err(e) => break Err(e),
+            }
+        }
         // Racy sites found may begin a refinement round of the tree.
         shared.note_races(&state);
         if single_path {
@@ -411,6 +434,21 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
             .get_or_insert_with(|| why.to_string());
     }
     result
+}
+
+/// Runs the directed executions that confirm `cycle`, seen in the execution of schedule
+/// `decisions`, counting them in the shared state.
+fn confirm_cycle(
+    shared: &Shared<'_>,
+    cfg: &ExecutionConfig,
+    (cycle, decisions): (&LockCycle, &[Decision]),
+    racy_before: &RacyPoints,
+    state: &mut WorkerState,
+) -> Result<Confirmation> {
+    let mut runs = 0;
+    let found = confirm(cfg, decisions, cycle, racy_before, state, &mut runs);
+    shared.confirmation_runs.fetch_add(runs, Ordering::SeqCst);
+    found
 }
 
 /// Whether partial-order reduction uses wakeup trees (optimal DPOR); `MCHECK_DPOR=source`

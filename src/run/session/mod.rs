@@ -37,7 +37,7 @@ use super::kernel::kernel_waits::KernelWaits;
 use super::kernel::syscalls::TimeSource;
 use super::kernel::timeouts;
 use super::kernel::timeouts::Offer;
-use super::locks::{LockRecording, NamedEdge};
+use super::locks::{LockCycle, LockRecording, NamedEdge};
 use super::process::report::{describe_deadlock, finding, signal_is_caught, Reporter};
 use super::process::stacks::primary_location;
 use super::process::{Process, StopPlace};
@@ -65,8 +65,8 @@ pub struct ExecutionOutcome {
     /// Data races found in the execution (each pair of instructions once).
     pub races: Vec<Finding>,
     /// A lock-order cycle of the execution that could deadlock, when the execution did not
-    /// end in a deadlock.
-    pub lock_order: Option<Finding>,
+    /// end in a deadlock: a candidate for confirmation, not a finding.
+    pub lock_order: Option<LockCycle>,
     /// Scheduling decisions taken.
     pub steps: u64,
     /// Preemptive switches among them.
@@ -790,7 +790,13 @@ impl<'a> Session<'a> {
                 p: &self.p,
                 symbols: &mut self.worker.symbols,
             };
-            (self.locks).record(t, op, completion, site, &mut reporter);
+            // The decision that chose `t` for this operation, when one did (the last one
+            // taken, and it chose `t`); none inside a call glibc makes without a decision.
+            let decisions = self.history.decisions();
+            let step = (decisions.last())
+                .filter(|d| d.thread == t)
+                .map(|_| decisions.len() - 1);
+            (self.locks).record(t, (op, step), completion, site, &mut reporter);
             if let (
                 Op::Join {
                     target: Some(u), ..
@@ -1040,10 +1046,10 @@ impl Session<'_> {
         }
     }
 
-    /// The `lock_order` finding of the execution: a cycle of its lock-order graph that
-    /// could deadlock, with preemptions and steps of the schedule so far.
-    fn lock_order_finding(&mut self) -> Option<Finding> {
-        let cycle = self.locks.potential_deadlock()?;
+    /// The lock-order cycle of the execution that could deadlock, described as a
+    /// `lock_order` finding with preemptions and steps of the schedule so far.
+    fn lock_order_finding(&mut self) -> Option<LockCycle> {
+        let (cycle, holds) = self.locks.potential_deadlock()?;
         let named: Vec<NamedEdge> = (cycle.into_iter())
             .map(|edge| NamedEdge {
                 from: self.object_desc(edge.from_kind, edge.from.addr),
@@ -1059,7 +1065,7 @@ impl Session<'_> {
         f.preemptions = self.history.preemptions();
         f.steps = self.history.steps();
         f.name_processes();
-        Some(f)
+        Some(LockCycle { finding: f, holds })
     }
 
     pub(super) fn model_finding(&mut self, f: ModelFinding) -> Finding {

@@ -297,6 +297,13 @@ pub struct CheckArgs {
     /// counts as a preemption). When no thread can run the earliest deadline always fires.
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub max_timeouts: u32,
+    /// Longest timeout, in seconds, that may fire early (while another thread could still
+    /// run). A longer timed wait fires only when no thread can run, at its deadline: that
+    /// it ends before the others get to run would need the machine to stall them for that
+    /// long, which a report would not be believed for (a 49-day wait timing out). `inf`:
+    /// any timeout may fire early.
+    #[arg(long, default_value_t = 1.0, value_name = "SECS", value_parser = parse_horizon)]
+    pub early_timeout_horizon: f64,
     /// Collect every distinct finding instead of stopping at the first.
     #[arg(long)]
     pub keep_going: bool,
@@ -470,6 +477,16 @@ impl CheckArgs {
                     self.strategy,
                     StrategyName::Portfolio | StrategyName::Dfs | StrategyName::Icb
                 ))
+    }
+}
+
+/// `--early-timeout-horizon`: seconds, not negative (`inf` allowed).
+fn parse_horizon(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v >= 0.0 && !v.is_nan() => Ok(v),
+        _ => Err(format!(
+            "`{text}` is not a number of seconds (0 or more, or inf)"
+        )),
     }
 }
 

@@ -73,6 +73,9 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 execution_timeout: Duration::from_secs_f64(args.execution_timeout),
                 max_steps: Some(args.max_steps),
                 max_timeouts: args.max_timeouts,
+                early_timeout_horizon_ns: crate::report::schedule::horizon_ns(
+                    args.early_timeout_horizon,
+                ),
                 stop_after: None,
             },
             snapshots: SnapshotConfig {
@@ -409,6 +412,7 @@ fn write_schedules(
                 execution_timeout: args.execution_timeout,
                 max_steps: args.max_steps,
                 max_timeouts: args.max_timeouts,
+                early_timeout_horizon: args.early_timeout_horizon,
                 races: !args.no_races,
                 heap_checks: !args.no_heap_checks,
                 quarantine_blocks: args.quarantine_blocks,

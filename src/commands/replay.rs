@@ -65,6 +65,9 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
             ),
             max_steps: Some(schedule.options.max_steps),
             max_timeouts: schedule.options.max_timeouts,
+            early_timeout_horizon_ns: crate::report::schedule::horizon_ns(
+                schedule.options.early_timeout_horizon,
+            ),
             stop_after: args.until,
         },
         // One execution: nothing to gain from a snapshot.

@@ -41,6 +41,10 @@ pub struct ExecutionOptions {
     /// never chose one early: any bound replays them).
     #[serde(default = "default_max_timeouts")]
     pub max_timeouts: u32,
+    /// `--early-timeout-horizon`, seconds (absent in files written before it existed,
+    /// which had no horizon: infinity replays them; written as null when infinite).
+    #[serde(default = "no_horizon", with = "horizon_seconds")]
+    pub early_timeout_horizon: f64,
     /// Data race detection was on.
     #[serde(default = "yes")]
     pub races: bool,
@@ -139,6 +143,36 @@ fn yes() -> bool {
 
 fn default_max_timeouts() -> u32 {
     2
+}
+
+fn no_horizon() -> f64 {
+    f64::INFINITY
+}
+
+/// JSON has no infinity: an infinite horizon is written as null.
+mod horizon_seconds {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if v.is_finite() {
+            s.serialize_f64(*v)
+        } else {
+            s.serialize_none()
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::INFINITY))
+    }
+}
+
+/// Seconds of `--early-timeout-horizon` as virtual nanoseconds (u64::MAX: no limit).
+pub fn horizon_ns(seconds: f64) -> u64 {
+    if seconds.is_finite() {
+        (seconds * 1e9).min(u64::MAX as f64) as u64
+    } else {
+        u64::MAX
+    }
 }
 
 /// What the schedule shows.

@@ -42,6 +42,9 @@ pub struct Limits {
     /// Most timeouts in one execution that fire while another thread could run
     /// (`run/kernel/timeouts.rs`).
     pub max_timeouts: u32,
+    /// Longest time left before a deadline (virtual ns) for which a timeout may fire early
+    /// (u64::MAX: no limit).
+    pub early_timeout_horizon_ns: u64,
     /// Stop after this many decisions (replay --until).
     pub stop_after: Option<u64>,
 }

@@ -6,7 +6,11 @@
 //! timeout) counts as a preemption for preemption bounding, is a yield for the fair
 //! scheduler, and at most `--max-timeouts` of them happen in one execution; after that, and
 //! whenever no thread can run, only the wait with the earliest deadline is offered, which
-//! is virtual time running out, as before timeouts were choices.
+//! is virtual time running out, as before timeouts were choices. A wait whose deadline is
+//! further than `--early-timeout-horizon` (1 s by default) in virtual time never fires
+//! early: that it ends before the threads that could run get to run would need them
+//! stalled that long (a wait of 49 days timing out while its notifier is ready to run is
+//! no report anyone should believe).
 
 use crate::model::{Model, ThreadId};
 
@@ -22,8 +26,9 @@ pub(in crate::run) struct Offer {
 }
 
 /// What may be chosen in `model`'s state when `early` early timeouts were taken in this
-/// execution and `max_early` are allowed.
-pub(in crate::run) fn offer(model: &Model, early: u32, max_early: u32) -> Offer {
+/// execution, `max_early` are allowed, and only deadlines at most `horizon_ns` of virtual
+/// time away may fire early.
+pub(in crate::run) fn offer(model: &Model, early: u32, max_early: u32, horizon_ns: u64) -> Offer {
     let enabled = model.enabled_threads();
     let mut timeouts = model.timeout_threads();
     let runnable = !enabled.is_empty();
@@ -32,6 +37,13 @@ pub(in crate::run) fn offer(model: &Model, early: u32, max_early: u32) -> Offer 
         timeouts.truncate(1);
     } else if early >= max_early {
         timeouts.clear();
+    } else {
+        let now = model.now();
+        timeouts.retain(|&t| {
+            model
+                .deadline(t)
+                .is_some_and(|d| d.saturating_sub(now) <= horizon_ns)
+        });
     }
     let mut choices = enabled;
     choices.extend(&timeouts);
@@ -61,11 +73,11 @@ mod tests {
     fn timeouts_are_offered_next_to_runnable_threads_until_the_bound() {
         let mut m = model_with_sleepers();
         m.set_pending(0, Op::Yield, 0).unwrap();
-        let o = offer(&m, 0, 2);
+        let o = offer(&m, 0, 2, u64::MAX);
         assert_eq!(o.choices, vec![0, 1, 2]);
         assert_eq!(o.timeouts, vec![2, 1], "earliest deadline first");
         assert!(o.runnable);
-        let spent = offer(&m, 2, 2);
+        let spent = offer(&m, 2, 2, u64::MAX);
         assert_eq!((spent.choices, spent.timeouts), (vec![0], vec![]));
     }
 
@@ -73,9 +85,24 @@ mod tests {
     fn when_nothing_runs_the_earliest_deadline_fires_whatever_the_bound() {
         let m = model_with_sleepers();
         for early in [0, 5] {
-            let o = offer(&m, early, 2);
+            let o = offer(&m, early, 2, 0);
             assert_eq!((o.choices, o.timeouts), (vec![2], vec![2]));
             assert!(!o.runnable);
         }
+    }
+
+    #[test]
+    fn a_deadline_beyond_the_horizon_fires_only_when_nothing_runs() {
+        let mut m = model_with_sleepers();
+        m.set_pending(0, Op::Yield, 0).unwrap();
+        let o = offer(&m, 0, 2, 20);
+        assert_eq!(
+            o.choices,
+            vec![0, 2],
+            "the 50 ns sleep is past a 20 ns horizon"
+        );
+        assert_eq!(o.timeouts, vec![2]);
+        let none = offer(&m, 0, 2, 5);
+        assert_eq!((none.choices, none.timeouts), (vec![0], vec![]));
     }
 }

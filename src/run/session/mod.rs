@@ -275,6 +275,7 @@ impl<'a> Session<'a> {
                 &self.model,
                 self.history.early_timeouts(),
                 self.cfg.limits.max_timeouts,
+                self.cfg.limits.early_timeout_horizon_ns,
             );
             if offer.choices.is_empty() {
                 if let Some(end) = self.root_ended() {

@@ -15,7 +15,7 @@ use super::hooks::Hook;
 use super::patching::{fixed_operand, AccessSite, PatchStats, Patching};
 use super::plan::{Alloc, MemFn, ModulePlan};
 use crate::model::ThreadId;
-use crate::patch::PatchTable;
+use crate::patch::{PatchTable, SiteRequest};
 use crate::run::process::{decode_at, Process, StopPlace};
 use crate::tracee::breakpoints::Breakpoints;
 use crate::tracee::memory::Memory;
@@ -208,28 +208,80 @@ impl CodeEdits {
             self.bps.insert(mem, at)?;
             self.patching.stats.unpatched += 1;
             // A copy to run the instruction out of line, so that a hit costs one stop and
-            // no single-step (in trampoline space already mapped: nothing can be mapped
-            // from here).
-            let table = Arc::make_mut(&mut self.patching.table);
+            // no single-step.
             let Some(site) = self.patching.sites.get(id as usize) else {
                 continue;
             };
-            if table.out_of_line(at).is_some() || site.mem_fn.is_some() {
+            if self.patching.table.out_of_line(at).is_some() || site.mem_fn.is_some() {
                 continue;
             }
-            let req = crate::patch::SiteRequest {
+            let req = SiteRequest {
                 id,
                 insn: site.insn,
                 bytes,
                 needs_stop: true,
             };
-            if let Some(copy) = crate::patch::plan_out_of_line([&req], &mut table.space, true).pop()
-            {
-                mem.write(copy.meta.at, &copy.bytes)?;
-                table.insert_out_of_line(copy.meta);
-            }
+            self.write_copies(mem, &[req])?;
         }
         Ok(())
+    }
+
+    /// Requests for out-of-line copies of the instructions under the atomic and pause
+    /// breakpoints that `code` (the current bytes of a region, breakpoints included)
+    /// holds and that have no copy yet: a thread passes such a breakpoint by jumping to the
+    /// copy, which runs the instruction and jumps back, instead of being single-stepped
+    /// (one stop instead of two at each atomic instruction a decision was taken at).
+    pub fn passed_by_copy(&self, code: &crate::patch::Code) -> Vec<SiteRequest> {
+        let mut requests = Vec::new();
+        for (&at, kind) in &self.kinds {
+            if !matches!(kind, BreakpointKind::Atomic { .. } | BreakpointKind::Pause)
+                || self.patching.table.out_of_line(at).is_some()
+            {
+                continue;
+            }
+            let Some(original) = self.bps.original_byte(at) else {
+                continue;
+            };
+            let Some(text) = (1..=15).rev().find_map(|n| code.get(at, n)) else {
+                continue;
+            };
+            let mut text = text.to_vec();
+            text[0] = original;
+            let insn = decode_at(&text, at);
+            if insn.is_invalid() {
+                continue;
+            }
+            requests.push(SiteRequest {
+                id: 0,
+                bytes: text[..insn.len()].to_vec(),
+                insn,
+                needs_stop: true,
+            });
+        }
+        requests.sort_by_key(|r| r.insn.ip());
+        requests
+    }
+
+    /// Plans, writes and registers the out-of-line copies of `requests` that fit in
+    /// trampoline space already mapped (nothing can be mapped from here); the others get
+    /// none and are single-stepped.
+    fn write_copies(&mut self, mem: &Memory, requests: &[SiteRequest]) -> io::Result<()> {
+        if requests.is_empty() {
+            return Ok(());
+        }
+        let table = Arc::make_mut(&mut self.patching.table);
+        let copies = crate::patch::plan_out_of_line(requests, &mut table.space, true);
+        for copy in copies {
+            mem.write(copy.meta.at, &copy.bytes)?;
+            table.insert_out_of_line(copy.meta);
+        }
+        Ok(())
+    }
+
+    /// The out-of-line copy of the instruction under the breakpoint at `addr`, if it has
+    /// one (see [`Self::copy_out_of_line`]).
+    pub fn copy_of(&self, addr: u64) -> Option<u64> {
+        self.patching.table.out_of_line(addr)
     }
 
     /// Steps thread `t` of `p` over the breakpoint it is stopped at, executing the original

@@ -494,10 +494,15 @@ impl Instrumentation {
         let mut planned = patch::plan(code, requests, &mut table.space, &layout);
         let by_address: HashMap<u64, &SiteRequest> =
             requests.iter().map(|r| (r.insn.ip(), r)).collect();
+        // Copies to run out of line: of the sites left on breakpoints, and of the atomic
+        // instructions and pauses under mcheck's breakpoints (passed without a single-step).
+        let passed = ctx.code.passed_by_copy(&pristine);
+        let table = Arc::make_mut(&mut ctx.code.patching.table);
         let mut out_of_line = if patch_on {
             let left: Vec<&SiteRequest> = (planned.refused.iter())
                 .filter(|(_, _, why)| *why != Refusal::NotOriginal)
                 .filter_map(|(at, _, _)| by_address.get(at).copied())
+                .chain(&passed)
                 .collect();
             patch::plan_out_of_line(left, &mut table.space, false)
         } else {

@@ -697,7 +697,7 @@ impl<'a> Session<'a> {
                 }
                 match (convention, c) {
                     (Convention::Native, _) | (_, Completion::Native) => {
-                        if let Some(ev) = self.code.step_over(&mut self.p, t)? {
+                        if let Some(ev) = self.pass_over(t)? {
                             return self.fault_during_step(t, ev);
                         }
                     }

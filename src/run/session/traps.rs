@@ -294,6 +294,28 @@ impl Session<'_> {
         Ok(None)
     }
 
+    /// Moves `t`, stopped at a breakpoint whose instruction is to run natively, past it: to
+    /// the out-of-line copy of the instruction when there is one (the copy runs once `t`
+    /// is resumed, and jumps back), else by single-stepping it in place. Returns an event
+    /// that interrupted the step (a fault). A thread with a signal to deliver, or under a
+    /// debugger (which sees every instruction where the program has it), is stepped.
+    pub(super) fn pass_over(&mut self, t: ThreadId) -> Result<Option<crate::tracee::Event>> {
+        if let StopPlace::Breakpoint(addr) = self.p.threads[t].place {
+            let copy = self.code.copy_of(addr);
+            if let Some(copy) = copy.filter(|_| self.p.threads[t].pending_signal.is_none()) {
+                if !self.debugging() {
+                    let mut r = self.p.threads[t].regs;
+                    r.rip = copy;
+                    regs::set(self.p.threads[t].tid, r)?;
+                    self.p.threads[t].regs = r;
+                    self.p.threads[t].place = StopPlace::Event;
+                    return Ok(None);
+                }
+            }
+        }
+        Ok(self.code.step_over(&mut self.p, t)?)
+    }
+
     /// Resumes `t`, stopped at a breakpoint, at `rip` (the out-of-line copy of its
     /// instruction) instead of stepping over the breakpoint.
     fn resume_at(&mut self, t: ThreadId, rip: u64) -> Result<Option<RunResult>> {

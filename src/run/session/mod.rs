@@ -615,7 +615,22 @@ impl<'a> Session<'a> {
             .map(|o| self.object_desc(o.kind, o.addr))
             .or_else(|| self.kernel.describe(self.p.pid_of(t), t));
         let site = self.model.pending_site(t);
-        let location = (site != 0).then(|| self.worker.symbols.call_site(site));
+        // A breakpoint's own address (an atomic, a pause, a traced access) is the
+        // instruction; a system call is located by its stack (the word at the stack
+        // pointer is a return address only in a wrapper without a frame); any other site
+        // is the return address of a hooked call.
+        let th = &self.p.threads[t];
+        let location = match th.place {
+            StopPlace::Breakpoint(at) if at == site => {
+                Some(self.worker.symbols.instruction_site(site))
+            }
+            StopPlace::Syscall => {
+                let r = th.regs;
+                let stack = (self.worker.symbols).stack(r.rip, r.rsp, r.rbp, &self.p.mem);
+                crate::run::process::stacks::primary_location(&stack)
+            }
+            _ => (site != 0).then(|| self.worker.symbols.call_site(site)),
+        };
         TraceStep {
             step: self.history.steps() + 1,
             thread: t,

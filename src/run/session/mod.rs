@@ -164,6 +164,14 @@ pub(super) enum Choices {
     End(Box<ExecutionOutcome>),
 }
 
+/// An operation the model executed for a thread, and how it completed.
+pub(super) struct Executed {
+    /// The operation (None: the thread had none pending).
+    pub(super) op: Option<Op>,
+    /// Its result, for the thread's registers.
+    pub(super) completion: Completion,
+}
+
 /// What running a thread to its next stop produced.
 pub(super) enum RunResult {
     /// The thread is at a new scheduling point.
@@ -446,18 +454,18 @@ impl<'a> Session<'a> {
     /// natively to its next scheduling point (with the threads it creates, to their first).
     pub(super) fn step(&mut self, t: ThreadId) -> Result<Stop> {
         self.focus(t);
-        let completion = match self.execute_op(t) {
-            Ok(c) => c,
+        let mut executed = match self.execute_op(t) {
+            Ok(executed) => executed,
             Err(f) => {
                 let f = self.model_finding(f);
                 return Ok(Stop::End(Box::new(self.outcome(Some(f))), None));
             }
         };
-        let completion = self.kernel.finish(&mut self.p, t, completion)?;
-        if completion == Completion::Blocked {
+        executed.completion = self.kernel.finish(&mut self.p, t, executed.completion)?;
+        if executed.completion == Completion::Blocked {
             return Ok(Stop::Blocked);
         }
-        if let Some(f) = self.complete(t, completion)? {
+        if let Some(f) = self.complete(t, &executed)? {
             return Ok(Stop::End(Box::new(self.outcome(Some(f))), None));
         }
         let r = self.resume_and_run(t)?;
@@ -662,7 +670,8 @@ impl<'a> Session<'a> {
 
     /// Applies a completed operation's result to thread `t`'s registers. A fault while
     /// stepping over a native instruction becomes a finding.
-    pub(super) fn complete(&mut self, t: ThreadId, c: Completion) -> Result<Option<Finding>> {
+    pub(super) fn complete(&mut self, t: ThreadId, done: &Executed) -> Result<Option<Finding>> {
+        let c = done.completion;
         let place = self.p.threads[t].place;
         match place {
             StopPlace::Breakpoint(addr) => {
@@ -718,8 +727,9 @@ impl<'a> Session<'a> {
                         self.p.return_from_call(t, 1)?
                     }
                     (Convention::OmpNestTest, Completion::Return(_)) => {
-                        let lock = in_space(self.p.threads[t].regs.rdi, self.p.space());
-                        let depth = self.model.mutex_depth(lock, t);
+                        // The lock the trylock took: its owner's new nesting depth.
+                        let lock = done.op.as_ref().and_then(Op::object);
+                        let depth = lock.map_or(0, |l| self.model.mutex_depth(l.addr, t));
                         self.p.return_from_call(t, depth as u64)?
                     }
                     (Convention::OmpTest | Convention::OmpNestTest, Completion::Error(_)) => {
@@ -756,9 +766,9 @@ impl<'a> Session<'a> {
         }
         match self.execute_op(t) {
             Err(f) => Ok(Some(RunResult::Found(Box::new(self.model_finding(f))))),
-            Ok(Completion::Blocked) => Ok(Some(RunResult::Point)),
-            Ok(c) => {
-                if let Some(f) = self.complete(t, c)? {
+            Ok(done) if done.completion == Completion::Blocked => Ok(Some(RunResult::Point)),
+            Ok(done) => {
+                if let Some(f) = self.complete(t, &done)? {
                     return Ok(Some(RunResult::Found(Box::new(f))));
                 }
                 events::resume(self.p.threads[t].tid, None)?;
@@ -769,10 +779,7 @@ impl<'a> Session<'a> {
 
     /// Executes `t`'s pending operation in the model and feeds its happens-before edges to
     /// the race detector.
-    pub(super) fn execute_op(
-        &mut self,
-        t: ThreadId,
-    ) -> std::result::Result<Completion, ModelFinding> {
+    pub(super) fn execute_op(&mut self, t: ThreadId) -> std::result::Result<Executed, ModelFinding> {
         self.focus(t);
         let op = self.model.pending(t).cloned();
         if op == Some(Op::ExitGroup) {
@@ -798,31 +805,25 @@ impl<'a> Session<'a> {
                 .filter(|d| d.thread == t)
                 .map(|_| decisions.len() - 1);
             (self.locks).record(t, (op, step), completion, site, &mut reporter);
-            if let (
-                Op::Join {
-                    target: Some(u), ..
-                },
-                Completion::Native,
-            ) = (op, completion)
-            {
-                self.locks.thread_joined(t, *u);
-            }
         }
-        if let (Some(d), Some(op)) = (self.races.detector(), op) {
+        if let (Some(d), Some(op)) = (self.races.detector(), &op) {
             // The detector is the process's own: its addresses are the process's.
-            let op = op.in_space(0);
-            happens_before::record(d, t, &op, completion);
-            if let (
-                Op::Join {
-                    target: Some(u), ..
-                },
-                Completion::Native,
-            ) = (&op, completion)
-            {
+            happens_before::record(d, t, &op.clone().in_space(0), completion);
+        }
+        // A join that returned: the joined thread's locks and accesses happen before.
+        if let (
+            Some(Op::Join {
+                target: Some(u), ..
+            }),
+            Completion::Native,
+        ) = (&op, completion)
+        {
+            self.locks.thread_joined(t, *u);
+            if let Some(d) = self.races.detector() {
                 d.thread_joined(t, *u);
             }
         }
-        Ok(completion)
+        Ok(Executed { op, completion })
     }
 
     /// Records that `t` reached a scheduling point.

@@ -605,14 +605,14 @@ impl Session<'_> {
             .filter(|&u| matches!(self.model.pending(u), Some(Op::Start)))
             .collect();
         for u in new {
-            let completion = match self.execute_op(u) {
-                Ok(c) => c,
+            let done = match self.execute_op(u) {
+                Ok(done) => done,
                 Err(f) => {
                     let f = self.model_finding(f);
                     return Ok(Some(self.outcome(Some(f))));
                 }
             };
-            if let Some(f) = self.complete(u, completion)? {
+            if let Some(f) = self.complete(u, &done)? {
                 return Ok(Some(self.outcome(Some(f))));
             }
             self.step.creation_stretch.insert(u);

@@ -8,16 +8,19 @@
 //! its next scheduling point, which returns a [`Stop`]. The session knows no strategy; a
 //! debugger looks in through the port it is given (`debug_port.rs`, `debugging.rs`).
 //!
-//! Its methods live in three files: this one (composition, the driver's side, outcomes and
-//! findings), `stops.rs` (running a thread to its next stop, seccomp stops, thread
-//! creation) and `traps.rs` (breakpoint stops, the access log). Two roles act on the whole
-//! session: `snapshotting.rs` (taking fork snapshots) and `debugging.rs` (the debugger's
-//! door). `launch.rs` chooses where an execution starts (a snapshot copy or exec) and makes
-//! the session. Every exit path kills and reaps the whole process tree.
+//! Its methods live in three files: this one (composition, the driver's side, operations
+//! carried out, outcomes and findings), `stops.rs` (running a thread to its next stop,
+//! seccomp stops, thread creation) and `traps.rs` (breakpoint stops, the access log). Three
+//! roles act on the whole session: `tree.rs` (the process tree: the current process, forks,
+//! execs), `snapshotting.rs` (taking fork snapshots) and `debugging.rs` (the debugger's
+//! door). `outcome.rs` holds what executions and steps come to. `launch.rs` chooses where
+//! an execution starts (a snapshot copy or exec) and makes the session. Every exit path
+//! kills and reaps the whole process tree.
 
 mod debugging;
 pub(super) mod drive;
 pub(super) mod launch;
+mod outcome;
 mod snapshotting;
 mod stops;
 mod traps;
@@ -42,7 +45,6 @@ use super::process::report::{describe_deadlock, finding, signal_is_caught, Repor
 use super::process::stacks::primary_location;
 use super::process::{Process, StopPlace};
 use super::races::happens_before;
-use super::races::AccessKey;
 use super::races::{PendingReturn, RaceRecording, ReturnAction, Seen};
 use super::snapshots::snapshot::{Restored, SavedPoint};
 use super::snapshots::state::SnapshotState;
@@ -54,73 +56,11 @@ use crate::model::{
     address_of, in_space, Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind, Op,
     ThreadId,
 };
-use crate::report::{Finding, FindingKind, ThreadReport, UntracedProcess};
+use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::events;
 
-/// How one execution ended.
-#[derive(Debug, Default)]
-pub struct ExecutionOutcome {
-    /// The finding that ended the execution, if any (seed and execution index not yet set).
-    pub finding: Option<Finding>,
-    /// Data races found in the execution (each pair of instructions once).
-    pub races: Vec<Finding>,
-    /// A lock-order cycle of the execution that could deadlock, when the execution did not
-    /// end in a deadlock: a candidate for confirmation, not a finding.
-    pub lock_order: Option<LockCycle>,
-    /// Scheduling decisions taken.
-    pub steps: u64,
-    /// Preemptive switches among them.
-    pub preemptions: u64,
-    /// The execution hit `max_steps` without ending.
-    pub step_limit_hit: bool,
-    /// Threads created (including main).
-    pub threads: usize,
-    /// Every scheduling decision, in order (the schedule).
-    pub decisions: Vec<crate::explore::Decision>,
-    /// Indexes (in `decisions`) of the decisions taken among more than one thread.
-    pub choice_steps: Vec<u32>,
-    /// The strategy could not follow its plan (replay): the execution was abandoned.
-    pub divergence: Option<Divergence>,
-    /// The readable trace, when asked for.
-    pub trace: Vec<TraceStep>,
-    /// Stopped at `stop_after` decisions (replay --until).
-    pub stopped_early: bool,
-    /// Memory accesses traced (race detection).
-    pub traced_accesses: u64,
-    /// The earlier access of each race in `races`, by index.
-    pub race_origins: Vec<super::races::RaceOrigin>,
-    /// Stacks captured for `ExecutionConfig::stack_requests`.
-    pub captured_stacks: Vec<(AccessKey, Vec<crate::report::Frame>)>,
-    /// Ended at a state visited before (`--state-cache`): its subtree was pruned.
-    pub pruned: bool,
-    /// Ended where it left this machine's share of a split search (`--shard`): a prefix
-    /// run, not an execution.
-    pub outside_share: bool,
-    /// How the process ended, when it did ("exit status 0", "killed by SIGSEGV").
-    pub exit: Option<String>,
-    /// A hash of what the program wrote to stderr in this execution.
-    pub output_digest: u64,
-    /// Memory pages hashed anew and pages whose hash was kept, at hashed points.
-    pub hashed_pages: (u64, u64),
-    /// Why mcheck cut the execution short without a finding (a thread blocked in the
-    /// kernel), if it did.
-    pub abandoned: Option<String>,
-    /// How the access sites of the program were instrumented.
-    pub patch_stats: super::instrument::patching::PatchStats,
-    /// Atomic operations inside system libraries while threads existed, and the library
-    /// of the first (see `Session::library_sync`).
-    pub library_sync: (u64, Option<String>),
-    /// Races between plain loads and stores in code without debug information, which may
-    /// be relaxed atomics (not reported), and a description of the first.
-    pub unverified_races: (u64, Option<String>),
-    /// Ended before its end because the search had to stop (time limit, interrupt, memory
-    /// limit): the program was killed where it was.
-    pub cut_short: bool,
-    /// The execution changed a file or directory (`fs_gate`).
-    pub changed_files: bool,
-    /// Processes of the program that ran unchecked, or were checked only in part.
-    pub untraced: Vec<UntracedProcess>,
-}
+pub use outcome::ExecutionOutcome;
+pub(super) use outcome::{Choices, Executed, ProcessEnd, RunResult, Stop};
 
 /// The race recording part and what it reads of the execution ([`super::races::Env`]), as
 /// two disjoint borrows of the execution `$s`.
@@ -143,58 +83,6 @@ macro_rules! race_env {
     };
 }
 pub(super) use race_env;
-
-/// What a step of the execution came to.
-pub(super) enum Stop {
-    /// The chosen thread blocked at once (its operation waits): no step ran.
-    Blocked,
-    /// The thread ran to its next scheduling point; what it touched natively (None: the
-    /// start from exec, which is part of the first step).
-    Point(Option<Footprint>),
-    /// The execution is over, after the thread touched what it did (None: it ended before
-    /// the thread ran).
-    End(Box<ExecutionOutcome>, Option<Footprint>),
-}
-
-/// What the next scheduling point offers.
-pub(super) enum Choices {
-    /// The threads that may be chosen.
-    At(Offer),
-    /// None: the execution is over.
-    End(Box<ExecutionOutcome>),
-}
-
-/// An operation the model executed for a thread, and how it completed.
-pub(super) struct Executed {
-    /// The operation (None: the thread had none pending).
-    pub(super) op: Option<Op>,
-    /// Its result, for the thread's registers.
-    pub(super) completion: Completion,
-}
-
-/// What running a thread to its next stop produced.
-pub(super) enum RunResult {
-    /// The thread is at a new scheduling point.
-    Point,
-    /// The thread exited.
-    ThreadExited,
-    /// The whole process ended.
-    ProcessEnded(ProcessEnd),
-    /// A finding (boxed: findings are large).
-    Found(Box<Finding>),
-    /// The search asked for the execution to end now.
-    CutShort,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(super) enum ProcessEnd {
-    Exited(i32),
-    Killed(Signal),
-    Vanished,
-    /// Cut short by mcheck: the running thread sat blocked in the kernel (`abandoned`
-    /// says where), which no other thread can change while mcheck holds them stopped.
-    Abandoned,
-}
 
 pub(super) struct Session<'a> {
     pub(super) cfg: &'a ExecutionConfig,
@@ -237,6 +125,11 @@ impl<'a> Session<'a> {
         snapshotting::Snapshotting(self)
     }
 
+    /// The process tree of this execution.
+    fn processes(&mut self) -> tree::Processes<'_, 'a> {
+        tree::Processes(self)
+    }
+
     /// The debugger's door into this execution.
     fn debug(&mut self) -> debugging::Debugging<'_, 'a> {
         debugging::Debugging(self)
@@ -245,7 +138,7 @@ impl<'a> Session<'a> {
     /// Begins an execution from exec: the auxiliary vector made deterministic, and a
     /// breakpoint at the program's entry (where the libraries are mapped).
     pub(super) fn begin(&mut self) -> Result<()> {
-        self.begin_image(0)
+        self.processes().begin_image(0)
     }
 
     /// Whether the main thread must first be run to its first scheduling point: from exec,
@@ -286,7 +179,7 @@ impl<'a> Session<'a> {
                 self.cfg.limits.early_timeout_horizon_ns,
             );
             if offer.choices.is_empty() {
-                if let Some(end) = self.root_ended() {
+                if let Some(end) = self.processes().root_ended() {
                     if self.kernel.waits_for_outside(&self.p, &self.model) {
                         // The program has ended; what it left running waits for the world
                         // outside, as it would after the shell returned: it is killed, and
@@ -453,7 +346,7 @@ impl<'a> Session<'a> {
     /// Carries out the decision to run `t`: its operation in the model, then the thread
     /// natively to its next scheduling point (with the threads it creates, to their first).
     pub(super) fn step(&mut self, t: ThreadId) -> Result<Stop> {
-        self.focus(t);
+        self.processes().focus(t);
         let mut executed = match self.execute_op(t) {
             Ok(executed) => executed,
             Err(f) => {
@@ -527,7 +420,7 @@ impl<'a> Session<'a> {
         let companions = self.code.fixed_address_sites(&fresh);
         self.worker.racy_sites.extend(companions);
         // The other processes' races (a process tree): found in this execution as well.
-        for (races, fresh, sites) in self.other_race_recordings() {
+        for (races, fresh, sites) in self.processes().other_race_recordings() {
             self.worker.racy_addresses.extend(fresh);
             self.worker.racy_sites.extend(sites);
             self.races.absorb(races);
@@ -614,7 +507,7 @@ impl<'a> Session<'a> {
 
     /// Records one step of the readable trace (replay): thread, operation, object, line.
     fn trace_step(&mut self, t: ThreadId, op: &'static str) -> TraceStep {
-        self.focus(t);
+        self.processes().focus(t);
         let object = self
             .model
             .pending(t)
@@ -641,7 +534,7 @@ impl<'a> Session<'a> {
                 self.thread_exited(t);
                 Ok(None)
             }
-            RunResult::ProcessEnded(end) => match self.process_ended(end) {
+            RunResult::ProcessEnded(end) => match self.processes().process_ended(end) {
                 Some(end) => Ok(Some(self.ended(end))),
                 // One process of the tree ended; the others go on.
                 None => Ok(None),
@@ -779,8 +672,11 @@ impl<'a> Session<'a> {
 
     /// Executes `t`'s pending operation in the model and feeds its happens-before edges to
     /// the race detector.
-    pub(super) fn execute_op(&mut self, t: ThreadId) -> std::result::Result<Executed, ModelFinding> {
-        self.focus(t);
+    pub(super) fn execute_op(
+        &mut self,
+        t: ThreadId,
+    ) -> std::result::Result<Executed, ModelFinding> {
+        self.processes().focus(t);
         let op = self.model.pending(t).cloned();
         if op == Some(Op::ExitGroup) {
             self.step.group_exiting = true;
@@ -1002,7 +898,7 @@ impl Session<'_> {
 
     /// Thread `t` with its stack, in `state`.
     pub(super) fn thread_report(&mut self, t: ThreadId, state: String) -> ThreadReport {
-        self.focus(t);
+        self.processes().focus(t);
         self.reporter().thread_report(t, state)
     }
 
@@ -1041,7 +937,7 @@ impl Session<'_> {
                 .describe(self.p.pid_of(addr as ThreadId), addr as ThreadId)
                 .unwrap_or_else(|| "the kernel".to_string()),
             _ => {
-                let addr = self.focus_address(addr);
+                let addr = self.processes().focus_address(addr);
                 let name = (self.races).memory_name(&mut self.worker.symbols, addr, true);
                 format!("{} {name}", kind.name())
             }

@@ -392,7 +392,7 @@ impl<'a> Session<'a> {
 
     /// Whether a debugger watches this execution.
     pub(super) fn debugging(&self) -> bool {
-        self.worker.debug.is_some()
+        self.worker.debugger.hook.is_some()
     }
 
     /// Sites this execution needs a real stop at: racy sites under `--preempt-on-races`,

@@ -18,7 +18,10 @@ mod worker;
 
 pub use confirm::UnconfirmedCycle;
 pub use plan::{Plan, SearchConfig};
-pub use result::{location_key, NothingToExplore, Progress, ProgressReport, SearchResult};
+pub use result::{
+    location_key, InstrumentationSummary, NothingToExplore, Progress, ProgressReport, Resources,
+    SearchResult, ShardTally, SnapshotUse, StateSpace,
+};
 use shared::{Cycles, Findings, Racy, Round, Shared};
 pub(super) use single::replay_worker;
 pub use single::{race_sites, run_single};
@@ -215,34 +218,44 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         steps: shared.tallies.steps.load(Ordering::SeqCst),
         cut_by_step_limit: shared.tallies.cut.load(Ordering::SeqCst),
         abandoned: shared.tallies.abandoned.load(Ordering::SeqCst),
-        traced_accesses: shared.tallies.traced.load(Ordering::SeqCst),
-        patch_stats,
-        library_sync,
-        unverified_races,
-        untraced,
-        races_checked,
-        from_snapshots: shared.tallies.from_snapshots.load(Ordering::SeqCst),
-        from_branch_snapshots: shared.tallies.from_branch.load(Ordering::SeqCst),
-        branch_snapshots: shared.tallies.branches.load(Ordering::SeqCst),
-        snapshots_off,
-        transitions: shared.tallies.transitions.load(Ordering::SeqCst),
-        states: shared.tallies.states.load(Ordering::SeqCst),
-        state_cache: shared.cache.as_ref().map(|c| CacheStats {
-            pages_hashed: shared.tallies.pages_hashed.load(Ordering::SeqCst),
-            pages_reused: shared.tallies.pages_reused.load(Ordering::SeqCst),
-            ..c.lock().expect("state table").stats()
-        }),
-        pruned: shared.tallies.pruned.load(Ordering::SeqCst),
-        cut_short: shared.tallies.cut_short.load(Ordering::SeqCst),
-        memory_peak: guard.peak,
-        nothing_to_explore,
-        jobs_used: if shared.changes_files.load(Ordering::SeqCst) {
-            1
-        } else {
-            cpus.len()
+        instrumentation: InstrumentationSummary {
+            traced_accesses: shared.tallies.traced.load(Ordering::SeqCst),
+            patch_stats,
+            library_sync,
+            unverified_races,
+            races_checked,
         },
-        runs_outside_share: shared.tallies.outside_share.load(Ordering::SeqCst),
-        schedule_digest: shared.tallies.digest.load(Ordering::SeqCst),
+        untraced,
+        snapshots: SnapshotUse {
+            from_snapshots: shared.tallies.from_snapshots.load(Ordering::SeqCst),
+            from_branch_snapshots: shared.tallies.from_branch.load(Ordering::SeqCst),
+            branch_snapshots: shared.tallies.branches.load(Ordering::SeqCst),
+            snapshots_off,
+        },
+        state_space: StateSpace {
+            transitions: shared.tallies.transitions.load(Ordering::SeqCst),
+            states: shared.tallies.states.load(Ordering::SeqCst),
+            state_cache: shared.cache.as_ref().map(|c| CacheStats {
+                pages_hashed: shared.tallies.pages_hashed.load(Ordering::SeqCst),
+                pages_reused: shared.tallies.pages_reused.load(Ordering::SeqCst),
+                ..c.lock().expect("state table").stats()
+            }),
+            pruned: shared.tallies.pruned.load(Ordering::SeqCst),
+        },
+        cut_short: shared.tallies.cut_short.load(Ordering::SeqCst),
+        resources: Resources {
+            memory_peak: guard.peak,
+            jobs_used: if shared.changes_files.load(Ordering::SeqCst) {
+                1
+            } else {
+                cpus.len()
+            },
+        },
+        nothing_to_explore,
+        shard: ShardTally {
+            runs_outside_share: shared.tallies.outside_share.load(Ordering::SeqCst),
+            schedule_digest: shared.tallies.digest.load(Ordering::SeqCst),
+        },
         followed_race,
         unconfirmed_cycles,
         confirmation_executions: shared.tallies.confirmation_runs.load(Ordering::SeqCst),

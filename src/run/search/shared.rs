@@ -320,7 +320,7 @@ impl Shared<'_> {
             .fetch_add(outcome.steps, Ordering::Relaxed);
         self.tallies
             .traced
-            .fetch_add(outcome.traced_accesses, Ordering::Relaxed);
+            .fetch_add(outcome.measures.traced_accesses, Ordering::Relaxed);
         self.tallies.cut_short.fetch_add(1, Ordering::Relaxed);
         self.slots.done.fetch_add(1, Ordering::SeqCst);
     }
@@ -466,24 +466,24 @@ impl Shared<'_> {
             .fetch_add(outcome.steps, Ordering::Relaxed);
         self.tallies
             .traced
-            .fetch_add(outcome.traced_accesses, Ordering::Relaxed);
+            .fetch_add(outcome.measures.traced_accesses, Ordering::Relaxed);
         self.observed
             .patch_stats
             .lock()
             .expect("lock")
-            .merge(&outcome.patch_stats);
-        if outcome.unverified_races.0 > 0 {
+            .merge(&outcome.measures.patch_stats);
+        if outcome.measures.unverified_races.0 > 0 {
             let mut u = self.observed.unverified_races.lock().expect("lock");
-            u.0 += outcome.unverified_races.0;
+            u.0 += outcome.measures.unverified_races.0;
             if u.1.is_none() {
-                u.1.clone_from(&outcome.unverified_races.1);
+                u.1.clone_from(&outcome.measures.unverified_races.1);
             }
         }
-        if outcome.library_sync.0 > 0 {
+        if outcome.measures.library_sync.0 > 0 {
             let mut l = self.observed.library_sync.lock().expect("lock");
-            l.0 += outcome.library_sync.0;
+            l.0 += outcome.measures.library_sync.0;
             if l.1.is_none() {
-                l.1.clone_from(&outcome.library_sync.1);
+                l.1.clone_from(&outcome.measures.library_sync.1);
             }
         }
         if !outcome.untraced.is_empty() {
@@ -502,7 +502,7 @@ impl Shared<'_> {
                 );
             }
         }
-        if outcome.step_limit_hit && outcome.finding.is_none() {
+        if outcome.early_end.step_limit_hit && outcome.finding.is_none() {
             self.tallies.cut.fetch_add(1, Ordering::Relaxed);
         }
         let index = self.slots.done.fetch_add(1, Ordering::SeqCst) + 1;

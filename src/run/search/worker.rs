@@ -258,7 +258,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
             Ok(o) => o,
             Err(e) => break Err(e),
         };
-        if outcome.cut_short {
+        if outcome.early_end.cut_short {
             shared.record_cut(&outcome);
             continue;
         }
@@ -271,7 +271,9 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
                 threads: outcome.threads,
                 found_bug: outcome.finding.is_some(),
             });
-            if outcome.outside_share || sched.tree().is_some_and(|t| t.ended_outside_share()) {
+            if outcome.early_end.outside_share
+                || sched.tree().is_some_and(|t| t.ended_outside_share())
+            {
                 // Another shard's: neither counted nor reported, and no part of the budget.
                 shared.slots.reserved.fetch_sub(1, Ordering::SeqCst);
                 shared.tallies.outside_share.fetch_add(1, Ordering::Relaxed);
@@ -303,7 +305,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
             .tallies
             .transitions
             .fetch_add(outcome.steps.saturating_sub(replayed), Ordering::Relaxed);
-        let (hashed, reused) = outcome.hashed_pages;
+        let (hashed, reused) = outcome.measures.hashed_pages;
         shared
             .tallies
             .pages_hashed
@@ -320,7 +322,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
             .tallies
             .states
             .fetch_add(chosen.count() as u64, Ordering::Relaxed);
-        if outcome.pruned {
+        if outcome.early_end.pruned {
             shared.tallies.pruned.fetch_add(1, Ordering::Relaxed);
         }
         let summary = ExecutionSummary {
@@ -371,8 +373,8 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
             cfg.execution.instrument.preempt_on_races && !state.racy_addresses.is_empty();
         let single_path = outcome.choice_steps.is_empty()
             && outcome.divergence.is_none()
-            && !outcome.step_limit_hit
-            && !outcome.pruned
+            && !outcome.early_end.step_limit_hit
+            && !outcome.early_end.pruned
             && (outcome.threads <= 1 || !racy_points_ahead);
         let threads = outcome.threads;
         let schedule = schedule_hash(outcome.decisions.iter().map(|d| d.thread));

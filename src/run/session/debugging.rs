@@ -103,7 +103,7 @@ impl Debugging<'_, '_> {
 
     /// Shows the debugger the end of the execution, before its processes are killed.
     pub(super) fn debug_end(&mut self, out: &super::ExecutionOutcome) {
-        if !self.0.debugging() || out.cut_short || out.divergence.is_some() {
+        if !self.0.debugging() || out.early_end.cut_short || out.divergence.is_some() {
             return;
         }
         let ev = DebugEvent::End {

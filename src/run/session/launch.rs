@@ -133,8 +133,8 @@ pub fn run_execution(
     let mut outcome = result?;
     let ran_to_end = outcome.exit.is_some()
         && outcome.divergence.is_none()
-        && !outcome.cut_short
-        && !outcome.stopped_early;
+        && !outcome.early_end.cut_short
+        && !outcome.early_end.stopped_early;
     if let (Some(journal), Some(_)) = (&worker.journal, &worker.fs_pass) {
         if ran_to_end {
             journal.lock().expect("file journal").keep_final();

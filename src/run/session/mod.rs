@@ -60,8 +60,8 @@ use crate::model::{
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::events;
 
-pub use outcome::ExecutionOutcome;
 pub(super) use outcome::{Choices, Executed, ProcessEnd, RunResult, Stop};
+pub use outcome::{EarlyEnd, ExecutionMeasures, ExecutionOutcome};
 
 /// The race recording part and what it reads of the execution ([`super::races::Env`]), as
 /// two disjoint borrows of the execution `$s`.
@@ -215,7 +215,7 @@ impl<'a> Session<'a> {
                     f.details.extend(self.blocked_details());
                 }
                 let mut out = self.outcome(finding);
-                out.step_limit_hit = true;
+                out.early_end.step_limit_hit = true;
                 return Ok(Choices::End(Box::new(out)));
             }
             return Ok(Choices::At(offer));
@@ -443,7 +443,6 @@ impl<'a> Session<'a> {
             finding,
             steps: self.history.steps(),
             preemptions: self.history.preemptions(),
-            step_limit_hit: false,
             threads: self.model.thread_count(),
             races: found.findings,
             lock_order,
@@ -451,24 +450,23 @@ impl<'a> Session<'a> {
             choice_steps: record.choice_steps,
             divergence: None,
             trace: record.trace,
-            stopped_early: false,
-            traced_accesses: found.traced,
             race_origins: found.origins,
             captured_stacks: found.captured_stacks,
-            pruned: false,
-            outside_share: false,
             exit: None,
             output_digest: 0,
-            hashed_pages: self.snaps.hashed_pages(),
             abandoned: None,
-            library_sync: found.library_sync,
-            unverified_races: found.unverified_races,
-            patch_stats: super::instrument::patching::PatchStats {
-                moved_out: self.instr.moved_out(),
-                breakpoint_accesses: found.breakpoint_accesses,
-                ..self.code.stats().clone()
+            measures: ExecutionMeasures {
+                traced_accesses: found.traced,
+                hashed_pages: self.snaps.hashed_pages(),
+                patch_stats: super::instrument::patching::PatchStats {
+                    moved_out: self.instr.moved_out(),
+                    breakpoint_accesses: found.breakpoint_accesses,
+                    ..self.code.stats().clone()
+                },
+                library_sync: found.library_sync,
+                unverified_races: found.unverified_races,
             },
-            cut_short: false,
+            early_end: EarlyEnd::default(),
             changed_files: self.world.changed_files(),
             untraced: self.p.untraced(),
         }
@@ -548,7 +546,7 @@ impl<'a> Session<'a> {
     /// The outcome of an execution the search ended early (its program is killed after).
     pub(super) fn cut_short(&mut self) -> ExecutionOutcome {
         let mut out = self.outcome(None);
-        out.cut_short = true;
+        out.early_end.cut_short = true;
         out
     }
 

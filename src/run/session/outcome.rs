@@ -26,8 +26,8 @@ pub struct ExecutionOutcome {
     pub steps: u64,
     /// Preemptive switches among them.
     pub preemptions: u64,
-    /// The execution hit `max_steps` without ending.
-    pub step_limit_hit: bool,
+    /// Why mcheck stopped the execution before the program ended, if it did.
+    pub early_end: EarlyEnd,
     /// Threads created (including main).
     pub threads: usize,
     /// Every scheduling decision, in order (the schedule).
@@ -38,28 +38,32 @@ pub struct ExecutionOutcome {
     pub divergence: Option<Divergence>,
     /// The readable trace, when asked for.
     pub trace: Vec<TraceStep>,
-    /// Stopped at `stop_after` decisions (replay --until).
-    pub stopped_early: bool,
-    /// Memory accesses traced (race detection).
-    pub traced_accesses: u64,
+    /// What the execution measured of the program and of mcheck's instrumentation.
+    pub measures: ExecutionMeasures,
     /// The earlier access of each race in `races`, by index.
     pub race_origins: Vec<crate::run::races::RaceOrigin>,
     /// Stacks captured for `ExecutionConfig::stack_requests`.
     pub captured_stacks: Vec<(AccessKey, Vec<crate::report::Frame>)>,
-    /// Ended at a state visited before (`--state-cache`): its subtree was pruned.
-    pub pruned: bool,
-    /// Ended where it left this machine's share of a split search (`--shard`): a prefix
-    /// run, not an execution.
-    pub outside_share: bool,
     /// How the process ended, when it did ("exit status 0", "killed by SIGSEGV").
     pub exit: Option<String>,
     /// A hash of what the program wrote to stderr in this execution.
     pub output_digest: u64,
-    /// Memory pages hashed anew and pages whose hash was kept, at hashed points.
-    pub hashed_pages: (u64, u64),
     /// Why mcheck cut the execution short without a finding (a thread blocked in the
     /// kernel), if it did.
     pub abandoned: Option<String>,
+    /// The execution changed a file or directory (`fs_gate`).
+    pub changed_files: bool,
+    /// Processes of the program that ran unchecked, or were checked only in part.
+    pub untraced: Vec<UntracedProcess>,
+}
+
+/// What the execution measured of the program and of mcheck's instrumentation.
+#[derive(Debug, Default)]
+pub struct ExecutionMeasures {
+    /// Memory accesses traced (race detection).
+    pub traced_accesses: u64,
+    /// Memory pages hashed anew and pages whose hash was kept, at hashed points.
+    pub hashed_pages: (u64, u64),
     /// How the access sites of the program were instrumented.
     pub patch_stats: crate::run::instrument::patching::PatchStats,
     /// Atomic operations inside system libraries while threads existed, and the library
@@ -68,13 +72,24 @@ pub struct ExecutionOutcome {
     /// Races between plain loads and stores in code without debug information, which may
     /// be relaxed atomics (not reported), and a description of the first.
     pub unverified_races: (u64, Option<String>),
+}
+
+/// Why mcheck stopped the execution before the program ended, if it did (none of these
+/// is a finding).
+#[derive(Debug, Default)]
+pub struct EarlyEnd {
+    /// The execution hit `max_steps` without ending.
+    pub step_limit_hit: bool,
+    /// Stopped at `stop_after` decisions (replay --until).
+    pub stopped_early: bool,
+    /// Ended at a state visited before (`--state-cache`): its subtree was pruned.
+    pub pruned: bool,
+    /// Ended where it left this machine's share of a split search (`--shard`): a prefix
+    /// run, not an execution.
+    pub outside_share: bool,
     /// Ended before its end because the search had to stop (time limit, interrupt, memory
     /// limit): the program was killed where it was.
     pub cut_short: bool,
-    /// The execution changed a file or directory (`fs_gate`).
-    pub changed_files: bool,
-    /// Processes of the program that ran unchecked, or were checked only in part.
-    pub untraced: Vec<UntracedProcess>,
 }
 
 /// What a step of the execution came to.

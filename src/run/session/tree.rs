@@ -202,19 +202,19 @@ impl Processes<'_, '_> {
         let parts = ProcessParts {
             code: self.0.code.clone(),
             instr: self.0.instr.saved(),
-            races: RaceRecording::for_process(
-                self.0.races.on(),
-                self.0.cfg.stack_requests.clone(),
-                u,
-            )
-            .with_heap_checks(
-                self.0.cfg.instrument.heap_checks,
-                self.0.cfg.instrument.quarantine_blocks,
-            ),
+            races: self.fresh_races(u),
             returns,
         };
         self.0.tree.park(j, parts);
         self.continue_parent(t)
+    }
+
+    /// A race recording for a new process image whose first thread is `t`, as the
+    /// execution's configuration asks.
+    fn fresh_races(&self, t: ThreadId) -> RaceRecording {
+        let cfg = self.0.cfg;
+        RaceRecording::for_process(self.0.races.on(), cfg.stack_requests.clone(), t)
+            .with_heap_checks(cfg.instrument.heap_checks, cfg.instrument.quarantine_blocks)
     }
 
     /// After `t` created a process, `t` runs on: like after a thread creation, to its next
@@ -250,15 +250,7 @@ impl Processes<'_, '_> {
         let parts = ProcessParts {
             code: CodeEdits::default(),
             instr: Instrumentation::default(),
-            races: RaceRecording::for_process(
-                self.0.races.on(),
-                self.0.cfg.stack_requests.clone(),
-                u,
-            )
-            .with_heap_checks(
-                self.0.cfg.instrument.heap_checks,
-                self.0.cfg.instrument.quarantine_blocks,
-            ),
+            races: self.fresh_races(u),
             returns: HashMap::new(),
         };
         self.0.tree.park(j, parts);
@@ -297,12 +289,7 @@ impl Processes<'_, '_> {
             .p
             .new_image()
             .context("opening the memory of an exec'd image")?;
-        let races =
-            RaceRecording::for_process(self.0.races.on(), self.0.cfg.stack_requests.clone(), t)
-                .with_heap_checks(
-                    self.0.cfg.instrument.heap_checks,
-                    self.0.cfg.instrument.quarantine_blocks,
-                );
+        let races = self.fresh_races(t);
         let old = self.swap_parts(ProcessParts {
             code: CodeEdits::default(),
             instr: Instrumentation::default(),

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::explore::{CacheStats, Coverage};
 use crate::report::{Finding, FindingKind};
-use crate::run::instrument::patching::PatchStats;
+use crate::run::instrument::sites::PatchStats;
 
 use super::witness::Witness;
 

@@ -10,7 +10,7 @@ use crate::explore::{
     counter_of, Coverage, Decision, EndTable, RacySites, SharedStateTable, TreePool,
 };
 use crate::report::{Finding, FindingKind};
-use crate::run::instrument::patching::PatchStats;
+use crate::run::instrument::sites::PatchStats;
 use crate::run::process::cut::CutSignal;
 use crate::run::session::ExecutionOutcome;
 use crate::run::snapshots::memory_guard::{MemoryGuard, Pressure};

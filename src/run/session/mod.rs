@@ -458,7 +458,7 @@ impl<'a> Session<'a> {
             measures: ExecutionMeasures {
                 traced_accesses: found.traced,
                 hashed_pages: self.snaps.hashed_pages(),
-                patch_stats: super::instrument::patching::PatchStats {
+                patch_stats: super::instrument::sites::PatchStats {
                     moved_out: self.instr.moved_out(),
                     breakpoint_accesses: found.breakpoint_accesses,
                     ..self.code.stats().clone()

@@ -65,7 +65,7 @@ pub struct ExecutionMeasures {
     /// Memory pages hashed anew and pages whose hash was kept, at hashed points.
     pub hashed_pages: (u64, u64),
     /// How the access sites of the program were instrumented.
-    pub patch_stats: crate::run::instrument::patching::PatchStats,
+    pub patch_stats: crate::run::instrument::sites::PatchStats,
     /// Atomic operations inside system libraries while threads existed, and the library
     /// of the first (see `Session::library_sync`).
     pub library_sync: (u64, Option<String>),

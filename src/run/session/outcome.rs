@@ -67,7 +67,7 @@ pub struct ExecutionMeasures {
     /// How the access sites of the program were instrumented.
     pub patch_stats: crate::run::instrument::sites::PatchStats,
     /// Atomic operations inside system libraries while threads existed, and the library
-    /// of the first (see `Session::library_sync`).
+    /// of the first (counted by race recording, `races/`).
     pub library_sync: (u64, Option<String>),
     /// Races between plain loads and stores in code without debug information, which may
     /// be relaxed atomics (not reported), and a description of the first.

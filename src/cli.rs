@@ -5,24 +5,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::explore::StrategyName;
 pub use crate::report::exit_status::{
     EXIT_CLEAN, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_USAGE,
 };
-
-/// Scheduling strategies selectable with `--strategy`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum StrategyName {
-    /// ICB, PCT and random interleaved; complete when ICB exhausts the space.
-    Portfolio,
-    /// Exhaustive depth-first search over the scheduling choices.
-    Dfs,
-    /// Iterative preemption bounding: all executions with ≤ c preemptions before c+1.
-    Icb,
-    /// PCT (probabilistic concurrency testing) with `--pct-depth`.
-    Pct,
-    /// A fresh seeded random choice at every scheduling point.
-    Random,
-}
 
 /// When to show a search's progress on stderr (`--progress`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -488,6 +474,19 @@ fn parse_horizon(text: &str) -> Result<f64, String> {
             "`{text}` is not a number of seconds (0 or more, or inf)"
         )),
     }
+}
+
+/// Whether `options` parse as the options of a search (`mcheck OPTIONS -- PROG`); Err
+/// with the first line of the parser's error, without its `error: `.
+pub fn parse_search_options(options: &[String]) -> Result<(), String> {
+    let argv = std::iter::once("mcheck".to_string())
+        .chain(options.iter().cloned())
+        .chain(["--".to_string(), "prog".to_string()]);
+    Cli::try_parse_from(argv).map(|_| ()).map_err(|e| {
+        let text = e.to_string();
+        let first = text.lines().next().unwrap_or("");
+        first.trim_start_matches("error: ").to_string()
+    })
 }
 
 #[cfg(test)]

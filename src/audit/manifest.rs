@@ -11,7 +11,7 @@ use clap::ValueEnum;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::cli::StrategyName;
+use crate::explore::StrategyName;
 use crate::report::FindingKind;
 
 /// Executions a target gets when the manifest gives it no budget (mcheck's own default).
@@ -158,8 +158,9 @@ struct RawSuppression {
 }
 
 impl Manifest {
-    /// Reads and validates the manifest at `path`.
-    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+    /// Reads and validates the manifest at `path`; targets' `options` are checked with
+    /// `parser`.
+    pub fn load(path: &Path, parser: OptionsParser) -> Result<Manifest, ManifestError> {
         let text = std::fs::read_to_string(path).map_err(|e| ManifestError {
             path: path.to_path_buf(),
             line: None,
@@ -171,11 +172,17 @@ impl Manifest {
             .unwrap_or(Path::new("."));
         // Targets run in their own working directory: anchor paths absolutely.
         let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-        Self::parse(&text, path, &dir)
+        Self::parse(&text, path, &dir, parser)
     }
 
-    /// Parses manifest text; `path` names it in errors, `dir` anchors relative paths.
-    pub fn parse(text: &str, path: &Path, dir: &Path) -> Result<Manifest, ManifestError> {
+    /// Parses manifest text; `path` names it in errors, `dir` anchors relative paths,
+    /// `parser` checks targets' `options`.
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        dir: &Path,
+        parser: OptionsParser,
+    ) -> Result<Manifest, ManifestError> {
         let err = |span: Option<Range<usize>>, message: String| ManifestError {
             path: path.to_path_buf(),
             line: span.map(|s| line_of(text, s.start)),
@@ -204,7 +211,7 @@ impl Manifest {
         for t in raw.targets {
             let span = t.span();
             let t = t.into_inner();
-            let target = Target::from_raw(t, dir).map_err(|(s, m)| err(Some(s), m))?;
+            let target = Target::from_raw(t, dir, parser).map_err(|(s, m)| err(Some(s), m))?;
             if targets.iter().any(|o| o.name == target.name) {
                 return Err(err(
                     Some(span),
@@ -227,7 +234,7 @@ impl Manifest {
 type SpanError = (Range<usize>, String);
 
 impl Target {
-    fn from_raw(t: RawTarget, dir: &Path) -> Result<Target, SpanError> {
+    fn from_raw(t: RawTarget, dir: &Path, parser: OptionsParser) -> Result<Target, SpanError> {
         let name = t.name.get_ref().trim().to_string();
         if name.is_empty()
             || !name
@@ -294,7 +301,7 @@ impl Target {
         }
         let options = match &t.options {
             Some(o) => {
-                check_options(o.get_ref())
+                check_options(o.get_ref(), parser)
                     .map_err(|m| (o.span(), format!("target `{name}`: {m}")))?;
                 o.get_ref().clone()
             }
@@ -411,9 +418,13 @@ pub enum OptionsError {
     Bad(String),
 }
 
-/// Checks that `options` are mcheck search options the audit (or `mcheck test`) does not
-/// set itself.
-pub fn check_search_options(options: &[String]) -> Result<(), OptionsError> {
+/// mcheck's own parser of search options (the CLI's, which stands above the audit): Err
+/// with the first line of its error when `options` are not options of a search.
+pub type OptionsParser<'p> = &'p dyn Fn(&[String]) -> Result<(), String>;
+
+/// Checks that `options` are mcheck search options (by `parser`) the audit (or `mcheck
+/// test`) does not set itself.
+pub fn check_search_options(options: &[String], parser: OptionsParser) -> Result<(), OptionsError> {
     for o in options {
         let flag = o.split('=').next().unwrap_or(o);
         if RESERVED_OPTIONS.contains(&flag) {
@@ -423,25 +434,12 @@ pub fn check_search_options(options: &[String]) -> Result<(), OptionsError> {
             return Err(OptionsError::DoubleDash);
         }
     }
-    let argv = std::iter::once("mcheck".to_string())
-        .chain(options.iter().cloned())
-        .chain(["--".to_string(), "prog".to_string()]);
-    <crate::cli::Cli as clap::Parser>::try_parse_from(argv)
-        .map(|_| ())
-        .map_err(|e| {
-            let text = e.to_string();
-            let first = text
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim_start_matches("error: ");
-            OptionsError::Bad(first.to_string())
-        })
+    parser(options).map_err(OptionsError::Bad)
 }
 
 /// Checks that `options` are mcheck search options the audit does not set itself.
-fn check_options(options: &[String]) -> Result<(), String> {
-    check_search_options(options).map_err(|e| match e {
+fn check_options(options: &[String], parser: OptionsParser) -> Result<(), String> {
+    check_search_options(options, parser).map_err(|e| match e {
         OptionsError::Reserved(flag) => {
             format!("option `{flag}` is set by the audit; use the target's own key instead")
         }
@@ -462,7 +460,8 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Manifest, ManifestError> {
-        Manifest::parse(text, Path::new("audit.toml"), Path::new("/m"))
+        let parser = crate::cli::parse_search_options;
+        Manifest::parse(text, Path::new("audit.toml"), Path::new("/m"), &parser)
     }
 
     #[test]

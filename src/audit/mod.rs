@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use crate::cli::StrategyName;
+use crate::explore::StrategyName;
 use baseline::{mark, Baseline};
 use manifest::Manifest;
 use record::{AuditRecord, RecordKind, TargetRecord, TargetStatus, AUDIT_VERSION};

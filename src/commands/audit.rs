@@ -31,7 +31,8 @@ pub fn audit(args: &AuditArgs) -> Result<i32, Failure> {
     // SIGINT, SIGTERM, SIGHUP and SIGQUIT end the audit cleanly, with its outputs.
     crate::tracee::interrupt::install().context("installing the signal handlers")?;
     check_out(&args.out)?;
-    let manifest = Manifest::load(&args.manifest).map_err(|e| Failure::Usage(e.to_string()))?;
+    let manifest = Manifest::load(&args.manifest, &crate::cli::parse_search_options)
+        .map_err(|e| Failure::Usage(e.to_string()))?;
     let baseline = args.baseline.as_deref().map(read_baseline).transpose()?;
     let plan = AuditPlan {
         manifest,

@@ -10,9 +10,10 @@ use anyhow::Context;
 use super::progress::ProgressDisplay;
 use super::{current_env, lossy, Failure};
 use crate::binary::{check_program, resolve_program};
-use crate::cli::{CheckArgs, StrategyName, EXIT_CLEAN, EXIT_FINDINGS, EXIT_INCONCLUSIVE};
+use crate::cli::{CheckArgs, EXIT_CLEAN, EXIT_FINDINGS, EXIT_INCONCLUSIVE};
 use crate::explore::shard::TreeShard;
 use crate::explore::Coverage;
+use crate::explore::StrategyName;
 use crate::report::schedule::{file_sha256, ExecutionOptions, ScheduleFile};
 use crate::report::shell_quote;
 use crate::report::{human, json, Finding};
@@ -150,7 +151,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             cfg.max_executions
         );
     }
-    let cache = match &result.state_cache {
+    let cache = match &result.state_space.state_cache {
         Some(c) => format!(
             ", state cache: {} state(s), {} pruned, {} revisit(s) with another state, {}{} page(s) hashed, {} kept",
             c.states,
@@ -169,9 +170,9 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     eprintln!(
         "mcheck: {statement} [{strategy} strategy, seed {}, {} job(s), {} transition(s), {} state(s){cache}, {:.1} s; {}]",
         share.seed,
-        result.jobs_used,
-        result.transitions,
-        result.states,
+        result.resources.jobs_used,
+        result.state_space.transitions,
+        result.state_space.states,
         result.elapsed.as_secs_f64(),
         result.stopped_because
     );
@@ -212,7 +213,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             "mcheck: note: no execution ran to the program's end, so nothing was checked to the end (exit status {EXIT_INCONCLUSIVE})"
         );
     }
-    if let (count @ 1.., first) = &result.unverified_races {
+    if let (count @ 1.., first) = &result.instrumentation.unverified_races {
         eprintln!(
             "mcheck: note: {count} race(s) between plain loads and stores in code without debug information were not reported (the first {}): a relaxed atomic compiles to the same instructions, and without DWARF mcheck cannot tell them apart",
             first.as_deref().unwrap_or("?")
@@ -228,9 +229,9 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             seed: share.seed,
             executions: result.executions,
             decisions: result.steps,
-            transitions: result.transitions,
-            states: result.states,
-            state_cache: result.state_cache,
+            transitions: result.state_space.transitions,
+            states: result.state_space.states,
+            state_cache: result.state_space.state_cache,
             complete: result.complete,
             coverage: json::JsonCoverage {
                 nothing_to_explore: result.nothing_to_explore.map(|n| n.key()),
@@ -245,30 +246,33 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
             ran_to_end: result
                 .executions
                 .saturating_sub(result.cut_by_step_limit + result.cut_short + result.abandoned),
-            memory_peak_bytes: result.memory_peak,
+            memory_peak_bytes: result.resources.memory_peak,
             snapshots: json::JsonSnapshots {
-                executions_from_snapshot: result.from_snapshots,
-                executions_from_branch_snapshot: result.from_branch_snapshots,
-                branch_snapshots: result.branch_snapshots,
-                off_because: result.snapshots_off.clone(),
+                executions_from_snapshot: result.snapshots.from_snapshots,
+                executions_from_branch_snapshot: result.snapshots.from_branch_snapshots,
+                branch_snapshots: result.snapshots.branch_snapshots,
+                off_because: result.snapshots.snapshots_off.clone(),
             },
             access_recording: json::JsonAccessRecording {
-                accesses: result.traced_accesses,
-                accesses_at_breakpoints: result.patch_stats.breakpoint_accesses,
-                sites_patched: result.patch_stats.patched,
-                sites_on_breakpoints: result.patch_stats.on_breakpoints(),
-                neighbours_moved: result.patch_stats.moved_neighbours,
-                memory_calls_patched: result.patch_stats.memory_calls_patched,
+                accesses: result.instrumentation.traced_accesses,
+                accesses_at_breakpoints: result.instrumentation.patch_stats.breakpoint_accesses,
+                sites_patched: result.instrumentation.patch_stats.patched,
+                sites_on_breakpoints: result.instrumentation.patch_stats.on_breakpoints(),
+                neighbours_moved: result.instrumentation.patch_stats.moved_neighbours,
+                memory_calls_patched: result.instrumentation.patch_stats.memory_calls_patched,
                 breakpoint_reasons: {
-                    let mut r = result.patch_stats.fallback.clone();
-                    if result.patch_stats.unpatched > 0 {
-                        r.insert("unpatched later", result.patch_stats.unpatched);
+                    let mut r = result.instrumentation.patch_stats.fallback.clone();
+                    if result.instrumentation.patch_stats.unpatched > 0 {
+                        r.insert(
+                            "unpatched later",
+                            result.instrumentation.patch_stats.unpatched,
+                        );
                     }
                     r
                 },
-                moved_out_of_generated_code: result.patch_stats.moved_out,
-                unverified_races: result.unverified_races.0,
-                first_unverified_race: result.unverified_races.1.clone(),
+                moved_out_of_generated_code: result.instrumentation.patch_stats.moved_out,
+                unverified_races: result.instrumentation.unverified_races.0,
+                first_unverified_race: result.instrumentation.unverified_races.1.clone(),
             },
             findings: &findings,
             lock_order_cycles_not_confirmed: &result.unconfirmed_cycles,
@@ -278,9 +282,9 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 index: s.index,
                 count: s.count,
                 first_execution: share.first_execution,
-                runs_outside_share: result.runs_outside_share,
+                runs_outside_share: result.shard.runs_outside_share,
             }),
-            schedule_digest: format!("{:016x}", result.schedule_digest),
+            schedule_digest: format!("{:016x}", result.shard.schedule_digest),
         };
         json::write(path, &report)
             .with_context(|| format!("writing the JSON report to {}", path.display()))?;
@@ -611,7 +615,7 @@ pub fn coverage_statement(
         }
         return format!("search space exhausted: {n} execution(s) explored{included}, {verdict}");
     }
-    if let (count @ 1.., library) = &result.library_sync {
+    if let (count @ 1.., library) = &result.instrumentation.library_sync {
         let lib = library.as_deref().unwrap_or("a system library");
         return format!(
             "{n} execution(s) explored, search space not exhausted: {count} atomic operation(s) inside system libraries (first in {lib}) were taken in the order they came, not explored; {verdict}"
@@ -620,15 +624,15 @@ pub fn coverage_statement(
     if synchronisation_exhausted && !racy_sites_not_explored.is_empty() {
         return sync_only(format!("{n} execution(s) explored"));
     }
-    if synchronisation_exhausted && !result.races_checked {
+    if synchronisation_exhausted && !result.instrumentation.races_checked {
         return format!(
             "{n} execution(s) explored, search space exhausted for synchronisation order only: data races were not checked (--no-races), so the orders of plain loads and stores were not explored{included}; {verdict}"
         );
     }
     if let (true, count @ 1.., first) = (
         synchronisation_exhausted,
-        result.unverified_races.0,
-        &result.unverified_races.1,
+        result.instrumentation.unverified_races.0,
+        &result.instrumentation.unverified_races.1,
     ) {
         return format!(
             "{n} execution(s) explored, search space exhausted for synchronisation order only: {count} race(s) between plain accesses without debug information (the first {}) were taken for relaxed atomics, their orders not explored{included}; {verdict}",

@@ -115,7 +115,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
             args.schedule.display()
         )));
     }
-    if outcome.stopped_early {
+    if outcome.early_end.stopped_early {
         eprintln!(
             "mcheck: replay stopped after step {} (--until); the schedule has {} steps",
             outcome.steps,

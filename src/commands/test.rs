@@ -77,7 +77,7 @@ pub fn plan(args: &SuiteArgs, binary: PathBuf, filters: Vec<String>) -> Result<S
             args.out.display()
         )));
     }
-    check_search_options(&args.mcheck_args).map_err(|e| {
+    check_search_options(&args.mcheck_args, &crate::cli::parse_search_options).map_err(|e| {
         Failure::Usage(match e {
             OptionsError::Reserved(flag) => format!(
                 "--mcheck-arg {flag}: set by mcheck test itself; use its own option instead"

@@ -177,24 +177,7 @@ impl Scheduler for DirectedScheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn point<'a>(
-        step: usize,
-        enabled: &'a [ThreadId],
-        ops: &'a [&'static str],
-        current: Option<ThreadId>,
-    ) -> Point<'a> {
-        Point {
-            enabled,
-            ops,
-            footprints: &[],
-            blocked: &[],
-            timeouts: &[],
-            current,
-            current_yields: false,
-            step,
-        }
-    }
+    use crate::explore::testing::plain_point as point;
 
     fn decision(thread: ThreadId, op: &str) -> Decision {
         Decision {

@@ -35,6 +35,7 @@ mod refine;
 mod replay;
 pub mod shard;
 mod state_cache;
+mod strategy_name;
 mod timeout_steps;
 mod tree;
 mod wakeup;
@@ -49,6 +50,7 @@ pub use random::RandomScheduler;
 pub use refine::RacySites;
 pub use replay::{Decision, ReplayScheduler};
 pub use state_cache::{counter_of, CacheStats, EndTable, SharedStateTable, StateTable, Visit};
+pub use strategy_name::StrategyName;
 pub use tree::{Deferred, Split, TreeSearch};
 
 use crate::model::{Footprint, ThreadId};

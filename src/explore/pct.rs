@@ -115,7 +115,7 @@ impl Scheduler for PctScheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explore::testing::{preemptions, Synthetic};
+    use crate::explore::testing::{plain_point, preemptions, Synthetic};
 
     #[test]
     fn depth_one_never_preempts() {
@@ -151,29 +151,12 @@ mod tests {
         s.begin_execution(0);
         let enabled = [0, 1];
         let ops = ["yield", "atomic"];
-        let first = s
-            .choose(&Point {
-                enabled: &enabled,
-                ops: &ops,
-                footprints: &[],
-                blocked: &[],
-                timeouts: &[],
-                current: None,
-                current_yields: false,
-                step: 0,
-            })
-            .unwrap();
+        let first = s.choose(&plain_point(0, &enabled, &ops, None)).unwrap();
         let other = 1 - first;
         let next = s
             .choose(&Point {
-                enabled: &enabled,
-                ops: &ops,
-                footprints: &[],
-                blocked: &[],
-                timeouts: &[],
-                current: Some(first),
                 current_yields: true,
-                step: 1,
+                ..plain_point(1, &enabled, &ops, Some(first))
             })
             .unwrap();
         assert_eq!(next, other, "after a yield the other thread runs");

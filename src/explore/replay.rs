@@ -69,6 +69,7 @@ impl Scheduler for ReplayScheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::explore::testing::plain_point;
 
     #[test]
     fn follows_and_detects_divergence() {
@@ -83,16 +84,7 @@ mod tests {
             },
         ]);
         assert_eq!(s.begin_execution(0), Some(0));
-        let p = |step, enabled: &'static [usize], ops: &'static [&'static str]| Point {
-            enabled,
-            ops,
-            footprints: &[],
-            blocked: &[],
-            timeouts: &[],
-            current: None,
-            current_yields: false,
-            step,
-        };
+        let p = |step, enabled, ops| plain_point(step, enabled, ops, None);
         assert_eq!(s.choose(&p(0, &[0, 1], &["join", "mutex_lock"])), Ok(1));
         assert!(s.choose(&p(1, &[1], &["mutex_unlock"])).is_err());
         assert!(s.choose(&p(1, &[0], &["mutex_lock"])).is_err());

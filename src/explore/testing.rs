@@ -10,6 +10,27 @@ use std::collections::{HashMap, HashSet};
 use super::{ExecutionSummary, FairFilter, Point, Scheduler};
 use crate::model::{Footprint, ObjectKind, Role, ThreadId};
 
+/// A scheduling point at `step` offering `enabled` (whose operations are `ops`), with
+/// `current` the thread that ran last: no footprints, nothing blocked, no timeouts, no
+/// yield.
+pub fn plain_point<'a>(
+    step: usize,
+    enabled: &'a [ThreadId],
+    ops: &'a [&'static str],
+    current: Option<ThreadId>,
+) -> Point<'a> {
+    Point {
+        enabled,
+        ops,
+        footprints: &[],
+        blocked: &[],
+        timeouts: &[],
+        current,
+        current_yields: false,
+        step,
+    }
+}
+
 /// `steps[t]` scheduling points for thread t. Thread 0 starts current.
 pub struct Synthetic {
     pub steps: Vec<usize>,
@@ -28,16 +49,7 @@ impl Synthetic {
             }
             let ops = vec!["atomic"; enabled.len()];
             let t = s
-                .choose(&Point {
-                    enabled: &enabled,
-                    ops: &ops,
-                    footprints: &[],
-                    blocked: &[],
-                    timeouts: &[],
-                    current,
-                    current_yields: false,
-                    step: trace.len(),
-                })
+                .choose(&plain_point(trace.len(), &enabled, &ops, current))
                 .expect("no divergence in synthetic runs");
             assert!(enabled.contains(&t), "strategy chose a disabled thread");
             if s.tree().is_some_and(|t| t.leaves_share()) {
@@ -98,16 +110,7 @@ impl Synthetic {
                 }
                 let ops = vec!["atomic"; enabled.len()];
                 let t = s
-                    .choose(&Point {
-                        enabled: &enabled,
-                        ops: &ops,
-                        footprints: &[],
-                        blocked: &[],
-                        timeouts: &[],
-                        current,
-                        current_yields: false,
-                        step,
-                    })
+                    .choose(&plain_point(step, &enabled, &ops, current))
                     .expect("no divergence in synthetic runs");
                 left[t] -= 1;
                 step += 1;

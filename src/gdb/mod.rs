@@ -126,7 +126,7 @@ pub fn serve(
     };
     // Tell gdb how the replay ended (it waits for that after its last `continue`).
     let end = match &outcome {
-        Ok(out) if !out.cut_short => {
+        Ok(out) if !out.early_end.cut_short => {
             let kind = match out.exit.as_deref().and_then(parse_exit) {
                 Some(k) => k,
                 None => StopKind::Killed(libc::SIGKILL),

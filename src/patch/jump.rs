@@ -159,11 +159,8 @@ pub fn bytes_read_past(len: usize, prefixes: u8) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iced_x86::{Decoder, DecoderOptions, Mnemonic};
-
-    fn decode(bytes: &[u8], ip: u64) -> iced_x86::Instruction {
-        Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE).decode()
-    }
+    use crate::patch::testing::decode_one as decode;
+    use iced_x86::Mnemonic;
 
     #[test]
     fn a_long_site_gets_a_plain_jump_padded_with_int3() {

@@ -15,6 +15,8 @@ pub mod log_layout;
 pub mod planner;
 pub mod space;
 pub mod table;
+#[cfg(test)]
+mod testing;
 pub mod trampoline;
 pub mod wrapper;
 

@@ -679,20 +679,8 @@ impl TrampolineMeta {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iced_x86::{Decoder, DecoderOptions, Mnemonic};
-
-    fn decode_all(bytes: &[u8], ip: u64) -> Vec<Instruction> {
-        let mut d = Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE);
-        let mut out = Vec::new();
-        while d.can_decode() {
-            out.push(d.decode());
-        }
-        out
-    }
-
-    fn one(bytes: &[u8], ip: u64) -> Instruction {
-        decode_all(bytes, ip)[0]
-    }
+    use crate::patch::testing::{decode_all, decode_one as one};
+    use iced_x86::Mnemonic;
 
     fn layout() -> LogLayout {
         LogLayout::new(0x7000_0000, 1024).unwrap()

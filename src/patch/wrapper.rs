@@ -133,16 +133,8 @@ pub(super) fn exit(m: &TrampolineMeta, o: u16, pushes: bool) -> Exit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, Register};
-
-    fn decode_all(bytes: &[u8], ip: u64) -> Vec<Instruction> {
-        let mut d = Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE);
-        let mut out = Vec::new();
-        while d.can_decode() {
-            out.push(d.decode());
-        }
-        out
-    }
+    use crate::patch::testing::decode_all;
+    use iced_x86::{Mnemonic, Register};
 
     #[test]
     fn a_wrapper_calls_the_allocator_then_logs_its_result_arguments_and_caller() {

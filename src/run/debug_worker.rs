@@ -36,7 +36,7 @@ impl DebugWorker {
     /// ([`super::debug_port::ProgramView::snapshot`]).
     pub fn new(racy: &RacyPoints, atomic_addresses: &[u64], snapshots: bool) -> Result<Self> {
         let (mut worker, tick) = replay_worker(racy, atomic_addresses)?;
-        worker.debug_snapshots = snapshots;
+        worker.debugger.snapshots = snapshots;
         Ok(DebugWorker {
             atomics: worker.atomic_addresses.clone(),
             racy: racy.clone(),
@@ -71,10 +71,10 @@ impl DebugWorker {
         // What the worker knew at the snapshot, or at the start.
         self.worker.atomic_addresses = copy
             .as_ref()
-            .and_then(|(d, _)| self.worker.debug_atomics.get(d).cloned())
+            .and_then(|(d, _)| self.worker.debugger.atomics.get(d).cloned())
             .unwrap_or_else(|| self.atomics.clone());
-        self.worker.debug = Some(debugger(copy.is_some()));
-        self.worker.debug_start = copy.map(|(_, c)| c);
+        self.worker.debugger.hook = Some(debugger(copy.is_some()));
+        self.worker.debugger.start = copy.map(|(_, c)| c);
         sched.begin_execution(0);
         run_execution(cfg, sched, &mut self.worker)
     }

@@ -33,7 +33,8 @@ mod world;
 
 pub use config::{ExecutionConfig, InstrumentConfig, Limits, ProgramSetup, SnapshotConfig};
 pub use history::TraceStep;
-pub use instrument::patching::{patching_enabled, PatchStats};
+pub use instrument::patching::patching_enabled;
+pub use instrument::sites::PatchStats;
 pub use process::cut::CutSignal;
 pub use search::{SearchConfig, SearchResult, Witness};
 pub use session::launch::run_execution;

@@ -72,17 +72,24 @@ pub struct WorkerState {
     pub repeats: super::races::repeat_filter::RepeatFilter,
     /// Where the program's stdout goes when it is not mcheck's own (`program_stdio`).
     pub outputs: super::world::program_stdio::OutputSinks,
-    /// The debugger watching its executions (`mcheck replay --gdb`), if any.
-    pub debug: Option<super::debug_port::DebugHook>,
+    /// What the worker keeps for a debugger watching its executions.
+    pub debugger: DebuggerState,
+}
+
+/// What a worker keeps for a debugger watching its executions (`mcheck replay --gdb`).
+#[derive(Default)]
+pub struct DebuggerState {
+    /// The debugger, if any.
+    pub hook: Option<super::debug_port::DebugHook>,
     /// The debugger may take fork snapshots of its executions at scheduling points.
-    pub debug_snapshots: bool,
+    pub snapshots: bool,
     /// The next execution starts from this copy of one of the debugger's snapshots.
-    pub(super) debug_start: Option<super::snapshots::snapshot::Restored>,
+    pub(super) start: Option<super::snapshots::snapshot::Restored>,
     /// The descriptors the debugger's program was started with (left to the user, as the
     /// standard streams: not a reason against a snapshot).
-    pub debug_inherited: Vec<(i32, String)>,
+    pub inherited: Vec<(i32, String)>,
     /// The atomic addresses known when each of the debugger's snapshots was taken, by depth.
-    pub debug_atomics: std::collections::HashMap<usize, HashSet<u64, FastHash>>,
+    pub atomics: std::collections::HashMap<usize, HashSet<u64, FastHash>>,
 }
 
 /// Which executions show the program's stdout and stderr. Executions run again only to

@@ -12,8 +12,8 @@ use iced_x86::OpKind;
 
 use super::hooks::Hook;
 
-use super::patching::{fixed_operand, AccessSite, PatchStats, Patching};
 use super::plan::{Alloc, MemFn, ModulePlan};
+use super::sites::{fixed_operand, AccessSite, PatchStats, Patching};
 use crate::model::ThreadId;
 use crate::patch::{PatchTable, SiteRequest};
 use crate::run::process::{decode_at, Process, StopPlace};

@@ -2,7 +2,8 @@
 //! libraries are mapped: breakpoints on the threading API (libgomp's locks included), atomic and PAUSE instructions,
 //! allocators, modelled libc calls, Rust's panic entry and the dynamic loader's rendezvous;
 //! from the first thread creation on: the memory-access sites of the code under test,
-//! patched to log into the access log (`patching.rs`). The code as changed is
+//! patched to log into the access log (`patching.rs`; the sites and what patching them keeps
+//! are `sites.rs`). The code as changed is
 //! [`code::CodeEdits`]; the per-file plans (`plan.rs`, computed once per worker) say what
 //! each file gets. It calls the process part (memory, registers, injected system calls).
 
@@ -12,6 +13,7 @@ pub(super) mod hooks;
 pub(super) mod patching;
 pub(super) mod plan;
 pub(super) mod scan_cache;
+pub(super) mod sites;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -21,8 +23,8 @@ use anyhow::Result;
 use self::code::{BreakpointKind, CodeEdits};
 use self::gomp::is_gomp;
 use self::hooks::{merge_aliases, Hook};
-use self::patching::Recording;
 use self::plan::{role_of, Alloc, ModulePlan, PlanCache, Role};
+use self::sites::Recording;
 use crate::binary::{ElfFile, ErrnoTls};
 use crate::model::ThreadId;
 use crate::run::process::stacks::Symbols;

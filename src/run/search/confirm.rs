@@ -74,7 +74,7 @@ pub(super) fn confirm(
         state.add_racy_points(&learnt);
         let mut outcome = outcome?;
         *runs += 1;
-        if outcome.cut_short {
+        if outcome.early_end.cut_short {
             return Ok(Confirmation::CutShort);
         }
         if outcome.divergence.is_some() {

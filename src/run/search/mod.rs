@@ -18,20 +18,22 @@ mod worker;
 
 pub use confirm::UnconfirmedCycle;
 pub use plan::{Plan, SearchConfig};
-pub use result::{location_key, NothingToExplore, Progress, ProgressReport, SearchResult};
+pub use result::{
+    location_key, InstrumentationSummary, NothingToExplore, Progress, ProgressReport, Resources,
+    SearchResult, ShardTally, SnapshotUse, StateSpace,
+};
 use shared::{Cycles, Findings, Racy, Round, Shared};
 pub(super) use single::replay_worker;
 pub use single::{race_sites, run_single};
 pub use witness::{attach_earlier_stacks, Witness};
 use worker::worker;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
-use super::process::cut::CutSignal;
 use super::snapshots::memory_guard::MemoryGuard;
 use super::worker_state::RacyPoints;
 use super::world::fs_gate::FsGate;
@@ -73,48 +75,20 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         refine,
         following_since: AtomicU64::new(0),
         started_at: Instant::now(),
-        reserved: AtomicU64::new(0),
-        done: AtomicU64::new(0),
-        steps: AtomicU64::new(0),
-        cut: AtomicU64::new(0),
-        abandoned: AtomicU64::new(0),
-        said_abandoned: Default::default(),
+        slots: Default::default(),
+        tallies: Default::default(),
+        observed: Default::default(),
         first_ended: Default::default(),
         changes_files: Default::default(),
-        traced: AtomicU64::new(0),
-        patch_stats: Default::default(),
-        library_sync: Default::default(),
-        unverified_races: Default::default(),
-        untraced: Default::default(),
-        from_snapshots: AtomicU64::new(0),
-        from_branch: AtomicU64::new(0),
-        branches: AtomicU64::new(0),
-        snapshots_off: Mutex::new(None),
-        next_random: AtomicU64::new(0),
-        stop: AtomicBool::new(false),
+        stopping: Default::default(),
         cycles: Mutex::new(Cycles::default()),
-        confirmation_runs: AtomicU64::new(0),
-        closed_early: AtomicBool::new(false),
         findings: Mutex::new(Findings::default()),
         error: Mutex::new(None),
-        transitions: AtomicU64::new(0),
-        states: AtomicU64::new(0),
-        pages_hashed: AtomicU64::new(0),
-        pages_reused: AtomicU64::new(0),
-        pruned: AtomicU64::new(0),
         cache: (cfg.execution.snapshots.state_cache && matches!(cfg.plan, Plan::Dfs { .. }))
             .then(|| Arc::new(Mutex::new(StateTable::default()))),
         ends: Mutex::new(EndTable::default()),
-        cut_signal: CutSignal::default(),
         fs_gate: FsGate::default(),
         journal: Default::default(),
-        cut_short: AtomicU64::new(0),
-        shed: AtomicBool::new(false),
-        nothing_to_explore: Mutex::new(None),
-        outside_share: AtomicU64::new(0),
-        digest: AtomicU64::new(0),
-        reduced_runs: AtomicU64::new(0),
-        reduced_owed: AtomicU64::new(0),
     };
     // Files the program writes through descriptors it was started with (stdout redirected
     // to a file) are the program's output: each execution writes them from where a single
@@ -171,12 +145,13 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
     let coverage = shared.coverage();
     let findings = shared.findings.into_inner().expect("lock");
     let unconfirmed_cycles = shared.cycles.into_inner().expect("lock").unconfirmed;
-    let executions = shared.done.load(Ordering::SeqCst);
-    let snapshots_off = shared.snapshots_off.lock().expect("lock").take();
-    let patch_stats = std::mem::take(&mut *shared.patch_stats.lock().expect("lock"));
-    let library_sync = std::mem::take(&mut *shared.library_sync.lock().expect("lock"));
-    let unverified_races = std::mem::take(&mut *shared.unverified_races.lock().expect("lock"));
-    let nothing_to_explore = *shared.nothing_to_explore.lock().expect("lock");
+    let executions = shared.slots.done.load(Ordering::SeqCst);
+    let snapshots_off = shared.observed.snapshots_off.lock().expect("lock").take();
+    let patch_stats = std::mem::take(&mut *shared.observed.patch_stats.lock().expect("lock"));
+    let library_sync = std::mem::take(&mut *shared.observed.library_sync.lock().expect("lock"));
+    let unverified_races =
+        std::mem::take(&mut *shared.observed.unverified_races.lock().expect("lock"));
+    let nothing_to_explore = *shared.observed.nothing_to_explore.lock().expect("lock");
     let mut coverage = coverage;
     if nothing_to_explore.is_some() {
         // One execution covers every order of synchronisation; the orders of racy
@@ -197,13 +172,13 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         coverage.exhausted = false;
     }
     // A process of the program ran unchecked: what it did was not explored.
-    let untraced = std::mem::take(&mut *shared.untraced.lock().expect("lock"));
+    let untraced = std::mem::take(&mut *shared.observed.untraced.lock().expect("lock"));
     if !untraced.is_empty() {
         coverage.exhausted = false;
     }
     // Executions cut short at --max-steps (under an unfair schedule) were not explored to
     // their ends: the tree ran out only up to that depth.
-    if shared.cut.load(Ordering::SeqCst) > 0 {
+    if shared.tallies.cut.load(Ordering::SeqCst) > 0 {
         coverage.exhausted = false;
     }
     let complete = coverage.exhausted;
@@ -240,39 +215,49 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         coverage,
         stopped_because,
         elapsed: shared.started_at.elapsed(),
-        steps: shared.steps.load(Ordering::SeqCst),
-        cut_by_step_limit: shared.cut.load(Ordering::SeqCst),
-        abandoned: shared.abandoned.load(Ordering::SeqCst),
-        traced_accesses: shared.traced.load(Ordering::SeqCst),
-        patch_stats,
-        library_sync,
-        unverified_races,
-        untraced,
-        races_checked,
-        from_snapshots: shared.from_snapshots.load(Ordering::SeqCst),
-        from_branch_snapshots: shared.from_branch.load(Ordering::SeqCst),
-        branch_snapshots: shared.branches.load(Ordering::SeqCst),
-        snapshots_off,
-        transitions: shared.transitions.load(Ordering::SeqCst),
-        states: shared.states.load(Ordering::SeqCst),
-        state_cache: shared.cache.as_ref().map(|c| CacheStats {
-            pages_hashed: shared.pages_hashed.load(Ordering::SeqCst),
-            pages_reused: shared.pages_reused.load(Ordering::SeqCst),
-            ..c.lock().expect("state table").stats()
-        }),
-        pruned: shared.pruned.load(Ordering::SeqCst),
-        cut_short: shared.cut_short.load(Ordering::SeqCst),
-        memory_peak: guard.peak,
-        nothing_to_explore,
-        jobs_used: if shared.changes_files.load(Ordering::SeqCst) {
-            1
-        } else {
-            cpus.len()
+        steps: shared.tallies.steps.load(Ordering::SeqCst),
+        cut_by_step_limit: shared.tallies.cut.load(Ordering::SeqCst),
+        abandoned: shared.tallies.abandoned.load(Ordering::SeqCst),
+        instrumentation: InstrumentationSummary {
+            traced_accesses: shared.tallies.traced.load(Ordering::SeqCst),
+            patch_stats,
+            library_sync,
+            unverified_races,
+            races_checked,
         },
-        runs_outside_share: shared.outside_share.load(Ordering::SeqCst),
-        schedule_digest: shared.digest.load(Ordering::SeqCst),
+        untraced,
+        snapshots: SnapshotUse {
+            from_snapshots: shared.tallies.from_snapshots.load(Ordering::SeqCst),
+            from_branch_snapshots: shared.tallies.from_branch.load(Ordering::SeqCst),
+            branch_snapshots: shared.tallies.branches.load(Ordering::SeqCst),
+            snapshots_off,
+        },
+        state_space: StateSpace {
+            transitions: shared.tallies.transitions.load(Ordering::SeqCst),
+            states: shared.tallies.states.load(Ordering::SeqCst),
+            state_cache: shared.cache.as_ref().map(|c| CacheStats {
+                pages_hashed: shared.tallies.pages_hashed.load(Ordering::SeqCst),
+                pages_reused: shared.tallies.pages_reused.load(Ordering::SeqCst),
+                ..c.lock().expect("state table").stats()
+            }),
+            pruned: shared.tallies.pruned.load(Ordering::SeqCst),
+        },
+        cut_short: shared.tallies.cut_short.load(Ordering::SeqCst),
+        resources: Resources {
+            memory_peak: guard.peak,
+            jobs_used: if shared.changes_files.load(Ordering::SeqCst) {
+                1
+            } else {
+                cpus.len()
+            },
+        },
+        nothing_to_explore,
+        shard: ShardTally {
+            runs_outside_share: shared.tallies.outside_share.load(Ordering::SeqCst),
+            schedule_digest: shared.tallies.digest.load(Ordering::SeqCst),
+        },
         followed_race,
         unconfirmed_cycles,
-        confirmation_executions: shared.confirmation_runs.load(Ordering::SeqCst),
+        confirmation_executions: shared.tallies.confirmation_runs.load(Ordering::SeqCst),
     })
 }

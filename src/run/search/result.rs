@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::explore::{CacheStats, Coverage};
 use crate::report::{Finding, FindingKind};
-use crate::run::instrument::patching::PatchStats;
+use crate::run::instrument::sites::PatchStats;
 
 use super::witness::Witness;
 
@@ -30,6 +30,38 @@ pub struct SearchResult {
     /// Executions cut short without a finding while a thread waited in the kernel for
     /// something mcheck does not control (nothing could wake it).
     pub abandoned: u64,
+    /// What mcheck's instrumentation did and met, over all executions.
+    pub instrumentation: InstrumentationSummary,
+    /// Processes of the program that ran unchecked, or were checked only in part, in some
+    /// execution: the space is not exhausted and no bug found is said of the others only.
+    pub untraced: Vec<crate::report::UntracedProcess>,
+    /// How the search used fork snapshots.
+    pub snapshots: SnapshotUse,
+    /// What the search saw of the program's state space.
+    pub state_space: StateSpace,
+    /// Executions the search had to end before their end (time limit, interrupt, memory
+    /// limit); their partial schedules report nothing.
+    pub cut_short: u64,
+    /// What the search used of the machine.
+    pub resources: Resources,
+    /// Set when an execution met no scheduling choice: executions are deterministic, so
+    /// that one execution is the whole search space, whatever the strategy.
+    pub nothing_to_explore: Option<NothingToExplore>,
+    /// What shards of one split search (`--shard`) add up.
+    pub shard: ShardTally,
+    /// The execution that found the data race the search went on after (without
+    /// `--keep-going`) to find a failure it leads to, when it found none: the search then
+    /// ran until its budget was spent or its tree ran out.
+    pub followed_race: Option<u64>,
+    /// Lock-order cycles seen whose confirmation did not deadlock (not findings).
+    pub unconfirmed_cycles: Vec<super::UnconfirmedCycle>,
+    /// Directed executions run to confirm lock-order cycles (not in `executions`).
+    pub confirmation_executions: u64,
+}
+
+/// What mcheck's instrumentation did and met, over all executions.
+#[derive(Debug, Default)]
+pub struct InstrumentationSummary {
     /// Memory accesses traced for race detection, over all executions.
     pub traced_accesses: u64,
     /// How access sites were instrumented (the most instrumented execution), and how often
@@ -42,11 +74,13 @@ pub struct SearchResult {
     /// Races between plain loads and stores in code without debug information (maybe
     /// relaxed atomics), not reported; and the first, described.
     pub unverified_races: (u64, Option<String>),
-    /// Processes of the program that ran unchecked, or were checked only in part, in some
-    /// execution: the space is not exhausted and no bug found is said of the others only.
-    pub untraced: Vec<crate::report::UntracedProcess>,
     /// Data races were looked for (not `--no-races`).
     pub races_checked: bool,
+}
+
+/// How the search used fork snapshots.
+#[derive(Debug, Default)]
+pub struct SnapshotUse {
     /// Executions started from a fork snapshot instead of exec.
     pub from_snapshots: u64,
     /// Of those, executions started from a snapshot at a branch point of a tree search.
@@ -55,6 +89,11 @@ pub struct SearchResult {
     pub branch_snapshots: u64,
     /// Why fork snapshots were turned off, if they were.
     pub snapshots_off: Option<String>,
+}
+
+/// What the search saw of the program's state space.
+#[derive(Debug, Default)]
+pub struct StateSpace {
     /// Transitions executed, not counting replayed prefixes (the steps of each execution
     /// after the point where it left the path of an earlier one).
     pub transitions: u64,
@@ -65,18 +104,22 @@ pub struct SearchResult {
     pub state_cache: Option<CacheStats>,
     /// Executions ended at a state visited before.
     pub pruned: u64,
-    /// Executions the search had to end before their end (time limit, interrupt, memory
-    /// limit); their partial schedules report nothing.
-    pub cut_short: u64,
+}
+
+/// What the search used of the machine.
+#[derive(Debug, Default)]
+pub struct Resources {
     /// The most memory mcheck held at once (tracer and snapshots, measured about once a
     /// second), in bytes.
     pub memory_peak: u64,
-    /// Set when an execution met no scheduling choice: executions are deterministic, so
-    /// that one execution is the whole search space, whatever the strategy.
-    pub nothing_to_explore: Option<NothingToExplore>,
     /// Workers that ran executions: fewer than asked when the program changes files (one
     /// worker then) or when fewer CPUs were allowed.
     pub jobs_used: usize,
+}
+
+/// What shards of one split search (`--shard`) add up.
+#[derive(Debug, Default)]
+pub struct ShardTally {
     /// Runs of a split tree search (`--shard`) that were another shard's: prefixes ended
     /// where no choice was this shard's within the preemption bound, and schedules with too
     /// few choices to split, counted by the first shard that reaches them. Not executions.
@@ -84,14 +127,6 @@ pub struct SearchResult {
     /// Order-independent digest of the schedules of the executions run to their end
     /// ([`schedule_hash`] summed): shards of one search add up to the unsharded search's.
     pub schedule_digest: u64,
-    /// The execution that found the data race the search went on after (without
-    /// `--keep-going`) to find a failure it leads to, when it found none: the search then
-    /// ran until its budget was spent or its tree ran out.
-    pub followed_race: Option<u64>,
-    /// Lock-order cycles seen whose confirmation did not deadlock (not findings).
-    pub unconfirmed_cycles: Vec<super::UnconfirmedCycle>,
-    /// Directed executions run to confirm lock-order cycles (not in `executions`).
-    pub confirmation_executions: u64,
 }
 
 /// Why one execution covered the whole search space.

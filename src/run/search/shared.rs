@@ -10,7 +10,7 @@ use crate::explore::{
     counter_of, Coverage, Decision, EndTable, RacySites, SharedStateTable, TreePool,
 };
 use crate::report::{Finding, FindingKind};
-use crate::run::instrument::patching::PatchStats;
+use crate::run::instrument::sites::PatchStats;
 use crate::run::process::cut::CutSignal;
 use crate::run::session::ExecutionOutcome;
 use crate::run::snapshots::memory_guard::{MemoryGuard, Pressure};
@@ -88,6 +88,91 @@ pub(super) struct Racy {
     pub(super) addresses: std::collections::BTreeSet<u64>,
 }
 
+/// What the executions did, summed over the workers, for the result.
+#[derive(Default)]
+pub(super) struct Tallies {
+    /// Scheduling decisions taken.
+    pub(super) steps: AtomicU64,
+    /// Executions cut at `--max-steps`.
+    pub(super) cut: AtomicU64,
+    /// Executions cut short while a thread waited in the kernel (see `abandoned`).
+    pub(super) abandoned: AtomicU64,
+    /// Memory accesses traced (race detection).
+    pub(super) traced: AtomicU64,
+    /// Executions started from a copy of the startup snapshot.
+    pub(super) from_snapshots: AtomicU64,
+    /// Executions started from a branch snapshot.
+    pub(super) from_branch: AtomicU64,
+    /// Branch snapshots taken.
+    pub(super) branches: AtomicU64,
+    /// Directed executions run to confirm lock-order cycles (not counted in `done`).
+    pub(super) confirmation_runs: AtomicU64,
+    /// Transitions taken beyond replayed prefixes (`--state-cache`).
+    pub(super) transitions: AtomicU64,
+    /// Distinct states visited (`--state-cache`).
+    pub(super) states: AtomicU64,
+    /// Memory pages hashed anew at hashed points.
+    pub(super) pages_hashed: AtomicU64,
+    /// Memory pages whose hash was kept at hashed points.
+    pub(super) pages_reused: AtomicU64,
+    /// Executions ended at a state visited before (`--state-cache`).
+    pub(super) pruned: AtomicU64,
+    /// Executions cut short.
+    pub(super) cut_short: AtomicU64,
+    /// Runs that were another shard's.
+    pub(super) outside_share: AtomicU64,
+    /// Sum of the schedule hashes of the executions run to their end.
+    pub(super) digest: AtomicU64,
+}
+
+/// What some execution observed that the result reports once, or gathered.
+#[derive(Default)]
+pub(super) struct Observed {
+    /// The note about an abandoned execution was printed.
+    pub(super) said_abandoned: std::sync::atomic::AtomicBool,
+    /// How the access sites of the program were instrumented.
+    pub(super) patch_stats: std::sync::Mutex<PatchStats>,
+    /// Atomic operations inside system libraries, and the library of the first.
+    pub(super) library_sync: std::sync::Mutex<(u64, Option<String>)>,
+    /// Races that may be relaxed atomics (not reported), and the first, described.
+    pub(super) unverified_races: std::sync::Mutex<(u64, Option<String>)>,
+    /// Processes of the program that some execution did not check (each once).
+    pub(super) untraced: Mutex<Vec<crate::report::UntracedProcess>>,
+    /// Why snapshots were turned off for the search, once they were.
+    pub(super) snapshots_off: Mutex<Option<String>>,
+    /// An execution met no scheduling choice.
+    pub(super) nothing_to_explore: Mutex<Option<NothingToExplore>>,
+}
+
+/// How the budget's executions are handed out to the workers.
+#[derive(Default)]
+pub(super) struct Slots {
+    /// Executions reserved by workers (started or about to).
+    pub(super) reserved: AtomicU64,
+    /// Executions done, counted against the budget.
+    pub(super) done: AtomicU64,
+    /// The index of the next randomised execution.
+    pub(super) next_random: AtomicU64,
+    /// Executions of the portfolio's reduced tree so far (all rounds).
+    pub(super) reduced_runs: AtomicU64,
+    /// Reduced-tree slots that found no free work (another worker held it), to be given
+    /// back to the reduced tree by the worker that holds it.
+    pub(super) reduced_owed: AtomicU64,
+}
+
+/// The search's stopping: asked for, how, and what it tells the running executions.
+#[derive(Default)]
+pub(super) struct Stopping {
+    /// The search stops: no worker starts another execution.
+    pub(super) stop: AtomicBool,
+    /// The tree was closed before it was exhausted (the search stopped).
+    pub(super) closed_early: AtomicBool,
+    /// Raised to end the running executions at once.
+    pub(super) cut_signal: CutSignal,
+    /// Workers should drop their branch snapshots (memory pressure).
+    pub(super) shed: AtomicBool,
+}
+
 /// State shared by the workers.
 pub(super) struct Shared<'a> {
     pub(super) cfg: &'a SearchConfig,
@@ -102,68 +187,32 @@ pub(super) struct Shared<'a> {
     /// The execution that found the first data race a search without `--keep-going` goes
     /// on after, to find the failure it leads to (0: none).
     pub(super) following_since: AtomicU64,
+    /// When the search started.
     pub(super) started_at: Instant,
-    pub(super) reserved: AtomicU64,
-    pub(super) done: AtomicU64,
-    pub(super) steps: AtomicU64,
-    pub(super) cut: AtomicU64,
-    /// Executions cut short while a thread waited in the kernel (see `abandoned`).
-    pub(super) abandoned: AtomicU64,
-    /// The note about an abandoned execution was printed.
-    pub(super) said_abandoned: std::sync::atomic::AtomicBool,
+    /// How the budget's executions are handed out to the workers.
+    pub(super) slots: Slots,
+    /// What the executions did, summed over the workers, for the result.
+    pub(super) tallies: Tallies,
+    /// What some execution observed that the result reports once, or gathered.
+    pub(super) observed: Observed,
     /// Whether the first execution has ended (the other workers wait for it).
     pub(super) first_ended: (Mutex<bool>, std::sync::Condvar),
     /// The first execution changed files: the search runs on one worker.
     pub(super) changes_files: std::sync::atomic::AtomicBool,
-    pub(super) traced: AtomicU64,
-    pub(super) patch_stats: std::sync::Mutex<PatchStats>,
-    pub(super) library_sync: std::sync::Mutex<(u64, Option<String>)>,
-    pub(super) unverified_races: std::sync::Mutex<(u64, Option<String>)>,
-    /// Processes of the program that some execution did not check (each once).
-    pub(super) untraced: Mutex<Vec<crate::report::UntracedProcess>>,
-    pub(super) from_snapshots: AtomicU64,
-    pub(super) from_branch: AtomicU64,
-    pub(super) branches: AtomicU64,
-    pub(super) snapshots_off: Mutex<Option<String>>,
-    pub(super) next_random: AtomicU64,
-    pub(super) stop: AtomicBool,
+    /// The search's stopping: asked for, how, and what it tells the running executions.
+    pub(super) stopping: Stopping,
     /// Lock-order cycles seen, confirmed or not.
     pub(super) cycles: Mutex<Cycles>,
-    /// Directed executions run to confirm lock-order cycles (not counted in `done`).
-    pub(super) confirmation_runs: AtomicU64,
-    pub(super) closed_early: AtomicBool,
     pub(super) findings: Mutex<Findings>,
     pub(super) error: Mutex<Option<anyhow::Error>>,
-    pub(super) transitions: AtomicU64,
-    pub(super) states: AtomicU64,
-    pub(super) pages_hashed: AtomicU64,
-    pub(super) pages_reused: AtomicU64,
-    pub(super) pruned: AtomicU64,
     /// The table of visited states (`--state-cache`).
     pub(super) cache: Option<SharedStateTable>,
     /// The first result at each final counter (`--state-cache`).
     pub(super) ends: Mutex<EndTable<Vec<Decision>>>,
-    /// Raised to end the running executions at once.
-    pub(super) cut_signal: CutSignal,
     /// One execution at a time changes files.
     pub(super) fs_gate: FsGate,
     /// The program's file changes, undone between executions (`file_journal`).
     pub(super) journal: Arc<Mutex<FileJournal>>,
-    /// Executions cut short.
-    pub(super) cut_short: AtomicU64,
-    /// Workers should drop their branch snapshots (memory pressure).
-    pub(super) shed: AtomicBool,
-    /// An execution met no scheduling choice.
-    pub(super) nothing_to_explore: Mutex<Option<NothingToExplore>>,
-    /// Runs that were another shard's.
-    pub(super) outside_share: AtomicU64,
-    /// Sum of the schedule hashes of the executions run to their end.
-    pub(super) digest: AtomicU64,
-    /// Executions of the portfolio's reduced tree so far (all rounds).
-    pub(super) reduced_runs: AtomicU64,
-    /// Reduced-tree slots that found no free work (another worker held it), to be given
-    /// back to the reduced tree by the worker that holds it.
-    pub(super) reduced_owed: AtomicU64,
 }
 
 impl Shared<'_> {
@@ -205,7 +254,7 @@ impl Shared<'_> {
             addresses: racy.addresses.iter().copied().collect(),
             sites,
         };
-        if self.stop.load(Ordering::SeqCst) {
+        if self.stopping.stop.load(Ordering::SeqCst) {
             // The search has stopped: the new trees get no work.
             r.pool.close();
             if let Some(p) = &r.reduced {
@@ -227,7 +276,7 @@ impl Shared<'_> {
             return racy.sites.qualify(Coverage::default());
         };
         let r = tree.lock().expect("round");
-        let closed_early = self.closed_early.load(Ordering::SeqCst);
+        let closed_early = self.stopping.closed_early.load(Ordering::SeqCst);
         let mut tree_coverage = r.pool.coverage(closed_early);
         // icb (alone or in the portfolio) reduced by bounded partial-order reduction,
         // which a split search does without.
@@ -251,7 +300,7 @@ impl Shared<'_> {
     /// How far the search has come.
     pub(super) fn report(&self, guard: &MemoryGuard) -> ProgressReport {
         ProgressReport {
-            executions: self.done.load(Ordering::Relaxed),
+            executions: self.slots.done.load(Ordering::Relaxed),
             findings: self.findings.lock().expect("lock").witnesses.len(),
             elapsed: self.started_at.elapsed(),
             memory: guard.last,
@@ -261,16 +310,19 @@ impl Shared<'_> {
     /// Stops the search now: the running executions are cut short too.
     pub(super) fn stop_now(&self, why: String) {
         self.stop_because(why);
-        self.cut_signal.raise();
+        self.stopping.cut_signal.raise();
     }
 
     /// Counts an execution that was cut short (it reports nothing: its schedule is partial).
     pub(super) fn record_cut(&self, outcome: &ExecutionOutcome) {
-        self.steps.fetch_add(outcome.steps, Ordering::Relaxed);
-        self.traced
-            .fetch_add(outcome.traced_accesses, Ordering::Relaxed);
-        self.cut_short.fetch_add(1, Ordering::Relaxed);
-        self.done.fetch_add(1, Ordering::SeqCst);
+        self.tallies
+            .steps
+            .fetch_add(outcome.steps, Ordering::Relaxed);
+        self.tallies
+            .traced
+            .fetch_add(outcome.measures.traced_accesses, Ordering::Relaxed);
+        self.tallies.cut_short.fetch_add(1, Ordering::Relaxed);
+        self.slots.done.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Looks at the clock, the signals and the memory (from the main thread, ten times a
@@ -290,7 +342,7 @@ impl Shared<'_> {
                     usage.describe(),
                     self.cfg.max_memory >> 20
                 );
-                self.shed.store(true, Ordering::SeqCst);
+                self.stopping.shed.store(true, Ordering::SeqCst);
                 if let Some(c) = &self.cache {
                     c.lock().expect("state table").forget();
                 }
@@ -309,12 +361,13 @@ impl Shared<'_> {
 
     /// Whether the search has stopped.
     pub(super) fn stopped(&self) -> bool {
-        self.stop.load(Ordering::SeqCst)
+        self.stopping.stop.load(Ordering::SeqCst)
     }
 
     /// Takes one slot owed to the reduced tree, if any.
     pub(super) fn repay_reduced(&self) -> bool {
-        self.reduced_owed
+        self.slots
+            .reduced_owed
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok()
     }
@@ -329,8 +382,8 @@ impl Shared<'_> {
         // Never past two budgets in all (the reduced tree has about half of the first).
         let most = budget.saturating_mul(2);
         if self.stopped()
-            || self.reduced_runs.load(Ordering::SeqCst) >= budget
-            || self.reserved.load(Ordering::SeqCst) > most
+            || self.slots.reduced_runs.load(Ordering::SeqCst) >= budget
+            || self.slots.reserved.load(Ordering::SeqCst) > most
         {
             return false;
         }
@@ -341,13 +394,13 @@ impl Shared<'_> {
     pub(super) fn stop_because(&self, why: String) {
         let mut f = self.findings.lock().expect("lock");
         f.stopped_because.get_or_insert(why);
-        self.stop.store(true, Ordering::SeqCst);
+        self.stopping.stop.store(true, Ordering::SeqCst);
         if let Some(tree) = &self.tree {
             let r = tree.lock().expect("round");
             let finished =
                 r.pool.is_finished() || r.reduced.as_ref().is_some_and(|p| p.is_finished());
             if !finished {
-                self.closed_early.store(true, Ordering::SeqCst);
+                self.stopping.closed_early.store(true, Ordering::SeqCst);
             }
             r.pool.close();
             if let Some(p) = &r.reduced {
@@ -408,29 +461,33 @@ impl Shared<'_> {
         racy: Option<RacyPoints>,
         atomic_addresses: Vec<u64>,
     ) -> Option<u64> {
-        self.steps.fetch_add(outcome.steps, Ordering::Relaxed);
-        self.traced
-            .fetch_add(outcome.traced_accesses, Ordering::Relaxed);
-        self.patch_stats
+        self.tallies
+            .steps
+            .fetch_add(outcome.steps, Ordering::Relaxed);
+        self.tallies
+            .traced
+            .fetch_add(outcome.measures.traced_accesses, Ordering::Relaxed);
+        self.observed
+            .patch_stats
             .lock()
             .expect("lock")
-            .merge(&outcome.patch_stats);
-        if outcome.unverified_races.0 > 0 {
-            let mut u = self.unverified_races.lock().expect("lock");
-            u.0 += outcome.unverified_races.0;
+            .merge(&outcome.measures.patch_stats);
+        if outcome.measures.unverified_races.0 > 0 {
+            let mut u = self.observed.unverified_races.lock().expect("lock");
+            u.0 += outcome.measures.unverified_races.0;
             if u.1.is_none() {
-                u.1.clone_from(&outcome.unverified_races.1);
+                u.1.clone_from(&outcome.measures.unverified_races.1);
             }
         }
-        if outcome.library_sync.0 > 0 {
-            let mut l = self.library_sync.lock().expect("lock");
-            l.0 += outcome.library_sync.0;
+        if outcome.measures.library_sync.0 > 0 {
+            let mut l = self.observed.library_sync.lock().expect("lock");
+            l.0 += outcome.measures.library_sync.0;
             if l.1.is_none() {
-                l.1.clone_from(&outcome.library_sync.1);
+                l.1.clone_from(&outcome.measures.library_sync.1);
             }
         }
         if !outcome.untraced.is_empty() {
-            let mut all = self.untraced.lock().expect("lock");
+            let mut all = self.observed.untraced.lock().expect("lock");
             for u in &outcome.untraced {
                 if !all.contains(u) {
                     all.push(u.clone());
@@ -438,17 +495,17 @@ impl Shared<'_> {
             }
         }
         if let Some(why) = &outcome.abandoned {
-            self.abandoned.fetch_add(1, Ordering::Relaxed);
-            if !self.said_abandoned.swap(true, Ordering::SeqCst) {
+            self.tallies.abandoned.fetch_add(1, Ordering::Relaxed);
+            if !self.observed.said_abandoned.swap(true, Ordering::SeqCst) {
                 eprintln!(
                     "mcheck: note: an execution was cut short without a finding: {why}; mcheck does not know what would have woken it"
                 );
             }
         }
-        if outcome.step_limit_hit && outcome.finding.is_none() {
-            self.cut.fetch_add(1, Ordering::Relaxed);
+        if outcome.early_end.step_limit_hit && outcome.finding.is_none() {
+            self.tallies.cut.fetch_add(1, Ordering::Relaxed);
         }
-        let index = self.done.fetch_add(1, Ordering::SeqCst) + 1;
+        let index = self.slots.done.fetch_add(1, Ordering::SeqCst) + 1;
         if let Some(d) = outcome.divergence {
             self.stop_because(format!(
                 "the program did not repeat its behaviour on a replayed schedule prefix ({d})"
@@ -521,7 +578,9 @@ impl Shared<'_> {
         racy: Option<RacyPoints>,
         atomic_addresses: Vec<u64>,
     ) {
-        self.steps.fetch_add(outcome.steps, Ordering::Relaxed);
+        self.tallies
+            .steps
+            .fetch_add(outcome.steps, Ordering::Relaxed);
         let Some(mut f) = outcome.finding else { return };
         f.seed = 0;
         f.execution = execution;

@@ -25,7 +25,8 @@ pub fn run_single(
     let (mut worker, _tick) = replay_worker(racy, atomic_addresses)?;
     sched.begin_execution(0);
     let mut outcome = run_execution(cfg, sched, &mut worker)?;
-    if !outcome.races.is_empty() && outcome.divergence.is_none() && !outcome.stopped_early {
+    if !outcome.races.is_empty() && outcome.divergence.is_none() && !outcome.early_end.stopped_early
+    {
         let no_trace = ExecutionConfig {
             trace: false,
             ..cfg.clone()
@@ -64,7 +65,7 @@ pub fn race_sites(
     let (mut worker, _tick) = replay_worker(racy, atomic_addresses)?;
     sched.begin_execution(0);
     let outcome = run_execution(cfg, sched, &mut worker)?;
-    if outcome.divergence.is_some() || outcome.stopped_early {
+    if outcome.divergence.is_some() || outcome.early_end.stopped_early {
         return Ok(None);
     }
     let mut sites: Vec<u64> = (outcome.race_origins.iter())

@@ -31,7 +31,7 @@ pub(super) fn worker(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<()> {
     let (ended, cond) = &shared.first_ended;
     if w > 0 {
         let mut done = ended.lock().expect("lock");
-        while !*done && !shared.cut_signal.raised() {
+        while !*done && !shared.stopping.cut_signal.raised() {
             done = cond
                 .wait_timeout(done, Duration::from_millis(50))
                 .expect("lock")
@@ -76,7 +76,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
     cpu::pin_current_thread(cpu)?;
     let _tick = Watchdog::start(Duration::from_millis(100))?;
     let mut state = WorkerState {
-        cut: shared.cut_signal.clone(),
+        cut: shared.stopping.cut_signal.clone(),
         fs_gate: shared.fs_gate.clone(),
         journal: Some(shared.journal.clone()),
         // The program's output is shown once, for the first execution (the other workers
@@ -105,7 +105,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
     let mut slot_index = w;
     let cfg = shared.cfg;
     let result = loop {
-        if shared.stop.load(Ordering::SeqCst) {
+        if shared.stopping.stop.load(Ordering::SeqCst) {
             break Ok(());
         }
         if cfg
@@ -115,11 +115,11 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
             shared.stop_now(super::TIME_LIMIT_REACHED.into());
             break Ok(());
         }
-        if shared.shed.load(Ordering::Relaxed) && state.snapshots.branches_allowed() {
+        if shared.stopping.shed.load(Ordering::Relaxed) && state.snapshots.branches_allowed() {
             state.snapshots.shed_branches();
         }
         // Past the budget, the default budget's proof extension: the reduced tree alone.
-        let proving = shared.reserved.fetch_add(1, Ordering::SeqCst) >= cfg.max_executions;
+        let proving = shared.slots.reserved.fetch_add(1, Ordering::SeqCst) >= cfg.max_executions;
         if proving && !shared.proof_may_go_on() {
             break Ok(());
         }
@@ -191,7 +191,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
                 if shared.round(member).is_some_and(|r| r.0 != round) && !shared.stopped() {
                     // The tree was replaced by a refinement round while this worker
                     // looked for work in it: the slot goes to the new tree.
-                    shared.reserved.fetch_sub(1, Ordering::SeqCst);
+                    shared.slots.reserved.fetch_sub(1, Ordering::SeqCst);
                     if !proving {
                         slot_index -= 1;
                     }
@@ -199,7 +199,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
                 }
                 if pool.is_finished() {
                     shared.stop_because("search space exhausted".into());
-                    shared.reserved.fetch_sub(1, Ordering::SeqCst);
+                    shared.slots.reserved.fetch_sub(1, Ordering::SeqCst);
                     break Ok(());
                 }
                 if proving {
@@ -208,14 +208,14 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
                 }
                 if member == 1 {
                     // Owed to the reduced tree by the worker that holds its work.
-                    shared.reduced_owed.fetch_add(1, Ordering::SeqCst);
+                    shared.slots.reduced_owed.fetch_add(1, Ordering::SeqCst);
                 }
                 // The tree has no free work now: run a randomised execution instead.
                 slot = Slot::Randomized(0);
             }
         }
         if slot == Slot::ReducedTree {
-            shared.reduced_runs.fetch_add(1, Ordering::SeqCst);
+            shared.slots.reduced_runs.fetch_add(1, Ordering::SeqCst);
         }
         let (sched, name, seed): (&mut dyn Scheduler, String, u64) = match slot {
             Slot::Tree | Slot::ReducedTree => {
@@ -225,7 +225,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
                 (t, name, 0)
             }
             Slot::Randomized(k) => {
-                let idx = shared.next_random.fetch_add(1, Ordering::SeqCst);
+                let idx = shared.slots.next_random.fetch_add(1, Ordering::SeqCst);
                 let (s, name) = &mut randoms[k];
                 let seed = s.begin_execution(idx).unwrap_or(idx);
                 (s.as_mut(), name.clone(), seed)
@@ -258,7 +258,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
             Ok(o) => o,
             Err(e) => break Err(e),
         };
-        if outcome.cut_short {
+        if outcome.early_end.cut_short {
             shared.record_cut(&outcome);
             continue;
         }
@@ -271,10 +271,12 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
                 threads: outcome.threads,
                 found_bug: outcome.finding.is_some(),
             });
-            if outcome.outside_share || sched.tree().is_some_and(|t| t.ended_outside_share()) {
+            if outcome.early_end.outside_share
+                || sched.tree().is_some_and(|t| t.ended_outside_share())
+            {
                 // Another shard's: neither counted nor reported, and no part of the budget.
-                shared.reserved.fetch_sub(1, Ordering::SeqCst);
-                shared.outside_share.fetch_add(1, Ordering::Relaxed);
+                shared.slots.reserved.fetch_sub(1, Ordering::SeqCst);
+                shared.tallies.outside_share.fetch_add(1, Ordering::Relaxed);
                 first_execution_ended(shared, outcome.changed_files);
                 let member = slot.tree_member().expect("a tree slot");
                 let (t, _, _, pool) = trees[member].as_mut().expect("tree");
@@ -300,20 +302,28 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
             }
         }
         shared
+            .tallies
             .transitions
             .fetch_add(outcome.steps.saturating_sub(replayed), Ordering::Relaxed);
-        let (hashed, reused) = outcome.hashed_pages;
-        shared.pages_hashed.fetch_add(hashed, Ordering::Relaxed);
-        shared.pages_reused.fetch_add(reused, Ordering::Relaxed);
+        let (hashed, reused) = outcome.measures.hashed_pages;
+        shared
+            .tallies
+            .pages_hashed
+            .fetch_add(hashed, Ordering::Relaxed);
+        shared
+            .tallies
+            .pages_reused
+            .fetch_add(reused, Ordering::Relaxed);
         let chosen = outcome
             .choice_steps
             .iter()
             .filter(|&&i| u64::from(i) >= replayed);
         shared
+            .tallies
             .states
             .fetch_add(chosen.count() as u64, Ordering::Relaxed);
-        if outcome.pruned {
-            shared.pruned.fetch_add(1, Ordering::Relaxed);
+        if outcome.early_end.pruned {
+            shared.tallies.pruned.fetch_add(1, Ordering::Relaxed);
         }
         let summary = ExecutionSummary {
             steps: outcome.steps as usize,
@@ -363,12 +373,12 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
             cfg.execution.instrument.preempt_on_races && !state.racy_addresses.is_empty();
         let single_path = outcome.choice_steps.is_empty()
             && outcome.divergence.is_none()
-            && !outcome.step_limit_hit
-            && !outcome.pruned
+            && !outcome.early_end.step_limit_hit
+            && !outcome.early_end.pruned
             && (outcome.threads <= 1 || !racy_points_ahead);
         let threads = outcome.threads;
         let schedule = schedule_hash(outcome.decisions.iter().map(|d| d.thread));
-        shared.digest.fetch_add(schedule, Ordering::Relaxed);
+        shared.tallies.digest.fetch_add(schedule, Ordering::Relaxed);
         first_execution_ended(shared, outcome.changed_files);
         let recorded = shared.record(outcome, seed, name, racy.clone(), atomics);
         let cycle =
@@ -401,6 +411,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
                 NothingToExplore::NoChoice
             };
             shared
+                .observed
                 .nothing_to_explore
                 .lock()
                 .expect("lock")
@@ -412,12 +423,15 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         pool.release(t.take_deferred(), n);
     }
     shared
+        .tallies
         .from_snapshots
         .fetch_add(state.snapshots.restored, Ordering::SeqCst);
     shared
+        .tallies
         .from_branch
         .fetch_add(state.snapshots.restored_branch, Ordering::SeqCst);
     shared
+        .tallies
         .branches
         .fetch_add(state.snapshots.branches_taken, Ordering::SeqCst);
     if let Some(first) = state.snapshots.branch_failures.first() {
@@ -428,6 +442,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
     }
     if let Some(why) = state.snapshots.refusal() {
         shared
+            .observed
             .snapshots_off
             .lock()
             .expect("lock")
@@ -447,7 +462,10 @@ fn confirm_cycle(
 ) -> Result<Confirmation> {
     let mut runs = 0;
     let found = confirm(cfg, decisions, cycle, racy_before, state, &mut runs);
-    shared.confirmation_runs.fetch_add(runs, Ordering::SeqCst);
+    shared
+        .tallies
+        .confirmation_runs
+        .fetch_add(runs, Ordering::SeqCst);
     found
 }
 

@@ -33,7 +33,7 @@ impl Debugging<'_, '_> {
         stepper: Option<ThreadId>,
         runner: Option<ThreadId>,
     ) -> Resume {
-        let Some(mut hook) = self.0.worker.debug.take() else {
+        let Some(mut hook) = self.0.worker.debugger.hook.take() else {
             return Resume::Continue;
         };
         let resume = loop {
@@ -63,7 +63,7 @@ impl Debugging<'_, '_> {
                 r => break r,
             }
         };
-        self.0.worker.debug = Some(hook);
+        self.0.worker.debugger.hook = Some(hook);
         // Watchpoints set or cleared now apply to every thread before it runs again.
         for u in 0..self.0.p.threads.len() {
             let th = &self.0.p.threads[u];
@@ -103,7 +103,7 @@ impl Debugging<'_, '_> {
 
     /// Shows the debugger the end of the execution, before its processes are killed.
     pub(super) fn debug_end(&mut self, out: &super::ExecutionOutcome) {
-        if !self.0.debugging() || out.cut_short || out.divergence.is_some() {
+        if !self.0.debugging() || out.early_end.cut_short || out.divergence.is_some() {
             return;
         }
         let ev = DebugEvent::End {
@@ -139,7 +139,7 @@ impl Debugging<'_, '_> {
         addr: u64,
     ) -> anyhow::Result<Option<Option<super::RunResult>>> {
         let mcheck_bp = self.0.code.has_kind(addr);
-        let Some(hook) = self.0.worker.debug.as_mut() else {
+        let Some(hook) = self.0.worker.debugger.hook.as_mut() else {
             return Ok(None);
         };
         let gdb_bp = hook.breakpoints.contains(&addr);
@@ -222,7 +222,7 @@ impl Debugging<'_, '_> {
         if self.0.p.threads[t].place == StopPlace::Syscall {
             return Ok(None);
         }
-        let Some(hook) = self.0.worker.debug.as_mut() else {
+        let Some(hook) = self.0.worker.debugger.hook.as_mut() else {
             return Ok(None);
         };
         if !hook.debugger.poll_interrupt(t) {
@@ -409,7 +409,7 @@ impl Debugging<'_, '_> {
             let mut at = r;
             at.rip = pc;
             let debugger_bp =
-                (self.0.worker.debug.as_ref()).is_some_and(|h| h.breakpoints.contains(&pc));
+                (self.0.worker.debugger.hook.as_ref()).is_some_and(|h| h.breakpoints.contains(&pc));
             if self.0.take_return(t, pc, &at)? == Some(true)
                 && !self.0.code.has_kind(pc)
                 && !debugger_bp
@@ -478,7 +478,7 @@ impl Debugging<'_, '_> {
     /// Brings thread `t`'s debug registers up to the debugger's watchpoints before it runs.
     pub(super) fn debug_arm(&mut self, t: ThreadId) -> anyhow::Result<()> {
         let tid = self.0.p.threads[t].tid;
-        let Some(hook) = self.0.worker.debug.as_mut() else {
+        let Some(hook) = self.0.worker.debugger.hook.as_mut() else {
             return Ok(());
         };
         let held = hook.armed.get(&tid.as_raw()).copied().unwrap_or(0);
@@ -494,7 +494,8 @@ impl Debugging<'_, '_> {
         let Some(hook) = self
             .0
             .worker
-            .debug
+            .debugger
+            .hook
             .as_ref()
             .filter(|h| !h.watches.is_empty())
         else {

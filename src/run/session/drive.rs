@@ -58,7 +58,7 @@ pub(super) fn drive(
             let h = exec.state_hash()?;
             if sched.tree().is_some_and(|t| t.visit_state(step, h)) {
                 let mut out = exec.outcome(None);
-                out.pruned = true;
+                out.early_end.pruned = true;
                 return Ok(out);
             }
         }
@@ -72,7 +72,7 @@ pub(super) fn drive(
         };
         if sched.tree().is_some_and(|t| t.leaves_share()) {
             let mut out = exec.outcome(None);
-            out.outside_share = true;
+            out.early_end.outside_share = true;
             return Ok(out);
         }
         if exec.debugger_at_decision(t)? {
@@ -82,7 +82,7 @@ pub(super) fn drive(
         current = Some(t);
         if exec.decide(point, &offer) {
             let mut out = exec.outcome(None);
-            out.stopped_early = true;
+            out.early_end.stopped_early = true;
             return Ok(out);
         }
         if let Some(out) = ran(sched, exec.step(t)?) {

@@ -42,7 +42,7 @@ pub fn run_execution(
     // else from the startup snapshot, else from exec.
     let planned: Option<Vec<ThreadId>> = sched.tree().map(|t| t.planned_prefix().to_vec());
     let mut restored = None;
-    if let Some(copy) = worker.debug_start.take() {
+    if let Some(copy) = worker.debugger.start.take() {
         // A debugger going back: from a copy of its snapshot.
         restored = Some(copy);
     } else if cfg.snapshots.snapshots {
@@ -71,7 +71,7 @@ pub fn run_execution(
     let result = match restored {
         Some(r) => {
             let mut exec = Session::restored(cfg, worker, r);
-            let record = branch_key.is_some() || exec.worker.debug_snapshots;
+            let record = branch_key.is_some() || exec.worker.debugger.snapshots;
             exec.snaps.may_branch(branch_key, branch_depth);
             exec.snaps.record_points(record);
             let prefix = exec.snaps.skipped();
@@ -97,12 +97,13 @@ pub fn run_execution(
                 let at_main = exec.worker.snapshots.threadless(&key);
                 exec.snaps.take_startup(key.clone(), fds, at_main);
             }
-            if exec.worker.debug_snapshots {
-                exec.worker.debug_inherited = procfs::descriptors(exec.p.pid);
+            if exec.worker.debugger.snapshots {
+                exec.worker.debugger.inherited = procfs::descriptors(exec.p.pid);
             }
             // Points are kept only for a snapshot this execution may take.
-            let record =
-                exec.snaps.branches() || exec.snaps.wants_startup() || exec.worker.debug_snapshots;
+            let record = exec.snaps.branches()
+                || exec.snaps.wants_startup()
+                || exec.worker.debugger.snapshots;
             exec.snaps.record_points(record);
             let result = super::drive::drive(&mut exec, sched, None);
             if let Ok(out) = &result {
@@ -132,8 +133,8 @@ pub fn run_execution(
     let mut outcome = result?;
     let ran_to_end = outcome.exit.is_some()
         && outcome.divergence.is_none()
-        && !outcome.cut_short
-        && !outcome.stopped_early;
+        && !outcome.early_end.cut_short
+        && !outcome.early_end.stopped_early;
     if let (Some(journal), Some(_)) = (&worker.journal, &worker.fs_pass) {
         if ran_to_end {
             journal.lock().expect("file journal").keep_final();

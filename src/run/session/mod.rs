@@ -8,16 +8,19 @@
 //! its next scheduling point, which returns a [`Stop`]. The session knows no strategy; a
 //! debugger looks in through the port it is given (`debug_port.rs`, `debugging.rs`).
 //!
-//! Its methods live in three files: this one (composition, the driver's side, outcomes and
-//! findings), `stops.rs` (running a thread to its next stop, seccomp stops, thread
-//! creation) and `traps.rs` (breakpoint stops, the access log). Two roles act on the whole
-//! session: `snapshotting.rs` (taking fork snapshots) and `debugging.rs` (the debugger's
-//! door). `launch.rs` chooses where an execution starts (a snapshot copy or exec) and makes
-//! the session. Every exit path kills and reaps the whole process tree.
+//! Its methods live in three files: this one (composition, the driver's side, operations
+//! carried out, outcomes and findings), `stops.rs` (running a thread to its next stop,
+//! seccomp stops, thread creation) and `traps.rs` (breakpoint stops, the access log). Three
+//! roles act on the whole session: `tree.rs` (the process tree: the current process, forks,
+//! execs), `snapshotting.rs` (taking fork snapshots) and `debugging.rs` (the debugger's
+//! door). `outcome.rs` holds what executions and steps come to. `launch.rs` chooses where
+//! an execution starts (a snapshot copy or exec) and makes the session. Every exit path
+//! kills and reaps the whole process tree.
 
 mod debugging;
 pub(super) mod drive;
 pub(super) mod launch;
+mod outcome;
 mod snapshotting;
 mod stops;
 mod traps;
@@ -42,9 +45,9 @@ use super::process::report::{describe_deadlock, finding, signal_is_caught, Repor
 use super::process::stacks::primary_location;
 use super::process::{Process, StopPlace};
 use super::races::happens_before;
-use super::races::AccessKey;
 use super::races::{PendingReturn, RaceRecording, ReturnAction, Seen};
-use super::snapshots::snapshot::{Restored, SavedPoint};
+use super::snapshots::point_log::SavedPoint;
+use super::snapshots::snapshot::Restored;
 use super::snapshots::state::SnapshotState;
 use super::snapshots::state_hash;
 use super::step_state::StepState;
@@ -54,73 +57,11 @@ use crate::model::{
     address_of, in_space, Completion, Footprint, MemoryView, Model, ModelFinding, ObjectKind, Op,
     ThreadId,
 };
-use crate::report::{Finding, FindingKind, ThreadReport, UntracedProcess};
+use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::tracee::events;
 
-/// How one execution ended.
-#[derive(Debug, Default)]
-pub struct ExecutionOutcome {
-    /// The finding that ended the execution, if any (seed and execution index not yet set).
-    pub finding: Option<Finding>,
-    /// Data races found in the execution (each pair of instructions once).
-    pub races: Vec<Finding>,
-    /// A lock-order cycle of the execution that could deadlock, when the execution did not
-    /// end in a deadlock: a candidate for confirmation, not a finding.
-    pub lock_order: Option<LockCycle>,
-    /// Scheduling decisions taken.
-    pub steps: u64,
-    /// Preemptive switches among them.
-    pub preemptions: u64,
-    /// The execution hit `max_steps` without ending.
-    pub step_limit_hit: bool,
-    /// Threads created (including main).
-    pub threads: usize,
-    /// Every scheduling decision, in order (the schedule).
-    pub decisions: Vec<crate::explore::Decision>,
-    /// Indexes (in `decisions`) of the decisions taken among more than one thread.
-    pub choice_steps: Vec<u32>,
-    /// The strategy could not follow its plan (replay): the execution was abandoned.
-    pub divergence: Option<Divergence>,
-    /// The readable trace, when asked for.
-    pub trace: Vec<TraceStep>,
-    /// Stopped at `stop_after` decisions (replay --until).
-    pub stopped_early: bool,
-    /// Memory accesses traced (race detection).
-    pub traced_accesses: u64,
-    /// The earlier access of each race in `races`, by index.
-    pub race_origins: Vec<super::races::RaceOrigin>,
-    /// Stacks captured for `ExecutionConfig::stack_requests`.
-    pub captured_stacks: Vec<(AccessKey, Vec<crate::report::Frame>)>,
-    /// Ended at a state visited before (`--state-cache`): its subtree was pruned.
-    pub pruned: bool,
-    /// Ended where it left this machine's share of a split search (`--shard`): a prefix
-    /// run, not an execution.
-    pub outside_share: bool,
-    /// How the process ended, when it did ("exit status 0", "killed by SIGSEGV").
-    pub exit: Option<String>,
-    /// A hash of what the program wrote to stderr in this execution.
-    pub output_digest: u64,
-    /// Memory pages hashed anew and pages whose hash was kept, at hashed points.
-    pub hashed_pages: (u64, u64),
-    /// Why mcheck cut the execution short without a finding (a thread blocked in the
-    /// kernel), if it did.
-    pub abandoned: Option<String>,
-    /// How the access sites of the program were instrumented.
-    pub patch_stats: super::instrument::patching::PatchStats,
-    /// Atomic operations inside system libraries while threads existed, and the library
-    /// of the first (see `Session::library_sync`).
-    pub library_sync: (u64, Option<String>),
-    /// Races between plain loads and stores in code without debug information, which may
-    /// be relaxed atomics (not reported), and a description of the first.
-    pub unverified_races: (u64, Option<String>),
-    /// Ended before its end because the search had to stop (time limit, interrupt, memory
-    /// limit): the program was killed where it was.
-    pub cut_short: bool,
-    /// The execution changed a file or directory (`fs_gate`).
-    pub changed_files: bool,
-    /// Processes of the program that ran unchecked, or were checked only in part.
-    pub untraced: Vec<UntracedProcess>,
-}
+pub(super) use outcome::{Choices, Executed, ProcessEnd, RunResult, Stop};
+pub use outcome::{EarlyEnd, ExecutionMeasures, ExecutionOutcome};
 
 /// The race recording part and what it reads of the execution ([`super::races::Env`]), as
 /// two disjoint borrows of the execution `$s`.
@@ -143,50 +84,6 @@ macro_rules! race_env {
     };
 }
 pub(super) use race_env;
-
-/// What a step of the execution came to.
-pub(super) enum Stop {
-    /// The chosen thread blocked at once (its operation waits): no step ran.
-    Blocked,
-    /// The thread ran to its next scheduling point; what it touched natively (None: the
-    /// start from exec, which is part of the first step).
-    Point(Option<Footprint>),
-    /// The execution is over, after the thread touched what it did (None: it ended before
-    /// the thread ran).
-    End(Box<ExecutionOutcome>, Option<Footprint>),
-}
-
-/// What the next scheduling point offers.
-pub(super) enum Choices {
-    /// The threads that may be chosen.
-    At(Offer),
-    /// None: the execution is over.
-    End(Box<ExecutionOutcome>),
-}
-
-/// What running a thread to its next stop produced.
-pub(super) enum RunResult {
-    /// The thread is at a new scheduling point.
-    Point,
-    /// The thread exited.
-    ThreadExited,
-    /// The whole process ended.
-    ProcessEnded(ProcessEnd),
-    /// A finding (boxed: findings are large).
-    Found(Box<Finding>),
-    /// The search asked for the execution to end now.
-    CutShort,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(super) enum ProcessEnd {
-    Exited(i32),
-    Killed(Signal),
-    Vanished,
-    /// Cut short by mcheck: the running thread sat blocked in the kernel (`abandoned`
-    /// says where), which no other thread can change while mcheck holds them stopped.
-    Abandoned,
-}
 
 pub(super) struct Session<'a> {
     pub(super) cfg: &'a ExecutionConfig,
@@ -229,6 +126,11 @@ impl<'a> Session<'a> {
         snapshotting::Snapshotting(self)
     }
 
+    /// The process tree of this execution.
+    fn processes(&mut self) -> tree::Processes<'_, 'a> {
+        tree::Processes(self)
+    }
+
     /// The debugger's door into this execution.
     fn debug(&mut self) -> debugging::Debugging<'_, 'a> {
         debugging::Debugging(self)
@@ -237,7 +139,7 @@ impl<'a> Session<'a> {
     /// Begins an execution from exec: the auxiliary vector made deterministic, and a
     /// breakpoint at the program's entry (where the libraries are mapped).
     pub(super) fn begin(&mut self) -> Result<()> {
-        self.begin_image(0)
+        self.processes().begin_image(0)
     }
 
     /// Whether the main thread must first be run to its first scheduling point: from exec,
@@ -278,7 +180,7 @@ impl<'a> Session<'a> {
                 self.cfg.limits.early_timeout_horizon_ns,
             );
             if offer.choices.is_empty() {
-                if let Some(end) = self.root_ended() {
+                if let Some(end) = self.processes().root_ended() {
                     if self.kernel.waits_for_outside(&self.p, &self.model) {
                         // The program has ended; what it left running waits for the world
                         // outside, as it would after the shell returned: it is killed, and
@@ -313,7 +215,7 @@ impl<'a> Session<'a> {
                     f.details.extend(self.blocked_details());
                 }
                 let mut out = self.outcome(finding);
-                out.step_limit_hit = true;
+                out.early_end.step_limit_hit = true;
                 return Ok(Choices::End(Box::new(out)));
             }
             return Ok(Choices::At(offer));
@@ -445,19 +347,19 @@ impl<'a> Session<'a> {
     /// Carries out the decision to run `t`: its operation in the model, then the thread
     /// natively to its next scheduling point (with the threads it creates, to their first).
     pub(super) fn step(&mut self, t: ThreadId) -> Result<Stop> {
-        self.focus(t);
-        let completion = match self.execute_op(t) {
-            Ok(c) => c,
+        self.processes().focus(t);
+        let mut executed = match self.execute_op(t) {
+            Ok(executed) => executed,
             Err(f) => {
                 let f = self.model_finding(f);
                 return Ok(Stop::End(Box::new(self.outcome(Some(f))), None));
             }
         };
-        let completion = self.kernel.finish(&mut self.p, t, completion)?;
-        if completion == Completion::Blocked {
+        executed.completion = self.kernel.finish(&mut self.p, t, executed.completion)?;
+        if executed.completion == Completion::Blocked {
             return Ok(Stop::Blocked);
         }
-        if let Some(f) = self.complete(t, completion)? {
+        if let Some(f) = self.complete(t, &executed)? {
             return Ok(Stop::End(Box::new(self.outcome(Some(f))), None));
         }
         let r = self.resume_and_run(t)?;
@@ -490,7 +392,7 @@ impl<'a> Session<'a> {
 
     /// Whether a debugger watches this execution.
     pub(super) fn debugging(&self) -> bool {
-        self.worker.debug.is_some()
+        self.worker.debugger.hook.is_some()
     }
 
     /// Sites this execution needs a real stop at: racy sites under `--preempt-on-races`,
@@ -519,7 +421,7 @@ impl<'a> Session<'a> {
         let companions = self.code.fixed_address_sites(&fresh);
         self.worker.racy_sites.extend(companions);
         // The other processes' races (a process tree): found in this execution as well.
-        for (races, fresh, sites) in self.other_race_recordings() {
+        for (races, fresh, sites) in self.processes().other_race_recordings() {
             self.worker.racy_addresses.extend(fresh);
             self.worker.racy_sites.extend(sites);
             self.races.absorb(races);
@@ -541,7 +443,6 @@ impl<'a> Session<'a> {
             finding,
             steps: self.history.steps(),
             preemptions: self.history.preemptions(),
-            step_limit_hit: false,
             threads: self.model.thread_count(),
             races: found.findings,
             lock_order,
@@ -549,24 +450,23 @@ impl<'a> Session<'a> {
             choice_steps: record.choice_steps,
             divergence: None,
             trace: record.trace,
-            stopped_early: false,
-            traced_accesses: found.traced,
             race_origins: found.origins,
             captured_stacks: found.captured_stacks,
-            pruned: false,
-            outside_share: false,
             exit: None,
             output_digest: 0,
-            hashed_pages: self.snaps.hashed_pages(),
             abandoned: None,
-            library_sync: found.library_sync,
-            unverified_races: found.unverified_races,
-            patch_stats: super::instrument::patching::PatchStats {
-                moved_out: self.instr.moved_out(),
-                breakpoint_accesses: found.breakpoint_accesses,
-                ..self.code.stats().clone()
+            measures: ExecutionMeasures {
+                traced_accesses: found.traced,
+                hashed_pages: self.snaps.hashed_pages(),
+                patch_stats: super::instrument::sites::PatchStats {
+                    moved_out: self.instr.moved_out(),
+                    breakpoint_accesses: found.breakpoint_accesses,
+                    ..self.code.stats().clone()
+                },
+                library_sync: found.library_sync,
+                unverified_races: found.unverified_races,
             },
-            cut_short: false,
+            early_end: EarlyEnd::default(),
             changed_files: self.world.changed_files(),
             untraced: self.p.untraced(),
         }
@@ -606,7 +506,7 @@ impl<'a> Session<'a> {
 
     /// Records one step of the readable trace (replay): thread, operation, object, line.
     fn trace_step(&mut self, t: ThreadId, op: &'static str) -> TraceStep {
-        self.focus(t);
+        self.processes().focus(t);
         let object = self
             .model
             .pending(t)
@@ -648,7 +548,7 @@ impl<'a> Session<'a> {
                 self.thread_exited(t);
                 Ok(None)
             }
-            RunResult::ProcessEnded(end) => match self.process_ended(end) {
+            RunResult::ProcessEnded(end) => match self.processes().process_ended(end) {
                 Some(end) => Ok(Some(self.ended(end))),
                 // One process of the tree ended; the others go on.
                 None => Ok(None),
@@ -661,7 +561,7 @@ impl<'a> Session<'a> {
     /// The outcome of an execution the search ended early (its program is killed after).
     pub(super) fn cut_short(&mut self) -> ExecutionOutcome {
         let mut out = self.outcome(None);
-        out.cut_short = true;
+        out.early_end.cut_short = true;
         out
     }
 
@@ -677,7 +577,8 @@ impl<'a> Session<'a> {
 
     /// Applies a completed operation's result to thread `t`'s registers. A fault while
     /// stepping over a native instruction becomes a finding.
-    pub(super) fn complete(&mut self, t: ThreadId, c: Completion) -> Result<Option<Finding>> {
+    pub(super) fn complete(&mut self, t: ThreadId, done: &Executed) -> Result<Option<Finding>> {
+        let c = done.completion;
         let place = self.p.threads[t].place;
         match place {
             StopPlace::Breakpoint(addr) => {
@@ -733,8 +634,9 @@ impl<'a> Session<'a> {
                         self.p.return_from_call(t, 1)?
                     }
                     (Convention::OmpNestTest, Completion::Return(_)) => {
-                        let lock = in_space(self.p.threads[t].regs.rdi, self.p.space());
-                        let depth = self.model.mutex_depth(lock, t);
+                        // The lock the trylock took: its owner's new nesting depth.
+                        let lock = done.op.as_ref().and_then(Op::object);
+                        let depth = lock.map_or(0, |l| self.model.mutex_depth(l.addr, t));
                         self.p.return_from_call(t, depth as u64)?
                     }
                     (Convention::OmpTest | Convention::OmpNestTest, Completion::Error(_)) => {
@@ -771,9 +673,9 @@ impl<'a> Session<'a> {
         }
         match self.execute_op(t) {
             Err(f) => Ok(Some(RunResult::Found(Box::new(self.model_finding(f))))),
-            Ok(Completion::Blocked) => Ok(Some(RunResult::Point)),
-            Ok(c) => {
-                if let Some(f) = self.complete(t, c)? {
+            Ok(done) if done.completion == Completion::Blocked => Ok(Some(RunResult::Point)),
+            Ok(done) => {
+                if let Some(f) = self.complete(t, &done)? {
                     return Ok(Some(RunResult::Found(Box::new(f))));
                 }
                 events::resume(self.p.threads[t].tid, None)?;
@@ -787,8 +689,8 @@ impl<'a> Session<'a> {
     pub(super) fn execute_op(
         &mut self,
         t: ThreadId,
-    ) -> std::result::Result<Completion, ModelFinding> {
-        self.focus(t);
+    ) -> std::result::Result<Executed, ModelFinding> {
+        self.processes().focus(t);
         let op = self.model.pending(t).cloned();
         if op == Some(Op::ExitGroup) {
             self.step.group_exiting = true;
@@ -813,31 +715,25 @@ impl<'a> Session<'a> {
                 .filter(|d| d.thread == t)
                 .map(|_| decisions.len() - 1);
             (self.locks).record(t, (op, step), completion, site, &mut reporter);
-            if let (
-                Op::Join {
-                    target: Some(u), ..
-                },
-                Completion::Native,
-            ) = (op, completion)
-            {
-                self.locks.thread_joined(t, *u);
-            }
         }
-        if let (Some(d), Some(op)) = (self.races.detector(), op) {
+        if let (Some(d), Some(op)) = (self.races.detector(), &op) {
             // The detector is the process's own: its addresses are the process's.
-            let op = op.in_space(0);
-            happens_before::record(d, t, &op, completion);
-            if let (
-                Op::Join {
-                    target: Some(u), ..
-                },
-                Completion::Native,
-            ) = (&op, completion)
-            {
+            happens_before::record(d, t, &op.clone().in_space(0), completion);
+        }
+        // A join that returned: the joined thread's locks and accesses happen before.
+        if let (
+            Some(Op::Join {
+                target: Some(u), ..
+            }),
+            Completion::Native,
+        ) = (&op, completion)
+        {
+            self.locks.thread_joined(t, *u);
+            if let Some(d) = self.races.detector() {
                 d.thread_joined(t, *u);
             }
         }
-        Ok(completion)
+        Ok(Executed { op, completion })
     }
 
     /// Records that `t` reached a scheduling point.
@@ -1016,7 +912,7 @@ impl Session<'_> {
 
     /// Thread `t` with its stack, in `state`.
     pub(super) fn thread_report(&mut self, t: ThreadId, state: String) -> ThreadReport {
-        self.focus(t);
+        self.processes().focus(t);
         self.reporter().thread_report(t, state)
     }
 
@@ -1055,7 +951,7 @@ impl Session<'_> {
                 .describe(self.p.pid_of(addr as ThreadId), addr as ThreadId)
                 .unwrap_or_else(|| "the kernel".to_string()),
             _ => {
-                let addr = self.focus_address(addr);
+                let addr = self.processes().focus_address(addr);
                 let name = (self.races).memory_name(&mut self.worker.symbols, addr, true);
                 format!("{} {name}", kind.name())
             }

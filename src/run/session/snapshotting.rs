@@ -195,7 +195,7 @@ impl Snapshotting<'_, '_> {
     /// the whole process here, whatever the gap to the last one. False when this execution
     /// cannot be copied faithfully here (or takes no snapshots).
     pub(in crate::run) fn debug_snapshot(&mut self) -> Result<bool> {
-        if !self.0.worker.debug_snapshots
+        if !self.0.worker.debugger.snapshots
             || !self.0.snaps.recording()
             || self.0.snaps.overflowed()
             || self.0.world.changed_files()
@@ -245,8 +245,8 @@ impl Snapshotting<'_, '_> {
         let pid = self.0.p.pid;
         // What the program opened since the startup snapshot: a pipe or shared memory
         // would be shared by every copy; files are put back per copy.
-        let inherited = if self.0.worker.debug_snapshots {
-            &self.0.worker.debug_inherited
+        let inherited = if self.0.worker.debugger.snapshots {
+            &self.0.worker.debugger.inherited
         } else {
             self.0.worker.snapshots.inherited(&key)
         };
@@ -343,12 +343,13 @@ impl Snapshotting<'_, '_> {
             },
             budget,
         );
-        if kept && self.0.worker.debug_snapshots {
+        if kept && self.0.worker.debugger.snapshots {
             // What the worker knew then (a copy's race detection must find it so).
             let known = self.0.worker.atomic_addresses.clone();
             self.0
                 .worker
-                .debug_atomics
+                .debugger
+                .atomics
                 .insert(self.0.history.decisions().len(), known);
         }
         Ok(kept)

@@ -55,7 +55,7 @@ impl Session<'_> {
 
     /// Resumes thread `t` and runs it until it reaches a scheduling point or stops existing.
     pub(super) fn resume_and_run(&mut self, t: ThreadId) -> Result<RunResult> {
-        self.focus(t);
+        self.processes().focus(t);
         self.ensure_started(t)?;
         if self.debugging() {
             self.debug().debug_arm(t)?;
@@ -182,7 +182,7 @@ impl Session<'_> {
                 events::resume(pid, None)?;
             }
             // A vfork child execs: from now on a process of the tree of its own.
-            Event::Exec => self.adopt_exec(pid)?,
+            Event::Exec => self.processes().adopt_exec(pid)?,
             Event::Trap => self.foreign_trap(pid)?,
             Event::Signal(Signal::SIGSEGV)
                 if self.world.emulate_rdtsc(pid, self.model.now())? =>
@@ -299,11 +299,12 @@ impl Session<'_> {
                     Event::Killed(sig) => ProcessEnd::Killed(sig),
                     _ => unreachable!("matched above"),
                 };
-                if self.p.proc_of(u) == self.p.current() {
+                let i = self.p.proc_of(u);
+                if i == self.p.current() {
                     return Ok(Some(end));
                 }
                 // Another process of the tree ended (killed while its threads were stopped).
-                self.close_process(self.p.proc_of(u), end);
+                self.processes().close_process(i, end);
             }
             Event::Exited(_) | Event::Killed(_) => {
                 self.p.threads[u].gone = true;
@@ -334,7 +335,7 @@ impl Session<'_> {
             Event::Trap => self.on_trap(t),
             Event::Seccomp => self.on_seccomp(t),
             Event::Clone(child) => self.on_clone(t, child),
-            Event::Fork(child) => self.on_fork(t, child),
+            Event::Fork(child) => self.processes().on_fork(t, child),
             Event::Vfork(child) => {
                 self.adopt_foreign(child)?;
                 self.step.vfork_child = Some(child);
@@ -406,7 +407,7 @@ impl Session<'_> {
                 events::resume(tid, Some(sig))?;
                 Ok(None)
             }
-            Event::Exec => self.on_exec(t),
+            Event::Exec => self.processes().on_exec(t),
             Event::VforkDone => {
                 if let Some(child) = self.step.vfork_child.take() {
                     self.await_vfork_child(child)?;
@@ -460,7 +461,10 @@ impl Session<'_> {
     pub(super) fn wait_process_end(&mut self) -> Result<ProcessEnd> {
         loop {
             if self.p.forked() && !self.p.procs.iter().any(|q| q.live) {
-                return Ok(self.root_ended().unwrap_or(ProcessEnd::Vanished));
+                return Ok(self
+                    .processes()
+                    .root_ended()
+                    .unwrap_or(ProcessEnd::Vanished));
             }
             let (pid, ev) = match events::wait(None)? {
                 WaitOutcome::Interrupted => continue,
@@ -480,9 +484,9 @@ impl Session<'_> {
                 if !self.p.forked() {
                     return Ok(end);
                 }
-                self.close_process(i, end);
+                self.processes().close_process(i, end);
                 if !self.p.procs.iter().any(|q| q.live) {
-                    return Ok(self.root_ended().unwrap_or(end));
+                    return Ok(self.processes().root_ended().unwrap_or(end));
                 }
             } else if self.p.foreign.contains(&pid) {
                 self.pass_through(pid, ev)?;
@@ -538,7 +542,7 @@ impl Session<'_> {
             if flags & CLONE_VM == 0 {
                 // A process of its own (clone used as fork): followed as a fork child.
                 self.step.pending_clone = Some((flags, ctid, tls));
-                return self.on_fork(t, child);
+                return self.processes().on_fork(t, child);
             }
             self.adopt_foreign(child)?;
             events::resume(parent_tid, None)?;
@@ -605,14 +609,14 @@ impl Session<'_> {
             .filter(|&u| matches!(self.model.pending(u), Some(Op::Start)))
             .collect();
         for u in new {
-            let completion = match self.execute_op(u) {
-                Ok(c) => c,
+            let done = match self.execute_op(u) {
+                Ok(done) => done,
                 Err(f) => {
                     let f = self.model_finding(f);
                     return Ok(Some(self.outcome(Some(f))));
                 }
             };
-            if let Some(f) = self.complete(u, completion)? {
+            if let Some(f) = self.complete(u, &done)? {
                 return Ok(Some(self.outcome(Some(f))));
             }
             self.step.creation_stretch.insert(u);
@@ -836,7 +840,7 @@ impl Session<'_> {
                         let current = self.p.proc_of(u) == self.p.current();
                         let end = self.other_thread_event(u, ev)?.filter(|_| current);
                         // Nothing is left: the execution ends (`choices`).
-                        if end.is_some_and(|end| self.process_ended(end).is_some()) {
+                        if end.is_some_and(|end| self.processes().process_ended(end).is_some()) {
                             return Ok(true);
                         }
                     }

@@ -1,16 +1,49 @@
-//! The scheduling points of an execution, kept for the snapshots it may take: every
-//! snapshot keeps the points before it (to show the strategy again on restore), and up to
-//! eight branch snapshots live on one path, so the log is made of shared, immutable chunks
-//! plus a short tail of its own. Copying it for a snapshot copies the tail and a list of
-//! chunk handles, and the points of one path are held once however many snapshots (and the
-//! running execution) share them.
+//! The scheduling points of an execution ([`SavedPoint`]), kept for the snapshots it may
+//! take: every snapshot keeps the points before it (to show the strategy again on restore),
+//! and up to eight branch snapshots live on one path, so the log is made of shared,
+//! immutable chunks plus a short tail of its own. Copying it for a snapshot copies the tail
+//! and a list of chunk handles, and the points of one path are held once however many
+//! snapshots (and the running execution) share them.
 
 use std::sync::Arc;
 
-use super::snapshot::SavedPoint;
+use crate::explore::Point;
+use crate::model::{Footprint, ThreadId};
 
 /// Points per shared chunk.
 const CHUNK: usize = 1024;
+
+/// A scheduling point of the snapshotted start, shown to the strategy again on restore.
+#[derive(Clone, Debug)]
+pub(in crate::run) struct SavedPoint {
+    pub enabled: Vec<ThreadId>,
+    pub ops: Vec<&'static str>,
+    pub footprints: Vec<Footprint>,
+    pub blocked: Vec<(ThreadId, Footprint)>,
+    pub timeouts: Vec<ThreadId>,
+    /// What the chosen thread then touched natively, as reported to the strategy.
+    pub ran: Option<Footprint>,
+    pub current: Option<ThreadId>,
+    pub current_yields: bool,
+    pub step: usize,
+    pub chosen: ThreadId,
+}
+
+impl SavedPoint {
+    /// The point as the strategy saw it.
+    pub fn point(&self) -> Point<'_> {
+        Point {
+            enabled: &self.enabled,
+            ops: &self.ops,
+            footprints: &self.footprints,
+            blocked: &self.blocked,
+            timeouts: &self.timeouts,
+            current: self.current,
+            current_yields: self.current_yields,
+            step: self.step,
+        }
+    }
+}
 
 /// An append-only log of points, cheap to clone.
 #[derive(Clone, Default)]

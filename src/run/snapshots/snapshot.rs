@@ -29,8 +29,7 @@ use nix::unistd::Pid;
 use super::memory_guard;
 use super::point_log::PointLog;
 use super::state_hash;
-use crate::explore::Point;
-use crate::model::{Footprint, Model, ThreadId};
+use crate::model::{Model, ThreadId};
 use crate::report::ThreadReport;
 use crate::run::process::{Process, StopPlace};
 use crate::run::races::PendingReturn;
@@ -50,38 +49,6 @@ const TCB_SCAN: usize = 0x800;
 pub(in crate::run) const MAX_PREFIX_POINTS: usize = 100_000;
 /// Branch snapshots kept alive at most per worker.
 const MAX_BRANCHES: usize = 8;
-
-/// A scheduling point of the snapshotted start, shown to the strategy again on restore.
-#[derive(Clone, Debug)]
-pub(in crate::run) struct SavedPoint {
-    pub enabled: Vec<ThreadId>,
-    pub ops: Vec<&'static str>,
-    pub footprints: Vec<Footprint>,
-    pub blocked: Vec<(ThreadId, Footprint)>,
-    pub timeouts: Vec<ThreadId>,
-    /// What the chosen thread then touched natively, as reported to the strategy.
-    pub ran: Option<Footprint>,
-    pub current: Option<ThreadId>,
-    pub current_yields: bool,
-    pub step: usize,
-    pub chosen: ThreadId,
-}
-
-impl SavedPoint {
-    /// The point as the strategy saw it.
-    pub fn point(&self) -> Point<'_> {
-        Point {
-            enabled: &self.enabled,
-            ops: &self.ops,
-            footprints: &self.footprints,
-            blocked: &self.blocked,
-            timeouts: &self.timeouts,
-            current: self.current,
-            current_yields: self.current_yields,
-            step: self.step,
-        }
-    }
-}
 
 /// The tracer-side state of an execution at the snapshot point.
 #[derive(Clone)]

@@ -4,7 +4,8 @@
 //! memory.
 
 use super::point_log::PointLog;
-use super::snapshot::{self, SavedPoint};
+use super::point_log::SavedPoint;
+use super::snapshot;
 use super::state_hash;
 use crate::model::Footprint;
 

@@ -9,6 +9,7 @@
 //! preemptions together with its schedule.
 
 mod confirm;
+mod output_oracle;
 mod plan;
 mod result;
 mod shared;
@@ -17,6 +18,7 @@ mod witness;
 mod worker;
 
 pub use confirm::UnconfirmedCycle;
+pub use output_oracle::output_details;
 pub use plan::{Plan, SearchConfig};
 pub use result::{location_key, NothingToExplore, Progress, ProgressReport, SearchResult};
 use shared::{Cycles, Findings, Racy, Round, Shared};
@@ -105,6 +107,7 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         cache: (cfg.execution.snapshots.state_cache && matches!(cfg.plan, Plan::Dfs { .. }))
             .then(|| Arc::new(Mutex::new(StateTable::default()))),
         ends: Mutex::new(EndTable::default()),
+        output: Default::default(),
         cut_signal: CutSignal::default(),
         fs_gate: FsGate::default(),
         journal: Default::default(),

@@ -22,6 +22,7 @@ use crate::tracee::interrupt;
 use crate::run::locks::LockCycle;
 
 use super::confirm::UnconfirmedCycle;
+use super::output_oracle::OutputOracle;
 use super::plan::Plan;
 use super::plan::SearchConfig;
 use super::result::{finding_key, location_key, NothingToExplore, ProgressReport};
@@ -143,6 +144,8 @@ pub(super) struct Shared<'a> {
     pub(super) cache: Option<SharedStateTable>,
     /// The first result at each final counter (`--state-cache`).
     pub(super) ends: Mutex<EndTable<Vec<Decision>>>,
+    /// The reference output executions are compared with (`output_oracle`).
+    pub(super) output: OutputOracle,
     /// Raised to end the running executions at once.
     pub(super) cut_signal: CutSignal,
     /// One execution at a time changes files.
@@ -456,17 +459,28 @@ impl Shared<'_> {
             return None;
         }
         let different_end = self.different_end(&outcome);
+        let different_output = self.output.check(&outcome);
+        let output_differs = different_output.is_some();
         // The failure that ended the execution first, then the races (which may explain it).
         let found: Vec<Finding> = (outcome.finding.into_iter())
             .chain(outcome.races)
             .chain(different_end)
+            .chain(different_output)
             .collect();
         if found.is_empty() {
             return Some(index);
         }
         // Only data races: without --keep-going, a search that refines its tree by races goes
-        // on to find the failure they cause, for the rest of its budget.
-        let only_races = found.iter().all(|f| f.kind == FindingKind::DataRace);
+        // on to find the failure they cause, for the rest of its budget. An output that
+        // differs does not end that pursuit (a racy program's output often differs before
+        // it fails), but ends a search that follows no race.
+        let races = found
+            .iter()
+            .filter(|f| f.kind == FindingKind::DataRace)
+            .count();
+        let others = found.len() - races - usize::from(output_differs);
+        let following = races > 0 || self.following_since.load(Ordering::SeqCst) != 0;
+        let only_races = others == 0 && (following || !output_differs);
         let mut all = self.findings.lock().expect("lock");
         for mut f in found {
             f.seed = seed;

@@ -100,6 +100,9 @@ pub struct ExecutionOutcome {
     pub exit: Option<String>,
     /// A hash of what the program wrote to stderr in this execution.
     pub output_digest: u64,
+    /// What the program wrote to stdout in this execution, when it was read (the output
+    /// oracle, `ProgramSetup::read_stdout`) and the capture could tell.
+    pub stdout: Option<crate::detect::output_diff::OutputSummary>,
     /// Memory pages hashed anew and pages whose hash was kept, at hashed points.
     pub hashed_pages: (u64, u64),
     /// Why mcheck cut the execution short without a finding (a thread blocked in the
@@ -557,6 +560,7 @@ impl<'a> Session<'a> {
             outside_share: false,
             exit: None,
             output_digest: 0,
+            stdout: None,
             hashed_pages: self.snaps.hashed_pages(),
             abandoned: None,
             library_sync: found.library_sync,

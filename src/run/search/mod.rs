@@ -236,8 +236,12 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         elapsed: shared.started_at.elapsed(),
         memory: guard.peak,
     });
+    // An output that depends on the schedule is reported after the findings that may
+    // explain it (the race or failure behind it), whatever was found first.
+    let mut witnesses = findings.witnesses;
+    witnesses.sort_by_key(|w| w.finding.kind == crate::report::FindingKind::Nondeterminism);
     Ok(SearchResult {
-        witnesses: findings.witnesses,
+        witnesses,
         executions,
         complete,
         coverage,

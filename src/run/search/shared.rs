@@ -472,15 +472,13 @@ impl Shared<'_> {
         }
         // Only data races: without --keep-going, a search that refines its tree by races goes
         // on to find the failure they cause, for the rest of its budget. An output that
-        // differs does not end that pursuit (a racy program's output often differs before
-        // it fails), but ends a search that follows no race.
+        // differs is a symptom too (of a race not found yet, often): it does not stop such a
+        // search either, but is no race to note as followed.
         let races = found
             .iter()
             .filter(|f| f.kind == FindingKind::DataRace)
             .count();
-        let others = found.len() - races - usize::from(output_differs);
-        let following = races > 0 || self.following_since.load(Ordering::SeqCst) != 0;
-        let only_races = others == 0 && (following || !output_differs);
+        let only_races = races + usize::from(output_differs) == found.len();
         let mut all = self.findings.lock().expect("lock");
         for mut f in found {
             f.seed = seed;
@@ -500,6 +498,9 @@ impl Shared<'_> {
             return Some(index);
         }
         if only_races && self.refine {
+            if races == 0 {
+                return Some(index);
+            }
             let _ = (self.following_since).compare_exchange(
                 0,
                 index,

@@ -297,6 +297,17 @@ pub struct CheckArgs {
     /// off the partial-order reduction of dfs and icb.
     #[arg(long)]
     pub no_races: bool,
+    /// Do not compare the program's stdout between executions. By default an execution
+    /// run to its end whose output differs from the first one's (same exit status) is a
+    /// `nondeterminism` finding; a program that prints timings, addresses or thread ids
+    /// opts out with this.
+    #[arg(long, overrides_with = "output_check")]
+    pub no_output_check: bool,
+    /// Compare the program's stdout between executions: the default, except under `mcheck
+    /// test`, which passes --no-output-check (a test harness prints its timings); the last
+    /// of the two options given wins.
+    #[arg(long, overrides_with = "no_output_check")]
+    pub output_check: bool,
     /// Do not check for heap errors (use_after_free, double_free, invalid_free). By default
     /// frees stop the program, and the blocks they free are held back from the allocator
     /// (a quarantine, see --quarantine-blocks) so that an access to one, or a second free,

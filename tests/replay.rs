@@ -95,8 +95,9 @@ fn a_schedule_replays_with_the_kind_of_stdout_it_was_found_with() {
         r
     };
 
-    // Found with stdout on /dev/null, replayed with mcheck's stdout on a pipe.
-    let (schedule, _) = find(&program, &[], &[], &out_s);
+    // Found with stdout on /dev/null (--quiet-program without the output check, which
+    // would read a pipe instead), replayed with mcheck's stdout on a pipe.
+    let (schedule, _) = find(&program, &[], &args(&["--no-output-check"]), &out_s);
     let r = replay(&schedule, false, None);
     assert!(
         r.stderr.contains("stdout goes to /dev/null"),

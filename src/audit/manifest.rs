@@ -144,6 +144,7 @@ struct RawTarget {
     expect_exit: Option<i32>,
     #[serde(default)]
     split: Option<Spanned<bool>>,
+    output_check: Option<bool>,
     #[serde(default)]
     suppress: Vec<Spanned<RawSuppression>>,
 }
@@ -299,7 +300,7 @@ impl Target {
                 ));
             }
         }
-        let options = match &t.options {
+        let mut options = match &t.options {
             Some(o) => {
                 check_options(o.get_ref(), parser)
                     .map_err(|m| (o.span(), format!("target `{name}`: {m}")))?;
@@ -307,6 +308,10 @@ impl Target {
             }
             None => Vec::new(),
         };
+        // `output_check = false`: the program's output legitimately depends on the schedule.
+        if t.output_check == Some(false) && !options.iter().any(|o| o == "--no-output-check") {
+            options.push("--no-output-check".into());
+        }
         let split = t.split.as_ref().is_some_and(|s| *s.get_ref());
         let has = |flag: &str| options.iter().any(|o| o == flag);
         let reduced = matches!(strategy, StrategyName::Dfs | StrategyName::Icb)
@@ -499,6 +504,7 @@ jobs = 1
 options = ["--keep-going", "--no-fair"]
 expect_exit = 3
 split = true
+output_check = false
 [[target.suppress]]
 kind = "data_race"
 reason = "benign flag"
@@ -521,6 +527,10 @@ reason = "third party"
         assert_eq!(t.env["K"], "v");
         assert_eq!(t.strategy_name(), "random");
         assert!(t.split);
+        assert_eq!(
+            t.options,
+            ["--keep-going", "--no-fair", "--no-output-check"]
+        );
         assert_eq!(t.suppress.len(), 3);
         assert_eq!(t.suppress[0].matcher, Matcher::Kind(FindingKind::DataRace));
     }

@@ -42,6 +42,13 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     }
     let share = shard_of(args)?;
     let env = current_env();
+    let stdio =
+        crate::run::program_stdio::search_kinds(args.output.quiet_program, !args.no_output_check);
+    // The output oracle reads every execution's stdout, which needs a stream of mcheck's
+    // making: said in the summary when it cannot.
+    let output_check_off = (!args.no_output_check)
+        .then(|| crate::run::program_stdio::unreadable_stdout(stdio.stdout))
+        .flatten();
     let cfg = SearchConfig {
         execution: ExecutionConfig {
             program: ProgramSetup {
@@ -49,9 +56,8 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 args: args.command[1..].to_vec(),
                 env: env.clone(),
                 quiet: args.output.quiet_program,
-                stdio: Some(crate::run::program_stdio::search_kinds(
-                    args.output.quiet_program,
-                )),
+                stdio: Some(stdio),
+                read_stdout: !args.no_output_check && output_check_off.is_none(),
                 signals: crate::tracee::signals::at_start(),
                 // The dynamic loader reads the time-stamp counter at startup and keeps the
                 // values in its data: a state cache must see the same values in every
@@ -197,6 +203,11 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
         result.executions,
     ) {
         eprintln!("mcheck: note: {note}");
+    }
+    if let Some(why) = &output_check_off {
+        eprintln!(
+            "mcheck: note: the executions' outputs were not compared ({why}); a pipe, a terminal or --quiet-program lets mcheck read them"
+        );
     }
     for u in &result.untraced {
         eprintln!("mcheck: note: {u}");
@@ -432,6 +443,7 @@ fn write_schedules(
                 atomic_addresses: w.atomic_addresses.clone(),
                 stdio: Some(crate::run::program_stdio::search_kinds(
                     args.output.quiet_program,
+                    !args.no_output_check,
                 )),
                 ignored_signals: Some(crate::tracee::signals::at_start().ignored),
                 blocked_signals: Some(crate::tracee::signals::at_start().blocked),

@@ -11,6 +11,7 @@ use anyhow::Context;
 
 use super::Failure;
 use crate::cli::{ReplayArgs, EXIT_CLEAN, EXIT_FINDINGS};
+use crate::detect::output_diff::first_difference;
 use crate::explore::ReplayScheduler;
 use crate::report::schedule::ScheduleFile;
 use crate::report::shell_quote;
@@ -40,6 +41,12 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
                 .collect(),
             quiet: args.output.quiet_program,
             stdio: schedule.options.stdio,
+            // A nondeterminism finding may be about the output: both executions' stdout is
+            // read, when it was a stream mcheck can read again.
+            read_stdout: schedule.finding.kind == crate::report::FindingKind::Nondeterminism
+                && schedule.options.stdio.is_some_and(|k| {
+                    crate::run::program_stdio::unreadable_stdout(k.stdout).is_none()
+                }),
             signals: recorded_signals(&schedule),
             trap_rdtsc: ExecutionConfig::program_reads_tsc(&schedule.program),
         },
@@ -227,7 +234,16 @@ fn replay_both(
         )));
     }
     let mut ends = Vec::new();
-    for decisions in [&schedule.decisions, other] {
+    let mut outputs = Vec::new();
+    // The finding's own execution shows its output; the other one runs quietly.
+    let quiet = ExecutionConfig {
+        program: crate::run::ProgramSetup {
+            quiet: true,
+            ..cfg.program.clone()
+        },
+        ..cfg.clone()
+    };
+    for (decisions, cfg) in [(&schedule.decisions, cfg), (other, &quiet)] {
         let mut sched = ReplayScheduler::new(decisions.clone());
         let outcome = run_single(
             cfg,
@@ -242,27 +258,49 @@ fn replay_both(
                 args.schedule.display()
             )));
         }
-        let end = format!(
-            "{}, stderr output #{:016x}",
-            outcome.exit.unwrap_or_else(|| "no end".into()),
-            outcome.output_digest
-        );
+        let exit = outcome.exit.unwrap_or_else(|| "no end".into());
+        let end = format!("{exit}, stderr output #{:016x}", outcome.output_digest);
         ends.push(end);
+        outputs.push((exit, outcome.stdout));
     }
-    if ends[0] == ends[1] {
+    let output_differs = match (&outputs[0], &outputs[1]) {
+        ((exit, Some(ours)), (other_exit, Some(theirs))) if exit == other_exit => {
+            (!ours.same_as(theirs)).then(|| (exit.clone(), ours.clone(), theirs.clone()))
+        }
+        _ => None,
+    };
+    if ends[0] == ends[1] && output_differs.is_none() {
         return Err(Failure::Usage(format!(
-            "{}: the recorded nondeterminism did not reproduce (both schedules end with {}); no finding is reported",
+            "{}: the recorded nondeterminism did not reproduce (both schedules end with {}{}); no finding is reported",
             args.schedule.display(),
-            ends[0]
+            ends[0],
+            if outputs[0].1.is_some() { " and the same output" } else { "" }
         )));
     }
+    let (message, mut details) = match &output_differs {
+        Some((exit, ours, theirs)) => (
+            format!(
+                "the program's output depends on the schedule: {}",
+                first_difference(ours, theirs).describe()
+            ),
+            crate::run::search::output_details(ours, theirs, exit),
+        ),
+        None => (
+            format!(
+                "the program's result depends on the schedule: the same steps in two orders end with {} and with {}",
+                ends[1], ends[0]
+            ),
+            Vec::new(),
+        ),
+    };
+    details.insert(
+        0,
+        "both schedules were replayed (this one, then the recorded other one)".into(),
+    );
     let finding = crate::report::Finding {
         kind: schedule.finding.kind,
-        message: format!(
-            "the program's result depends on the schedule: the same steps in two orders end with {} and with {}",
-            ends[1], ends[0]
-        ),
-        details: vec!["both schedules were replayed (this one, then the recorded other one)".into()],
+        message,
+        details,
         locations: Vec::new(),
         threads: Vec::new(),
         preemptions: schedule.preemptions,

@@ -9,6 +9,7 @@
 //! preemptions together with its schedule.
 
 mod confirm;
+mod output_oracle;
 mod plan;
 mod result;
 mod shared;
@@ -17,6 +18,7 @@ mod witness;
 mod worker;
 
 pub use confirm::UnconfirmedCycle;
+pub use output_oracle::output_details;
 pub use plan::{Plan, SearchConfig};
 pub use result::{
     location_key, InstrumentationSummary, NothingToExplore, Progress, ProgressReport, Resources,
@@ -208,8 +210,12 @@ pub fn search(cfg: &SearchConfig, progress: Progress<'_>) -> Result<SearchResult
         elapsed: shared.started_at.elapsed(),
         memory: guard.peak,
     });
+    // An output that depends on the schedule is reported after the findings that may
+    // explain it (the race or failure behind it), whatever was found first.
+    let mut witnesses = findings.witnesses;
+    witnesses.sort_by_key(|w| w.finding.kind == crate::report::FindingKind::Nondeterminism);
     Ok(SearchResult {
-        witnesses: findings.witnesses,
+        witnesses,
         executions,
         complete,
         coverage,

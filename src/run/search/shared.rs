@@ -22,6 +22,7 @@ use crate::tracee::interrupt;
 use crate::run::locks::LockCycle;
 
 use super::confirm::UnconfirmedCycle;
+use super::output_oracle::OutputOracle;
 use super::plan::Plan;
 use super::plan::SearchConfig;
 use super::result::{finding_key, location_key, NothingToExplore, ProgressReport};
@@ -142,6 +143,8 @@ pub(super) struct Observed {
     pub(super) snapshots_off: Mutex<Option<String>>,
     /// An execution met no scheduling choice.
     pub(super) nothing_to_explore: Mutex<Option<NothingToExplore>>,
+    /// The reference output executions are compared with (`output_oracle`).
+    pub(super) output: OutputOracle,
 }
 
 /// How the budget's executions are handed out to the workers.
@@ -513,17 +516,26 @@ impl Shared<'_> {
             return None;
         }
         let different_end = self.different_end(&outcome);
+        let different_output = self.observed.output.check(&outcome);
+        let output_differs = different_output.is_some();
         // The failure that ended the execution first, then the races (which may explain it).
         let found: Vec<Finding> = (outcome.finding.into_iter())
             .chain(outcome.races)
             .chain(different_end)
+            .chain(different_output)
             .collect();
         if found.is_empty() {
             return Some(index);
         }
         // Only data races: without --keep-going, a search that refines its tree by races goes
-        // on to find the failure they cause, for the rest of its budget.
-        let only_races = found.iter().all(|f| f.kind == FindingKind::DataRace);
+        // on to find the failure they cause, for the rest of its budget. An output that
+        // differs is a symptom too (of a race not found yet, often): it does not stop such a
+        // search either, but is no race to note as followed.
+        let races = found
+            .iter()
+            .filter(|f| f.kind == FindingKind::DataRace)
+            .count();
+        let only_races = races + usize::from(output_differs) == found.len();
         let mut all = self.findings.lock().expect("lock");
         for mut f in found {
             f.seed = seed;
@@ -543,6 +555,9 @@ impl Shared<'_> {
             return Some(index);
         }
         if only_races && self.refine {
+            if races == 0 {
+                return Some(index);
+            }
             let _ = (self.following_since).compare_exchange(
                 0,
                 index,

@@ -121,11 +121,12 @@ pub fn run_execution(
     let stderr = worker
         .stderr_capture
         .as_ref()
-        .map(OutputCapture::finish_execution)
+        .and_then(OutputCapture::finish_execution)
         .unwrap_or_default();
-    if let Some(capture) = &worker.stdout_capture {
-        capture.finish_execution();
-    }
+    let stdout = worker
+        .stdout_capture
+        .as_ref()
+        .and_then(OutputCapture::finish_execution);
     worker.outputs.finish_execution();
     if shown && worker.shown_output == ShownOutput::Next {
         worker.shown_output = ShownOutput::Hidden;
@@ -140,12 +141,11 @@ pub fn run_execution(
             journal.lock().expect("file journal").keep_final();
         }
     }
-    outcome.output_digest = {
-        use std::hash::{DefaultHasher, Hash, Hasher};
-        let mut h = DefaultHasher::new();
-        stderr.hash(&mut h);
-        h.finish()
-    };
+    outcome.output_digest = stderr.summary.digest;
+    if cfg.program.read_stdout {
+        outcome.stdout = stdout.map(|s| s.summary);
+    }
+    let stderr = stderr.tail;
     if let Some(f) = &mut outcome.finding {
         if f.kind == FindingKind::Assertion {
             if let Some(msg) = failure_message(&stderr) {
@@ -176,11 +176,19 @@ fn start_captures(cfg: &ExecutionConfig, worker: &mut WorkerState) -> Result<()>
         worker.stderr_capture = Some(capture);
     }
     let stdout_kind = cfg.program.stdio.map(|k| k.stdout);
-    if worker.stdout_capture.is_none() && worker.shown_output != ShownOutput::Every {
+    // The output oracle reads every execution's stdout; otherwise it is captured only
+    // when some executions show it and others do not.
+    let wanted = cfg.program.read_stdout || worker.shown_output != ShownOutput::Every;
+    if worker.stdout_capture.is_none() && wanted {
         if let Some(kind @ (StreamKind::Pipe | StreamKind::Terminal | StreamKind::Socket)) =
             stdout_kind
         {
-            let capture = OutputCapture::start(kind, Echo::Stdout)
+            let echo = if cfg.program.quiet {
+                Echo::Nowhere
+            } else {
+                Echo::Stdout
+            };
+            let capture = OutputCapture::start(kind, echo)
                 .with_context(|| format!("{} for the program's stdout", kind.describe()))?;
             worker.stdout_capture = Some(capture);
         }

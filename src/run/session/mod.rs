@@ -454,6 +454,7 @@ impl<'a> Session<'a> {
             captured_stacks: found.captured_stacks,
             exit: None,
             output_digest: 0,
+            stdout: None,
             abandoned: None,
             measures: ExecutionMeasures {
                 traced_accesses: found.traced,

@@ -48,6 +48,9 @@ pub struct ExecutionOutcome {
     pub exit: Option<String>,
     /// A hash of what the program wrote to stderr in this execution.
     pub output_digest: u64,
+    /// What the program wrote to stdout in this execution, when it was read (the output
+    /// oracle, `ProgramSetup::read_stdout`) and the capture could tell.
+    pub stdout: Option<crate::detect::output_diff::OutputSummary>,
     /// Why mcheck cut the execution short without a finding (a thread blocked in the
     /// kernel), if it did.
     pub abandoned: Option<String>,

@@ -1,7 +1,8 @@
 //! The program's stdout and stderr, read through a pipe (or a terminal or socket of
 //! mcheck's making, when that is what the program must see): passed on to mcheck's own for
 //! the executions whose output is shown, and the tail kept, to quote an assertion or panic
-//! message.
+//! message, with a summary of the whole (digest, length, first bytes) that the output
+//! oracle compares between executions.
 //!
 //! One stream serves all the executions of a worker, because fork snapshots keep its write
 //! end open in the template process: the end of an execution is marked by a marker the
@@ -15,6 +16,7 @@ use std::time::Duration;
 use crossbeam_channel::{bounded, Receiver};
 
 use super::program_stdio::StreamKind;
+use crate::detect::output_diff::{OutputSummary, HEAD};
 
 const KEEP: usize = 64 * 1024;
 
@@ -50,10 +52,19 @@ impl Echo {
     }
 }
 
+/// What one execution wrote to a captured stream.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Segment {
+    /// The last bytes (at least 64 KiB of them, when there were that many), as text.
+    pub tail: String,
+    /// The whole, summarized.
+    pub summary: OutputSummary,
+}
+
 /// A worker's capture of one of its executions' standard streams.
 pub struct OutputCapture {
     write_end: OwnedFd,
-    segments: Receiver<Vec<u8>>,
+    segments: Receiver<Segment>,
     /// A terminal's master end while the reader holds its own copy: kept so that the
     /// terminal stays as long as the capture.
     _master: Option<OwnedFd>,
@@ -126,28 +137,31 @@ impl OutputCapture {
     }
 
     /// Ends the current execution's output (call once its processes are gone) and returns
-    /// its kept tail as text, once everything before it has been passed on.
-    pub fn finish_execution(&self) -> String {
+    /// what it was, once everything before it has been passed on: None when it could not
+    /// be told (the marker could not be written or was not read back in time).
+    pub fn finish_execution(&self) -> Option<Segment> {
         // The marker is far below PIPE_BUF, so it is written whole, in one call.
         if nix::unistd::write(&self.write_end, MARKER) != Ok(MARKER.len()) {
-            return String::new();
+            return None;
         }
-        let bytes = self
-            .segments
-            .recv_timeout(Duration::from_secs(2))
-            .unwrap_or_default();
-        String::from_utf8_lossy(&bytes).into_owned()
+        self.segments.recv_timeout(Duration::from_secs(2)).ok()
     }
 }
 
-/// Splits a byte stream at [`MARKER`]s, keeping the tail of each segment, and follows the
-/// [`QUIET`] and [`SHOWN`] markers.
+/// Splits a byte stream at [`MARKER`]s, keeping the tail and a summary of each segment,
+/// and follows the [`QUIET`] and [`SHOWN`] markers.
 #[derive(Default)]
 struct MarkerSplitter {
     /// Bytes that may be the start of a marker cut by a read boundary.
     carry: Vec<u8>,
     /// The current segment's tail.
     tail: Vec<u8>,
+    /// The current segment's first bytes.
+    head: Vec<u8>,
+    /// The current segment's length.
+    len: u64,
+    /// The digest of the current segment so far.
+    hasher: std::hash::DefaultHasher,
     /// The current execution's output is not passed on.
     quiet: bool,
 }
@@ -166,7 +180,7 @@ impl MarkerSplitter {
         &mut self,
         data: &[u8],
         mut output: impl FnMut(&[u8]),
-        mut segment: impl FnMut(Vec<u8>),
+        mut segment: impl FnMut(Segment),
     ) {
         let mut bytes = std::mem::take(&mut self.carry);
         bytes.extend_from_slice(data);
@@ -174,7 +188,7 @@ impl MarkerSplitter {
         while let Some((i, marker)) = first_marker(rest) {
             self.keep(&rest[..i], &mut output);
             if marker == MARKER {
-                segment(std::mem::take(&mut self.tail));
+                segment(self.take_segment());
             } else {
                 self.quiet = marker == QUIET;
             }
@@ -195,12 +209,34 @@ impl MarkerSplitter {
         self.carry = later.to_vec();
     }
 
+    /// Ends the current segment: what it was, and a fresh start for the next.
+    fn take_segment(&mut self) -> Segment {
+        use std::hash::Hasher;
+        let tail = std::mem::take(&mut self.tail);
+        let summary = OutputSummary {
+            digest: std::mem::take(&mut self.hasher).finish(),
+            len: std::mem::take(&mut self.len),
+            head: std::mem::take(&mut self.head),
+        };
+        Segment {
+            tail: String::from_utf8_lossy(&tail).into_owned(),
+            summary,
+        }
+    }
+
     fn keep(&mut self, bytes: &[u8], output: &mut impl FnMut(&[u8])) {
+        use std::hash::Hasher;
         if bytes.is_empty() {
             return;
         }
         if !self.quiet {
             output(bytes);
+        }
+        self.hasher.write(bytes);
+        self.len += bytes.len() as u64;
+        if self.head.len() < HEAD {
+            let room = HEAD - self.head.len();
+            self.head.extend_from_slice(&bytes[..bytes.len().min(room)]);
         }
         self.tail.extend_from_slice(bytes);
         if self.tail.len() > 2 * KEEP {
@@ -255,7 +291,10 @@ mod tests {
                 |s| segments.push(s),
             );
         }
-        assert_eq!(segments, vec![b"first run\n".to_vec(), b"second".to_vec()]);
+        let heads: Vec<_> = segments.iter().map(|s| s.summary.head.clone()).collect();
+        assert_eq!(heads, vec![b"first run\n".to_vec(), b"second".to_vec()]);
+        assert_eq!(segments[1].tail, "second");
+        assert_eq!(segments[1].summary.len, 6);
         assert_eq!(printed, b"first run\nsecond");
     }
 
@@ -278,11 +317,24 @@ mod tests {
                 |s| segments.push(s),
             );
         }
-        assert_eq!(
-            segments,
-            vec![b"shown\n".to_vec(), b"again\n".to_vec(), b"next\n".to_vec()]
-        );
+        let tails: Vec<_> = segments.iter().map(|s| s.tail.as_str()).collect();
+        assert_eq!(tails, vec!["shown\n", "again\n", "next\n"]);
         assert_eq!(printed, b"shown\nnext\n");
+    }
+
+    #[test]
+    fn the_digest_does_not_depend_on_how_reads_cut_the_output() {
+        let mut stream = b"one line\nanother line\n".to_vec();
+        stream.extend_from_slice(MARKER);
+        let mut digests = Vec::new();
+        for size in [1, 4, 1000] {
+            let mut split = MarkerSplitter::default();
+            for chunk in stream.chunks(size) {
+                split.feed(chunk, |_| {}, |s| digests.push(s.summary.digest));
+            }
+        }
+        assert_eq!(digests.len(), 3);
+        assert!(digests.iter().all(|&d| d == digests[0]));
     }
 
     #[test]

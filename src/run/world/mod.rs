@@ -31,6 +31,10 @@ pub struct ProgramSetup {
     /// The kinds of stdin and stdout the program gets (`program_stdio`; None: mcheck's
     /// own, or /dev/null for a hidden stdout).
     pub stdio: Option<program_stdio::StdioKinds>,
+    /// Read the program's stdout in every execution, to compare executions' outputs (the
+    /// output oracle): it goes through a capture (`capture.rs`) of its kind, which must be
+    /// a pipe, terminal or socket.
+    pub read_stdout: bool,
     /// The signals ignored and blocked when the program starts (`tracee/signals.rs`).
     pub signals: crate::tracee::signals::SignalSetup,
     /// Trap rdtsc/rdtscp (only needed when the program's own code reads the counter; the

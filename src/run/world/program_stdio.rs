@@ -44,15 +44,28 @@ fn own_stdout() -> StreamKind {
 }
 
 /// The kinds the program gets in a search: mcheck's own stdin, and its stdout unless
-/// `--quiet-program` sends it to /dev/null.
-pub fn search_kinds(quiet_program: bool) -> StdioKinds {
+/// `--quiet-program` hides it: then /dev/null, or a pipe whose output mcheck reads and
+/// drops when it compares the executions' outputs (`compare_output`, the output oracle).
+pub fn search_kinds(quiet_program: bool, compare_output: bool) -> StdioKinds {
     StdioKinds {
         stdin: kind_of(std::io::stdin()),
-        stdout: if quiet_program {
-            StreamKind::Null
-        } else {
-            own_stdout()
+        stdout: match (quiet_program, compare_output) {
+            (true, true) => StreamKind::Pipe,
+            (true, false) => StreamKind::Null,
+            (false, _) => own_stdout(),
         },
+    }
+}
+
+/// Why a stdout of kind `kind` cannot be read in every execution (the output oracle reads
+/// it through a pipe, terminal or socket of mcheck's making), None when it can.
+pub fn unreadable_stdout(kind: StreamKind) -> Option<String> {
+    match kind {
+        StreamKind::Pipe | StreamKind::Terminal | StreamKind::Socket => None,
+        StreamKind::File => Some(
+            "the program's stdout is a regular file, which every execution writes in place".into(),
+        ),
+        other => Some(format!("the program's stdout is {}", other.describe())),
     }
 }
 

@@ -1,0 +1,110 @@
+//! The program's output as an oracle: `output_lost_update`, whose bug shows only in the
+//! total it prints, is a `nondeterminism` finding by default (its stdout on /dev/null's
+//! stand-in under `--quiet-program`, on a pipe, with two workers), the same with the same
+//! seed, and its schedule replays to the same finding; `--no-output-check` finds nothing;
+//! a stdout redirected to a file is not compared, and the summary says so.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{args, fixture, mcheck, mcheck_with_piped_stdout, mcheck_with_stdout, temp_path};
+use serde_json::Value;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn search(options: &[&str]) -> Vec<String> {
+    let mut a = args(&["--seed", "1"]);
+    a.extend(args(options));
+    a.push("--".into());
+    a.push(fixture("output_lost_update").display().to_string());
+    a
+}
+
+fn first_finding(json: &Option<Value>) -> Value {
+    json.as_ref().expect("a report")["findings"][0].clone()
+}
+
+#[test]
+fn an_output_that_depends_on_the_schedule_is_found_and_replays() {
+    let out = temp_path("oracle-out");
+    let out = out.display().to_string();
+    let r = mcheck(&search(&["--quiet-program", "--out", &out]), true, LIMIT);
+    assert_eq!(r.code, Some(1), "{}: {}", r.command, r.stderr);
+    let f = first_finding(&r.json);
+    assert_eq!(f["kind"], "nondeterminism", "{}", r.stderr);
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("the program's output depends on the schedule: line 2 is `total "),
+        "{message}"
+    );
+    assert!(
+        !f["other_schedule"]
+            .as_array()
+            .expect("both schedules")
+            .is_empty(),
+        "{f}"
+    );
+    // The same seed finds the same difference in the same execution.
+    let again = mcheck(&search(&["--quiet-program", "--out", &out]), true, LIMIT);
+    let g = first_finding(&again.json);
+    assert_eq!(
+        (&g["message"], &g["execution"]),
+        (&f["message"], &f["execution"])
+    );
+
+    let schedule = f["schedule"].as_str().expect("a schedule file");
+    let replay = mcheck_with_piped_stdout(&args(&["replay", schedule]), true, LIMIT);
+    assert_eq!(
+        replay.code,
+        Some(1),
+        "{}: {}",
+        replay.command,
+        replay.stderr
+    );
+    let rf = first_finding(&replay.json);
+    assert_eq!(rf["kind"], "nondeterminism");
+    assert_eq!(rf["message"], f["message"], "{}", replay.stderr);
+    // The replay shows the finding's own output, not the other execution's.
+    assert_eq!(
+        replay.stdout.matches("total").count(),
+        1,
+        "{}",
+        replay.stdout
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn the_output_is_compared_on_a_pipe_with_two_workers() {
+    let r = mcheck_with_piped_stdout(&search(&["--jobs", "2"]), true, LIMIT);
+    assert_eq!(r.code, Some(1), "{}: {}", r.command, r.stderr);
+    assert_eq!(first_finding(&r.json)["kind"], "nondeterminism");
+    // Only the first execution's output is shown.
+    assert_eq!(r.stdout, "workers done\ntotal 30\n");
+}
+
+#[test]
+fn no_output_check_compares_nothing() {
+    let r = mcheck(
+        &search(&["--quiet-program", "--no-output-check"]),
+        true,
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
+    assert_eq!(first_finding(&r.json), Value::Null);
+}
+
+#[test]
+fn a_stdout_in_a_file_is_not_compared_and_the_summary_says_so() {
+    let file = temp_path("oracle-stdout");
+    let r = mcheck_with_stdout(&search(&[]), true, LIMIT, &file);
+    assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
+    assert!(
+        r.stderr
+            .contains("the executions' outputs were not compared"),
+        "{}",
+        r.stderr
+    );
+    let _ = std::fs::remove_file(&file);
+}

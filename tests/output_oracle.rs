@@ -1,8 +1,9 @@
 //! The program's output as an oracle: `output_lost_update`, whose bug shows only in the
-//! total it prints, is a `nondeterminism` finding by default (its stdout on /dev/null's
-//! stand-in under `--quiet-program`, on a pipe, with two workers), the same with the same
-//! seed, and its schedule replays to the same finding; `--no-output-check` finds nothing;
-//! a stdout redirected to a file is not compared, and the summary says so.
+//! total it prints, is a `nondeterminism` finding with `--output-check` (its stdout on
+//! /dev/null's stand-in under `--quiet-program`, on a pipe, with two workers), the same with
+//! the same seed, and its schedule replays to the same finding; without the option (the
+//! default) or with `--no-output-check` nothing is found; a stdout redirected to a file is
+//! not compared, and the summary says so.
 
 mod common;
 
@@ -14,7 +15,7 @@ use serde_json::Value;
 const LIMIT: Duration = Duration::from_secs(120);
 
 fn search(options: &[&str]) -> Vec<String> {
-    let mut a = args(&["--seed", "1"]);
+    let mut a = args(&["--seed", "1", "--output-check"]);
     a.extend(args(options));
     a.push("--".into());
     a.push(fixture("output_lost_update").display().to_string());
@@ -91,6 +92,12 @@ fn no_output_check_compares_nothing() {
         true,
         LIMIT,
     );
+    assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
+    assert_eq!(first_finding(&r.json), Value::Null);
+    // Off by default.
+    let mut default = args(&["--seed", "1", "--quiet-program", "--"]);
+    default.push(fixture("output_lost_update").display().to_string());
+    let r = mcheck(&default, true, LIMIT);
     assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
     assert_eq!(first_finding(&r.json), Value::Null);
 }

@@ -308,9 +308,15 @@ impl Target {
             }
             None => Vec::new(),
         };
-        // `output_check = false`: the program's output legitimately depends on the schedule.
-        if t.output_check == Some(false) && !options.iter().any(|o| o == "--no-output-check") {
-            options.push("--no-output-check".into());
+        // `output_check = true`: compare the executions' outputs (`--output-check`);
+        // `false`: the program's output legitimately depends on the schedule.
+        let flag = match t.output_check {
+            Some(true) => Some("--output-check"),
+            Some(false) => Some("--no-output-check"),
+            None => None,
+        };
+        if let Some(flag) = flag.filter(|f| !options.iter().any(|o| o == f)) {
+            options.push(flag.into());
         }
         let split = t.split.as_ref().is_some_and(|s| *s.get_ref());
         let has = |flag: &str| options.iter().any(|o| o == flag);

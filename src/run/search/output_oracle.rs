@@ -71,13 +71,29 @@ impl OutputOracle {
 /// The finding for an execution whose output `stdout` differs from the reference's.
 fn finding(stdout: &OutputSummary, r: &Reference, outcome: &ExecutionOutcome) -> Finding {
     let difference = first_difference(stdout, &r.stdout);
-    Finding {
-        kind: FindingKind::Nondeterminism,
-        message: format!(
+    nondeterminism(
+        format!(
             "the program's output depends on the schedule: {}",
             difference.describe()
         ),
-        details: output_details(stdout, &r.stdout, &r.exit),
+        output_details(stdout, &r.stdout, &r.exit),
+        outcome,
+        r.decisions.clone(),
+    )
+}
+
+/// A `nondeterminism` finding of `outcome` (this execution's schedule is the finding's),
+/// told apart from the execution that ran `other_schedule`.
+pub(super) fn nondeterminism(
+    message: String,
+    details: Vec<String>,
+    outcome: &ExecutionOutcome,
+    other_schedule: Vec<Decision>,
+) -> Finding {
+    Finding {
+        kind: FindingKind::Nondeterminism,
+        message,
+        details,
         locations: Vec::new(),
         threads: Vec::new(),
         preemptions: outcome.preemptions,
@@ -87,7 +103,7 @@ fn finding(stdout: &OutputSummary, r: &Reference, outcome: &ExecutionOutcome) ->
         strategy: String::new(),
         schedule: None,
         cycle: Vec::new(),
-        other_schedule: r.decisions.clone(),
+        other_schedule,
     }
 }
 

@@ -429,29 +429,20 @@ impl Shared<'_> {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        Some(Finding {
-            kind: FindingKind::Nondeterminism,
-            message: format!(
+        Some(super::output_oracle::nondeterminism(
+            format!(
                 "the program's result depends on the schedule: the same steps in two orders end with {earlier} and with {result}"
             ),
-            details: vec![
+            vec![
                 format!(
                     "every thread took the same number of steps in both executions (per-thread step counter {counter:?})"
                 ),
                 format!("this schedule: {}", threads(&outcome.decisions)),
                 format!("the earlier schedule: {}", threads(&schedule)),
             ],
-            locations: Vec::new(),
-            threads: Vec::new(),
-            preemptions: outcome.preemptions,
-            seed: 0,
-            execution: 0,
-            steps: outcome.steps,
-            strategy: String::new(),
-            schedule: None,
-            cycle: Vec::new(),
-            other_schedule: schedule,
-        })
+            outcome,
+            schedule,
+        ))
     }
 
     /// Counts an execution run to its end and keeps its findings: its index, or None when

@@ -94,7 +94,7 @@ fn preempting_on_races_turns_the_lost_update_into_its_assertion() {
 /// budget to find a failure the race leads to (until issue 31 it stopped 100 executions
 /// after the race). `race_size_peek`'s race leads nowhere: the search spends its 300
 /// executions, and the summary says it followed the race and found no failure. Only its
-/// printed value shows the racy read: with `--output-check` that is a
+/// printed value shows the racy read: with the output check (the default) that is a
 /// `nondeterminism` finding, listed after the race, which does not stop the search either.
 #[test]
 fn a_race_is_followed_for_the_whole_budget_and_the_summary_says_so() {
@@ -106,7 +106,7 @@ fn a_race_is_followed_for_the_whole_budget_and_the_summary_says_so() {
         a.extend(["--".into(), fixture("race_size_peek").display().to_string()]);
         mcheck(&a, true, LIMIT)
     };
-    let with_output = search(&["--output-check"]);
+    let with_output = search(&[]);
     let json = with_output.json.expect("JSON report");
     assert_eq!(json["executions"], 300, "{json}");
     let kinds: Vec<&str> = (json["findings"].as_array().unwrap().iter())

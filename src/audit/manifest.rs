@@ -308,8 +308,9 @@ impl Target {
             }
             None => Vec::new(),
         };
-        // `output_check = true`: compare the executions' outputs (`--output-check`);
-        // `false`: the program's output legitimately depends on the schedule.
+        // `output_check = false`: the program's output legitimately depends on the
+        // schedule; `true` (the default) is said explicitly, after options that turned it
+        // off.
         let flag = match t.output_check {
             Some(true) => Some("--output-check"),
             Some(false) => Some("--no-output-check"),

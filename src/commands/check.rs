@@ -43,10 +43,10 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     let share = shard_of(args)?;
     let env = current_env();
     let stdio =
-        crate::run::program_stdio::search_kinds(args.output.quiet_program, args.output_check);
+        crate::run::program_stdio::search_kinds(args.output.quiet_program, !args.no_output_check);
     // The output oracle reads every execution's stdout, which needs a stream of mcheck's
     // making: said in the summary when it cannot.
-    let output_check_off = (args.output_check)
+    let output_check_off = (!args.no_output_check)
         .then(|| crate::run::program_stdio::unreadable_stdout(stdio.stdout))
         .flatten();
     let cfg = SearchConfig {
@@ -57,7 +57,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 env: env.clone(),
                 quiet: args.output.quiet_program,
                 stdio: Some(stdio),
-                read_stdout: args.output_check && output_check_off.is_none(),
+                read_stdout: !args.no_output_check && output_check_off.is_none(),
                 signals: crate::tracee::signals::at_start(),
                 // The dynamic loader reads the time-stamp counter at startup and keeps the
                 // values in its data: a state cache must see the same values in every
@@ -443,7 +443,7 @@ fn write_schedules(
                 atomic_addresses: w.atomic_addresses.clone(),
                 stdio: Some(crate::run::program_stdio::search_kinds(
                     args.output.quiet_program,
-                    args.output_check,
+                    !args.no_output_check,
                 )),
                 ignored_signals: Some(crate::tracee::signals::at_start().ignored),
                 blocked_signals: Some(crate::tracee::signals::at_start().blocked),

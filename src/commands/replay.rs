@@ -259,7 +259,10 @@ fn replay_both(
             )));
         }
         let exit = outcome.exit.unwrap_or_else(|| "no end".into());
-        let end = format!("{exit}, stderr output #{:016x}", outcome.output_digest);
+        // An end whose stderr could not be read is no proof of a difference.
+        let end = outcome
+            .output_digest
+            .map(|digest| format!("{exit}, stderr output #{digest:016x}"));
         ends.push(end);
         outputs.push((exit, outcome.stdout));
     }
@@ -269,11 +272,17 @@ fn replay_both(
         }
         _ => None,
     };
-    if ends[0] == ends[1] && output_differs.is_none() {
+    let ends_differ = matches!(&ends[..], [Some(a), Some(b)] if a != b);
+    let [ours_end, other_end] = [0, 1].map(|i| {
+        ends[i]
+            .clone()
+            .unwrap_or_else(|| "stderr output not read".into())
+    });
+    if !ends_differ && output_differs.is_none() {
         return Err(Failure::Usage(format!(
             "{}: the recorded nondeterminism did not reproduce (both schedules end with {}{}); no finding is reported",
             args.schedule.display(),
-            ends[0],
+            ours_end,
             if outputs[0].1.is_some() { " and the same output" } else { "" }
         )));
     }
@@ -288,7 +297,7 @@ fn replay_both(
         None => (
             format!(
                 "the program's result depends on the schedule: the same steps in two orders end with {} and with {}",
-                ends[1], ends[0]
+                other_end, ours_end
             ),
             Vec::new(),
         ),

@@ -418,8 +418,10 @@ impl Shared<'_> {
     pub(super) fn different_end(&self, outcome: &ExecutionOutcome) -> Option<Finding> {
         self.cache.as_ref()?;
         let exit = outcome.exit.as_ref()?;
+        // An execution whose stderr could not be told is not compared.
+        let digest = outcome.output_digest?;
         let counter = counter_of(outcome.decisions.iter().map(|d| d.thread));
-        let result = format!("{exit}, stderr output #{:016x}", outcome.output_digest);
+        let result = format!("{exit}, stderr output #{digest:016x}");
         let mut ends = self.ends.lock().expect("lock");
         let (earlier, schedule) =
             ends.record(&counter, result.clone(), outcome.decisions.clone())?;

@@ -16,7 +16,7 @@ use crate::run::config::ExecutionConfig;
 use crate::run::process::Process;
 use crate::run::snapshots::snapshot::{self, Restored};
 use crate::run::worker_state::{ShownOutput, WorkerState};
-use crate::run::world::capture::{failure_message, Echo, OutputCapture};
+use crate::run::world::capture::{failure_message, Echo, OutputCapture, OutputStarts};
 use crate::run::world::file_journal::{NotFaithful, ORIGIN};
 use crate::run::world::program_stdio::{self, StreamKind};
 use crate::tracee::spawn::{spawn_traced, StdioSetup};
@@ -31,12 +31,6 @@ pub fn run_execution(
 ) -> Result<ExecutionOutcome> {
     start_captures(cfg, worker)?;
     let shown = worker.shows_output();
-    for capture in [&worker.stderr_capture, &worker.stdout_capture]
-        .into_iter()
-        .flatten()
-    {
-        capture.begin_execution(shown);
-    }
     let key = cfg.snapshot_key();
     // A tree search replays a known prefix: start from the deepest branch snapshot on it,
     // else from the startup snapshot, else from exec.
@@ -63,6 +57,16 @@ pub fn run_execution(
         }
     }
     let restored = put_files_back(worker, restored, &key);
+    // A copy starts its output from what the program had written at the snapshot.
+    let starts = restored
+        .as_ref()
+        .map_or_else(OutputStarts::default, |r| r.state.output.clone());
+    if let Some(c) = &worker.stderr_capture {
+        c.begin_execution(shown, starts.stderr);
+    }
+    if let Some(c) = &worker.stdout_capture {
+        c.begin_execution(shown, starts.stdout);
+    }
     let branch_key = (cfg.snapshots.snapshots && planned.is_some()).then(|| key.clone());
     // The deepest branch snapshot on this execution's path (the one it starts from, if any).
     let branch_depth = planned
@@ -121,8 +125,7 @@ pub fn run_execution(
     let stderr = worker
         .stderr_capture
         .as_ref()
-        .and_then(OutputCapture::finish_execution)
-        .unwrap_or_default();
+        .and_then(OutputCapture::finish_execution);
     let stdout = worker
         .stdout_capture
         .as_ref()
@@ -141,11 +144,11 @@ pub fn run_execution(
             journal.lock().expect("file journal").keep_final();
         }
     }
-    outcome.output_digest = stderr.summary.digest;
+    outcome.output_digest = stderr.as_ref().map(|s| s.summary.digest);
     if cfg.program.read_stdout {
         outcome.stdout = stdout.map(|s| s.summary);
     }
-    let stderr = stderr.tail;
+    let stderr = stderr.map(|s| s.tail).unwrap_or_default();
     if let Some(f) = &mut outcome.finding {
         if f.kind == FindingKind::Assertion {
             if let Some(msg) = failure_message(&stderr) {

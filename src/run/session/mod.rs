@@ -453,7 +453,7 @@ impl<'a> Session<'a> {
             race_origins: found.origins,
             captured_stacks: found.captured_stacks,
             exit: None,
-            output_digest: 0,
+            output_digest: None,
             stdout: None,
             abandoned: None,
             measures: ExecutionMeasures {

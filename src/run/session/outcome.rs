@@ -46,8 +46,9 @@ pub struct ExecutionOutcome {
     pub captured_stacks: Vec<(AccessKey, Vec<crate::report::Frame>)>,
     /// How the process ended, when it did ("exit status 0", "killed by SIGSEGV").
     pub exit: Option<String>,
-    /// A hash of what the program wrote to stderr in this execution.
-    pub output_digest: u64,
+    /// A hash of what the program wrote to stderr in this execution, when the capture
+    /// could tell.
+    pub output_digest: Option<u64>,
     /// What the program wrote to stdout in this execution, when it was read (the output
     /// oracle, `ProgramSetup::read_stdout`) and the capture could tell.
     pub stdout: Option<crate::detect::output_diff::OutputSummary>,

@@ -11,6 +11,7 @@ use crate::run::process::StopPlace;
 use crate::run::snapshots::snapshot::{
     self, BranchSnapshot, CopiedThread, PendingSignals, SavedExecution, StartupSnapshot,
 };
+use crate::run::world::capture::OutputStarts;
 use crate::tracee::files::FileStates;
 use crate::tracee::fork::{fork_stopped, ForkFrom};
 use crate::tracee::threads;
@@ -40,6 +41,10 @@ impl Snapshotting<'_, '_> {
             kernel,
             retired_races: self.0.tree.saved(),
             locks: self.0.locks.clone(),
+            output: OutputStarts::mark(
+                self.0.worker.stderr_capture.as_ref(),
+                self.0.worker.stdout_capture.as_ref(),
+            ),
         }
     }
 

@@ -68,6 +68,8 @@ pub(in crate::run) struct SavedExecution {
     pub retired_races: Vec<crate::run::races::RaceRecording>,
     /// The lock-order graph so far.
     pub locks: crate::run::locks::LockRecording,
+    /// The program's output so far, where a copy's output starts.
+    pub output: crate::run::world::capture::OutputStarts,
 }
 
 /// What a restored execution starts from.

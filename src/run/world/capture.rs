@@ -8,12 +8,20 @@
 //! end open in the template process: the end of an execution is marked by a marker the
 //! tracer writes into the stream itself once the execution's processes are gone, so
 //! everything before the marker is that execution's output.
+//!
+//! An execution restored from a fork snapshot does not write again what the program wrote
+//! before the snapshot: when a snapshot is taken the tracer marks the stream there and keeps
+//! what the execution had written so far (an [`OutputPrefix`]), and an execution restored
+//! from it starts its output from that prefix. Replies from the reader carry sequence
+//! numbers, so a reply that came too late is never taken for the next one's.
 
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver};
+use std::cell::Cell;
+
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 use super::program_stdio::StreamKind;
 use crate::detect::output_diff::{OutputSummary, HEAD};
@@ -27,6 +35,16 @@ const MARKER: &[u8] = b"\0\x01mcheck-end-of-execution\x01\0";
 /// of a schedule, to learn something), and before one whose output is.
 const QUIET: &[u8] = b"\0\x01mcheck-quiet\x01\0";
 const SHOWN: &[u8] = b"\0\x01mcheck-shown\x01\0";
+
+/// Written by the tracer where a fork snapshot is taken: the reader replies with the
+/// execution's output so far.
+const CHECKPOINT: &[u8] = b"\0\x01mcheck-snapshot\x01\0";
+
+/// Every marker, for the splitter.
+const MARKERS: [&[u8]; 4] = [MARKER, QUIET, SHOWN, CHECKPOINT];
+
+/// How long the tracer waits for the reader to reach a marker it wrote.
+const REPLY_WAIT: Duration = Duration::from_secs(2);
 
 /// Where a capture passes the shown executions' output on to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +70,59 @@ impl Echo {
     }
 }
 
+/// What an execution had written to a stream when a fork snapshot was taken: an execution
+/// restored from the snapshot starts its output from it.
+#[derive(Clone, Debug)]
+pub struct OutputPrefix {
+    hasher: std::hash::DefaultHasher,
+    len: u64,
+    head: Vec<u8>,
+    /// The last bytes (at most [`KEEP`]).
+    tail: Vec<u8>,
+}
+
+impl OutputPrefix {
+    /// Whether every byte of the prefix is kept (so it can be shown again).
+    fn whole(&self) -> bool {
+        self.tail.len() as u64 == self.len
+    }
+}
+
+/// Where an execution's output starts.
+#[derive(Clone, Debug, Default)]
+pub enum OutputStart {
+    /// From nothing: the program is started afresh.
+    #[default]
+    Empty,
+    /// After what the execution it was forked from had written.
+    After(OutputPrefix),
+    /// After output that could not be told (the reader did not reach the snapshot's mark
+    /// in time): the execution's output is not summarized.
+    Unknown,
+}
+
+/// Where the output of the executions restored from a fork snapshot starts, per captured
+/// stream.
+#[derive(Clone, Debug, Default)]
+pub struct OutputStarts {
+    /// On stderr.
+    pub stderr: OutputStart,
+    /// On stdout.
+    pub stdout: OutputStart,
+}
+
+impl OutputStarts {
+    /// Marks both streams where a snapshot is taken (see [`OutputCapture::snapshot_mark`]).
+    pub fn mark(stderr: Option<&OutputCapture>, stdout: Option<&OutputCapture>) -> OutputStarts {
+        let mark =
+            |c: Option<&OutputCapture>| c.map_or(OutputStart::Unknown, |c| c.snapshot_mark());
+        OutputStarts {
+            stderr: mark(stderr),
+            stdout: mark(stdout),
+        }
+    }
+}
+
 /// What one execution wrote to a captured stream.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Segment {
@@ -64,7 +135,15 @@ pub struct Segment {
 /// A worker's capture of one of its executions' standard streams.
 pub struct OutputCapture {
     write_end: OwnedFd,
-    segments: Receiver<Segment>,
+    /// Each execution's segment (None when its start was unknown), by sequence number.
+    segments: Receiver<(u64, Option<Segment>)>,
+    /// The output so far at each snapshot mark, by sequence number.
+    prefixes: Receiver<(u64, OutputPrefix)>,
+    /// Where each execution starts, read by the reader at its begin marker.
+    starts: Sender<OutputStart>,
+    /// Execution ends and snapshot marks written so far.
+    ends_written: Cell<u64>,
+    marks_written: Cell<u64>,
     /// A terminal's master end while the reader holds its own copy: kept so that the
     /// terminal stays as long as the capture.
     _master: Option<OwnedFd>,
@@ -90,7 +169,9 @@ impl OutputCapture {
                 (r, w, None)
             }
         };
-        let (tx, rx) = bounded(4);
+        let (tx, rx) = unbounded();
+        let (prefix_tx, prefix_rx) = unbounded();
+        let (start_tx, start_rx) = bounded(4);
         let name = match echo {
             Echo::Stdout => "mcheck-stdout",
             _ => "mcheck-stderr",
@@ -106,9 +187,15 @@ impl OutputCapture {
                         Ok(0) => break,
                         Ok(n) => split.feed(
                             &buf[..n],
-                            |bytes| echo.write(bytes),
-                            |segment| {
-                                let _ = tx.send(segment);
+                            &mut || start_rx.try_recv().unwrap_or(OutputStart::Unknown),
+                            &mut |event| match event {
+                                Event::Output(bytes) => echo.write(bytes),
+                                Event::Segment(seq, segment) => {
+                                    let _ = tx.send((seq, segment));
+                                }
+                                Event::Prefix(seq, prefix) => {
+                                    let _ = prefix_tx.send((seq, prefix));
+                                }
                             },
                         ),
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -120,6 +207,10 @@ impl OutputCapture {
         Ok(OutputCapture {
             write_end,
             segments: rx,
+            prefixes: prefix_rx,
+            starts: start_tx,
+            ends_written: Cell::new(0),
+            marks_written: Cell::new(0),
             _master: master,
         })
     }
@@ -129,23 +220,64 @@ impl OutputCapture {
         self.write_end.as_fd().try_clone_to_owned()
     }
 
-    /// Starts an execution's output: shown or not. Call before the execution runs.
-    pub fn begin_execution(&self, shown: bool) {
+    /// Starts an execution's output, shown or not, from `start`. Call before the execution
+    /// runs.
+    pub fn begin_execution(&self, shown: bool, start: OutputStart) {
         let marker = if shown { SHOWN } else { QUIET };
+        // Sent before the marker is written, so the reader finds it there.
+        let _ = self.starts.try_send(start);
         // Below PIPE_BUF: written whole. A failed write only leaves the output shown.
         let _ = nix::unistd::write(&self.write_end, marker);
     }
 
     /// Ends the current execution's output (call once its processes are gone) and returns
     /// what it was, once everything before it has been passed on: None when it could not
-    /// be told (the marker could not be written or was not read back in time).
+    /// be told (the marker could not be written or was not read back in time, or the
+    /// execution started after output that could not be told).
     pub fn finish_execution(&self) -> Option<Segment> {
+        let seq = self.ends_written.get();
         // The marker is far below PIPE_BUF, so it is written whole, in one call.
         if nix::unistd::write(&self.write_end, MARKER) != Ok(MARKER.len()) {
             return None;
         }
-        self.segments.recv_timeout(Duration::from_secs(2)).ok()
+        self.ends_written.set(seq + 1);
+        reply(&self.segments, seq).flatten()
     }
+
+    /// Marks the stream where a fork snapshot is taken (the program's threads stopped) and
+    /// returns what the execution has written so far: the start of the executions restored
+    /// from the snapshot.
+    pub fn snapshot_mark(&self) -> OutputStart {
+        let seq = self.marks_written.get();
+        if nix::unistd::write(&self.write_end, CHECKPOINT) != Ok(CHECKPOINT.len()) {
+            return OutputStart::Unknown;
+        }
+        self.marks_written.set(seq + 1);
+        reply(&self.prefixes, seq).map_or(OutputStart::Unknown, OutputStart::After)
+    }
+}
+
+/// The reader's reply numbered `seq`, skipping replies to earlier requests that came too
+/// late; None when it does not come in time.
+fn reply<T>(replies: &Receiver<(u64, T)>, seq: u64) -> Option<T> {
+    let deadline = std::time::Instant::now() + REPLY_WAIT;
+    loop {
+        let (n, value) = replies.recv_deadline(deadline).ok()?;
+        if n == seq {
+            return Some(value);
+        }
+    }
+}
+
+/// What the splitter tells its owner.
+enum Event<'a> {
+    /// Program bytes, to pass on (a shown execution's).
+    Output(&'a [u8]),
+    /// An execution's end: its sequence number and segment (None when its start was
+    /// unknown).
+    Segment(u64, Option<Segment>),
+    /// A snapshot mark: its sequence number and the output so far.
+    Prefix(u64, OutputPrefix),
 }
 
 /// Splits a byte stream at [`MARKER`]s, keeping the tail and a summary of each segment,
@@ -164,38 +296,51 @@ struct MarkerSplitter {
     hasher: std::hash::DefaultHasher,
     /// The current execution's output is not passed on.
     quiet: bool,
+    /// The current execution's start could not be told: its segment is not summarized.
+    unknown_start: bool,
+    /// Execution ends and snapshot marks read so far.
+    ends: u64,
+    marks: u64,
 }
 
 /// The first marker in `bytes`: where, and which.
 fn first_marker(bytes: &[u8]) -> Option<(usize, &'static [u8])> {
-    [MARKER, QUIET, SHOWN]
+    MARKERS
         .into_iter()
         .filter_map(|m| find(bytes, m).map(|i| (i, m)))
         .min_by_key(|&(i, _)| i)
 }
 
 impl MarkerSplitter {
-    /// Feeds bytes: `output` gets the program's bytes, `segment` each finished segment.
+    /// Feeds bytes, telling `events` what they hold; `starts` says where each execution
+    /// begun in them starts.
     fn feed(
         &mut self,
         data: &[u8],
-        mut output: impl FnMut(&[u8]),
-        mut segment: impl FnMut(Segment),
+        starts: &mut dyn FnMut() -> OutputStart,
+        events: &mut dyn FnMut(Event),
     ) {
         let mut bytes = std::mem::take(&mut self.carry);
         bytes.extend_from_slice(data);
         let mut rest = &bytes[..];
         while let Some((i, marker)) = first_marker(rest) {
-            self.keep(&rest[..i], &mut output);
+            self.keep(&rest[..i], events);
             if marker == MARKER {
-                segment(self.take_segment());
+                let segment = self.take_segment();
+                let known = !std::mem::take(&mut self.unknown_start);
+                events(Event::Segment(self.ends, known.then_some(segment)));
+                self.ends += 1;
+            } else if marker == CHECKPOINT {
+                events(Event::Prefix(self.marks, self.prefix()));
+                self.marks += 1;
             } else {
                 self.quiet = marker == QUIET;
+                self.start_from(starts(), events);
             }
             rest = &rest[i + marker.len()..];
         }
         // A suffix that could begin a marker waits for the next read.
-        let hold = [MARKER, QUIET, SHOWN]
+        let hold = MARKERS
             .into_iter()
             .filter_map(|m| {
                 (1..m.len().min(rest.len() + 1))
@@ -205,8 +350,37 @@ impl MarkerSplitter {
             .max()
             .unwrap_or(0);
         let (now, later) = rest.split_at(rest.len() - hold);
-        self.keep(now, &mut output);
+        self.keep(now, events);
         self.carry = later.to_vec();
+    }
+
+    /// The current segment so far.
+    fn prefix(&self) -> OutputPrefix {
+        let from = self.tail.len().saturating_sub(KEEP);
+        OutputPrefix {
+            hasher: self.hasher.clone(),
+            len: self.len,
+            head: self.head.clone(),
+            tail: self.tail[from..].to_vec(),
+        }
+    }
+
+    /// Begins a segment (the previous one was taken) where `start` says. A shown
+    /// execution's prefix is passed on again when it is kept whole.
+    fn start_from(&mut self, start: OutputStart, events: &mut dyn FnMut(Event)) {
+        match start {
+            OutputStart::Empty => {}
+            OutputStart::Unknown => self.unknown_start = true,
+            OutputStart::After(prefix) => {
+                if !self.quiet && prefix.whole() {
+                    events(Event::Output(&prefix.tail));
+                }
+                self.hasher = prefix.hasher;
+                self.len = prefix.len;
+                self.head = prefix.head;
+                self.tail = prefix.tail;
+            }
+        }
     }
 
     /// Ends the current segment: what it was, and a fresh start for the next.
@@ -224,13 +398,13 @@ impl MarkerSplitter {
         }
     }
 
-    fn keep(&mut self, bytes: &[u8], output: &mut impl FnMut(&[u8])) {
+    fn keep(&mut self, bytes: &[u8], events: &mut dyn FnMut(Event)) {
         use std::hash::Hasher;
         if bytes.is_empty() {
             return;
         }
         if !self.quiet {
-            output(bytes);
+            events(Event::Output(bytes));
         }
         self.hasher.write(bytes);
         self.len += bytes.len() as u64;
@@ -275,66 +449,122 @@ pub fn failure_message(stderr: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// What a splitter told of a stream.
+    #[derive(Default)]
+    struct Told {
+        printed: Vec<u8>,
+        segments: Vec<Option<Segment>>,
+        prefixes: Vec<OutputPrefix>,
+    }
+
+    /// Feeds `stream` to `split` in reads of `chunk` bytes; every execution begun starts
+    /// as `start` says.
+    fn feed(split: &mut MarkerSplitter, stream: &[u8], chunk: usize, start: OutputStart) -> Told {
+        let mut told = Told::default();
+        for piece in stream.chunks(chunk) {
+            split.feed(piece, &mut || start.clone(), &mut |event| match event {
+                Event::Output(b) => told.printed.extend_from_slice(b),
+                Event::Segment(_, s) => told.segments.push(s),
+                Event::Prefix(_, p) => told.prefixes.push(p),
+            });
+        }
+        told
+    }
+
+    fn stream(parts: &[&[u8]]) -> Vec<u8> {
+        parts.concat()
+    }
+
     #[test]
     fn output_is_split_at_markers_even_across_reads() {
         let mut split = MarkerSplitter::default();
-        let mut printed = Vec::new();
-        let mut segments = Vec::new();
-        let mut stream = b"first run\n".to_vec();
-        stream.extend_from_slice(MARKER);
-        stream.extend_from_slice(b"second");
-        stream.extend_from_slice(MARKER);
-        for chunk in stream.chunks(5) {
-            split.feed(
-                chunk,
-                |b| printed.extend_from_slice(b),
-                |s| segments.push(s),
-            );
-        }
+        let s = stream(&[b"first run\n", MARKER, b"second", MARKER]);
+        let told = feed(&mut split, &s, 5, OutputStart::Empty);
+        let segments: Vec<Segment> = told.segments.into_iter().flatten().collect();
         let heads: Vec<_> = segments.iter().map(|s| s.summary.head.clone()).collect();
         assert_eq!(heads, vec![b"first run\n".to_vec(), b"second".to_vec()]);
         assert_eq!(segments[1].tail, "second");
         assert_eq!(segments[1].summary.len, 6);
-        assert_eq!(printed, b"first run\nsecond");
+        assert_eq!(told.printed, b"first run\nsecond");
     }
 
     #[test]
     fn a_quiet_execution_is_kept_but_not_printed() {
         let mut split = MarkerSplitter::default();
-        let mut printed = Vec::new();
-        let mut segments = Vec::new();
-        let mut stream = b"shown\n".to_vec();
-        for (marker, text) in [(QUIET, &b"again\n"[..]), (SHOWN, b"next\n")] {
-            stream.extend_from_slice(MARKER);
-            stream.extend_from_slice(marker);
-            stream.extend_from_slice(text);
-        }
-        stream.extend_from_slice(MARKER);
-        for chunk in stream.chunks(3) {
-            split.feed(
-                chunk,
-                |b| printed.extend_from_slice(b),
-                |s| segments.push(s),
-            );
-        }
-        let tails: Vec<_> = segments.iter().map(|s| s.tail.as_str()).collect();
+        let s = stream(&[
+            b"shown\n", MARKER, QUIET, b"again\n", MARKER, SHOWN, b"next\n", MARKER,
+        ]);
+        let told = feed(&mut split, &s, 3, OutputStart::Empty);
+        let tails: Vec<_> = told
+            .segments
+            .iter()
+            .flatten()
+            .map(|s| s.tail.as_str())
+            .collect();
         assert_eq!(tails, vec!["shown\n", "again\n", "next\n"]);
-        assert_eq!(printed, b"shown\nnext\n");
+        assert_eq!(told.printed, b"shown\nnext\n");
     }
 
     #[test]
     fn the_digest_does_not_depend_on_how_reads_cut_the_output() {
-        let mut stream = b"one line\nanother line\n".to_vec();
-        stream.extend_from_slice(MARKER);
-        let mut digests = Vec::new();
-        for size in [1, 4, 1000] {
-            let mut split = MarkerSplitter::default();
-            for chunk in stream.chunks(size) {
-                split.feed(chunk, |_| {}, |s| digests.push(s.summary.digest));
-            }
-        }
+        let s = stream(&[b"one line\nanother line\n", MARKER]);
+        let digests: Vec<u64> = [1, 4, 1000]
+            .into_iter()
+            .flat_map(|size| {
+                let told = feed(&mut MarkerSplitter::default(), &s, size, OutputStart::Empty);
+                told.segments
+                    .into_iter()
+                    .flatten()
+                    .map(|s| s.summary.digest)
+            })
+            .collect();
         assert_eq!(digests.len(), 3);
         assert!(digests.iter().all(|&d| d == digests[0]));
+    }
+
+    #[test]
+    fn an_execution_restored_from_a_snapshot_starts_from_its_output_so_far() {
+        // A fresh execution writes "BZh9", is snapshotted, writes the rest; a copy of the
+        // snapshot writes only the rest: both outputs are the same.
+        let mut split = MarkerSplitter::default();
+        let first = stream(&[SHOWN, b"BZh9", CHECKPOINT, b"-the rest", MARKER]);
+        let told = feed(&mut split, &first, 3, OutputStart::Empty);
+        let [prefix] = &told.prefixes[..] else {
+            panic!("one prefix")
+        };
+        assert_eq!((prefix.len, prefix.whole()), (4, true));
+        let again = stream(&[SHOWN, b"-the rest", MARKER]);
+        let copy = feed(&mut split, &again, 2, OutputStart::After(prefix.clone()));
+        let (a, b) = (told.segments[0].as_ref(), copy.segments[0].as_ref());
+        assert_eq!(a, b);
+        assert_eq!(a.unwrap().summary.head, b"BZh9-the rest");
+        // Shown again whole, as if the copy had written it.
+        assert_eq!(copy.printed, b"BZh9-the rest");
+    }
+
+    #[test]
+    fn an_execution_whose_start_is_unknown_has_no_segment() {
+        let mut split = MarkerSplitter::default();
+        let s = stream(&[QUIET, b"rest", MARKER]);
+        let told = feed(&mut split, &s, 4, OutputStart::Unknown);
+        assert_eq!(told.segments.len(), 1);
+        assert!(told.segments[0].is_none());
+        // The next one is told again.
+        let told = feed(
+            &mut split,
+            &stream(&[QUIET, b"x", MARKER]),
+            4,
+            OutputStart::Empty,
+        );
+        assert_eq!(told.segments[0].as_ref().unwrap().tail, "x");
+    }
+
+    #[test]
+    fn a_reply_that_came_too_late_is_not_taken_for_the_next() {
+        let (tx, rx) = unbounded();
+        tx.send((0, "late")).unwrap();
+        tx.send((1, "this one")).unwrap();
+        assert_eq!(reply(&rx, 1), Some("this one"));
     }
 
     #[test]

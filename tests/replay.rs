@@ -245,3 +245,51 @@ fn changed_program_corrupt_file_and_divergence_are_refused() {
     assert!(r.json.is_none());
     let _ = fs::remove_dir_all(&out);
 }
+
+/// The line of `fixtures/src/c/replay_locations.c` marked `/* LINE tag */`.
+fn marked_line(tag: &str) -> String {
+    let source = fixture("replay_locations")
+        .parent()
+        .and_then(|build| build.parent())
+        .expect("tracee-fixtures")
+        .join("src/c/replay_locations.c");
+    let text = fs::read_to_string(&source).expect("fixture source");
+    let n = text
+        .lines()
+        .position(|l| l.contains(&format!("/* LINE {tag} */")))
+        .expect("marked line");
+    format!("replay_locations.c:{}", n + 1)
+}
+
+#[test]
+fn replay_steps_and_a_crash_in_a_passed_atomic_are_located_on_their_own_lines() {
+    let out = temp_path("locations");
+    let program = fixture("replay_locations").display().to_string();
+    let (schedule, f) = find(&program, &[], &[], &out.display().to_string());
+    // The fault happens in the out-of-line copy of main's atomic: it is said where the
+    // program has the instruction.
+    let crash = format!("in main at {}", marked_line("main"));
+    assert_eq!(f["kind"], "crash", "{f}");
+    assert!(f["message"].as_str().unwrap().ends_with(&crash), "{f}");
+    let r = mcheck(
+        &args(&["replay", "--quiet-program", &schedule]),
+        false,
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    let row = |operation: &str, place: &str| {
+        r.stderr.lines().any(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            words.get(2) == Some(&operation) && l.trim_end().ends_with(place)
+        })
+    };
+    // An atomic that is its function's first instruction: bump's line, not the line of
+    // the function before it (a location taken at pc - 1).
+    let bump = format!("bump at {}", marked_line("bump"));
+    assert!(row("atomic", &bump), "{bump}:\n{}", r.stderr);
+    // A system call: where the program made it, found by unwinding out of libc.
+    let sleep = format!("worker at {}", marked_line("sleep"));
+    assert!(row("sleep", &sleep), "{sleep}:\n{}", r.stderr);
+    assert!(!r.stderr.contains("??"), "{}", r.stderr);
+    assert!(r.stderr.contains(&crash), "{}", r.stderr);
+}

@@ -538,9 +538,6 @@ impl Instrumentation {
         t: ThreadId,
     ) -> Result<Option<UnloggedCall>> {
         let mut unlogged = None;
-        if code.patching.table.is_empty() {
-            return Ok(None);
-        }
         let tid = p.threads[t].tid;
         let mut r = regs::get(tid)?;
         if let Some(site) = code.patching.table.hop_to(r.rip) {
@@ -554,10 +551,26 @@ impl Instrumentation {
         let Some(meta) = code.patching.table.trampoline_at(r.rip).copied() else {
             return Ok(None);
         };
-        let Some(log) = code.patching.log.clone() else {
-            return Ok(None);
+        // An out-of-line copy of a breakpoint's instruction (a fault in it) needs no log,
+        // and there is none when no access site is patched.
+        let exit = meta.exit_at(r.rip);
+        let plain = Exit::BeforeInsn {
+            restore_rax: false,
+            restore_rcx: false,
+            uncommit: false,
         };
-        match meta.exit_at(r.rip) {
+        let log = match code.patching.log.clone() {
+            Some(log) => log,
+            None if exit == plain => {
+                r.rip = meta.site;
+                regs::set(tid, r)?;
+                p.threads[t].regs = r;
+                self.moved_out += 1;
+                return Ok(None);
+            }
+            None => return Ok(None),
+        };
+        match exit {
             Exit::AfterInsn => r.rip = meta.site + meta.site_len as u64,
             Exit::BeforeInsn {
                 restore_rax,

@@ -8,17 +8,15 @@
 //!
 //! Needs the fixtures (`make fixtures`) and GNU `timeout` (coreutils).
 
-mod common;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::formats::assert_valid_sarif;
-use common::processes::{leftovers_after, processes_of, PrivateCopy};
-use common::{fixture, temp_path};
+use crate::common::formats::assert_valid_sarif;
+use crate::common::processes::{leftovers_after, processes_of, PrivateCopy};
+use crate::common::{fixture, temp_path};
 use serde_json::Value;
 
 /// How long processes killed by mcheck may take to disappear after it exited.

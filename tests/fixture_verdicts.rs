@@ -247,10 +247,7 @@ fn run_mcheck(fx: &Fixture, patching: bool) -> RunResult {
         && own_budget(fx).is_none_or(|n| n > BREAKPOINT_BUDGET)
     {
         // After the fixture's options: the last `--max-executions` wins.
-        args.extend([
-            "--max-executions".into(),
-            BREAKPOINT_BUDGET.to_string(),
-        ]);
+        args.extend(["--max-executions".into(), BREAKPOINT_BUDGET.to_string()]);
     }
     args.push("--".into());
     args.push(fx.binary.display().to_string());

@@ -3,7 +3,7 @@
 //! cancellation or a batch system (to the process group). Each time the report is written
 //! whole (`stopped_because` names the signal), the exit status is the usual one and no
 //! process of the program is left, neither alive nor a zombie (found by the name of a
-//! private copy of the fixture, as tests/no_leftovers.rs does). A signal sent to the
+//! private copy of the fixture, as tests/it/no_leftovers.rs does). A signal sent to the
 //! program itself by pid is the program's business: it never makes an internal error.
 //!
 //! Needs the fixtures (`make fixtures`) and GNU `timeout` (coreutils).

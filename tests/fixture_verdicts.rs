@@ -16,8 +16,8 @@
 //! On the patched path, the schedule of a buggy fixture's first finding is then replayed
 //! [`REPLAYS`] times (`mcheck replay`), and every replay must end with the same finding kind
 //! (exit status 1): the search's finding is reproducible, not a one-off.  A replay that
-//! diverges one time in two fails this 7 times in 8 (five replays, 31 in 32, took nearly as long
-//! as all the searches of the patched path: 190 s against 232 s, one run at a time).
+//! diverges one time in two fails this 7 times in 8 (five replays, 31 in 32, took nearly
+//! as long as all the searches of the patched path: 190 s against 232 s, one run at a time).
 //!
 //! A second test runs them all again on the breakpoint path (`MCHECK_PATCH=off`: every
 //! access site stops instead of being patched), so that both ways of recording accesses

@@ -64,8 +64,13 @@ lint:
 CLIPPY_IN_BUILD = RUSTC_WORKSPACE_WRAPPER="$$(command -v clippy-driver)" \
   CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
-test: deps fixtures
+# The fixtures are built while cargo builds the tests: rustc leaves a core idle for long
+# stretches (one crate's front end is one thread), which gcc fills.
+test: deps
 	$(CARGO) fmt --check
+	$(MAKE) -C tracee-fixtures & fixtures=$$!; \
+	  $(CLIPPY_IN_BUILD) $(CARGO) test --release --no-run; built=$$?; \
+	  wait $$fixtures && test $$built = 0
 	$(CLIPPY_IN_BUILD) $(CARGO) test --release
 
 bench: build fixtures

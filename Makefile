@@ -21,15 +21,15 @@ deps:
 	  { apt-get update -qq && apt-get install -y -qq gcc g++ make; }
 	@test -f /usr/lib/x86_64-linux-gnu/libc.a || \
 	  { apt-get update -qq && apt-get install -y -qq libc6-dev; }
-	@# The debugger tests/replay_gdb.rs drives against `mcheck replay --gdb`.
+	@# The debugger tests/it/replay_gdb.rs drives against `mcheck replay --gdb`.
 	@command -v gdb >/dev/null || { apt-get update -qq && apt-get install -y -qq gdb; }
-	@# xmllint validates the audit's junit.xml against tests/data/junit-10.xsd (tests/audit.rs).
+	@# xmllint validates the audit's junit.xml against tests/data/junit-10.xsd (tests/it/audit.rs).
 	@command -v xmllint >/dev/null || { apt-get update -qq && apt-get install -y -qq libxml2-utils; }
 	@# Python's jsonschema validates SARIF against tests/data/sarif-schema-2.1.0.json.
 	@/usr/bin/python3 -c 'import jsonschema' 2>/dev/null || \
 	  { apt-get update -qq && apt-get install -y -qq python3-jsonschema; }
 	@# libc's separate debug information (/usr/lib/debug): stacks name libc's functions with
-	@# file:line (start_thread at pthread_create.c:442); tests/library_stacks.rs checks it.
+	@# file:line (start_thread at pthread_create.c:442); tests/it/library_stacks.rs checks it.
 	@dpkg -s libc6-dbg >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq libc6-dbg; }
 	@# GoogleTest (static library and headers) for the `mcheck test` fixture gtest_suite.
 	@test -f /usr/lib/x86_64-linux-gnu/libgtest.a || \
@@ -64,8 +64,13 @@ lint:
 CLIPPY_IN_BUILD = RUSTC_WORKSPACE_WRAPPER="$$(command -v clippy-driver)" \
   CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
-test: deps fixtures
+# The fixtures are built while cargo builds the tests: rustc leaves a core idle for long
+# stretches (one crate's front end is one thread), which gcc fills.
+test: deps
 	$(CARGO) fmt --check
+	$(MAKE) -C tracee-fixtures & fixtures=$$!; \
+	  $(CLIPPY_IN_BUILD) $(CARGO) test --release --no-run; built=$$?; \
+	  wait $$fixtures && test $$built = 0
 	$(CLIPPY_IN_BUILD) $(CARGO) test --release
 
 bench: build fixtures

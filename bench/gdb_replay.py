@@ -16,7 +16,7 @@ For each fixture: find its bug once, then, medians over --reps repetitions,
       `monitor goto 0` back to the first.
 Each gdb session runs twice: going back from fork snapshots (the default pacing) and with
 `--gdb-snapshot-every 0`, from the program's start (the figures "off → snapshots").
-Then a real program, CPython's lost update (the script of tests/real_programs.rs; skipped
+Then a real program, CPython's lost update (the script of tests/it/real_programs.rs; skipped
 without /usr/bin/python3), once with patched access sites (the default) and once with
 every access site on a breakpoint (MCHECK_PATCH=off), its breakpoint on Py_BytesMain
 (python3 is stripped; main is not exported).
@@ -42,7 +42,7 @@ FIXTURE_NAMES = [("abba_O0", "pthread_mutex_lock"), ("race_counter", "bump"),
                  ("turns_last_assert", "record")]
 
 PYTHON = "/usr/bin/python3"
-# The script tests/real_programs.rs checks: four threads, counter = f(counter).
+# The script tests/it/real_programs.rs checks: four threads, counter = f(counter).
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data",
                        "lost_update.py")) as _script:
     LOST_UPDATE = _script.read()

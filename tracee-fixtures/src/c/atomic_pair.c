@@ -3,7 +3,7 @@
  * main creates two threads; each performs K atomic increments (`lock xadd`, one scheduling
  * point each) on one shared counter; main joins both and checks the total.  Nothing else in
  * the program is a scheduling point, so `mcheck --strategy dfs` must explore exactly the
- * number of interleavings derived in tests/strategies.rs.
+ * number of interleavings derived in tests/it/strategies.rs.
  */
 #include <pthread.h>
 #include <stdio.h>

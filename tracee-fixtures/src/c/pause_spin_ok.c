@@ -4,7 +4,7 @@
  * Rust's `std::hint::spin_loop` compile to) on an atomic flag, and no system call at all in
  * the loop.  mcheck makes every PAUSE of the program's own code a yield point, so the loop
  * is visible to the scheduler (without it the spinner would run until --execution-timeout)
- * and, with the fair scheduler, `--strategy dfs` exhausts the space (tests/strategies.rs).
+ * and, with the fair scheduler, `--strategy dfs` exhausts the space (tests/it/strategies.rs).
  */
 #include <pthread.h>
 #include <stdatomic.h>

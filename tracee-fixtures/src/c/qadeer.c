@@ -5,7 +5,7 @@
  * y++ g++ y++ g++, where x and y are private to their thread and g is shared.  Nothing else
  * in the threads is a scheduling point.  Executions that differ only in the order of
  * independent increments are equivalent: there are C(4,2) = 6 classes (the orders of the
- * four g++), while plain dfs explores every interleaving (derivation in tests/strategies.rs).
+ * four g++), while plain dfs explores every interleaving (derivation in tests/it/strategies.rs).
  */
 #include <pthread.h>
 #include <stdio.h>

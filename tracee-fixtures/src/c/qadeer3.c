@@ -5,7 +5,7 @@
  * y++ g++ y++ g++, every increment an atomic `lock add` (one scheduling point each); x and y
  * are private to their thread and g is shared. Main itself touches none of them. Executions
  * that differ only in the order of independent steps are equivalent: there are C(4,2) = 6
- * classes (the orders of the four g++). Derivation and counts in tests/strategies.rs.
+ * classes (the orders of the four g++). Derivation and counts in tests/it/strategies.rs.
  */
 #include <pthread.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * counter and write one byte into a page of their own: every step dirties one page of the
  * heap and leaves the others as they were.  With 120 and more decisions per execution, dfs
  * starts executions from branch snapshots, whose copies are write-tracked from their start.
- * tests/state_cache.rs runs it with MCHECK_VERIFY_STATE_HASH=1, which checks every
+ * tests/it/state_cache.rs runs it with MCHECK_VERIFY_STATE_HASH=1, which checks every
  * incremental hash against a full one.
  */
 #include <pthread.h>

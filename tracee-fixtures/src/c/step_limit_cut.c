@@ -1,7 +1,7 @@
 /* step_limit_cut — verdict: none (with the default --max-steps).
  *
  * Two threads take and release one mutex 20 times each: about 90 scheduling
- * decisions per execution.  Correct, and it ends; tests/step_limit.rs runs it
+ * decisions per execution.  Correct, and it ends; tests/it/step_limit.rs runs it
  * with --max-steps 10, where every execution is cut before the program ends,
  * and checks that the summary, the JSON report and the exit status say so
  * rather than "no bug found". */

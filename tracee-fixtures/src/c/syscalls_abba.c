@@ -1,7 +1,7 @@
 /* syscalls_abba — verdict: deadlock.
  *
  * abba's lock-order inversion, with system calls between t1's two locks: for going
- * back over system calls under `mcheck replay --gdb` (tests/replay_gdb.rs).  t1 takes
+ * back over system calls under `mcheck replay --gdb` (tests/it/replay_gdb.rs).  t1 takes
  * a, writes a line through libc's write (which mcheck traps and lets run), then makes
  * three system calls of its own, each one `syscall` instruction followed by a label
  * gdb can break at: getuid (which mcheck does not trap), write (trapped, run natively)

@@ -6,7 +6,7 @@
  * that matter: which critical section comes first (2), and whether the load sees the store
  * of x or not (2): 4 classes. Source-set DPOR explores 5 executions (one is sleep-set
  * blocked: every enabled thread there was explored already); following each race's whole
- * reversing sequence (wakeup trees) explores exactly 4. Counts in tests/strategies.rs.
+ * reversing sequence (wakeup trees) explores exactly 4. Counts in tests/it/strategies.rs.
  */
 #include <pthread.h>
 #include <stdio.h>

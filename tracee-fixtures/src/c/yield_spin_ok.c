@@ -5,7 +5,7 @@
  * fairness a systematic search does not: at every yield it may pick the waiter again, so
  * the tree of schedules is infinite.  With the fair scheduler (the default), a waiter that
  * yields again in the same state must let the setter run first, and `--strategy dfs`
- * exhausts the space (tests/strategies.rs).
+ * exhausts the space (tests/it/strategies.rs).
  */
 #include <pthread.h>
 #include <sched.h>

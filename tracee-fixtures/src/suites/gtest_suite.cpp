@@ -1,4 +1,4 @@
-// gtest_suite — a GoogleTest binary for `mcheck test` (tests/test_suites.rs); linked with
+// gtest_suite — a GoogleTest binary for `mcheck test` (tests/it/test_suites.rs); linked with
 // -lgtest -lgtest_main -pthread (Debian's libgtest-dev).
 //
 // - Counter.RacyIncrement — verdict: data_race.  Two std::threads increment a plain int

@@ -1,5 +1,5 @@
 //! rusttest_suite — a Rust test binary (`rustc --test`) for `mcheck test`: each test is
-//! checked as its own search (tests/test_suites.rs).
+//! checked as its own search (tests/it/test_suites.rs).
 //!
 //! - `racy::lost_update` — verdict: data_race.  Two threads bump a plain counter through
 //!   a raw pointer without a lock (unsynchronised read-modify-write); natively the

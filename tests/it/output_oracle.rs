@@ -4,11 +4,11 @@
 //! seed, and its schedule replays to the same finding; `--no-output-check` finds nothing;
 //! a stdout redirected to a file is not compared, and the summary says so.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{args, fixture, mcheck, mcheck_with_piped_stdout, mcheck_with_stdout, temp_path};
+use crate::common::{
+    args, fixture, mcheck, mcheck_with_piped_stdout, mcheck_with_stdout, temp_path,
+};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(120);

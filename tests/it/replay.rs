@@ -5,12 +5,12 @@
 //! the very schedules its searches wrote (searching them again here took a fifth of the
 //! suite's time).
 
-mod common;
-
 use std::fs;
 use std::time::Duration;
 
-use common::{args, fixture, mcheck, mcheck_with_piped_stdout, mcheck_with_stdout, temp_path};
+use crate::common::{
+    args, fixture, mcheck, mcheck_with_piped_stdout, mcheck_with_stdout, temp_path,
+};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(120);

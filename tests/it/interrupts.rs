@@ -3,12 +3,10 @@
 //! cancellation or a batch system (to the process group). Each time the report is written
 //! whole (`stopped_because` names the signal), the exit status is the usual one and no
 //! process of the program is left, neither alive nor a zombie (found by the name of a
-//! private copy of the fixture, as tests/no_leftovers.rs does). A signal sent to the
+//! private copy of the fixture, as tests/it/no_leftovers.rs does). A signal sent to the
 //! program itself by pid is the program's business: it never makes an internal error.
 //!
 //! Needs the fixtures (`make fixtures`) and GNU `timeout` (coreutils).
-
-mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -16,9 +14,9 @@ use std::process::{Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::formats::assert_valid_sarif;
-use common::processes::{leftovers_after, processes_of, PrivateCopy};
-use common::{fixture, temp_path};
+use crate::common::formats::assert_valid_sarif;
+use crate::common::processes::{leftovers_after, processes_of, PrivateCopy};
+use crate::common::{fixture, temp_path};
 use serde_json::Value;
 
 /// How long processes killed by mcheck may take to disappear after it exited.

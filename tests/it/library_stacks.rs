@@ -3,12 +3,10 @@
 //! by ELF symbols without it (`MCHECK_DEBUG_DIRS=` turns the debug directories off), and
 //! finding fingerprints that are the same either way.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::{args, fixture, mcheck_with_env, temp_path};
+use crate::common::{args, fixture, mcheck_with_env, temp_path};
 use mcheck::audit::fingerprint::fingerprint;
 use mcheck::binary::debug_files::{build_id_path, DEBUG_DIRS_ENV, DEFAULT_DEBUG_DIR};
 use mcheck::binary::ElfFile;

@@ -2,11 +2,11 @@
 //! `--max-memory` stops the search with a full report, and the progress display follows
 //! `--progress`.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{args, fixture, mcheck, temp_path};
+use crate::common::{args, fixture, mcheck, temp_path};
 
 const LIMIT: Duration = Duration::from_secs(120);
 

@@ -3,8 +3,6 @@
 //! schema, the JUnit output read back by an XML parser, fingerprints across optimisation
 //! levels and seeds, baselines, bad manifests, and shards merged into the unsharded audit.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::formats::{assert_valid_sarif, junit_cases};
-use common::{fixture, fixtures, temp_path};
+use crate::common::formats::{assert_valid_sarif, junit_cases};
+use crate::common::{fixture, fixtures, temp_path};
 
 /// Runs `mcheck ARGS` with a time limit; returns its exit code and stderr.
 fn run(args: &[&str], limit: Duration) -> (Option<i32>, String) {

@@ -12,9 +12,7 @@
 //!
 //! Needs the fixtures: run `make fixtures` first.
 
-mod common;
-
-use common::processes::{leftovers_after, processes_of, PrivateCopy};
+use crate::common::processes::{leftovers_after, processes_of, PrivateCopy};
 use serde_json::Value;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};

@@ -6,14 +6,12 @@
 //!
 //! Needs the fixtures: run `make fixtures` first.
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use common::processes::{leftovers_after, PrivateCopy};
-use common::{args, fixture, mcheck, temp_path, Run};
+use crate::common::processes::{leftovers_after, PrivateCopy};
+use crate::common::{args, fixture, mcheck, temp_path, Run};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(120);

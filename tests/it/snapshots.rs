@@ -5,13 +5,13 @@
 //! where they can be, and refused, with the reason said once, where a fork copy would share
 //! state with its template.
 
-mod common;
+use crate::common;
 
 use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
-use common::{args, fixture, fixture_runs, mcheck, FixtureRun, Run};
+use crate::common::{args, fixture, fixture_runs, mcheck, FixtureRun, Run};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(240);

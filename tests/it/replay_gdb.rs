@@ -5,8 +5,6 @@
 //! Ctrl-C, extended-remote; a port probe before gdb connects; and no traced process left
 //! behind when gdb is killed.
 
-mod common;
-
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -15,7 +13,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{args, fixture, mcheck, temp_path};
+use crate::common::{args, fixture, mcheck, temp_path};
 
 const LIMIT: Duration = Duration::from_secs(60);
 

@@ -4,11 +4,11 @@
 //! schedule-dependent output reported as `nondeterminism`; sleep sets kept with the states
 //! (fewer executions, the same bugs); the option refused outside dfs.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{args, fixture, mcheck};
+use crate::common::{args, fixture, mcheck};
 
 const LIMIT: Duration = Duration::from_secs(240);
 

@@ -231,7 +231,7 @@ fn foreign_arch_elf() {
 }
 
 /// A script is run by its interpreter (and checked as a process tree, see
-/// tests/process_tree.rs); one whose interpreter does not exist, or is not an x86-64 ELF
+/// tests/it/process_tree.rs); one whose interpreter does not exist, or is not an x86-64 ELF
 /// program, is refused before it runs.
 #[test]
 fn script_with_a_bad_interpreter() {

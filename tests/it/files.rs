@@ -4,14 +4,12 @@
 //! before its threads start), and every execution reads all of a stdin given as a file.
 //! Through a pipe, the program's output is its first execution's, once.
 
-mod common;
-
 use std::fs::{self, File};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{fixture, temp_path};
+use crate::common::{fixture, temp_path};
 
 const LIMIT: Duration = Duration::from_secs(120);
 

@@ -2,11 +2,9 @@
 //! source line, the object raced on named (global variable or heap block with its
 //! allocation site), and a race turned into the failure it causes by --preempt-on-races.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{args, fixture, mcheck, temp_path};
+use crate::common::{args, fixture, mcheck, temp_path};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(240);

@@ -2,15 +2,13 @@
 //! those its affinity mask allows, so `taskset` is respected and parallel runs do not all
 //! pile onto CPU 0. Needs two CPUs (skipped otherwise).
 
-mod common;
-
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::fixture;
+use crate::common::fixture;
 
 /// A copy of `plain_spin_timeout` under a unique short name (its processes' comm).
 fn private_copy(tag: &str) -> (PathBuf, String) {

@@ -2,12 +2,10 @@
 //! the same race reports, threads stopped inside generated code are put back at their
 //! original instruction, and tracing cost never becomes a `timeout`.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::{args, fixture, mcheck_with_env, temp_path};
+use crate::common::{args, fixture, mcheck_with_env, temp_path};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(300);

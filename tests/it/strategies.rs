@@ -3,11 +3,11 @@
 //! the smallest bound with that many preemptions reported, and fair scheduling: dfs ends on
 //! spin waits, and a livelock is reported with the cycle it repeats.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{args, fixture, mcheck};
+use crate::common::{args, fixture, mcheck};
 
 const LIMIT: Duration = Duration::from_secs(240);
 

@@ -8,14 +8,14 @@
 //! The programs come from Debian packages (`make deps` installs them); a test whose program
 //! is missing says so and passes.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{args, mcheck, mcheck_with_stdout, temp_path};
+use crate::common::{args, mcheck, mcheck_with_stdout, temp_path};
 
 fn installed(program: &str) -> bool {
     let there = Path::new(program).exists();
@@ -271,7 +271,7 @@ fn ripgrep_searches_like_natively() {
     let _ = fs::remove_dir_all(&dir);
 }
 
-const LOST_UPDATE: &str = include_str!("data/lost_update.py");
+const LOST_UPDATE: &str = include_str!("../data/lost_update.py");
 
 /// Four Python threads do `counter = f(counter)`: natively (with enough iterations) the GIL
 /// changes hands inside `f` when a waiting thread's 5 ms timed wait runs out, and updates

@@ -2,11 +2,11 @@
 //! summary and the JSON report count them, and a search none of whose executions ran to
 //! the program's end exits with status 4 (inconclusive), not 0.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{args, fixture, mcheck};
+use crate::common::{args, fixture, mcheck};
 
 const LIMIT: Duration = Duration::from_secs(120);
 

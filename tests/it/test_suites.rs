@@ -6,8 +6,6 @@
 //! the exit status; plus selection (filters, --skip, --exact, --shard, ignored tests), shard
 //! merging and bad input.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -16,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use common::formats::{assert_valid_sarif, junit_testcases, JunitCase};
-use common::{fixture, fixtures, temp_path};
+use crate::common::formats::{assert_valid_sarif, junit_testcases, JunitCase};
+use crate::common::{fixture, fixtures, temp_path};
 
 /// How a command ended.
 struct Ended {

@@ -356,7 +356,7 @@ mod tests {
             .collect();
         for step in 0..4000 {
             let base = bases[rng.random_range(0..bases.len())];
-            let start = base + rng.random_range(0..3 * 4096) & !15;
+            let start = (base + rng.random_range(0..3 * 4096)) & !15;
             let size = rng.random_range(1..=2 * 4096);
             match rng.random_range(0..3) {
                 0 => h.allocated(block(start, size)),

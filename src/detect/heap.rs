@@ -96,14 +96,53 @@ pub struct HeapChecks {
     freed: BTreeMap<Addr, FreedBlock>,
     /// Their starts, oldest first.
     order: VecDeque<Addr>,
-    /// Pages that hold a part of a block in quarantine, with how many blocks (the cheap
-    /// test every access makes).
+    /// Pages that hold a part of a block in quarantine, with how many blocks.
     pages: HashMap<u64, u32, FastHash>,
+    /// The same counts summed by the page number's low bits: the cheap test every access
+    /// makes before `pages` is looked at.
+    filter: PageFilter,
     /// (access pc, free site) pairs reported.
     reported: HashSet<(u64, u64)>,
 }
 
 const PAGE_SHIFT: u32 = 12;
+
+/// Buckets of [`PageFilter`] (a power of two): 8 KiB of counts, which stay in the L1 cache.
+const FILTER_BUCKETS: usize = 2048;
+
+/// Per bucket of page numbers (by their low bits), how many (block, page) pairs of the
+/// quarantine fall in it. A zero bucket proves that no block in quarantine touches any
+/// page of the bucket; a nonzero one says nothing (the exact table decides). Neighbouring
+/// pages fall in different buckets, so an access near, not in, a freed block stays cheap.
+#[derive(Debug, Clone)]
+struct PageFilter(Box<[u32]>);
+
+impl Default for PageFilter {
+    fn default() -> Self {
+        PageFilter(vec![0; FILTER_BUCKETS].into_boxed_slice())
+    }
+}
+
+impl PageFilter {
+    #[inline]
+    fn bucket(page: u64) -> usize {
+        page as usize & (FILTER_BUCKETS - 1)
+    }
+
+    /// Whether no block in quarantine may touch `page`.
+    #[inline]
+    fn clear(&self, page: u64) -> bool {
+        self.0[Self::bucket(page)] == 0
+    }
+
+    fn add(&mut self, page: u64) {
+        self.0[Self::bucket(page)] += 1;
+    }
+
+    fn remove(&mut self, page: u64) {
+        self.0[Self::bucket(page)] -= 1;
+    }
+}
 
 fn pages_of(start: Addr, size: u64) -> std::ops::RangeInclusive<u64> {
     (start >> PAGE_SHIFT)..=((start + size.max(1) - 1) >> PAGE_SHIFT)
@@ -153,8 +192,12 @@ impl HeapChecks {
             return None;
         }
         let last = addr.saturating_add(size.max(1) - 1);
-        if !self.pages.contains_key(&(addr >> PAGE_SHIFT))
-            && !self.pages.contains_key(&(last >> PAGE_SHIFT))
+        let (first_page, last_page) = (addr >> PAGE_SHIFT, last >> PAGE_SHIFT);
+        if self.filter.clear(first_page) && self.filter.clear(last_page) {
+            return None;
+        }
+        if !self.pages.contains_key(&first_page)
+            && (last_page == first_page || !self.pages.contains_key(&last_page))
         {
             return None;
         }
@@ -226,6 +269,7 @@ impl HeapChecks {
     fn hold(&mut self, f: FreedBlock) {
         for p in pages_of(f.block.start, f.block.size) {
             *self.pages.entry(p).or_default() += 1;
+            self.filter.add(p);
         }
         self.order.push_back(f.block.start);
         self.freed.insert(f.block.start, f);
@@ -238,6 +282,7 @@ impl HeapChecks {
         }
         for p in pages_of(f.block.start, f.block.size) {
             if let Some(n) = self.pages.get_mut(&p) {
+                self.filter.remove(p);
                 *n -= 1;
                 if *n == 0 {
                     self.pages.remove(&p);
@@ -277,6 +322,66 @@ mod tests {
 
     fn free(h: &mut HeapChecks, ptr: Addr) -> FreeAction {
         h.free(ptr, 0, 1, 0x400200, 3, FREE, [ptr, 0, 0])
+    }
+
+    /// What `freed_containing` finds without the filter: the exact page table, then the
+    /// blocks by start.
+    fn unfiltered(h: &HeapChecks, addr: Addr, size: u64) -> Option<Addr> {
+        let last = addr.saturating_add(size.max(1) - 1);
+        if !h.pages.contains_key(&(addr >> PAGE_SHIFT))
+            && !h.pages.contains_key(&(last >> PAGE_SHIFT))
+        {
+            return None;
+        }
+        (h.freed.range(..=last).next_back())
+            .filter(|(_, f)| addr < f.block.start + f.block.size.max(1))
+            .map(|(&a, _)| a)
+    }
+
+    #[test]
+    fn the_page_filter_never_hides_a_block_in_quarantine() {
+        use rand::{Rng, SeedableRng};
+        // Blocks on pages whose numbers share their low bits (the filter's buckets), held,
+        // released and handed out again: every lookup agrees with the exact table, and the filter
+        // counts what the exact table counts.
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(28);
+        let limits = QuarantineLimits {
+            max_blocks: 6,
+            max_block_bytes: 3 * 4096,
+        };
+        let mut h = HeapChecks::new(limits);
+        let mut hits = 0;
+        let bases: Vec<Addr> = (0..4)
+            .map(|k| 0x10_0000 + k * (FILTER_BUCKETS as u64) * 4096)
+            .collect();
+        for step in 0..4000 {
+            let base = bases[rng.random_range(0..bases.len())];
+            let start = (base + rng.random_range(0..3 * 4096)) & !15;
+            let size = rng.random_range(1..=2 * 4096);
+            match rng.random_range(0..3) {
+                0 => h.allocated(block(start, size)),
+                1 => {
+                    // As the executor does: only a free checked fine reaches `free`.
+                    if h.check_free(start) == FreeCheck::Fine {
+                        let dealloc = [FREE, 0x999][rng.random_range(0..2)];
+                        h.free(start, size, 1, 0x400200, 3, dealloc, [start, 0, 0]);
+                    }
+                }
+                _ => {
+                    let addr = base + rng.random_range(0..4 * 4096);
+                    let size = rng.random_range(1..=64);
+                    let found = h.freed_containing(addr, size).map(|f| f.block.start);
+                    assert_eq!(found, unfiltered(&h, addr, size), "step {step}");
+                    hits += usize::from(found.is_some());
+                }
+            }
+            let mut buckets = vec![0u32; FILTER_BUCKETS];
+            for (&p, &n) in &h.pages {
+                buckets[PageFilter::bucket(p)] += n;
+            }
+            assert_eq!(&buckets[..], &h.filter.0[..], "step {step}: filter counts");
+        }
+        assert!(hits > 100, "the test reaches blocks in quarantine ({hits})");
     }
 
     #[test]

@@ -4,8 +4,6 @@
 //! execution may start from one of those snapshots instead of exec: the debugger's way
 //! back to an earlier moment of the same schedule (rr's checkpoints).
 
-use std::collections::HashSet;
-
 use anyhow::Result;
 
 use super::config::ExecutionConfig;
@@ -14,7 +12,6 @@ use super::search::replay_worker;
 use super::session::launch::run_execution;
 use super::session::ExecutionOutcome;
 use super::worker_state::{RacyPoints, WorkerState};
-use crate::detect::hash::FastHash;
 use crate::explore::Scheduler;
 use crate::tracee::watchdog::Watchdog;
 
@@ -23,7 +20,7 @@ pub struct DebugWorker {
     worker: WorkerState,
     /// The atomic addresses the schedule was recorded with: every execution from exec
     /// starts knowing exactly these, as the first did.
-    atomics: HashSet<u64, FastHash>,
+    atomics: super::races::atomic_addresses::AtomicAddresses,
     /// The racy points the schedule was recorded with (an execution adds those it finds
     /// to the worker's; the next must not see them, or it schedules differently).
     racy: RacyPoints,

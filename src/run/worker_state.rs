@@ -13,7 +13,6 @@ use super::snapshots::snapshot::Snapshots;
 use super::world::capture::OutputCapture;
 use super::world::file_journal::FileJournal;
 use super::world::fs_gate::{FsGate, FsPass};
-use crate::detect::hash::FastHash;
 
 /// What `--preempt-on-races` makes scheduling points of in an execution: accesses to the
 /// addresses found racy, at the instructions found racing (whose sites therefore keep a
@@ -38,7 +37,7 @@ pub struct WorkerState {
     /// Instrumentation plans by file.
     pub plans: PlanCache,
     /// Addresses accessed by atomic instructions in some execution.
-    pub atomic_addresses: HashSet<u64, FastHash>,
+    pub atomic_addresses: super::races::atomic_addresses::AtomicAddresses,
     /// Addresses found racy in some execution.
     pub racy_addresses: HashSet<u64>,
     /// Instructions found in a race in some execution (their sites stay breakpoints under
@@ -66,8 +65,6 @@ pub struct WorkerState {
     /// Shared by the search's workers: the program's file changes, undone between
     /// executions (None for a single replay, which changes files as the program does).
     pub journal: Option<Arc<Mutex<FileJournal>>>,
-    /// Where the access log is copied to when drained (kept: it grows to the log's size).
-    pub log_buffer: Vec<crate::patch::Record>,
     /// Accesses repeated within the stretch being drained (`repeat_filter`).
     pub repeats: super::races::repeat_filter::RepeatFilter,
     /// Where the program's stdout goes when it is not mcheck's own (`program_stdio`).
@@ -89,7 +86,7 @@ pub struct DebuggerState {
     /// standard streams: not a reason against a snapshot).
     pub inherited: Vec<(i32, String)>,
     /// The atomic addresses known when each of the debugger's snapshots was taken, by depth.
-    pub atomics: std::collections::HashMap<usize, HashSet<u64, FastHash>>,
+    pub atomics: std::collections::HashMap<usize, super::races::atomic_addresses::AtomicAddresses>,
 }
 
 /// Which executions show the program's stdout and stderr. Executions run again only to

@@ -13,7 +13,7 @@ use iced_x86::OpKind;
 use super::hooks::Hook;
 
 use super::plan::{Alloc, MemFn, ModulePlan};
-use super::sites::{fixed_operand, AccessSite, PatchStats, Patching};
+use super::sites::{fixed_operand, AccessSite, LoggedSite, PatchStats, Patching};
 use crate::model::ThreadId;
 use crate::patch::{PatchTable, SiteRequest};
 use crate::run::process::{decode_at, Process, StopPlace};
@@ -107,6 +107,11 @@ impl CodeEdits {
     /// Every access site.
     pub fn sites(&self) -> &Arc<Vec<AccessSite>> {
         &self.patching.sites
+    }
+
+    /// Every access site as the log's drain reads it, by id.
+    pub fn logged_sites(&self) -> &Arc<Vec<LoggedSite>> {
+        &self.patching.logged
     }
 
     /// What is patched.

@@ -339,7 +339,7 @@ impl Instrumentation {
                 .entries
                 .push((EntryRequest { id, site, wrap }, hooked, stub));
         }
-        Arc::make_mut(&mut ctx.code.patching.sites).extend(new_sites);
+        ctx.code.patching.add_sites(new_sites);
         let free = free_space(ctx.program, &maps);
         for mut region in regions {
             if region.requests.is_empty() && region.entries.is_empty() {

@@ -39,6 +39,41 @@ pub struct AccessSite {
     pub alloc: Option<Alloc>,
 }
 
+/// What the drain of the access log needs of a site, in 16 bytes: the full [`AccessSite`]
+/// (the decoded instruction, ~60 bytes) of tens of thousands of sites does not stay in the
+/// CPU caches, and the drain reads one for each of millions of records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoggedSite {
+    /// The instruction's runtime address.
+    pub pc: u64,
+    /// Bytes accessed.
+    pub size: u8,
+    /// It writes (or reads and writes).
+    pub write: bool,
+    /// A plain MOV-family instruction (an atomic when its address holds one).
+    pub plain_mov: bool,
+    /// A plain access of the code under test: not a hook's call record, not a library's
+    /// synchronisation, not an atomic by its source. The common case, with a fast path.
+    pub plain: bool,
+}
+
+impl LoggedSite {
+    /// The descriptor of `site`.
+    pub fn of(site: &AccessSite) -> LoggedSite {
+        LoggedSite {
+            pc: site.insn.ip(),
+            size: site.size,
+            write: site.write,
+            plain_mov: site.plain_mov,
+            plain: site.mem_fn.is_none()
+                && site.alloc.is_none()
+                && !site.rmw
+                && !site.library_plain
+                && !site.atomic_source,
+        }
+    }
+}
+
 /// A call an allocator's wrapper made and had not logged when its thread was moved out of
 /// it: the tracer records it (`site` is the hook's site id).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,12 +136,23 @@ impl PatchStats {
 pub struct Patching {
     /// Every access site by id.
     pub sites: Arc<Vec<AccessSite>>,
+    /// The same sites as the log's drain reads them ([`LoggedSite`]), by id; extended
+    /// with `sites` only, by [`Patching::add_sites`].
+    pub logged: Arc<Vec<LoggedSite>>,
     /// What is patched.
     pub table: Arc<PatchTable>,
     /// The log patched sites append to (None until the first thread, or without patching).
     pub log: Option<Arc<AccessLog>>,
     /// Counts for the report.
     pub stats: PatchStats,
+}
+
+impl Patching {
+    /// Adds `new` sites (their ids follow the ones there): both tables grow together.
+    pub fn add_sites(&mut self, new: Vec<AccessSite>) {
+        Arc::make_mut(&mut self.logged).extend(new.iter().map(LoggedSite::of));
+        Arc::make_mut(&mut self.sites).extend(new);
+    }
 }
 
 /// The executor's state of access recording (kept with snapshots).

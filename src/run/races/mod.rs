@@ -5,6 +5,7 @@
 //! stacks a second run of a schedule asks for. What it reads of the rest of the execution
 //! comes through [`Env`].
 
+pub(super) mod atomic_addresses;
 pub(super) mod happens_before;
 mod heap_findings;
 pub(super) mod repeat_filter;
@@ -16,14 +17,14 @@ use crate::model::{in_space, Footprint, Space, ThreadId};
 use crate::report::{Finding, FindingKind, ThreadReport};
 use crate::run::instrument::code::CodeEdits;
 use crate::run::instrument::plan::{Alloc, MemFn};
-use crate::run::instrument::sites::AccessSite;
+use crate::run::instrument::sites::{AccessSite, LoggedSite};
 use crate::run::process::report::{finding, thread_name, Reporter};
 use crate::run::process::stacks::{primary_location, Symbols};
 use crate::run::process::Process;
 use std::collections::HashSet;
 
+use self::atomic_addresses::AtomicAddresses;
 use self::repeat_filter::RepeatFilter;
-use crate::detect::hash::FastHash;
 use crate::tracee::memory::Memory;
 
 /// Something to do when a thread returns from a call (its return address is hit with the
@@ -180,7 +181,7 @@ pub(super) struct Env<'a> {
     /// Symbolization (the worker's).
     pub symbols: &'a mut Symbols,
     /// Addresses accessed by atomic instructions in some execution (the worker's).
-    pub atomics: &'a mut HashSet<u64, FastHash>,
+    pub atomics: &'a mut AtomicAddresses,
     /// Accesses repeated within the stretch being drained (the worker's).
     pub repeats: &'a mut RepeatFilter,
     /// Address ranges known to hold atomics (from DWARF).
@@ -203,7 +204,7 @@ impl Env<'_> {
     }
 
     fn is_atomic_location(&self, ea: u64) -> bool {
-        self.atomics.contains(&ea) || self.atomic_ranges.iter().any(|r| r.contains(&ea))
+        self.atomics.contains(ea) || self.atomic_ranges.iter().any(|r| r.contains(&ea))
     }
 
     /// Whether the access at `pc` is a plain load or store (MOV) in code without source
@@ -548,10 +549,45 @@ impl RaceRecording {
             self.record_library_plain(env, t, ea, site.size.into(), site.write);
             return;
         }
-        let atomic = site.atomic_source || (site.plain_mov && env.is_atomic_location(ea));
         if site.atomic_source {
             env.atomics.insert(ea);
         }
+        let logged = LoggedSite::of(site);
+        self.record_program_access(env, t, &logged, site.atomic_source, ea, seen);
+    }
+
+    /// Records the access a plain site (`LoggedSite::plain`) made at `ea` in thread `t`,
+    /// read from the access log: what [`RaceRecording::record_access`] does for it,
+    /// without the full site.
+    #[inline]
+    pub(super) fn record_logged_plain(
+        &mut self,
+        env: &mut Env<'_>,
+        t: ThreadId,
+        site: &LoggedSite,
+        ea: u64,
+    ) {
+        if ea == 0 {
+            return;
+        }
+        self.traced += 1;
+        self.record_program_access(env, t, site, false, ea, Seen::Logged);
+    }
+
+    /// Records an access of the code under test that is not a library's synchronisation:
+    /// atomic by its source (`atomic_source`) or, for a MOV, by its address.
+    #[inline]
+    fn record_program_access(
+        &mut self,
+        env: &mut Env<'_>,
+        t: ThreadId,
+        site: &LoggedSite,
+        atomic_source: bool,
+        ea: u64,
+        seen: Seen,
+    ) {
+        let pc = site.pc;
+        let atomic = atomic_source || (site.plain_mov && env.is_atomic_location(ea));
         let write = site.write;
         let access = Access {
             thread: t,
@@ -793,10 +829,15 @@ impl RaceRecording {
 
     /// When a previous run of this schedule asked for the stack of this access (the earlier
     /// side of a race), captures it while the thread is stopped at it.
+    #[inline]
     fn capture_if_requested(&mut self, env: &mut Env<'_>, t: ThreadId, pc: u64) {
-        if self.stack_requests.is_empty() {
-            return;
+        if !self.stack_requests.is_empty() {
+            self.capture_requested(env, t, pc);
         }
+    }
+
+    #[inline(never)]
+    fn capture_requested(&mut self, env: &mut Env<'_>, t: ThreadId, pc: u64) {
         let Some(epoch) = self.detector.as_ref().map(|d| d.epoch_of(t)) else {
             return;
         };

@@ -562,30 +562,31 @@ impl Session<'_> {
         if log.is_empty() {
             return;
         }
-        let mut records = std::mem::take(&mut self.worker.log_buffer);
-        records.clear();
-        log.drain_into(&mut records);
+        let records = log.held();
         let sites = self.code.sites().clone();
+        let logged = self.code.logged_sites().clone();
         let (races, mut env) = race_env!(self);
         env.repeats.forget();
         let mut i = 0;
         while let Some(rec) = records.get(i) {
             i += 1;
+            let Some(hot) = logged.get(rec.site() as usize) else {
+                continue;
+            };
+            if hot.plain {
+                // The common case, from the compact table only.
+                if env.repeats.repeated(rec.addr, rec.site()) {
+                    // The same plain access again in this stretch: nothing for the detector.
+                    races.count_traced();
+                } else {
+                    races.record_logged_plain(&mut env, t, hot, rec.addr);
+                }
+                self.watchdog.logged().note(rec.addr, hot.write);
+                continue;
+            }
             let Some(site) = sites.get(rec.site() as usize) else {
                 continue;
             };
-            if site.mem_fn.is_none()
-                && site.alloc.is_none()
-                && !site.rmw
-                && !site.library_plain
-                && !site.atomic_source
-                && env.repeats.repeated(rec.addr, rec.site())
-            {
-                // The same plain access again in this stretch: nothing for the detector.
-                races.count_traced();
-                self.watchdog.logged().note(rec.addr, site.write);
-                continue;
-            }
             if let Some(kind) = site.alloc {
                 let (Some(&Record { addr: a1, word: a2 }), Some(&caller)) =
                     (records.get(i), records.get(i + 1))
@@ -628,7 +629,7 @@ impl Session<'_> {
             self.watchdog.logged().note(rec.addr, site.write);
             races.record_access(&mut env, t, site, rec.addr, Seen::Logged);
         }
-        self.worker.log_buffer = records;
+        log.reset();
         self.sync_log_mode(t);
     }
 

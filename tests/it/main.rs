@@ -1,5 +1,5 @@
-//! mcheck's integration tests, in one binary: each module was its own test binary, and
-//! linking the crate into each took most of a clean build's time. Every module runs the
+//! mcheck's integration tests, in one binary: each module was its own test binary, each
+//! linking the whole crate (one link instead of twenty). Every module runs the
 //! real `mcheck` binary on real programs; `tests/fixture_verdicts.rs` stays a binary of its
 //! own, because it takes the whole machine for its fixture runs (the test binaries run one
 //! after another). Run one module with `cargo test --release --test it MODULE::`.

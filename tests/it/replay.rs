@@ -246,7 +246,7 @@ fn changed_program_corrupt_file_and_divergence_are_refused() {
     let _ = fs::remove_dir_all(&out);
 }
 
-/// The line of `fixtures/src/c/replay_locations.c` marked `/* LINE tag */`.
+/// The line of `tracee-fixtures/src/c/replay_locations.c` marked `/* LINE tag */`.
 fn marked_line(tag: &str) -> String {
     let source = fixture("replay_locations")
         .parent()

@@ -2,7 +2,7 @@
  * instruction (its breakpoint sits where the function starts, so a location taken at
  * pc - 1 names the function before it), a sleep (a system call, located by unwinding out
  * of libc) and an atomic through a pointer the worker clears: main crashes when it runs
- * after the clear. tests/replay.rs checks the replay's table names these lines.
+ * after the clear. tests/it/replay.rs checks the replay's table names these lines.
  * Verdict: crash. */
 #include <pthread.h>
 #include <stdatomic.h>

@@ -169,7 +169,16 @@ fn gdb(server: &Server, program: &Path, commands: &[&str], how: How) -> String {
         "-ex".into(),
         format!("{target} {}", server.address),
     ];
+    // gdb's output to a file is buffered, so "Continuing." is not seen in time: a file it
+    // touches just before its first `continue` says when it continues.
+    let continuing_mark = temp_path("gdb-continuing");
+    let mut marked = how.interrupt_after.is_none();
     for c in commands {
+        if !marked && *c == "continue" {
+            marked = true;
+            a.push("-ex".into());
+            a.push(format!("shell touch {}", continuing_mark.display()));
+        }
         a.push("-ex".into());
         a.push(c.to_string());
     }
@@ -185,6 +194,7 @@ fn gdb(server: &Server, program: &Path, commands: &[&str], how: How) -> String {
         .expect("gdb is installed (make deps)");
     let start = Instant::now();
     let mut interrupt = how.interrupt_after;
+    let mut continued_at = None;
     while child.try_wait().unwrap().is_none() {
         if start.elapsed() > LIMIT {
             let _ = child.kill();
@@ -192,11 +202,11 @@ fn gdb(server: &Server, program: &Path, commands: &[&str], how: How) -> String {
         }
         // Only once gdb is continuing: on a loaded machine the connection alone can take
         // longer than the delay, and a Ctrl-C before `continue` only quits gdb's wait.
-        let continuing = || {
-            fs::read_to_string(&out_path).is_ok_and(|t| t.contains("Continuing."))
-                || start.elapsed() > LIMIT / 2
-        };
-        if interrupt.is_some_and(|d| start.elapsed() >= d) && continuing() {
+        if continued_at.is_none() && continuing_mark.exists() {
+            continued_at = Some(Instant::now());
+        }
+        let due = |d: Duration| continued_at.is_some_and(|at| at.elapsed() >= d);
+        if interrupt.is_some_and(due) {
             interrupt = None;
             let _ = Command::new("kill")
                 .args(["-INT", &child.id().to_string()])
@@ -205,6 +215,7 @@ fn gdb(server: &Server, program: &Path, commands: &[&str], how: How) -> String {
         thread::sleep(Duration::from_millis(20));
     }
     let _ = child.wait();
+    let _ = fs::remove_file(&continuing_mark);
     let text = fs::read_to_string(&out_path).unwrap_or_default();
     let _ = fs::remove_file(&out_path);
     text

@@ -543,9 +543,7 @@ impl Instrumentation {
         if let Some(site) = code.patching.table.hop_to(r.rip) {
             // Between a site's short jump and the jump it lands on: nothing done yet.
             r.rip = site;
-            regs::set(tid, r)?;
-            p.threads[t].regs = r;
-            self.moved_out += 1;
+            self.move_out(p, t, r)?;
             return Ok(None);
         }
         let Some(meta) = code.patching.table.trampoline_at(r.rip).copied() else {
@@ -563,9 +561,7 @@ impl Instrumentation {
             Some(log) => log,
             None if exit == plain => {
                 r.rip = meta.site;
-                regs::set(tid, r)?;
-                p.threads[t].regs = r;
-                self.moved_out += 1;
+                self.move_out(p, t, r)?;
                 return Ok(None);
             }
             None => return Ok(None),
@@ -632,10 +628,16 @@ impl Instrumentation {
                 }
             }
         }
-        regs::set(tid, r)?;
+        self.move_out(p, t, r)?;
+        Ok(unlogged)
+    }
+
+    /// Gives `t`, moved out of a trampoline, its registers `r`, and counts the move.
+    fn move_out(&mut self, p: &mut Process, t: ThreadId, r: regs::Regs) -> Result<()> {
+        regs::set(p.threads[t].tid, r)?;
         p.threads[t].regs = r;
         self.moved_out += 1;
-        Ok(unlogged)
+        Ok(())
     }
 }
 

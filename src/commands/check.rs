@@ -70,7 +70,6 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 trace_lib: args.trace_lib.clone(),
                 no_trace_lib: args.no_trace_lib.clone(),
                 stop_at_sites: Vec::new(),
-                stacks_in_calls: false,
                 patch: patching_enabled(),
                 heap_checks: !args.no_heap_checks,
                 quarantine_blocks: args.quarantine_blocks,

@@ -56,7 +56,6 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
             trace_lib: schedule.options.trace_lib.clone(),
             no_trace_lib: schedule.options.no_trace_lib.clone(),
             stop_at_sites: Vec::new(),
-            stacks_in_calls: false,
             // A schedule that made racy accesses points without saying at which
             // instructions was recorded with every access site on a breakpoint.
             patch: patching_enabled()

@@ -62,7 +62,6 @@ impl ExecutionConfig {
             stack_requests: Vec::new(),
             ..self.clone()
         };
-        plain.instrument.stacks_in_calls = false;
         plain.instrument.preempt_on_races = false;
         format!("{plain:?}")
     }

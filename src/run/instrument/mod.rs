@@ -44,9 +44,6 @@ pub struct InstrumentConfig {
     /// Access sites kept on breakpoints although they could be patched (under gdb: the
     /// later accesses of the execution's races, so that the replay stops at them).
     pub stop_at_sites: Vec<u64>,
-    /// Stacks of races are taken at calls of modelled memory functions: their hooks must
-    /// stop (the thread must be at the call when its stack is taken), not log.
-    pub stacks_in_calls: bool,
     /// Record accesses through patched code where possible (else every access site keeps
     /// a breakpoint; `MCHECK_PATCH=off` sets this off).
     pub patch: bool,

@@ -130,9 +130,9 @@ impl Instrumentation {
         // their hooks when patching is on; the others, and any hook that cannot be
         // patched, stop at a breakpoint (at PLT stubs; calls through the GOT are then not
         // hooked at all: a stop at each of Rust's memcpys costs too much).
-        // A second run that takes the stacks of races stops at every hook: the thread
-        // must be at the call when its stack is taken.
-        let logged = |f: MemFn| patch_on && f.logged_at_entry() && !ctx.cfg.stacks_in_calls;
+        // A second run that takes the stacks of races stops at the logged calls of the
+        // threads and epochs it wants, by arming the log (`RaceRecording::wants_stops`).
+        let logged = |f: MemFn| patch_on && f.logged_at_entry();
         let mem_fns: HashMap<u64, MemFn> = (plan.mem_fns.iter())
             .map(|&(a, f)| (a + bias, f))
             .filter(|&(_, f)| !logged(f))
@@ -503,8 +503,7 @@ impl Instrumentation {
     }
 
     /// At the start of an execution from a snapshot copy: the log is emptied, and sites
-    /// this execution needs stops at get their breakpoints back (memory-function hooks too,
-    /// in a run that takes the stacks of races).
+    /// this execution needs stops at get their breakpoints back.
     pub fn prepare_copy(&mut self, ctx: &mut Ctx<'_>) -> Result<()> {
         if let Some(log) = &ctx.code.patching.log {
             log.reset();
@@ -512,17 +511,6 @@ impl Instrumentation {
         for &pc in ctx.stop_sites {
             if ctx.code.patching.table.get(pc).is_some() {
                 ctx.code.unpatch_covering(&ctx.p.mem, pc..pc + 1)?;
-            }
-        }
-        if ctx.cfg.stacks_in_calls {
-            // Stacks are taken at the calls themselves: memory-function hooks stop.
-            let sites = &ctx.code.patching.sites;
-            let hooks: Vec<u64> = (ctx.code.patching.table.sites())
-                .filter(|(_, s)| sites.get(s.id as usize).is_some_and(|x| x.mem_fn.is_some()))
-                .map(|(at, _)| at)
-                .collect();
-            for at in hooks {
-                ctx.code.unpatch_covering(&ctx.p.mem, at..at + 1)?;
             }
         }
         Ok(())

@@ -38,11 +38,10 @@ pub fn attach_earlier_stacks(
     let requests: Vec<_> = (outcome.race_origins.iter())
         .flat_map(|o| std::iter::once(o.earlier).chain(o.later))
         .collect();
-    let mut cfg = ExecutionConfig {
+    let cfg = ExecutionConfig {
         stack_requests: requests,
         ..cfg.clone()
     };
-    cfg.instrument.stacks_in_calls = outcome.race_origins.iter().any(|o| o.in_call);
     let Some(again) = rerun(&cfg, &outcome.decisions, racy_before, state)? else {
         return Ok(());
     };

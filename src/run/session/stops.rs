@@ -63,6 +63,11 @@ impl Session<'_> {
                 return Ok(r);
             }
         }
+        if self.races.wants_stops(t) {
+            // A second run of a schedule, in an epoch of `t` whose stack it wants: stop at
+            // every logged access (the log is disarmed again once `t` is out of it).
+            self.code.sync_log_mode(true);
+        }
         let th = &mut self.p.threads[t];
         let sig = th.pending_signal.take();
         let tid = th.tid;

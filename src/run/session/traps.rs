@@ -668,9 +668,11 @@ impl Session<'_> {
             };
             let args = [r.rdi, r.rsi, r.rdx];
             if let Some(f) = site.and_then(|s| s.mem_fn) {
-                // Inside generated code: its stack is taken by a second run, as a logged one.
-                let (races, mut env) = race_env!(self);
-                races.record_mem_call(&mut env, t, f, args, None, caller, Seen::LoggedCall);
+                // Inside generated code, at the call: a second run takes its stack here.
+                self.record_as_at_site(t, meta.site, |s| {
+                    let (races, mut env) = race_env!(s);
+                    races.record_mem_call(&mut env, t, f, args, None, caller, Seen::LoggedCall);
+                });
             }
             if let Some(kind) = site.and_then(|s| s.alloc) {
                 (self.races).allocator_call(&self.p.mem, t, kind, 0, args, caller);
@@ -721,10 +723,15 @@ impl Session<'_> {
                     self.sync_log_mode(t);
                     return Ok(Some(point));
                 }
-                let (races, mut env) = race_env!(self);
-                races.record_access(&mut env, t, &site, ea, Seen::Logged);
+                self.record_as_at_site(t, meta.site, |s| {
+                    let (races, mut env) = race_env!(s);
+                    races.record_access(&mut env, t, &site, ea, Seen::Logged);
+                });
+                // What it recorded may have moved `t` into or out of an epoch whose stack
+                // a second run wants.
+                self.sync_log_mode(t);
             }
-            // Past the record: the log stays armed.
+            // Past the record (the log stays armed, unless `t` no longer needs it).
             r.rip = meta.at + meta.committed as u64;
         } else {
             self.drain_log(t);
@@ -737,13 +744,35 @@ impl Session<'_> {
         Ok(Some(None))
     }
 
-    /// Sets the empty log up for the running thread `t` (`CodeEdits::sync_log_mode`): only
-    /// a thread in a creation stretch of a program with atomic globals stops at every
-    /// logged access (sites whose source or fixed address says atomic keep breakpoints).
+    /// Sets the empty log up for the running thread `t` (`CodeEdits::sync_log_mode`): a
+    /// thread stops at every logged access only in a creation stretch of a program with
+    /// atomic globals (sites whose source or fixed address says atomic keep breakpoints),
+    /// or, in a second run of a schedule, while in an epoch in which it makes an access
+    /// whose stack was asked for (`RaceRecording::wants_stops`).
     pub(super) fn sync_log_mode(&self, t: ThreadId) {
         let stretch =
             self.step.creation_stretch.contains(&t) && !self.instr.atomic_ranges().is_empty();
-        self.code.sync_log_mode(stretch);
+        self.code
+            .sync_log_mode(stretch || self.races.wants_stops(t));
+    }
+
+    /// Records through `record` what thread `t`, stopped in the trampoline of the site at
+    /// `site` by an armed log, accessed there, with its stack (if a second run wants it)
+    /// taken as if it were stopped at a breakpoint on the site itself: generated code has
+    /// not moved its stack or frame pointer.
+    fn record_as_at_site<R>(
+        &mut self,
+        t: ThreadId,
+        site: u64,
+        record: impl FnOnce(&mut Self) -> R,
+    ) -> R {
+        let place = std::mem::replace(
+            &mut self.p.threads[t].place,
+            crate::run::process::StopPlace::Breakpoint(site),
+        );
+        let out = record(self);
+        self.p.threads[t].place = place;
+        out
     }
 
     /// Instruments the files mapped now (at the entry point, and after each change of the

@@ -21,7 +21,10 @@ use std::time::Duration;
 
 use std::cell::Cell;
 
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use crossbeam_channel::{unbounded, Receiver};
 
 use super::program_stdio::StreamKind;
 use crate::detect::output_diff::{OutputSummary, HEAD};
@@ -140,8 +143,9 @@ pub struct OutputCapture {
     /// The output so far at each snapshot mark, by sequence number.
     prefixes: Receiver<(u64, OutputPrefix)>,
     /// Where each execution starts, read by the reader at its begin marker.
-    starts: Sender<OutputStart>,
-    /// Execution ends and snapshot marks written so far.
+    starts: StartQueue,
+    /// Execution begins, ends and snapshot marks written so far.
+    begins_written: Cell<u64>,
     ends_written: Cell<u64>,
     marks_written: Cell<u64>,
     /// A terminal's master end while the reader holds its own copy: kept so that the
@@ -171,7 +175,8 @@ impl OutputCapture {
         };
         let (tx, rx) = unbounded();
         let (prefix_tx, prefix_rx) = unbounded();
-        let (start_tx, start_rx) = bounded(4);
+        let starts = StartQueue::default();
+        let reader_starts = starts.clone();
         let name = match echo {
             Echo::Stdout => "mcheck-stdout",
             _ => "mcheck-stderr",
@@ -187,7 +192,7 @@ impl OutputCapture {
                         Ok(0) => break,
                         Ok(n) => split.feed(
                             &buf[..n],
-                            &mut || start_rx.try_recv().unwrap_or(OutputStart::Unknown),
+                            &mut |seq| reader_starts.take(seq),
                             &mut |event| match event {
                                 Event::Output(bytes) => echo.write(bytes),
                                 Event::Segment(seq, segment) => {
@@ -208,7 +213,8 @@ impl OutputCapture {
             write_end,
             segments: rx,
             prefixes: prefix_rx,
-            starts: start_tx,
+            starts,
+            begins_written: Cell::new(0),
             ends_written: Cell::new(0),
             marks_written: Cell::new(0),
             _master: master,
@@ -224,10 +230,16 @@ impl OutputCapture {
     /// runs.
     pub fn begin_execution(&self, shown: bool, start: OutputStart) {
         let marker = if shown { SHOWN } else { QUIET };
-        // Sent before the marker is written, so the reader finds it there.
-        let _ = self.starts.try_send(start);
+        let seq = self.begins_written.get();
+        // Queued before the marker is written, so the reader finds it there; withdrawn if
+        // the marker is not written, so that the next begin's marker never takes it.
+        self.starts.push(seq, start);
         // Below PIPE_BUF: written whole. A failed write only leaves the output shown.
-        let _ = nix::unistd::write(&self.write_end, marker);
+        if nix::unistd::write(&self.write_end, marker) == Ok(marker.len()) {
+            self.begins_written.set(seq + 1);
+        } else {
+            self.starts.withdraw(seq);
+        }
     }
 
     /// Ends the current execution's output (call once its processes are gone) and returns
@@ -269,6 +281,40 @@ fn reply<T>(replies: &Receiver<(u64, T)>, seq: u64) -> Option<T> {
     }
 }
 
+/// Where each execution begun starts, queued by the tracer with the number of its begin
+/// marker and taken by the reader when it reads that marker.
+#[derive(Clone, Default)]
+struct StartQueue(Arc<Mutex<VecDeque<(u64, OutputStart)>>>);
+
+impl StartQueue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(u64, OutputStart)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues the start of the execution whose begin marker is number `seq`.
+    fn push(&self, seq: u64, start: OutputStart) {
+        self.lock().push_back((seq, start));
+    }
+
+    /// Takes back the start numbered `seq` (its marker could not be written).
+    fn withdraw(&self, seq: u64) {
+        self.lock().retain(|(n, _)| *n != seq);
+    }
+
+    /// The start for begin marker number `seq`; Unknown when none was queued for it.
+    /// Starts queued for earlier markers are dropped.
+    fn take(&self, seq: u64) -> OutputStart {
+        let mut q = self.lock();
+        while q.front().is_some_and(|(n, _)| *n < seq) {
+            q.pop_front();
+        }
+        match q.front() {
+            Some((n, _)) if *n == seq => q.pop_front().map_or(OutputStart::Unknown, |x| x.1),
+            _ => OutputStart::Unknown,
+        }
+    }
+}
+
 /// What the splitter tells its owner.
 enum Event<'a> {
     /// Program bytes, to pass on (a shown execution's).
@@ -298,7 +344,8 @@ struct MarkerSplitter {
     quiet: bool,
     /// The current execution's start could not be told: its segment is not summarized.
     unknown_start: bool,
-    /// Execution ends and snapshot marks read so far.
+    /// Execution begins and ends and snapshot marks read so far.
+    begins: u64,
     ends: u64,
     marks: u64,
 }
@@ -313,11 +360,11 @@ fn first_marker(bytes: &[u8]) -> Option<(usize, &'static [u8])> {
 
 impl MarkerSplitter {
     /// Feeds bytes, telling `events` what they hold; `starts` says where each execution
-    /// begun in them starts.
+    /// begun in them starts, given the number of its begin marker.
     fn feed(
         &mut self,
         data: &[u8],
-        starts: &mut dyn FnMut() -> OutputStart,
+        starts: &mut dyn FnMut(u64) -> OutputStart,
         events: &mut dyn FnMut(Event),
     ) {
         let mut bytes = std::mem::take(&mut self.carry);
@@ -335,7 +382,9 @@ impl MarkerSplitter {
                 self.marks += 1;
             } else {
                 self.quiet = marker == QUIET;
-                self.start_from(starts(), events);
+                let start = starts(self.begins);
+                self.begins += 1;
+                self.start_from(start, events);
             }
             rest = &rest[i + marker.len()..];
         }
@@ -462,7 +511,7 @@ mod tests {
     fn feed(split: &mut MarkerSplitter, stream: &[u8], chunk: usize, start: OutputStart) -> Told {
         let mut told = Told::default();
         for piece in stream.chunks(chunk) {
-            split.feed(piece, &mut || start.clone(), &mut |event| match event {
+            split.feed(piece, &mut |_| start.clone(), &mut |event| match event {
                 Event::Output(b) => told.printed.extend_from_slice(b),
                 Event::Segment(_, s) => told.segments.push(s),
                 Event::Prefix(_, p) => told.prefixes.push(p),
@@ -579,5 +628,24 @@ mod tests {
             failure_message(rust).unwrap(),
             "thread 'main' panicked at src/main.rs:5:5: assertion failed: x == 1"
         );
+    }
+
+    #[test]
+    fn a_start_whose_marker_was_not_written_is_never_taken() {
+        let q = StartQueue::default();
+        let empty = || OutputStart::Empty;
+        q.push(0, empty());
+        assert!(matches!(q.take(0), OutputStart::Empty));
+        // Begin 1's marker could not be written: its start is withdrawn, and the next
+        // begin, written as marker 1, gets its own start.
+        q.push(1, OutputStart::Unknown);
+        q.withdraw(1);
+        q.push(1, empty());
+        assert!(matches!(q.take(1), OutputStart::Empty));
+        // A marker read with no start queued for it is unknown, and a start queued for an
+        // earlier marker is dropped rather than given to a later one.
+        q.push(2, empty());
+        assert!(matches!(q.take(3), OutputStart::Unknown));
+        assert!(matches!(q.take(2), OutputStart::Unknown));
     }
 }

@@ -10,8 +10,9 @@
 //!   and saved registers, which no pointer of the program reaches);
 //! - operands based on RSP/ESP (spills, locals, outgoing arguments), and operands based on
 //!   RBP with a negative displacement (locals) in functions that set up a frame pointer
-//!   (`push rbp; mov rbp, rsp` at their start, or no function symbol known; in other
-//!   functions RBP is an ordinary register and such accesses stay) — *unless the function
+//!   (`push rbp; mov rbp, rsp` at their start, or no function bounds known: neither a
+//!   symbol nor an `.eh_frame` FDE; in other functions RBP is an ordinary register and
+//!   such accesses stay) — *unless the function
 //!   lets a stack address escape*: an instruction of it copies the stack pointer (RSP, or
 //!   RBP as frame pointer) or an address computed from it (`lea reg, [rsp+8]`) anywhere
 //!   but into the stack or frame pointer itself. Such a function may hand a pointer to its
@@ -19,7 +20,9 @@
 //!   reference, a scoped thread borrowing a local, an OpenMP shared local), so all its
 //!   explicit frame operands are kept ([`MemoryAccessInsn::frame`]). A frame no address
 //!   of which was ever computed is reached only through RSP/RBP by its own function, on
-//!   its own thread. The `.cold` part of a function shares its frame and its verdict;
+//!   its own thread. The `.cold` part of a function shares its frame and its verdict (by
+//!   symbol name; in a stripped file it is judged alone). Code outside any known function
+//!   keeps all its frame operands;
 //! - reads at a fixed address (RIP-relative or absolute, not FS/GS) inside a read-only
 //!   allocated section, or one only the dynamic loader writes (`.got`, `.got.plt`,
 //!   `.data.rel.ro`...): constants, jump tables, GOT slots cannot race;
@@ -39,6 +42,7 @@ use super::atomics::is_atomic;
 use super::elf::ElfFile;
 use super::elf_dwarf::merge;
 use super::sweep::for_each_instruction;
+use super::unwind_ranges::unwind_function_ranges;
 
 /// How an instruction uses its memory operand(s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -268,6 +272,7 @@ impl<'a> Scanner<'a> {
             frames: FrameOracle {
                 elf,
                 functions: None,
+                unwind_ranges: None,
                 frame_pointer: HashMap::new(),
                 escapes: HashMap::new(),
             },
@@ -365,6 +370,8 @@ struct FrameOracle<'a> {
     elf: &'a ElfFile,
     /// Function symbol ranges sorted by start, computed on first need.
     functions: Option<Vec<(String, Range<u64>)>>,
+    /// The `.eh_frame` FDE ranges, sorted: function bounds where no symbol is known.
+    unwind_ranges: Option<Vec<Range<u64>>>,
     /// Function start → whether it sets up a frame pointer.
     frame_pointer: HashMap<u64, bool>,
     /// Function start → whether it lets a stack address escape.
@@ -382,21 +389,34 @@ impl FrameOracle<'_> {
         })
     }
 
-    /// The function containing `ip`: the last one starting at or before it that contains
-    /// it (aliases share a start; look back a few for symbols nested in others).
+    /// The function containing `ip`: the last symbol starting at or before it that
+    /// contains it (aliases share a start; look back a few for symbols nested in others),
+    /// else the `.eh_frame` FDE containing it (stripped files), named "".
     fn function_at(&mut self, ip: u64) -> Option<(String, Range<u64>)> {
         let functions = self.functions();
         let idx = functions.partition_point(|(_, r)| r.start <= ip);
-        functions[..idx]
+        let symbol = functions[..idx]
             .iter()
             .rev()
             .take(8)
             .find(|(_, r)| r.contains(&ip))
-            .cloned()
+            .cloned();
+        if symbol.is_some() {
+            return symbol;
+        }
+        let elf = self.elf;
+        let fdes = self
+            .unwind_ranges
+            .get_or_insert_with(|| unwind_function_ranges(elf));
+        let idx = fdes.partition_point(|r| r.start <= ip);
+        idx.checked_sub(1)
+            .map(|i| fdes[i].clone())
+            .filter(|r| r.contains(&ip))
+            .map(|r| (String::new(), r))
     }
 
-    /// Whether the function containing `ip` uses RBP as frame pointer; true when no
-    /// function symbol contains `ip` (stripped files: then [rbp-x] is assumed a local).
+    /// Whether the function containing `ip` uses RBP as frame pointer; true when neither a
+    /// function symbol nor an FDE contains `ip` (then [rbp-x] is assumed a local).
     fn has_frame_pointer(&mut self, ip: u64) -> bool {
         let Some((_, func)) = self.function_at(ip) else {
             return true;
@@ -415,7 +435,8 @@ impl FrameOracle<'_> {
 
     /// Whether the function containing `ip` lets an address of its stack frame escape
     /// (see the module documentation); a `.cold` part answers for its parent too. True
-    /// when no function symbol contains `ip`: without bounds, every frame is kept.
+    /// when neither a function symbol nor an FDE contains `ip`: without bounds, every
+    /// frame is kept.
     fn lets_stack_address_escape(&mut self, ip: u64) -> bool {
         let Some((name, func)) = self.function_at(ip) else {
             return true;
@@ -590,12 +611,17 @@ mod tests {
         // mov [rbp+0x10], eax: positive displacement kept
         assert!(classify_bytes(&[0x89, 0x45, 0x10]).is_some());
 
-        // Left out: mov [rsp+8], rax ; mov [rbp-4], eax (no symbol: frame assumed) ;
-        // lea rax, [rdi+8] ; prefetcht0 [rdi] ; clflush [rdi] ; nop dword [rax] ;
+        // Frame operands outside any known function: kept, since nothing tells that no
+        // address of the frame escaped. mov [rsp+8], rax ; mov [rbp-4], eax
+        for bytes in [&[0x48, 0x89, 0x44, 0x24, 0x08][..], &[0x89, 0x45, 0xfc]] {
+            let a = classify_bytes(bytes).unwrap();
+            assert!(a.frame && a.kind == AccessKind::Write, "{bytes:x?}");
+        }
+        assert!(!classify_bytes(&[0x8b, 0x07]).unwrap().frame);
+
+        // Left out: lea rax, [rdi+8] ; prefetcht0 [rdi] ; clflush [rdi] ; nop dword [rax] ;
         // push rax ; ret ; rep movsb ; stosq
-        let none: [&[u8]; 10] = [
-            &[0x48, 0x89, 0x44, 0x24, 0x08],
-            &[0x89, 0x45, 0xfc],
+        let none: [&[u8]; 8] = [
             &[0x48, 0x8d, 0x47, 0x08],
             &[0x0f, 0x18, 0x0f],
             &[0x0f, 0xae, 0x3f],
@@ -624,12 +650,19 @@ __attribute__((noinline)) int locals(int n) {
     return arr[n & 15];
 }
 __attribute__((noinline)) double scale(double x) { return x * 3.7; }
+__attribute__((noinline)) void publish(int *p) { *p += 1; }
+__attribute__((noinline)) int escapes(int n) {
+    int local = n;
+    publish(&local);
+    local += n;
+    return local;
+}
 int main(int argc, char **argv) {
     struct point pt = {0, 0};
     bump();
     set_y(&pt, argc);
     atomic_add();
-    printf("%ld %ld %d %f\n", counter, pt.y, locals(argc), scale(argc));
+    printf("%ld %ld %d %f %d\n", counter, pt.y, locals(argc), scale(argc), escapes(argc));
     return 0;
 }
 "#;
@@ -696,6 +729,17 @@ int main(int argc, char **argv) {
         // The local array lives on the stack: nothing of `locals` is kept.
         let locals = accesses_in(&elf, &all, "locals");
         assert!(locals.is_empty(), "{locals:?}");
+
+        // `escapes` hands &local to another function: its frame accesses are kept (the
+        // read of `local` after the call at least), and only there.
+        let escapes = accesses_in(&elf, &all, "escapes");
+        assert!(
+            escapes.iter().any(|a| a.frame && a.kind.reads()),
+            "{escapes:?}"
+        );
+        assert!(all.iter().filter(|a| a.frame).all(|a| elf
+            .symbolize(a.svma)
+            .is_some_and(|(n, _)| n == "escapes" || n == "main")));
 
         // The constant 3.7 is read from .rodata: that cannot race.
         let scale = accesses_in(&elf, &all, "scale");

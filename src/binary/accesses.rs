@@ -2,7 +2,8 @@
 //! linear-sweep decoding (iced-x86): the instrumentation points of the data race detector.
 //!
 //! Kept: every instruction with a real memory access through an operand that is not a
-//! stack slot, including FS/GS-relative (TLS) accesses and vector/FP operands. Left out:
+//! private stack slot, including FS/GS-relative (TLS) accesses and vector/FP operands.
+//! Left out:
 //!
 //! - `lea` and operands that do not touch memory (`nop [mem]`, `prefetch*`, `clflush*`,
 //!   `clwb`, `cldemote`, `invlpg`, MPX `bnd*`);
@@ -86,7 +87,8 @@ impl AccessKind {
     }
 }
 
-/// One instruction that reads and/or writes memory through a non-stack operand.
+/// One instruction that reads and/or writes memory through an operand that other threads
+/// may reach (not a stack slot of a frame whose address never escaped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct MemoryAccessInsn {
     /// The instruction's address in the file.
@@ -108,7 +110,7 @@ pub struct MemoryAccessInsn {
     pub frame: bool,
 }
 
-/// The instructions of `elf`'s executable sections that access non-stack memory (see the
+/// The instructions of `elf`'s executable sections that access shared memory (see the
 /// module documentation for what is left out), sorted by svma. When `only_in` is given,
 /// only code inside those ranges is decoded (e.g. [`super::code_under_test_ranges`]).
 pub fn memory_access_instructions(

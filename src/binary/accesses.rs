@@ -386,7 +386,7 @@ impl FrameOracle<'_> {
         let elf = self.elf;
         self.functions.get_or_insert_with(|| {
             let mut f = elf.function_ranges();
-            f.sort_by(|a, b| (a.1.start, a.1.end).cmp(&(b.1.start, b.1.end)));
+            f.sort_by_key(|(_, r)| (r.start, r.end));
             f
         })
     }

@@ -638,6 +638,51 @@ mod tests {
         }
     }
 
+    /// `derives_stack_address` of the first instruction of `bytes`.
+    fn derives(bytes: &[u8], frame_pointer: bool) -> bool {
+        let mut out = None;
+        for_each_instruction(0x1000, bytes, |insn| {
+            out.get_or_insert_with(|| derives_stack_address(insn, frame_pointer));
+        });
+        out.unwrap()
+    }
+
+    #[test]
+    fn tells_which_instructions_make_a_stack_address() {
+        // lea rdi, [rsp+12] ; mov rax, rsp ; mov [rdi], rsp ; push rsp
+        for bytes in [
+            &[0x48, 0x8d, 0x7c, 0x24, 0x0c][..],
+            &[0x48, 0x89, 0xe0],
+            &[0x48, 0x89, 0x27],
+            &[0x54],
+        ] {
+            assert!(derives(bytes, false), "{bytes:x?}");
+        }
+        // lea rax, [rbp-0x14] and mov rdi, rbp: a frame address only when RBP is the frame
+        // pointer.
+        for bytes in [&[0x48, 0x8d, 0x45, 0xec][..], &[0x48, 0x89, 0xef]] {
+            assert!(derives(bytes, true), "{bytes:x?}");
+            assert!(!derives(bytes, false), "{bytes:x?}");
+        }
+        // Prologue and epilogue: push rbp ; mov rbp, rsp ; sub rsp, 0x20 ;
+        // lea rsp, [rbp-0x10] ; mov rsp, rbp ; leave ; pop rbp ; and a stack probe's
+        // cmp rsp, r11.
+        for bytes in [
+            &[0x55][..],
+            &[0x48, 0x89, 0xe5],
+            &[0x48, 0x83, 0xec, 0x20],
+            &[0x48, 0x8d, 0x65, 0xf0],
+            &[0x48, 0x89, 0xec],
+            &[0xc9],
+            &[0x5d],
+            &[0x4c, 0x39, 0xdc],
+        ] {
+            assert!(!derives(bytes, true), "{bytes:x?}");
+        }
+        // mov rbp, rsp outside a frame-pointer function makes RBP a stack pointer.
+        assert!(derives(&[0x48, 0x89, 0xe5], false));
+    }
+
     const PROGRAM: &str = r#"
 #include <stdio.h>
 long counter;

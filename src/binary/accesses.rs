@@ -2,15 +2,28 @@
 //! linear-sweep decoding (iced-x86): the instrumentation points of the data race detector.
 //!
 //! Kept: every instruction with a real memory access through an operand that is not a
-//! stack slot, including FS/GS-relative (TLS) accesses and vector/FP operands. Left out:
+//! private stack slot, including FS/GS-relative (TLS) accesses and vector/FP operands.
+//! Left out:
 //!
 //! - `lea` and operands that do not touch memory (`nop [mem]`, `prefetch*`, `clflush*`,
 //!   `clwb`, `cldemote`, `invlpg`, MPX `bnd*`);
-//! - operands based on RSP/ESP (spills, outgoing arguments, and the implicit stack
-//!   accesses of `push`/`pop`/`call`/`ret`/`leave`);
-//! - operands based on RBP with a negative displacement (locals) in functions that set up
-//!   a frame pointer (`push rbp; mov rbp, rsp` at their start), and anywhere no function
-//!   symbol is known; in other functions RBP is an ordinary register and such accesses stay;
+//! - the implicit stack accesses of `push`/`pop`/`call`/`ret`/`leave` (return addresses
+//!   and saved registers, which no pointer of the program reaches);
+//! - operands based on RSP/ESP (spills, locals, outgoing arguments), and operands based on
+//!   RBP with a negative displacement (locals) in functions that set up a frame pointer
+//!   (`push rbp; mov rbp, rsp` at their start, or no function bounds known: neither a
+//!   symbol nor an `.eh_frame` FDE; in other functions RBP is an ordinary register and
+//!   such accesses stay) — *unless the function
+//!   lets a stack address escape*: an instruction of it copies the stack pointer (RSP, or
+//!   RBP as frame pointer) or an address computed from it (`lea reg, [rsp+8]`) anywhere
+//!   but into the stack or frame pointer itself. Such a function may hand a pointer to its
+//!   frame to another thread (`pthread_create(.., &local)`, a lambda capturing by
+//!   reference, a scoped thread borrowing a local, an OpenMP shared local), so all its
+//!   explicit frame operands are kept ([`MemoryAccessInsn::frame`]). A frame no address
+//!   of which was ever computed is reached only through RSP/RBP by its own function, on
+//!   its own thread. The `.cold` part of a function shares its frame and its verdict (by
+//!   symbol name; in a stripped file it is judged alone). Code outside any known function
+//!   keeps all its frame operands;
 //! - reads at a fixed address (RIP-relative or absolute, not FS/GS) inside a read-only
 //!   allocated section, or one only the dynamic loader writes (`.got`, `.got.plt`,
 //!   `.data.rel.ro`...): constants, jump tables, GOT slots cannot race;
@@ -30,6 +43,7 @@ use super::atomics::is_atomic;
 use super::elf::ElfFile;
 use super::elf_dwarf::merge;
 use super::sweep::for_each_instruction;
+use super::unwind_ranges::unwind_function_ranges;
 
 /// How an instruction uses its memory operand(s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -73,7 +87,8 @@ impl AccessKind {
     }
 }
 
-/// One instruction that reads and/or writes memory through a non-stack operand.
+/// One instruction that reads and/or writes memory through an operand that other threads
+/// may reach (not a stack slot of a frame whose address never escaped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct MemoryAccessInsn {
     /// The instruction's address in the file.
@@ -90,9 +105,12 @@ pub struct MemoryAccessInsn {
     /// their VEX/EVEX forms): on x86-64 these are also how atomic loads and release/relaxed
     /// atomic stores compile, so the detector cannot call them racy on sight.
     pub plain_mov: bool,
+    /// The kept operand is a stack slot (RSP-based, or RBP-based in a frame-pointer
+    /// function) of a function that lets a stack address escape (see the module doc).
+    pub frame: bool,
 }
 
-/// The instructions of `elf`'s executable sections that access non-stack memory (see the
+/// The instructions of `elf`'s executable sections that access shared memory (see the
 /// module documentation for what is left out), sorted by svma. When `only_in` is given,
 /// only code inside those ranges is decoded (e.g. [`super::code_under_test_ranges`]).
 pub fn memory_access_instructions(
@@ -256,7 +274,9 @@ impl<'a> Scanner<'a> {
             frames: FrameOracle {
                 elf,
                 functions: None,
+                unwind_ranges: None,
                 frame_pointer: HashMap::new(),
+                escapes: HashMap::new(),
             },
         }
     }
@@ -272,6 +292,7 @@ impl<'a> Scanner<'a> {
         }
         let mut kind: Option<AccessKind> = None;
         let mut size = 0usize;
+        let mut frame = false;
         let info = self
             .factory
             .info_options(insn, InstructionInfoOptions::NO_REGISTER_USAGE);
@@ -279,21 +300,28 @@ impl<'a> Scanner<'a> {
             let Some(k) = AccessKind::from_op_access(mem.access()) else {
                 continue;
             };
-            let private_or_constant = match mem.base() {
-                // Stack slots, and the implicit stack operands of push/pop/call/ret.
+            let stack_slot = match mem.base() {
                 Register::RSP | Register::ESP => true,
                 Register::RBP | Register::EBP => {
                     (mem.displacement() as i64) < 0 && self.frames.has_frame_pointer(insn.ip())
                 }
-                Register::None => {
-                    k == AccessKind::Read
-                        && mem.index() == Register::None
-                        && !matches!(mem.segment(), Register::FS | Register::GS)
-                        && is_read_only_data(self.elf, mem.displacement())
-                }
                 _ => false,
             };
-            if private_or_constant {
+            let keep = if stack_slot {
+                // The implicit operands of push/pop/call/ret never; explicit frame
+                // operands when the function lets a stack address escape.
+                let escaped = is_explicit_operand(insn, mem.base(), mem.displacement())
+                    && self.frames.lets_stack_address_escape(insn.ip());
+                frame |= escaped;
+                escaped
+            } else {
+                !(mem.base() == Register::None
+                    && k == AccessKind::Read
+                    && mem.index() == Register::None
+                    && !matches!(mem.segment(), Register::FS | Register::GS)
+                    && is_read_only_data(self.elf, mem.displacement()))
+            };
+            if !keep {
                 continue;
             }
             kind = Some(kind.map_or(k, |old| old.union(k)));
@@ -306,8 +334,17 @@ impl<'a> Scanner<'a> {
             size: size.min(64) as u8,
             atomic: is_atomic(insn),
             plain_mov: is_plain_mov(insn.mnemonic()),
+            frame,
         })
     }
+}
+
+/// True when the memory operand with this base and displacement is the instruction's
+/// explicit one (not the implicit stack operand of `push`/`pop`/`call`/`ret`/`leave`).
+fn is_explicit_operand(insn: &Instruction, base: Register, displacement: u64) -> bool {
+    (0..insn.op_count()).any(|i| insn.op_kind(i) == OpKind::Memory)
+        && insn.memory_base() == base
+        && insn.memory_displacement64() == displacement
 }
 
 /// Sections that are writable in the file but written only by the dynamic loader
@@ -334,38 +371,145 @@ fn is_read_only_data(elf: &ElfFile, svma: u64) -> bool {
 struct FrameOracle<'a> {
     elf: &'a ElfFile,
     /// Function symbol ranges sorted by start, computed on first need.
-    functions: Option<Vec<Range<u64>>>,
+    functions: Option<Vec<(String, Range<u64>)>>,
+    /// The `.eh_frame` FDE ranges, sorted: function bounds where no symbol is known.
+    unwind_ranges: Option<Vec<Range<u64>>>,
     /// Function start → whether it sets up a frame pointer.
     frame_pointer: HashMap<u64, bool>,
+    /// Function start → whether it lets a stack address escape.
+    escapes: HashMap<u64, bool>,
 }
 
 impl FrameOracle<'_> {
-    /// Whether the function containing `ip` uses RBP as frame pointer; true when no
-    /// function symbol contains `ip` (stripped files: then [rbp-x] is assumed a local).
-    fn has_frame_pointer(&mut self, ip: u64) -> bool {
+    /// The function symbol ranges, sorted by start (computed on first need).
+    fn functions(&mut self) -> &[(String, Range<u64>)] {
         let elf = self.elf;
-        let functions = self.functions.get_or_insert_with(|| {
-            let mut f: Vec<Range<u64>> =
-                elf.function_ranges().into_iter().map(|(_, r)| r).collect();
-            f.sort_by_key(|r| (r.start, r.end));
+        self.functions.get_or_insert_with(|| {
+            let mut f = elf.function_ranges();
+            f.sort_by_key(|(_, r)| (r.start, r.end));
             f
-        });
-        let idx = functions.partition_point(|r| r.start <= ip);
-        // The last function starting at or before `ip` that contains it (aliases share a
-        // start; look back a few for symbols nested in others).
-        let Some(func) = functions[..idx]
+        })
+    }
+
+    /// The function containing `ip`: the last symbol starting at or before it that
+    /// contains it (aliases share a start; look back a few for symbols nested in others),
+    /// else the `.eh_frame` FDE containing it (stripped files), named "".
+    fn function_at(&mut self, ip: u64) -> Option<(String, Range<u64>)> {
+        let functions = self.functions();
+        let idx = functions.partition_point(|(_, r)| r.start <= ip);
+        let symbol = functions[..idx]
             .iter()
             .rev()
             .take(8)
-            .find(|r| r.contains(&ip))
-            .cloned()
-        else {
+            .find(|(_, r)| r.contains(&ip))
+            .cloned();
+        if symbol.is_some() {
+            return symbol;
+        }
+        let elf = self.elf;
+        let fdes = self
+            .unwind_ranges
+            .get_or_insert_with(|| unwind_function_ranges(elf));
+        let idx = fdes.partition_point(|r| r.start <= ip);
+        idx.checked_sub(1)
+            .map(|i| fdes[i].clone())
+            .filter(|r| r.contains(&ip))
+            .map(|r| (String::new(), r))
+    }
+
+    /// Whether the function containing `ip` uses RBP as frame pointer; true when neither a
+    /// function symbol nor an FDE contains `ip` (then [rbp-x] is assumed a local).
+    fn has_frame_pointer(&mut self, ip: u64) -> bool {
+        let Some((_, func)) = self.function_at(ip) else {
             return true;
         };
+        self.frame_pointer_of(func)
+    }
+
+    /// Whether the function at `func` sets up a frame pointer (cached).
+    fn frame_pointer_of(&mut self, func: Range<u64>) -> bool {
+        let elf = self.elf;
         *self
             .frame_pointer
             .entry(func.start)
             .or_insert_with(|| sets_up_frame_pointer(elf, func))
+    }
+
+    /// Whether the function containing `ip` lets an address of its stack frame escape
+    /// (see the module documentation); a `.cold` part answers for its parent too. True
+    /// when neither a function symbol nor an FDE contains `ip`: without bounds, every
+    /// frame is kept.
+    fn lets_stack_address_escape(&mut self, ip: u64) -> bool {
+        let Some((name, func)) = self.function_at(ip) else {
+            return true;
+        };
+        if self.escapes_in(func) {
+            return true;
+        }
+        // `f.cold` runs in f's frame: its frame accesses are f's.
+        let Some(parent) = name.find(".cold").map(|at| name[..at].to_string()) else {
+            return false;
+        };
+        let parent = self
+            .functions()
+            .iter()
+            .find(|(n, _)| *n == parent)
+            .map(|(_, r)| r.clone());
+        parent.is_some_and(|r| self.escapes_in(r))
+    }
+
+    /// Whether the function at `func` itself computes a stack address (cached).
+    fn escapes_in(&mut self, func: Range<u64>) -> bool {
+        if let Some(&known) = self.escapes.get(&func.start) {
+            return known;
+        }
+        let frame_pointer = self.frame_pointer_of(func.clone());
+        let escapes = self
+            .elf
+            .read_svma(func.start, (func.end - func.start) as usize)
+            .is_some_and(|bytes| {
+                let mut found = false;
+                for_each_instruction(func.start, bytes, |insn| {
+                    found = found || derives_stack_address(insn, frame_pointer);
+                });
+                found
+            });
+        self.escapes.insert(func.start, escapes);
+        escapes
+    }
+}
+
+/// True when `insn` copies the stack pointer (or RBP, in a function that uses it as frame
+/// pointer), or an address computed from it, anywhere but into the stack or frame pointer:
+/// the first step of a pointer to the frame that code other than the function's own
+/// RSP/RBP-relative operands may use. Comparisons and the prologue and epilogue's moves
+/// between RSP and RBP are not; anything else that reads them as a value is.
+fn derives_stack_address(insn: &Instruction, frame_pointer: bool) -> bool {
+    let is_stack_register = |r: Register| {
+        matches!(r, Register::RSP | Register::ESP | Register::SP)
+            || (frame_pointer && matches!(r, Register::RBP | Register::EBP | Register::BP))
+    };
+    // Writing RSP, or RBP when it is the frame pointer, keeps the value a stack pointer.
+    let into_stack_pointer = || {
+        insn.op_count() > 0
+            && insn.op0_kind() == OpKind::Register
+            && is_stack_register(insn.op0_register())
+    };
+    match insn.mnemonic() {
+        Mnemonic::Lea => {
+            (is_stack_register(insn.memory_base()) || is_stack_register(insn.memory_index()))
+                && !into_stack_pointer()
+        }
+        // `push rbp` saves the caller's frame pointer; comparisons only set flags.
+        Mnemonic::Push if insn.op0_kind() == OpKind::Register => {
+            matches!(insn.op0_register(), Register::RSP | Register::ESP)
+        }
+        Mnemonic::Cmp | Mnemonic::Test | Mnemonic::Pop | Mnemonic::Leave => false,
+        _ => {
+            (0..insn.op_count()).any(|i| {
+                insn.op_kind(i) == OpKind::Register && is_stack_register(insn.op_register(i))
+            }) && !into_stack_pointer()
+        }
     }
 }
 
@@ -469,12 +613,17 @@ mod tests {
         // mov [rbp+0x10], eax: positive displacement kept
         assert!(classify_bytes(&[0x89, 0x45, 0x10]).is_some());
 
-        // Left out: mov [rsp+8], rax ; mov [rbp-4], eax (no symbol: frame assumed) ;
-        // lea rax, [rdi+8] ; prefetcht0 [rdi] ; clflush [rdi] ; nop dword [rax] ;
+        // Frame operands outside any known function: kept, since nothing tells that no
+        // address of the frame escaped. mov [rsp+8], rax ; mov [rbp-4], eax
+        for bytes in [&[0x48, 0x89, 0x44, 0x24, 0x08][..], &[0x89, 0x45, 0xfc]] {
+            let a = classify_bytes(bytes).unwrap();
+            assert!(a.frame && a.kind == AccessKind::Write, "{bytes:x?}");
+        }
+        assert!(!classify_bytes(&[0x8b, 0x07]).unwrap().frame);
+
+        // Left out: lea rax, [rdi+8] ; prefetcht0 [rdi] ; clflush [rdi] ; nop dword [rax] ;
         // push rax ; ret ; rep movsb ; stosq
-        let none: [&[u8]; 10] = [
-            &[0x48, 0x89, 0x44, 0x24, 0x08],
-            &[0x89, 0x45, 0xfc],
+        let none: [&[u8]; 8] = [
             &[0x48, 0x8d, 0x47, 0x08],
             &[0x0f, 0x18, 0x0f],
             &[0x0f, 0xae, 0x3f],
@@ -487,6 +636,51 @@ mod tests {
         for bytes in none {
             assert_eq!(classify_bytes(bytes), None, "{bytes:x?}");
         }
+    }
+
+    /// `derives_stack_address` of the first instruction of `bytes`.
+    fn derives(bytes: &[u8], frame_pointer: bool) -> bool {
+        let mut out = None;
+        for_each_instruction(0x1000, bytes, |insn| {
+            out.get_or_insert_with(|| derives_stack_address(insn, frame_pointer));
+        });
+        out.unwrap()
+    }
+
+    #[test]
+    fn tells_which_instructions_make_a_stack_address() {
+        // lea rdi, [rsp+12] ; mov rax, rsp ; mov [rdi], rsp ; push rsp
+        for bytes in [
+            &[0x48, 0x8d, 0x7c, 0x24, 0x0c][..],
+            &[0x48, 0x89, 0xe0],
+            &[0x48, 0x89, 0x27],
+            &[0x54],
+        ] {
+            assert!(derives(bytes, false), "{bytes:x?}");
+        }
+        // lea rax, [rbp-0x14] and mov rdi, rbp: a frame address only when RBP is the frame
+        // pointer.
+        for bytes in [&[0x48, 0x8d, 0x45, 0xec][..], &[0x48, 0x89, 0xef]] {
+            assert!(derives(bytes, true), "{bytes:x?}");
+            assert!(!derives(bytes, false), "{bytes:x?}");
+        }
+        // Prologue and epilogue: push rbp ; mov rbp, rsp ; sub rsp, 0x20 ;
+        // lea rsp, [rbp-0x10] ; mov rsp, rbp ; leave ; pop rbp ; and a stack probe's
+        // cmp rsp, r11.
+        for bytes in [
+            &[0x55][..],
+            &[0x48, 0x89, 0xe5],
+            &[0x48, 0x83, 0xec, 0x20],
+            &[0x48, 0x8d, 0x65, 0xf0],
+            &[0x48, 0x89, 0xec],
+            &[0xc9],
+            &[0x5d],
+            &[0x4c, 0x39, 0xdc],
+        ] {
+            assert!(!derives(bytes, true), "{bytes:x?}");
+        }
+        // mov rbp, rsp outside a frame-pointer function makes RBP a stack pointer.
+        assert!(derives(&[0x48, 0x89, 0xe5], false));
     }
 
     const PROGRAM: &str = r#"
@@ -503,12 +697,19 @@ __attribute__((noinline)) int locals(int n) {
     return arr[n & 15];
 }
 __attribute__((noinline)) double scale(double x) { return x * 3.7; }
+__attribute__((noinline)) void publish(int *p) { *p += 1; }
+__attribute__((noinline)) int escapes(int n) {
+    int local = n;
+    publish(&local);
+    local += n;
+    return local;
+}
 int main(int argc, char **argv) {
     struct point pt = {0, 0};
     bump();
     set_y(&pt, argc);
     atomic_add();
-    printf("%ld %ld %d %f\n", counter, pt.y, locals(argc), scale(argc));
+    printf("%ld %ld %d %f %d\n", counter, pt.y, locals(argc), scale(argc), escapes(argc));
     return 0;
 }
 "#;
@@ -575,6 +776,17 @@ int main(int argc, char **argv) {
         // The local array lives on the stack: nothing of `locals` is kept.
         let locals = accesses_in(&elf, &all, "locals");
         assert!(locals.is_empty(), "{locals:?}");
+
+        // `escapes` hands &local to another function: its frame accesses are kept (the
+        // read of `local` after the call at least), and only there.
+        let escapes = accesses_in(&elf, &all, "escapes");
+        assert!(
+            escapes.iter().any(|a| a.frame && a.kind.reads()),
+            "{escapes:?}"
+        );
+        assert!(all.iter().filter(|a| a.frame).all(|a| elf
+            .symbolize(a.svma)
+            .is_some_and(|(n, _)| n == "escapes" || n == "main")));
 
         // The constant 3.7 is read from .rodata: that cannot race.
         let scale = accesses_in(&elf, &all, "scale");

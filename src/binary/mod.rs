@@ -34,6 +34,7 @@ pub mod symbolize;
 #[cfg(test)]
 pub(crate) mod test_build;
 pub mod unwind;
+pub mod unwind_ranges;
 
 pub use accesses::{memory_access_instructions, string_instructions, AccessKind, MemoryAccessInsn};
 pub use allocators::{allocator_functions, AllocFn};

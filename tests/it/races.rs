@@ -52,6 +52,38 @@ fn a_race_report_names_both_accesses_and_the_global() {
 }
 
 #[test]
+fn a_local_handed_to_a_thread_races_with_its_owners_frame_access() {
+    // main writes `local` through its frame (line 25) while the thread writes it through
+    // the pointer it was given (line 16): both sides are named.
+    let (code, list, stderr) = findings("stack_local_race", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let f = &list[0];
+    assert_eq!(f["kind"], "data_race");
+    let mut sides: Vec<(String, u64)> = f["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let top = &t["stack"][0];
+            assert!(top["file"]
+                .as_str()
+                .unwrap()
+                .ends_with("stack_local_race.c"));
+            (
+                top["function"].as_str().unwrap().to_string(),
+                top["line"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    sides.sort();
+    assert_eq!(
+        sides,
+        [("main".to_string(), 25), ("worker".to_string(), 16)],
+        "{f}"
+    );
+}
+
+#[test]
 fn a_heap_race_names_the_block_and_its_allocation_site() {
     let (code, list, stderr) = findings("race_heap_int", &[]);
     assert_eq!(code, Some(1), "{stderr}");

@@ -393,7 +393,7 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
             accesses: match sync_runtime {
                 true => memory_access_instructions(elf, None)
                     .into_iter()
-                    .filter(|m| m.plain_mov && !m.atomic)
+                    .filter(|m| m.plain_mov && !m.atomic && !m.frame)
                     .map(|m| (m, false))
                     .collect(),
                 false => Vec::new(),

@@ -16,7 +16,7 @@ use crate::binary::{ElfFile, MemoryAccessInsn};
 const KEEP: usize = 64;
 
 /// Bumped whenever what a scan holds or how it is made changes.
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 
 /// What the scan of one file's code under test found (file addresses).
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -53,7 +53,10 @@ mod compact_accesses {
                     AccessKind::Write => 1,
                     AccessKind::ReadWrite => 2,
                 };
-                let flags = m.atomic as u8 | (m.plain_mov as u8) << 1 | (*source as u8) << 2;
+                let flags = m.atomic as u8
+                    | (m.plain_mov as u8) << 1
+                    | (*source as u8) << 2
+                    | (m.frame as u8) << 3;
                 (m.svma, kind, m.size, flags)
             })
             .collect();
@@ -78,6 +81,7 @@ mod compact_accesses {
                     size,
                     atomic: flags & 1 != 0,
                     plain_mov: flags & 2 != 0,
+                    frame: flags & 8 != 0,
                 };
                 (m, flags & 4 != 0)
             })
@@ -187,6 +191,7 @@ mod tests {
                     size: 8,
                     atomic: false,
                     plain_mov: true,
+                    frame: true,
                 },
                 true,
             )],

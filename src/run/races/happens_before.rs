@@ -8,7 +8,8 @@
 //! Barriers: every arrival releases, every departure acquires. Futexes: a wake releases the
 //! word, a woken waiter acquires it. Atomic read-modify-writes acquire and release their
 //! address. Kernel calls that communicate acquire and release one kernel object. Thread
-//! creation and join are handled by the executor directly.
+//! creation and join are handled by the executor directly; a thread's exit releases its
+//! thread block, which a later thread created on the same block acquires.
 
 use crate::detect::race::{RaceDetector, SyncKey};
 use crate::model::{Completion, Op, ThreadId};
@@ -26,6 +27,29 @@ pub const ATOMIC: u8 = 8;
 pub const ONCE: u8 = 9;
 /// Sync key tag of the kernel (pipes, sockets, signals...: one object for all).
 const KERNEL: u8 = 10;
+/// Sync key tag of thread blocks (the thread pointer a clone sets: glibc's `struct
+/// pthread`, at the top of the thread's stack mapping).
+const THREAD_BLOCK: u8 = 11;
+
+/// Thread `t`, whose thread pointer was `block`, exited. glibc keeps the stack of an
+/// exited thread (its mapping, TLS and `struct pthread` at the same place) in a cache and
+/// gives it whole to a later thread, which then reads and writes the very addresses the
+/// dead one did; the hand-over is ordered in the program (the kernel clears the dead
+/// thread's tid word, glibc's cache lock) but inside libc, which is not traced. The exit
+/// releases the block; [`thread_block_taken`] acquires it.
+pub fn thread_block_released(d: &mut RaceDetector, t: ThreadId, block: u64) {
+    if block != 0 {
+        d.release(t, (THREAD_BLOCK, block));
+    }
+}
+
+/// Thread `t` was created with thread pointer `block`: if an exited thread had it, all
+/// that thread did happens before `t` (see [`thread_block_released`]).
+pub fn thread_block_taken(d: &mut RaceDetector, t: ThreadId, block: u64) {
+    if block != 0 {
+        d.acquire(t, (THREAD_BLOCK, block));
+    }
+}
 
 /// `t` passed something through the kernel (a wait that returned, a write to a pipe, a
 /// signal sent): it acquires and releases the kernel object, so that what one thread did
@@ -90,6 +114,34 @@ mod tests {
             atomic: false,
             pc,
         }
+    }
+
+    #[test]
+    fn a_thread_block_handed_over_orders_the_dead_thread_before_the_new_one() {
+        let mut d = RaceDetector::new();
+        d.thread_created(0, 1);
+        d.access(write(1, 1));
+        thread_block_released(&mut d, 1, 0x7000);
+        d.thread_exited(1);
+        // Created later on another block: unordered with thread 1.
+        d.thread_created(0, 2);
+        thread_block_taken(&mut d, 2, 0x9000);
+        assert!(
+            d.access(write(2, 2)).is_some(),
+            "another block orders nothing"
+        );
+        // Created on thread 1's block: after everything thread 1 did.
+        let mut d2 = RaceDetector::new();
+        d2.thread_created(0, 1);
+        d2.access(write(1, 1));
+        thread_block_released(&mut d2, 1, 0x7000);
+        d2.thread_exited(1);
+        d2.thread_created(0, 2);
+        thread_block_taken(&mut d2, 2, 0x7000);
+        assert!(
+            d2.access(write(2, 2)).is_none(),
+            "the block's hand-over orders them"
+        );
     }
 
     #[test]

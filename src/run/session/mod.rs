@@ -567,11 +567,14 @@ impl<'a> Session<'a> {
         out
     }
 
-    /// Thread `t` exited: the race detector keeps its clock, the model its holdings.
+    /// Thread `t` exited: the race detector keeps its clock (and hands its thread block
+    /// on to the next thread created on it), the model its holdings.
     fn thread_exited(&mut self, t: ThreadId) {
         self.step.creation_stretch.remove(&t);
         self.sync_log_mode(t);
+        let block = self.p.threads[t].handle;
         if let Some(d) = self.races.detector() {
+            crate::run::races::happens_before::thread_block_released(d, t, block);
             d.thread_exited(t);
         }
         self.model.thread_exited(t)

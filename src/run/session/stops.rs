@@ -567,6 +567,7 @@ impl Session<'_> {
         self.p.by_tid.insert(child, id);
         if let Some(d) = self.races.detector() {
             d.thread_created(t, id);
+            crate::run::races::happens_before::thread_block_taken(d, id, handle);
         }
         self.locks.thread_created(t, id);
         debug_assert_eq!(self.p.threads.len(), id + 1);

@@ -15,6 +15,8 @@ pub enum StrategyName {
     Icb,
     /// PCT (probabilistic concurrency testing) with `--pct-depth`.
     Pct,
+    /// POS (partial-order sampling): random priorities, re-drawn for racing steps.
+    Pos,
     /// A fresh seeded random choice at every scheduling point.
     Random,
 }

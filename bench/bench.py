@@ -878,6 +878,7 @@ DEEP_STRATEGIES = [
     ("dfs", ["--strategy", "dfs"]),
     ("default", []),
 ]
+DEEP_SEED_STRIDE = 100000
 
 
 def expected_verdicts():
@@ -897,7 +898,7 @@ def measure_deep(mc, opts):
         keep = ["--keep-going"] if verdicts.get(n) == "data_race" else []
         for key, extra in DEEP_STRATEGIES:
             firsts = []
-            for seed in range(1, opts.deep_seeds + 1):
+            for seed in deep_seeds(opts):
                 _wall, rc, r = mc.check(["--jobs", "1", "--seed", str(seed), "--quiet-program",
                                          "--max-executions", str(opts.deep_budget)]
                                         + keep + extra, fixture(n), args, timeout=600)
@@ -913,6 +914,12 @@ def measure_deep(mc, opts):
     return rows
 
 
+def deep_seeds(opts):
+    """Seeds far apart: execution i of seed S is execution 0 of seed S+i, so that runs with
+    neighbouring seeds share almost all their executions and are no independent samples."""
+    return [1 + k * DEEP_SEED_STRIDE for k in range(opts.deep_seeds)]
+
+
 def deep_cell(firsts, budget):
     """Median executions to the failure, a missed run counting as more than the budget;
     with how many runs found it when not all did."""
@@ -926,7 +933,8 @@ def deep_cell(firsts, budget):
 
 def print_deep(rows, opts):
     print("Executions to the first failure (not a race report), --jobs 1, median over seeds "
-          "1..%d (icb, dfs: one run), budget %d" % (opts.deep_seeds, opts.deep_budget))
+          "%s (icb, dfs: one run), budget %d"
+          % (", ".join(map(str, deep_seeds(opts))), opts.deep_budget))
     keys = [k for k, _ in DEEP_STRATEGIES]
     cols = "  %-20s" + " %12s" * len(keys)
     print(cols % tuple(["fixture"] + keys))

@@ -11,9 +11,11 @@
 //! Dependence comes from the footprints the executor reports for the pending operations
 //! ([`Point::footprints`], and [`Point::blocked`] for threads that wait); without them
 //! every step is taken as dependent, and POS becomes a fresh uniform choice per step.
-//! Timeouts are taken only at a few drawn steps, as by random and PCT (`timeout_steps`).
+//! Timeouts are taken only at a few drawn steps, as by random and PCT (`timeout_steps`). A
+//! thread that yields (sched_yield, a sleep) goes below every other thread until it runs
+//! again, as in PCT, so that a spin wait cannot keep the thread it waits for from running.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -27,6 +29,8 @@ pub struct PosScheduler {
     rng: Pcg64Mcg,
     /// The priority of each thread's pending step (drawn when first offered).
     priorities: HashMap<ThreadId, u64>,
+    /// Threads that yielded and have not run since: below every other thread.
+    yielded: HashSet<ThreadId>,
     /// Steps of the current execution where an offered timeout is taken.
     timeout_steps: Vec<usize>,
     /// The longest execution seen (at least 32).
@@ -40,6 +44,7 @@ impl PosScheduler {
             seed,
             rng: Pcg64Mcg::seed_from_u64(seed),
             priorities: HashMap::new(),
+            yielded: HashSet::new(),
             timeout_steps: Vec::new(),
             max_steps_seen: 32,
         }
@@ -69,12 +74,21 @@ impl Scheduler for PosScheduler {
         let seed = self.seed.wrapping_add(index);
         self.rng = Pcg64Mcg::seed_from_u64(seed);
         self.priorities.clear();
+        self.yielded.clear();
         self.timeout_steps = timeout_steps::draw(seed, self.max_steps_seen);
         Some(seed)
     }
 
     fn choose(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence> {
         let among = timeout_steps::candidates(point, &self.timeout_steps);
+        if let (Some(c), true) = (point.current, point.current_yields) {
+            self.yielded.insert(c);
+        }
+        // Threads that yielded compete only when no other thread can run.
+        let eager: Vec<ThreadId> = (among.iter().copied())
+            .filter(|t| !self.yielded.contains(t))
+            .collect();
+        let among = if eager.is_empty() { among } else { eager };
         let mut chosen = among[0];
         let mut best = self.priority(chosen);
         for &t in &among[1..] {
@@ -83,6 +97,7 @@ impl Scheduler for PosScheduler {
                 (chosen, best) = (t, p);
             }
         }
+        self.yielded.remove(&chosen);
         // The chosen step runs: its thread's next step is a new one, and the pending steps
         // it races with draw new priorities. Unknown footprints race with everything.
         self.priorities.remove(&chosen);
@@ -111,7 +126,7 @@ impl Scheduler for PosScheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::explore::testing::{Failure, Program, SynOp, Synthetic};
+    use crate::explore::testing::{Failure, Program, SpinWait, SynOp, Synthetic};
     use crate::explore::RandomScheduler;
 
     /// Thread 0 does `work` independent steps, then writes word 0; thread 1 asserts first
@@ -181,6 +196,21 @@ mod tests {
             "it reads what 0 wrote: re-drawn"
         );
         assert_eq!(s.priorities.get(&2), Some(&p2), "independent: kept");
+    }
+
+    #[test]
+    fn a_spin_wait_lets_the_thread_it_waits_for_run() {
+        // Once the spinner yields, the worker's 20 steps come next: 30 steps suffice.
+        let spin = SpinWait {
+            work: 20,
+            max_steps: 30,
+        };
+        let (runs, cut) = spin.run_all(&mut PosScheduler::new(4), false, 200);
+        assert_eq!(
+            (runs, cut),
+            (200, 0),
+            "no execution spins to the step limit"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use clap::ValueEnum;
 /// Scheduling strategies selectable with `--strategy` (or a manifest's `strategy`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum StrategyName {
-    /// ICB, PCT and random interleaved; complete when ICB exhausts the space.
+    /// ICB, POS and random interleaved with a reduced dfs; complete when a tree is exhausted.
     Portfolio,
     /// Exhaustive depth-first search over the scheduling choices.
     Dfs,

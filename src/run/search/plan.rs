@@ -9,7 +9,7 @@ use crate::run::config::ExecutionConfig;
 /// Which strategy to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Plan {
-    /// random ×2 + icb + pct(3) interleaved with a reduced dfs; complete when icb or the
+    /// random ×2 + icb + pos interleaved with a reduced dfs; complete when icb or the
     /// reduced dfs is exhausted.
     Portfolio {
         /// Base seed of the randomised members.

@@ -26,6 +26,9 @@ Measures, side by side in one run, with medians over repetitions:
      where it is known.
   9. (section audit) `mcheck audit` of a manifest of small correct fixtures
      with --jobs 1 and --jobs 2: targets per minute and executions per second.
+ 10. (section deep) the SCTBench-style table: executions to the first failure
+     (not a race report) per strategy and for the default portfolio, on the
+     deep-bug fixtures and the other hard ones, median over --deep-seeds seeds.
 
 Per-point costs use the differential method: the fixture is checked with
 `mcheck --max-executions 1` for N = 0 and for a large N, and
@@ -88,7 +91,7 @@ POINT_BENCHES = [
 ]
 WHOLE = "bench_two_threads"
 SECTIONS = ("points", "whole", "rate", "jobs", "stress", "fair", "por", "bpor", "cache",
-            "audit", "refine")
+            "audit", "refine", "deep")
 
 
 class HarnessError(Exception):
@@ -857,6 +860,93 @@ def print_refine(rows, opts):
     print()
 
 
+# ------------------------------------------------ deep bugs (SCTBench-style table)
+
+# (fixture, args): bugs that need a deep or specific ordering, and a bug seen only in the
+# output. Fixtures whose verdict is data_race run with --keep-going (the race is reported
+# first; the failure it leads to is what is counted).
+DEEP_FIXTURES = [("deep_safestack", []), ("deep_order3", []), ("unjoined_account", []),
+                 ("unjoined_token_ring", []), ("race_reorder", []), ("race_twostage", []),
+                 ("output_lost_update", [])]
+# (column, options): each strategy with its own defaults, and the default command.
+DEEP_STRATEGIES = [
+    ("random", ["--strategy", "random"]),
+    ("pct3", ["--strategy", "pct"]),
+    ("pct1..5", ["--strategy", "pct", "--pct-depth", "1..5"]),
+    ("pos", ["--strategy", "pos"]),
+    ("icb", ["--strategy", "icb"]),
+    ("dfs", ["--strategy", "dfs"]),
+    ("default", []),
+]
+DEEP_SEED_STRIDE = 100000
+
+
+def expected_verdicts():
+    with open(os.path.join(ROOT, "tracee-fixtures", "expected.json")) as f:
+        return {e["name"]: e["verdict"] for e in json.load(f)}
+
+
+def measure_deep(mc, opts):
+    """For each deep fixture and strategy, --jobs 1, seeds 1..deep_seeds: the execution that
+    first reported a failure other than a data race (None: not within --deep-budget)."""
+    verdicts = expected_verdicts()
+    rows = []
+    for n, args in DEEP_FIXTURES:
+        if not os.access(fixture(n), os.X_OK):
+            raise HarnessError("%s is missing: run `make fixtures`" % fixture(n))
+        row = {"fixture": label_of(n, args)}
+        keep = ["--keep-going"] if verdicts.get(n) == "data_race" else []
+        for key, extra in DEEP_STRATEGIES:
+            firsts = []
+            for seed in deep_seeds(opts):
+                _wall, rc, r = mc.check(["--jobs", "1", "--seed", str(seed), "--quiet-program",
+                                         "--max-executions", str(opts.deep_budget)]
+                                        + keep + extra, fixture(n), args, timeout=600)
+                if r is None:
+                    raise HarnessError("%s on %s: no report (exit %s)" % (key, n, rc))
+                failures = [f["execution"] for f in r.get("findings", [])
+                            if f.get("kind") != "data_race"]
+                firsts.append(min(failures) if failures else None)
+                if key in ("icb", "dfs"):
+                    break  # deterministic: the seed changes nothing
+            row[key] = firsts
+        rows.append(row)
+    return rows
+
+
+def deep_seeds(opts):
+    """Seeds far apart: execution i of seed S is execution 0 of seed S+i, so that runs with
+    neighbouring seeds share almost all their executions and are no independent samples."""
+    return [1 + k * DEEP_SEED_STRIDE for k in range(opts.deep_seeds)]
+
+
+def deep_cell(firsts, budget):
+    """Median executions to the failure, a missed run counting as more than the budget;
+    with how many runs found it when not all did."""
+    found = [x for x in firsts if x is not None]
+    if not found:
+        return "-"
+    med = median([x if x is not None else budget + 1 for x in firsts])
+    text = (">%d" % budget) if med > budget else "%g" % med
+    return text if len(found) == len(firsts) else "%s (%d/%d)" % (text, len(found), len(firsts))
+
+
+def print_deep(rows, opts):
+    print("Executions to the first failure (not a race report), --jobs 1, median over seeds "
+          "%s (icb, dfs: one run), budget %d"
+          % (", ".join(map(str, deep_seeds(opts))), opts.deep_budget))
+    keys = [k for k, _ in DEEP_STRATEGIES]
+    cols = "  %-20s" + " %12s" * len(keys)
+    print(cols % tuple(["fixture"] + keys))
+    for r in rows:
+        print(cols % tuple([r["fixture"]] + [deep_cell(r[k], opts.deep_budget) for k in keys]))
+    print("  command: mcheck --jobs 1 --seed S --quiet-program --max-executions BUDGET "
+          "[--keep-going for data_race fixtures] [--strategy random | pct [--pct-depth 1..5] | "
+          "pos | icb | dfs] -- FIXTURE; '-': no run found it; (k/n): k of n runs found it, "
+          "a miss counting as more than the budget")
+    print()
+
+
 def measure_por(mc, opts):
     """Exhaustive dfs of each POR fixture without reduction, with source sets alone and with
     wakeup trees (POR_MODES), --jobs 1, jobs_reps runs each (alternating); returns rows of
@@ -1309,6 +1399,10 @@ def main():
                     help="fair: --max-steps of the --no-fair dfs runs (default 200)")
     ap.add_argument("--audit-executions", type=int, default=100,
                     help="audit: max_executions of each target of the manifest (default 100)")
+    ap.add_argument("--deep-seeds", type=int, default=5,
+                    help="seeds per randomised strategy in section deep (default: 5)")
+    ap.add_argument("--deep-budget", type=int, default=3000,
+                    help="--max-executions of each run in section deep (default: 3000)")
     ap.add_argument("--sections", default=",".join(SECTIONS),
                     help="comma-separated subset of %s (default: all)" % ",".join(SECTIONS))
     ap.add_argument("--mcheck", default=MCHECK,
@@ -1319,7 +1413,7 @@ def main():
     if min(opts.reps, opts.n, opts.native_n, opts.executions, opts.exec_reps,
            opts.native_runs, opts.rate_executions, opts.rate_reps, opts.rate_native_runs,
            opts.jobs_reps, opts.jobs_random_executions, opts.stress_mcheck_reps,
-           opts.probe_runs) < 1:
+           opts.probe_runs, opts.deep_seeds, opts.deep_budget) < 1:
         ap.error("counts must be positive")
     if min(opts.stress_window, opts.stress_cap, opts.stress_budget, opts.hang_after) <= 0:
         ap.error("times must be positive")
@@ -1364,6 +1458,7 @@ def main():
         print("  check: " + n)
     print()
     rates = jobs = stress = fair = por = cache = hashing = audit = refine = bpor = None
+    deep = None
     jobs_failed, jobs_notes = [], []
 
     section_seconds = {}
@@ -1398,6 +1493,11 @@ def main():
             t = time.perf_counter()
             refine = measure_refine(mc, opts)
             section_seconds["refine"] = time.perf_counter() - t
+        if "deep" in sections:
+            progress("executions to deep bugs per strategy")
+            t = time.perf_counter()
+            deep = measure_deep(mc, opts)
+            section_seconds["deep"] = time.perf_counter() - t
         if "cache" in sections:
             progress("dfs with and without state caching")
             t = time.perf_counter()
@@ -1444,6 +1544,9 @@ def main():
     if refine is not None:
         print_refine(refine, opts)
         results["race_refinement"] = refine
+    if deep is not None:
+        print_deep(deep, opts)
+        results["deep_bugs"] = deep
     if cache is not None:
         print_cache(cache, opts)
         results["state_cache"] = cache

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::explore::StrategyName;
+use crate::explore::{PctDepth, StrategyName};
 pub use crate::report::exit_status::{
     EXIT_CLEAN, EXIT_FINDINGS, EXIT_INCONCLUSIVE, EXIT_INTERNAL, EXIT_USAGE,
 };
@@ -239,9 +239,10 @@ pub struct CheckArgs {
     /// Largest number of preemptions icb (and the portfolio's icb member) explores.
     #[arg(long, value_name = "C")]
     pub preemption_bound: Option<u32>,
-    /// Bug depth d of pct: d-1 priority change points per execution.
-    #[arg(long, default_value_t = 3, value_name = "D", value_parser = clap::value_parser!(u32).range(1..))]
-    pub pct_depth: u32,
+    /// Bug depth d of pct: d-1 priority change points per execution; `1..D` cycles through
+    /// the depths 1 to D, execution by execution.
+    #[arg(long, default_value = "3", value_name = "D")]
+    pub pct_depth: PctDepth,
     /// Most executions to run [default: 1000]. Without this option the portfolio's reduced
     /// tree, when it is still going after the 1000, runs alone until it has had 1000
     /// executions itself, so that a correct program whose reduced tree holds up to 1000

@@ -285,7 +285,7 @@ impl Target {
                 (
                     s.span(),
                     format!(
-                        "target `{name}`: unknown strategy `{}` (portfolio, dfs, icb, pct or random)",
+                        "target `{name}`: unknown strategy `{}` (portfolio, dfs, icb, pct, pos or random)",
                         s.get_ref()
                     ),
                 )

@@ -382,6 +382,7 @@ fn plan(args: &CheckArgs, seed: u64) -> Plan {
             depth: args.pct_depth,
             seed,
         },
+        StrategyName::Pos => Plan::Pos { seed },
         StrategyName::Random => Plan::Random { seed },
     }
 }

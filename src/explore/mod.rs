@@ -5,7 +5,10 @@
 //! - [`RandomScheduler`]: a fresh seeded random choice at every point.
 //! - [`TreeSearch`]: stateless depth-first search over the choices, unbounded (`dfs`) or by
 //!   iterative preemption bounding (`icb`, Musuvathi & Qadeer PLDI'07).
-//! - [`PctScheduler`]: probabilistic concurrency testing (Burckhardt et al., ASPLOS'10).
+//! - [`PctScheduler`]: probabilistic concurrency testing (Burckhardt et al., ASPLOS'10),
+//!   with a fixed bug depth or cycling through depths.
+//! - [`PosScheduler`]: partial-order sampling (Yuan et al., CAV'18): random priorities per
+//!   pending step, re-drawn for the steps that race with the one taken.
 //! - [`portfolio`](default_mix): several of the above interleaved execution by execution.
 //! - [`ReplayScheduler`]: follows a recorded schedule and detects divergence.
 //! - [`DirectedScheduler`]: replays a prefix, then holds one thread back (the confirmation
@@ -29,6 +32,7 @@ mod fair;
 mod pct;
 mod pool;
 mod portfolio;
+mod pos;
 mod prefix;
 mod random;
 mod refine;
@@ -42,9 +46,10 @@ mod wakeup;
 
 pub use directed::{DirectedScheduler, HOLD_PATIENCE};
 pub use fair::FairFilter;
-pub use pct::PctScheduler;
+pub use pct::{PctDepth, PctScheduler};
 pub use pool::{Claims, TreePool, WorkItem};
 pub use portfolio::{default_mix, Mix, Slot};
+pub use pos::PosScheduler;
 pub use prefix::{Path, Prefix};
 pub use random::RandomScheduler;
 pub use refine::RacySites;

@@ -5,6 +5,9 @@
 //! 1/(n·k^(d−1)) per execution for n threads and k steps. n and k are not known in advance:
 //! k is the longest execution seen so far (at least 32). A thread whose step would be a
 //! timeout competes with its priority only at a few drawn steps (`timeout_steps`).
+//!
+//! The bug depth is rarely known in advance: [`PctScheduler::cycling`] runs execution i with
+//! depth 1 + i mod D, so that one search tries every depth up to D in turn.
 
 use std::collections::HashMap;
 
@@ -14,9 +17,60 @@ use rand_pcg::Pcg64Mcg;
 use super::{timeout_steps, Divergence, ExecutionSummary, Point, Scheduler};
 use crate::model::ThreadId;
 
+/// The bug depth `--pct-depth` asks for: one depth, or every depth from 1 up to a most,
+/// execution by execution (`1..D`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PctDepth {
+    /// Every execution with this depth (at least 1).
+    Fixed(u32),
+    /// Execution i with depth 1 + i mod this (at least 1).
+    UpTo(u32),
+}
+
+impl PctDepth {
+    /// The scheduler for this depth.
+    pub fn scheduler(self, seed: u64) -> PctScheduler {
+        match self {
+            PctDepth::Fixed(d) => PctScheduler::new(d, seed),
+            PctDepth::UpTo(d) => PctScheduler::cycling(d, seed),
+        }
+    }
+
+    /// How a portfolio or report names it: `pct(depth 3)`, `pct(depth 1..5)`.
+    pub fn label(self) -> String {
+        match self {
+            PctDepth::Fixed(d) => format!("pct(depth {d})"),
+            PctDepth::UpTo(d) => format!("pct(depth 1..{d})"),
+        }
+    }
+}
+
+impl std::str::FromStr for PctDepth {
+    type Err = String;
+
+    /// `D` (a depth of 1 or more) or `1..D` (every depth from 1 to D in turn).
+    fn from_str(text: &str) -> Result<PctDepth, String> {
+        let number = |t: &str| {
+            match t.trim().parse::<u32>() {
+            Ok(d) if d >= 1 => Ok(d),
+            _ => Err(format!(
+                "`{text}` is not a bug depth: a whole number of 1 or more, or 1..D to cycle through the depths 1 to D"
+            )),
+        }
+        };
+        match text.split_once("..") {
+            Some((low, high)) if low.trim() == "1" => Ok(PctDepth::UpTo(number(high)?)),
+            Some(_) => Err(format!("`{text}`: a range of depths starts at 1 (1..D)")),
+            None => Ok(PctDepth::Fixed(number(text)?)),
+        }
+    }
+}
+
 /// The PCT strategy with bug depth `depth`.
 pub struct PctScheduler {
     depth: u32,
+    /// When set, execution i runs with depth 1 + i mod this (see [`PctScheduler::cycling`]).
+    cycle_up_to: Option<u32>,
     seed: u64,
     rng: Pcg64Mcg,
     priorities: HashMap<ThreadId, i64>,
@@ -31,6 +85,7 @@ impl PctScheduler {
     pub fn new(depth: u32, seed: u64) -> PctScheduler {
         PctScheduler {
             depth: depth.max(1),
+            cycle_up_to: None,
             seed,
             rng: Pcg64Mcg::seed_from_u64(seed),
             priorities: HashMap::new(),
@@ -40,7 +95,16 @@ impl PctScheduler {
         }
     }
 
-    /// The bug depth.
+    /// PCT whose execution i has depth 1 + i mod `max_depth`: every depth up to
+    /// `max_depth` in turn, for programs whose bug depth is unknown.
+    pub fn cycling(max_depth: u32, seed: u64) -> PctScheduler {
+        PctScheduler {
+            cycle_up_to: Some(max_depth.max(1)),
+            ..PctScheduler::new(1, seed)
+        }
+    }
+
+    /// The bug depth (of the execution begun last, when cycling).
     pub fn depth(&self) -> u32 {
         self.depth
     }
@@ -53,6 +117,9 @@ impl Scheduler for PctScheduler {
 
     fn begin_execution(&mut self, index: u64) -> Option<u64> {
         let seed = self.seed.wrapping_add(index);
+        if let Some(max) = self.cycle_up_to {
+            self.depth = 1 + (index % u64::from(max)) as u32;
+        }
         self.rng = Pcg64Mcg::seed_from_u64(seed);
         self.priorities.clear();
         let k = self.max_steps_seen;
@@ -160,6 +227,32 @@ mod tests {
             })
             .unwrap();
         assert_eq!(next, other, "after a yield the other thread runs");
+    }
+
+    #[test]
+    fn depth_text_is_a_number_or_a_range_from_one() {
+        assert_eq!("3".parse(), Ok(PctDepth::Fixed(3)));
+        assert_eq!("1..5".parse(), Ok(PctDepth::UpTo(5)));
+        assert!("0".parse::<PctDepth>().is_err());
+        assert!("2..5".parse::<PctDepth>().is_err());
+        assert!("1..".parse::<PctDepth>().is_err());
+        assert!("deep".parse::<PctDepth>().is_err());
+    }
+
+    #[test]
+    fn cycling_tries_every_depth_in_turn() {
+        let prog = Synthetic { steps: vec![6, 6] };
+        let mut s = PctScheduler::cycling(3, 11);
+        let mut most = [0; 3];
+        for i in 0..300u64 {
+            s.begin_execution(i);
+            assert_eq!(s.depth() as u64, 1 + i % 3);
+            let p = preemptions(&prog.run_once(&mut s), &prog.steps);
+            let d = (i % 3) as usize;
+            assert!(p < d + 1, "depth {} preempted {p} times", d + 1);
+            most[d] = most[d].max(p);
+        }
+        assert_eq!(most, [0, 1, 2], "each depth uses its change points");
     }
 
     #[test]

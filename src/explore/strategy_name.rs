@@ -7,7 +7,7 @@ use clap::ValueEnum;
 /// Scheduling strategies selectable with `--strategy` (or a manifest's `strategy`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum StrategyName {
-    /// ICB, PCT and random interleaved; complete when ICB exhausts the space.
+    /// ICB, POS and random interleaved with a reduced dfs; complete when a tree is exhausted.
     Portfolio,
     /// Exhaustive depth-first search over the scheduling choices.
     Dfs,
@@ -15,6 +15,8 @@ pub enum StrategyName {
     Icb,
     /// PCT (probabilistic concurrency testing) with `--pct-depth`.
     Pct,
+    /// POS (partial-order sampling): random priorities, re-drawn for racing steps.
+    Pos,
     /// A fresh seeded random choice at every scheduling point.
     Random,
 }

@@ -299,3 +299,19 @@ fn unknown_option() {
         o.stderr
     );
 }
+
+#[test]
+fn bad_pct_depth() {
+    let tmp = TempDir::new("pct-depth");
+    for depth in ["0", "2..5", "1..", "deep"] {
+        let o = run(
+            &tmp,
+            &["--strategy", "pct", "--pct-depth", depth, "--", "/bin/true"],
+        );
+        // A usage error (clap's: the error line and a hint to --help), not bad input.
+        let what = format!("--pct-depth {depth}");
+        assert_no_panic(&what, &o);
+        assert_eq!(o.code, Some(2), "{what}: {}", o.stderr);
+        assert!(o.stderr.contains("--pct-depth"), "{what}: {}", o.stderr);
+    }
+}

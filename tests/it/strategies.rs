@@ -564,3 +564,48 @@ fn no_strategy_claims_exhaustion_while_an_assertion_is_reachable() {
         }
     }
 }
+
+/// The first finding's kind and execution of `mcheck --jobs 1 --seed 1 OPTS -- FIXTURE`.
+fn first_finding(opts: &[&str], name: &str) -> Option<(String, u64)> {
+    let mut a = args(&["--quiet-program", "--jobs", "1", "--seed", "1"]);
+    a.extend(opts.iter().map(|s| s.to_string()));
+    a.extend(["--".to_string(), fixture(name).display().to_string()]);
+    let r = mcheck(&a, true, LIMIT);
+    let json = r.json.expect("a JSON report");
+    let f = json["findings"].as_array().unwrap().first()?.clone();
+    Some((f["kind"].as_str()?.to_string(), f["execution"].as_u64()?))
+}
+
+#[test]
+fn pos_holds_a_check_back_through_independent_steps_where_random_does_not() {
+    // deep_order3: A1 < B1 < A2 < C1 with 12 independent steps of A before A1 and between
+    // A1 and A2 (docs/performance.md, "Deep bugs": POS median 176, random none in 3000).
+    let budget = ["--max-executions", "1000"];
+    let pos = first_finding(
+        &[&["--strategy", "pos"][..], &budget].concat(),
+        "deep_order3",
+    );
+    assert!(
+        matches!(&pos, Some((kind, _)) if kind == "assertion"),
+        "pos: {pos:?}"
+    );
+    let random = first_finding(
+        &[&["--strategy", "random"][..], &budget].concat(),
+        "deep_order3",
+    );
+    assert_eq!(random, None, "random is not expected to find it in 1000");
+}
+
+#[test]
+fn pct_cycling_depths_reaches_a_bug_pct_of_depth_three_misses() {
+    // deep_safestack needs three preemptions: depth 4, which pct --pct-depth 3 never has.
+    let budget = ["--max-executions", "1500"];
+    let cycling = [&["--strategy", "pct", "--pct-depth", "1..5"][..], &budget].concat();
+    let found = first_finding(&cycling, "deep_safestack");
+    assert!(
+        matches!(&found, Some((kind, _)) if kind == "assertion"),
+        "pct 1..5: {found:?}"
+    );
+    let fixed = [&["--strategy", "pct", "--pct-depth", "3"][..], &budget].concat();
+    assert_eq!(first_finding(&fixed, "deep_safestack"), None);
+}

@@ -3,13 +3,13 @@
 use std::time::Duration;
 
 use crate::explore::shard::TreeShard;
-use crate::explore::{default_mix, Mix, PctScheduler, RandomScheduler, Slot};
+use crate::explore::{default_mix, Mix, PctDepth, PosScheduler, RandomScheduler, Slot};
 use crate::run::config::ExecutionConfig;
 
 /// Which strategy to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Plan {
-    /// random ×2 + icb + pct(3) interleaved with a reduced dfs; complete when icb or the
+    /// random ×2 + icb + pos interleaved with a reduced dfs; complete when icb or the
     /// reduced dfs is exhausted.
     Portfolio {
         /// Base seed of the randomised members.
@@ -33,8 +33,13 @@ pub enum Plan {
     },
     /// PCT with bug depth `depth`.
     Pct {
-        /// Bug depth.
-        depth: u32,
+        /// Bug depth (fixed, or cycling).
+        depth: PctDepth,
+        /// Base seed.
+        seed: u64,
+    },
+    /// Partial-order sampling.
+    Pos {
         /// Base seed.
         seed: u64,
     },
@@ -53,6 +58,7 @@ impl Plan {
             Plan::Dfs { .. } => "dfs",
             Plan::Icb { .. } => "icb",
             Plan::Pct { .. } => "pct",
+            Plan::Pos { .. } => "pos",
             Plan::Random { .. } => "random",
         }
     }
@@ -90,10 +96,11 @@ impl Plan {
                 cycle: vec![Slot::Tree],
             },
             Plan::Pct { depth, seed } => Mix {
-                members: vec![(
-                    Box::new(PctScheduler::new(depth, seed)),
-                    format!("pct(depth {depth})"),
-                )],
+                members: vec![(Box::new(depth.scheduler(seed)), depth.label())],
+                cycle: vec![Slot::Randomized(0)],
+            },
+            Plan::Pos { seed } => Mix {
+                members: vec![(Box::new(PosScheduler::new(seed)), "pos".into())],
                 cycle: vec![Slot::Randomized(0)],
             },
             Plan::Random { seed } => Mix {

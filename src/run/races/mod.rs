@@ -357,12 +357,20 @@ impl RaceRecording {
         self.breakpoint_accesses += 1;
     }
 
-    /// Whether thread `t`, in the epoch it is in now, still makes an access whose stack a
-    /// second run of the schedule asked for: while it does, it stops at every logged access
-    /// (the log is armed), so that the stack is taken at the access itself. Other threads
-    /// and epochs run at full speed: a stop at every call of a hooked `memcmp` in the whole
-    /// execution cost GNU sort 2.7 million stops.
-    pub fn wants_stops(&self, t: ThreadId) -> bool {
+    /// The instructions whose stacks a second run wants: access sites, which stop at a
+    /// breakpoint, and the return addresses of logged calls (see [`Self::wants_stops`]).
+    pub fn requested_pcs(&self) -> impl Iterator<Item = u64> + '_ {
+        self.stack_requests.iter().map(|r| r.1)
+    }
+
+    /// Whether thread `t`, in the epoch it is in now, still makes a logged call whose stack
+    /// a second run of the schedule asked for (a requested pc that `is_site` does not
+    /// claim: a call's return address): while it does, it stops at every logged access (the
+    /// log is armed), so that the stack is taken at the call itself. Other threads and
+    /// epochs run at full speed: a stop at every call of a hooked `memcmp` in the whole
+    /// execution cost GNU sort 2.7 million stops. Requested sites stop at breakpoints
+    /// instead: an epoch can hold millions of accesses (`bench_slices_racy`).
+    pub fn wants_stops(&self, t: ThreadId, is_site: impl Fn(u64) -> bool) -> bool {
         if self.stack_requests.is_empty() {
             return false;
         }
@@ -370,7 +378,7 @@ impl RaceRecording {
             return false;
         };
         (self.stack_requests.iter())
-            .filter(|k| k.0 == t && k.2 == epoch)
+            .filter(|k| k.0 == t && k.2 == epoch && !is_site(k.1))
             .any(|k| !self.captured_stacks.iter().any(|(c, _)| c == k))
     }
 

@@ -395,13 +395,13 @@ impl<'a> Session<'a> {
         self.worker.debugger.hook.is_some()
     }
 
-    /// Sites this execution needs a real stop at: racy sites under `--preempt-on-races`
-    /// and those the configuration names (`stop_at_sites`). The accesses whose stacks it is
-    /// asked to capture need none: their threads stop at every logged access while in the
-    /// epoch of one (`sync_log_mode`).
+    /// Sites this execution needs a real stop at: racy sites under `--preempt-on-races`,
+    /// the accesses whose stacks it is asked to capture, and those the configuration names
+    /// (`stop_at_sites`). The logged calls whose stacks it wants need none: their threads
+    /// stop at every logged access while in the epoch of one (`sync_log_mode`).
     pub(super) fn stop_sites(&self) -> std::collections::HashSet<u64> {
-        let mut s: std::collections::HashSet<u64> =
-            self.cfg.instrument.stop_at_sites.iter().copied().collect();
+        let mut s: std::collections::HashSet<u64> = self.races.requested_pcs().collect();
+        s.extend(self.cfg.instrument.stop_at_sites.iter().copied());
         if self.cfg.instrument.preempt_on_races {
             s.extend(self.worker.racy_sites.iter().copied());
         }

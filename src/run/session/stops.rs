@@ -63,7 +63,7 @@ impl Session<'_> {
                 return Ok(r);
             }
         }
-        if self.races.wants_stops(t) {
+        if self.wants_call_stops(t) {
             // A second run of a schedule, in an epoch of `t` whose stack it wants: stop at
             // every logged access (the log is disarmed again once `t` is out of it).
             self.code.sync_log_mode(true);

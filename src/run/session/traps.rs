@@ -752,8 +752,17 @@ impl Session<'_> {
     pub(super) fn sync_log_mode(&self, t: ThreadId) {
         let stretch =
             self.step.creation_stretch.contains(&t) && !self.instr.atomic_ranges().is_empty();
-        self.code
-            .sync_log_mode(stretch || self.races.wants_stops(t));
+        self.code.sync_log_mode(stretch || self.wants_call_stops(t));
+    }
+
+    /// Whether `t` is in an epoch holding a logged call whose stack this run must take
+    /// (`RaceRecording::wants_stops`). A requested pc that is an instrumented site (patched,
+    /// or on a breakpoint) stops at its breakpoint instead.
+    pub(super) fn wants_call_stops(&self, t: ThreadId) -> bool {
+        let code = &self.code;
+        (self.races).wants_stops(t, |pc| {
+            code.has_breakpoint(pc) || code.table().get(pc).is_some()
+        })
     }
 
     /// Records through `record` what thread `t`, stopped in the trampoline of the site at

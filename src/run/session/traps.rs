@@ -668,11 +668,16 @@ impl Session<'_> {
             };
             let args = [r.rdi, r.rsi, r.rdx];
             if let Some(f) = site.and_then(|s| s.mem_fn) {
-                // Inside generated code, at the call: a second run takes its stack here.
-                self.record_as_at_site(t, meta.site, |s| {
-                    let (races, mut env) = race_env!(s);
-                    races.record_mem_call(&mut env, t, f, args, None, caller, Seen::LoggedCall);
-                });
+                // At the call, inside generated code: a second run takes its stack here, as
+                // if the thread were at a breakpoint on the hook (the trampoline has moved
+                // neither rsp nor rbp, nor pushed a return address).
+                let place = std::mem::replace(
+                    &mut self.p.threads[t].place,
+                    crate::run::process::StopPlace::Breakpoint(meta.site),
+                );
+                let (races, mut env) = race_env!(self);
+                races.record_mem_call(&mut env, t, f, args, None, caller, Seen::LoggedCall);
+                self.p.threads[t].place = place;
             }
             if let Some(kind) = site.and_then(|s| s.alloc) {
                 (self.races).allocator_call(&self.p.mem, t, kind, 0, args, caller);
@@ -723,12 +728,10 @@ impl Session<'_> {
                     self.sync_log_mode(t);
                     return Ok(Some(point));
                 }
-                self.record_as_at_site(t, meta.site, |s| {
-                    let (races, mut env) = race_env!(s);
-                    races.record_access(&mut env, t, &site, ea, Seen::Logged);
-                });
-                // What it recorded may have moved `t` into or out of an epoch whose stack
-                // a second run wants.
+                let (races, mut env) = race_env!(self);
+                races.record_access(&mut env, t, &site, ea, Seen::Logged);
+                // What it recorded may have moved `t` out of an epoch whose call's stack a
+                // second run wants.
                 self.sync_log_mode(t);
             }
             // Past the record (the log stays armed, unless `t` no longer needs it).
@@ -747,7 +750,7 @@ impl Session<'_> {
     /// Sets the empty log up for the running thread `t` (`CodeEdits::sync_log_mode`): a
     /// thread stops at every logged access only in a creation stretch of a program with
     /// atomic globals (sites whose source or fixed address says atomic keep breakpoints),
-    /// or, in a second run of a schedule, while in an epoch in which it makes an access
+    /// or, in a second run of a schedule, while in an epoch in which it makes a logged call
     /// whose stack was asked for (`RaceRecording::wants_stops`).
     pub(super) fn sync_log_mode(&self, t: ThreadId) {
         let stretch =
@@ -763,25 +766,6 @@ impl Session<'_> {
         (self.races).wants_stops(t, |pc| {
             code.has_breakpoint(pc) || code.table().get(pc).is_some()
         })
-    }
-
-    /// Records through `record` what thread `t`, stopped in the trampoline of the site at
-    /// `site` by an armed log, accessed there, with its stack (if a second run wants it)
-    /// taken as if it were stopped at a breakpoint on the site itself: generated code has
-    /// not moved its stack or frame pointer.
-    fn record_as_at_site<R>(
-        &mut self,
-        t: ThreadId,
-        site: u64,
-        record: impl FnOnce(&mut Self) -> R,
-    ) -> R {
-        let place = std::mem::replace(
-            &mut self.p.threads[t].place,
-            crate::run::process::StopPlace::Breakpoint(site),
-        );
-        let out = record(self);
-        self.p.threads[t].place = place;
-        out
     }
 
     /// Instruments the files mapped now (at the entry point, and after each change of the

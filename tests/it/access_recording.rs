@@ -113,7 +113,7 @@ fn tracing_cost_is_not_a_timeout() {
     // while the program itself runs for milliseconds.
     let (code, report) = check(
         "slow_under_tracing_ok",
-        &["20"],
+        &["4"],
         &["--execution-timeout", "1", "--max-executions", "1"],
         "off",
     );

@@ -120,7 +120,12 @@ fn mcheck_to(
     // write them there, never into the source tree nor into another run's files.
     let work = temp_path("cwd");
     fs::create_dir_all(&work).expect("working directory");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcheck"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcheck"));
+    // The environment's RUST_BACKTRACE=1 makes a panicking Rust fixture symbolise its
+    // own backtrace (a hundred thousand allocations, each a stop): seconds per
+    // execution that test nothing of mcheck.
+    child.env_remove("RUST_BACKTRACE");
+    let mut child = child
         .current_dir(&work)
         .args(&ordered)
         .envs(env.iter().copied())

@@ -95,6 +95,12 @@ pub enum Hook {
     GompStaticUnlock {
         lock: u64,
     },
+    /// A libgomp entry that hands out work (a section, a chunk of a dynamic, guided or
+    /// runtime loop): a scheduling point on `key` before it runs natively, so the search
+    /// chooses which thread asks first.
+    GompHandOut {
+        key: u64,
+    },
 }
 
 /// Every intercepted symbol name with its hook.
@@ -197,7 +203,9 @@ impl Hook {
         match self {
             SemInit | SemWait | SemTryWait | SemTimedWait | SemClockWait | SemPost
             | SemGetValue | SemDestroy => Convention::MinusOneErrno,
-            Join | TryJoin | TimedJoin | ClockJoin | Detach | Once => Convention::Native,
+            Join | TryJoin | TimedJoin | ClockJoin | Detach | Once | GompHandOut { .. } => {
+                Convention::Native
+            }
             OmpTestLock => Convention::OmpTest,
             OmpTestNestLock => Convention::OmpNestTest,
             _ => Convention::ErrorNumber,
@@ -210,6 +218,7 @@ impl Hook {
         match self {
             Hook::GompStaticLock { lock } => Hook::GompStaticLock { lock: lock + bias },
             Hook::GompStaticUnlock { lock } => Hook::GompStaticUnlock { lock: lock + bias },
+            Hook::GompHandOut { key } => Hook::GompHandOut { key: key + bias },
             h => h,
         }
     }
@@ -381,6 +390,10 @@ impl Hook {
             OmpDestroyLock => Op::MutexDestroy { m: a[0] },
             GompStaticLock { lock } => omp_lock(lock, Attempt::Block, MutexType::Normal),
             GompStaticUnlock { lock } => Op::MutexUnlock { m: lock },
+            // One byte of libgomp's code stands for every work share: all hand-outs are
+            // dependent with each other, and the step after one carries libgomp's atomics
+            // on the work share into its footprint.
+            GompHandOut { key } => Op::Atomic { addr: key, size: 1 },
         }
     }
 }
@@ -505,6 +518,19 @@ mod tests {
         let end = Hook::GompStaticUnlock { lock: 0x47648 }.rebased(0x7000_0000);
         assert_eq!(end.op([9; 6], &Cx), Op::MutexUnlock { m: 0x7004_7648 });
         assert_eq!(Hook::OmpSetLock.rebased(0x1000), Hook::OmpSetLock);
+    }
+
+    #[test]
+    fn a_work_share_hand_out_is_an_atomic_point_on_one_key_and_then_runs_natively() {
+        let h = Hook::GompHandOut { key: 0x2_0000 }.rebased(0x7000_0000);
+        assert_eq!(
+            h.op([1, 2, 3, 4, 5, 6], &Cx),
+            Op::Atomic {
+                addr: 0x7002_0000,
+                size: 1
+            }
+        );
+        assert_eq!(h.convention(), Convention::Native);
     }
 
     #[test]

@@ -69,6 +69,7 @@ pub fn gomp_hooks(elf: &ElfFile) -> Vec<(u64, Hook)> {
         }
     }
     hooks.extend(hand_out_hooks(elf));
+    hooks.extend(task_hooks(elf));
     hooks
 }
 
@@ -130,6 +131,24 @@ fn hand_out_hooks(elf: &ElfFile) -> Vec<(u64, Hook)> {
         .iter()
         .flat_map(|name| elf.function_addresses(name))
         .map(|a| (a, Hook::GompHandOut { key }))
+        .collect()
+}
+
+/// The libgomp entries that create tasks, whose first argument is the task's function.
+const TASK_CREATORS: &[&str] = &["GOMP_task", "GOMP_taskloop", "GOMP_taskloop_ull"];
+
+/// The hooks of libgomp's task creators, keyed by the entry of `GOMP_task`: at each, the
+/// session also puts a scheduling point at the task's function, so that which thread runs
+/// which task, and two tasks running at once, are choices of the search (libgomp's task
+/// queue is served under its own lock, whose atomics are not scheduling points).
+fn task_hooks(elf: &ElfFile) -> Vec<(u64, Hook)> {
+    let Some(&key) = elf.function_addresses("GOMP_task").first() else {
+        return Vec::new();
+    };
+    TASK_CREATORS
+        .iter()
+        .flat_map(|name| elf.function_addresses(name))
+        .map(|a| (a, Hook::GompTask { key }))
         .collect()
 }
 

@@ -101,6 +101,17 @@ pub enum Hook {
     GompHandOut {
         key: u64,
     },
+    /// GOMP_task / GOMP_taskloop: a scheduling point on `key`, then run natively; the
+    /// session puts a [`Hook::GompTaskBody`] at the task's function (the first argument).
+    GompTask {
+        key: u64,
+    },
+    /// The entry of a task's function, called by whichever thread runs the task: a
+    /// scheduling point on `key`, so another thread can take the next task before this
+    /// one's body runs (two tasks run at once).
+    GompTaskBody {
+        key: u64,
+    },
 }
 
 /// Every intercepted symbol name with its hook.
@@ -203,9 +214,15 @@ impl Hook {
         match self {
             SemInit | SemWait | SemTryWait | SemTimedWait | SemClockWait | SemPost
             | SemGetValue | SemDestroy => Convention::MinusOneErrno,
-            Join | TryJoin | TimedJoin | ClockJoin | Detach | Once | GompHandOut { .. } => {
-                Convention::Native
-            }
+            Join
+            | TryJoin
+            | TimedJoin
+            | ClockJoin
+            | Detach
+            | Once
+            | GompHandOut { .. }
+            | GompTask { .. }
+            | GompTaskBody { .. } => Convention::Native,
             OmpTestLock => Convention::OmpTest,
             OmpTestNestLock => Convention::OmpNestTest,
             _ => Convention::ErrorNumber,
@@ -219,6 +236,7 @@ impl Hook {
             Hook::GompStaticLock { lock } => Hook::GompStaticLock { lock: lock + bias },
             Hook::GompStaticUnlock { lock } => Hook::GompStaticUnlock { lock: lock + bias },
             Hook::GompHandOut { key } => Hook::GompHandOut { key: key + bias },
+            Hook::GompTask { key } => Hook::GompTask { key: key + bias },
             h => h,
         }
     }
@@ -393,7 +411,9 @@ impl Hook {
             // One byte of libgomp's code stands for every work share: all hand-outs are
             // dependent with each other, and the step after one carries libgomp's atomics
             // on the work share into its footprint.
-            GompHandOut { key } => Op::Atomic { addr: key, size: 1 },
+            GompHandOut { key } | GompTask { key } | GompTaskBody { key } => {
+                Op::Atomic { addr: key, size: 1 }
+            }
         }
     }
 }

@@ -3,7 +3,8 @@
 //! forms that need a lock, and the OpenMP lock API (`omp_set_lock`...) are futex words and
 //! atomic instructions inside libgomp; hooked at their entries they become mutex
 //! operations of the model (emulated, never run: libgomp's own lock words stay untouched),
-//! so their hand-overs order accesses and the search switches threads at them.
+//! so their hand-overs order accesses and the search switches threads at them. The entries
+//! that hand out `sections` and chunks of dynamic loops are scheduling points too.
 
 use super::hooks::Hook;
 use crate::binary::ElfFile;
@@ -67,7 +68,88 @@ pub fn gomp_hooks(elf: &ElfFile) -> Vec<(u64, Hook)> {
             hooks.push((a, Hook::GompStaticUnlock { lock }));
         }
     }
+    hooks.extend(hand_out_hooks(elf));
+    hooks.extend(task_hooks(elf));
     hooks
+}
+
+/// The loop schedules whose hand-outs depend on which thread asks first (a static
+/// schedule's chunks follow from the thread's number).
+const HANDED_OUT_SCHEDULES: &[&str] = &[
+    "dynamic",
+    "guided",
+    "runtime",
+    "nonmonotonic_dynamic",
+    "nonmonotonic_guided",
+    "nonmonotonic_runtime",
+    "maybe_nonmonotonic_runtime",
+    "ordered_dynamic",
+    "ordered_guided",
+    "ordered_runtime",
+    "doacross_dynamic",
+    "doacross_guided",
+    "doacross_runtime",
+];
+
+/// The libgomp entries that hand out work to whichever thread calls first: `sections`
+/// (`GOMP_sections_start` creates the work share and takes a section, `_next` takes the
+/// next; `GOMP_parallel_sections` only creates it, its threads then call `_next`), and the
+/// `_start`/`_next` of the loops of [`HANDED_OUT_SCHEDULES`] and of the generic starts
+/// (whose schedule is an argument), for `long` and `unsigned long long` iterations.
+fn hand_out_functions() -> Vec<String> {
+    let mut names: Vec<String> = [
+        "GOMP_sections_start",
+        "GOMP_sections2_start",
+        "GOMP_sections_next",
+        "GOMP_loop_start",
+        "GOMP_loop_ull_start",
+        "GOMP_loop_ordered_start",
+        "GOMP_loop_ull_ordered_start",
+        "GOMP_loop_doacross_start",
+        "GOMP_loop_ull_doacross_start",
+    ]
+    .iter()
+    .map(|n| n.to_string())
+    .collect();
+    for family in ["GOMP_loop_", "GOMP_loop_ull_"] {
+        for schedule in HANDED_OUT_SCHEDULES {
+            for end in ["_start", "_next"] {
+                names.push(format!("{family}{schedule}{end}"));
+            }
+        }
+    }
+    names
+}
+
+/// The hooks of libgomp's hand-out entries: each a scheduling point on one key, the entry
+/// of `GOMP_sections_next` (code, which no data of the program can share).
+fn hand_out_hooks(elf: &ElfFile) -> Vec<(u64, Hook)> {
+    let Some(&key) = elf.function_addresses("GOMP_sections_next").first() else {
+        return Vec::new();
+    };
+    hand_out_functions()
+        .iter()
+        .flat_map(|name| elf.function_addresses(name))
+        .map(|a| (a, Hook::GompHandOut { key }))
+        .collect()
+}
+
+/// The libgomp entries that create tasks, whose first argument is the task's function.
+const TASK_CREATORS: &[&str] = &["GOMP_task", "GOMP_taskloop", "GOMP_taskloop_ull"];
+
+/// The hooks of libgomp's task creators, keyed by the entry of `GOMP_task`: at each, the
+/// session also puts a scheduling point at the task's function, so that which thread runs
+/// which task, and two tasks running at once, are choices of the search (libgomp's task
+/// queue is served under its own lock, whose atomics are not scheduling points).
+fn task_hooks(elf: &ElfFile) -> Vec<(u64, Hook)> {
+    let Some(&key) = elf.function_addresses("GOMP_task").first() else {
+        return Vec::new();
+    };
+    TASK_CREATORS
+        .iter()
+        .flat_map(|name| elf.function_addresses(name))
+        .map(|a| (a, Hook::GompTask { key }))
+        .collect()
 }
 
 /// Most instructions looked at from a function's entry for its lock word's address.
@@ -107,6 +189,34 @@ mod tests {
         let path = std::fs::canonicalize(path.trim()).expect("gcc's libgomp is installed");
         assert!(is_gomp(&path), "{} is libgomp", path.display());
         ElfFile::load(&path).expect("libgomp loads")
+    }
+
+    #[test]
+    fn sections_and_dynamic_loops_hand_out_work_at_hooked_entries_but_static_loops_do_not() {
+        let elf = system_gomp();
+        let hooks = gomp_hooks(&elf);
+        let hooked = |name: &str| {
+            let at = elf.function_addresses(name);
+            !at.is_empty()
+                && at.iter().all(|a| {
+                    hooks
+                        .iter()
+                        .any(|(h, k)| h == a && matches!(k, Hook::GompHandOut { .. }))
+                })
+        };
+        for name in [
+            "GOMP_sections_start",
+            "GOMP_sections_next",
+            "GOMP_loop_dynamic_next",
+            "GOMP_loop_guided_start",
+            "GOMP_loop_nonmonotonic_dynamic_next",
+            "GOMP_loop_ull_runtime_next",
+            "GOMP_loop_start",
+        ] {
+            assert!(hooked(name), "{name} hooked");
+        }
+        assert!(!hooked("GOMP_loop_static_next"));
+        assert!(!hooked("GOMP_parallel_sections"));
     }
 
     #[test]

@@ -95,6 +95,23 @@ pub enum Hook {
     GompStaticUnlock {
         lock: u64,
     },
+    /// A libgomp entry that hands out work (a section, a chunk of a dynamic, guided or
+    /// runtime loop): a scheduling point on `key` before it runs natively, so the search
+    /// chooses which thread asks first.
+    GompHandOut {
+        key: u64,
+    },
+    /// GOMP_task / GOMP_taskloop: a scheduling point on `key`, then run natively; the
+    /// session puts a [`Hook::GompTaskBody`] at the task's function (the first argument).
+    GompTask {
+        key: u64,
+    },
+    /// The entry of a task's function, called by whichever thread runs the task: a
+    /// scheduling point on `key`, so another thread can take the next task before this
+    /// one's body runs (two tasks run at once).
+    GompTaskBody {
+        key: u64,
+    },
 }
 
 /// Every intercepted symbol name with its hook.
@@ -197,7 +214,15 @@ impl Hook {
         match self {
             SemInit | SemWait | SemTryWait | SemTimedWait | SemClockWait | SemPost
             | SemGetValue | SemDestroy => Convention::MinusOneErrno,
-            Join | TryJoin | TimedJoin | ClockJoin | Detach | Once => Convention::Native,
+            Join
+            | TryJoin
+            | TimedJoin
+            | ClockJoin
+            | Detach
+            | Once
+            | GompHandOut { .. }
+            | GompTask { .. }
+            | GompTaskBody { .. } => Convention::Native,
             OmpTestLock => Convention::OmpTest,
             OmpTestNestLock => Convention::OmpNestTest,
             _ => Convention::ErrorNumber,
@@ -210,6 +235,8 @@ impl Hook {
         match self {
             Hook::GompStaticLock { lock } => Hook::GompStaticLock { lock: lock + bias },
             Hook::GompStaticUnlock { lock } => Hook::GompStaticUnlock { lock: lock + bias },
+            Hook::GompHandOut { key } => Hook::GompHandOut { key: key + bias },
+            Hook::GompTask { key } => Hook::GompTask { key: key + bias },
             h => h,
         }
     }
@@ -381,6 +408,12 @@ impl Hook {
             OmpDestroyLock => Op::MutexDestroy { m: a[0] },
             GompStaticLock { lock } => omp_lock(lock, Attempt::Block, MutexType::Normal),
             GompStaticUnlock { lock } => Op::MutexUnlock { m: lock },
+            // One byte of libgomp's code stands for every work share: all hand-outs are
+            // dependent with each other, and the step after one carries libgomp's atomics
+            // on the work share into its footprint.
+            GompHandOut { key } | GompTask { key } | GompTaskBody { key } => {
+                Op::Atomic { addr: key, size: 1 }
+            }
         }
     }
 }
@@ -505,6 +538,19 @@ mod tests {
         let end = Hook::GompStaticUnlock { lock: 0x47648 }.rebased(0x7000_0000);
         assert_eq!(end.op([9; 6], &Cx), Op::MutexUnlock { m: 0x7004_7648 });
         assert_eq!(Hook::OmpSetLock.rebased(0x1000), Hook::OmpSetLock);
+    }
+
+    #[test]
+    fn a_work_share_hand_out_is_an_atomic_point_on_one_key_and_then_runs_natively() {
+        let h = Hook::GompHandOut { key: 0x2_0000 }.rebased(0x7000_0000);
+        assert_eq!(
+            h.op([1, 2, 3, 4, 5, 6], &Cx),
+            Op::Atomic {
+                addr: 0x7002_0000,
+                size: 1
+            }
+        );
+        assert_eq!(h.convention(), Convention::Native);
     }
 
     #[test]

@@ -206,12 +206,12 @@ impl Instrumentation {
             };
             (insn, site)
         }));
-        candidates.extend(plan.library_plain.iter().map(|insn| {
+        candidates.extend(plan.library_plain.iter().map(|(insn, write)| {
             let size = insn.memory_size().size().clamp(1, 64) as u8;
             let site = AccessSite {
                 insn: *insn,
                 size,
-                write: insn.op0_kind() == OpKind::Memory,
+                write: *write,
                 atomic_source: false,
                 plain_mov: true,
                 rmw: false,

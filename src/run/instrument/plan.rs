@@ -14,7 +14,7 @@ use iced_x86::Instruction;
 use super::gomp::{gomp_hooks, is_gomp};
 use super::hooks::{Hook, HOOKED_FUNCTIONS};
 use super::scan_cache::{self, CodeScan};
-use crate::binary::accesses::{memory_access_instructions, MemoryAccessInsn};
+use crate::binary::accesses::{memory_access_instructions, AccessKind, MemoryAccessInsn};
 use crate::binary::atomic_vars::atomic_global_ranges;
 use crate::binary::code_under_test::code_under_test_ranges;
 use crate::binary::symbolize::Symbolizer;
@@ -255,10 +255,10 @@ pub struct ModulePlan {
     /// Atomic instructions of a system library (race detection): not scheduling points,
     /// but recorded as acquire and release of their address.
     pub library_atomics: Vec<Instruction>,
-    /// Plain loads and stores of a runtime library that synchronises through them
-    /// ([`SYNC_RUNTIMES`]): not scheduling points, never racy themselves, but a load acquires
-    /// its address and a store releases it.
-    pub library_plain: Vec<Instruction>,
+    /// Plain (not LOCKed) loads and stores of a runtime library that synchronises through
+    /// them ([`SYNC_RUNTIMES`]), each with whether it writes: not scheduling points, never
+    /// racy themselves, but a load acquires its address and a store releases it.
+    pub library_plain: Vec<(Instruction, bool)>,
     /// Address ranges known to hold atomics: DWARF atomic globals and the rip-relative
     /// operands of atomic instructions.
     pub atomic_ranges: Vec<Range<u64>>,
@@ -385,15 +385,18 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
         // libuv, libstdc++...): each one is recorded as an acquire and a release.
         let sync_runtime = is_sync_runtime(elf.path());
         let what = match sync_runtime {
-            true => "library-sync",
+            true => "library-sync-all-plain",
             false => "library-atomics",
         };
         let scan = scan_cache::load_or_scan(elf, what, || CodeScan {
             atomics: spin_instructions(elf).atomics,
+            // Every plain access, not only MOVs: libgomp counts finished tasks with a
+            // `sub` on `task_count` under its task lock and the barrier's last thread
+            // reads it with a `cmp` (omp_task_each_ok).
             accesses: match sync_runtime {
                 true => memory_access_instructions(elf, None)
                     .into_iter()
-                    .filter(|m| m.plain_mov && !m.atomic && !m.frame)
+                    .filter(|m| !m.atomic && !m.frame)
                     .map(|m| (m, false))
                     .collect(),
                 false => Vec::new(),
@@ -407,7 +410,8 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
         }
         for (m, _) in scan.accesses {
             if let Some(bytes) = elf.instruction_bytes(m.svma) {
-                plan.library_plain.push(decode_at(bytes, m.svma));
+                let write = m.kind != AccessKind::Read;
+                plan.library_plain.push((decode_at(bytes, m.svma), write));
             }
         }
     }

@@ -11,6 +11,7 @@ use crate::detect::race::HeapBlock;
 use crate::model::{Op, ThreadId};
 use crate::patch::{Kind, Record};
 use crate::run::instrument::code::BreakpointKind;
+use crate::run::instrument::hooks::Hook;
 use crate::run::instrument::plan::{Alloc, MemFn};
 use crate::run::instrument::sites::UnloggedCall;
 use crate::run::instrument::Instrumentation;
@@ -100,6 +101,15 @@ impl Session<'_> {
             }
             BreakpointKind::Hook(h) => {
                 let site = self.p.mem.read_u64(r.rsp).unwrap_or(0);
+                if let Hook::GompTask { key } = h {
+                    // The task's function: a scheduling point wherever the task runs.
+                    let body = regs::call_args(&r)[0];
+                    if body != 0 {
+                        let kind = BreakpointKind::Hook(Hook::GompTaskBody { key });
+                        self.code
+                            .add_breakpoints(&self.p.mem, &[body], |_| Some(kind.clone()))?;
+                    }
+                }
                 let op = h.op(regs::call_args(&r), self);
                 if self.is_glibc_internal(site) {
                     // glibc's own locking (ld.so's TLS lock at thread creation...) is part of

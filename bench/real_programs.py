@@ -13,6 +13,7 @@ media encoder, a JIT), in one run:
                   divided by N (N = --execs, 20 by default): the default race detection,
                   fork snapshots at work
   no races        the same with --no-races
+  no heap         the same with --no-heap-checks (the heap oracle's cost: the default minus this)
   first           wall time of one execution alone (launch, instrumentation, the run)
   helgrind        wall time of `valgrind --tool=helgrind -q CMD` (one run)
   decisions       scheduling decisions per execution (the report's `decisions`)
@@ -239,6 +240,9 @@ def measure(name, cmd, outputs, before, tmp, opts):
     t, rep2, _ = mcheck(cmd, tmp, opts.execs, ["--no-races"], before, opts.timeout)
     if rep2 is not None:
         row["no_races_per_execution_s"] = t / max(rep2["executions"], 1)
+    t, rep3, _ = mcheck(cmd, tmp, opts.execs, ["--no-heap-checks"], before, opts.timeout)
+    if rep3 is not None:
+        row["no_heap_checks_per_execution_s"] = t / max(rep3["executions"], 1)
     # Output: one more execution with the program's output shown, against the native run's.
     try:
         t, p = wall([MCHECK, "--jobs", "1", "--max-executions", "1", "--progress", "never",
@@ -263,22 +267,24 @@ def measure(name, cmd, outputs, before, tmp, opts):
 def print_rows(rows):
     print("### Real programs (`python3 bench/real_programs.py`)")
     print()
-    print("| program | native | per execution | no races | first | helgrind | target "
+    print("| program | native | per execution | no races | no heap | first | helgrind | target "
           "| decisions | µs/decision | accesses (at bp) | memory | findings | output |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r.get("timed_out"):
-            print("| %s | %.3f s | timed out | | | | | | | | | | |" % (r["program"], r["native_s"]))
+            print("| %s | %.3f s | timed out | | | | | | | | | | | |" % (r["program"], r["native_s"]))
             continue
         hg = r.get("helgrind_s")
         nr = r.get("no_races_per_execution_s")
+        nh = r.get("no_heap_checks_per_execution_s")
         per = r["per_execution_s"]
         met = ("✓" if r["meets_native_target"] else "✗") + ("✓" if r["meets_helgrind_target"] else "✗")
         us = per * 1e6 / r["decisions"] if r["decisions"] else 0
         out = {True: "yes", False: "NO", None: "?"}[r.get("output_identical")]
         cut = " (%d cut)" % r["cut_short"] if r.get("cut_short") else ""
-        print("| %s | %.3f s | %.2f s | %s | %.2f s | %s | %.2f s %s | %.0f | %.0f | %.0f (%.0f) | %.0f MiB | %s%s | %s |" % (
-            r["program"], r["native_s"], per, "%.2f s" % nr if nr else "—", r["first_s"] or 0,
+        print("| %s | %.3f s | %.2f s | %s | %s | %.2f s | %s | %.2f s %s | %.0f | %.0f | %.0f (%.0f) | %.0f MiB | %s%s | %s |" % (
+            r["program"], r["native_s"], per, "%.2f s" % nr if nr else "—",
+            "%.2f s" % nh if nh else "—", r["first_s"] or 0,
             "%.2f s" % hg if hg else "—", r["target_s"], met, r["decisions"], us,
             r["accesses"], r["accesses_at_breakpoints"], r["peak_memory_mib"],
             ", ".join(r["findings"]) or "none", cut, out))

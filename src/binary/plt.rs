@@ -4,11 +4,41 @@
 //! without a PLT (Rust's default, C with `-fno-plt`) calls through the GOT slot itself:
 //! [`got_calls`] finds those call sites.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
 use iced_x86::{Decoder, DecoderOptions, FlowControl, Mnemonic, OpKind, Register};
 
 use super::elf::ElfFile;
 
-/// The PLT stubs of `elf` as (imported function name, svma of the stub's first byte).
+/// The PLT stub of `elf` whose 16 bytes hold `svma`, as (imported function name, offset
+/// into the stub). Each file's stubs are found once per process: naming the sites of a
+/// binary without symbols asks for thousands of addresses, and finding the stubs parses
+/// the whole file.
+pub fn plt_stub_at(elf: &ElfFile, svma: u64) -> Option<(String, u64)> {
+    type Stubs = Mutex<HashMap<PathBuf, Arc<Vec<(String, u64)>>>>;
+    static STUBS: OnceLock<Stubs> = OnceLock::new();
+    let cache = STUBS.get_or_init(Default::default);
+    let known = (cache.lock().unwrap_or_else(|e| e.into_inner()))
+        .get(elf.path())
+        .cloned();
+    let stubs = known.unwrap_or_else(|| {
+        let found = Arc::new(plt_entries(elf));
+        let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .entry(elf.path().to_path_buf())
+            .or_insert(found)
+            .clone()
+    });
+    // Sorted by address, 16 bytes apart: only the last stub at or below `svma` can hold it.
+    let below = stubs.partition_point(|&(_, stub)| stub <= svma);
+    let (name, stub) = stubs.get(below.checked_sub(1)?)?;
+    (svma < stub + 16).then(|| (name.clone(), svma - stub))
+}
+
+/// The PLT stubs of `elf` as (imported function name, svma of the stub's first byte),
+/// sorted by address.
 pub fn plt_entries(elf: &ElfFile) -> Vec<(String, u64)> {
     let Ok(parsed) = goblin::elf::Elf::parse(elf.data()) else {
         return Vec::new();
@@ -123,5 +153,13 @@ mod tests {
         for (_, a) in &entries {
             assert_eq!(a % 16, 0);
         }
+        // Every byte of a stub names it; the byte after the last stub names nothing.
+        let (name, last) = entries.last().unwrap().clone();
+        assert_eq!(plt_stub_at(&elf, last + 15), Some((name.clone(), 15)));
+        assert_eq!(plt_stub_at(&elf, last), Some((name, 0)));
+        assert_eq!(plt_stub_at(&elf, last + 16), None);
+        let (first_name, first) = entries[0].clone();
+        assert_eq!(plt_stub_at(&elf, first + 3), Some((first_name, 3)));
+        assert_eq!(plt_stub_at(&elf, first - 1), None);
     }
 }

@@ -204,9 +204,7 @@ fn symbol_name(path: &Path, svma: u64, dirs: &[PathBuf]) -> Option<(String, u64)
         ElfFile::load(&debug.path).ok()?.symbolize(svma)
     };
     let plt = || {
-        (super::plt_entries(&elf).into_iter())
-            .find(|&(_, stub)| (stub..stub + 16).contains(&svma))
-            .map(|(name, stub)| (format!("{name}@plt"), svma - stub))
+        super::plt::plt_stub_at(&elf, svma).map(|(name, offset)| (format!("{name}@plt"), offset))
     };
     debug()
         .or_else(|| elf.symbolize(svma))

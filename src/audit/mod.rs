@@ -19,6 +19,7 @@ pub mod native;
 pub mod record;
 pub mod runner;
 pub mod sarif;
+pub mod sarif_log;
 pub mod shard;
 pub mod suite;
 pub mod summary;

@@ -1,5 +1,5 @@
 //! `results.sarif`: the audit as one SARIF 2.1.0 run (what GitHub code scanning and other
-//! dashboards read), built with the `serde-sarif` crate. One result per finding: its source
+//! dashboards read), built on the object model of [`super::sarif_log`]. One result per finding: its source
 //! locations, the other threads' innermost frames as related locations, the fingerprint in
 //! `partialFingerprints`, the baseline state, suppressions, and the replay command in the
 //! message. Targets that were not run or could not be checked are notifications of the
@@ -7,10 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use serde_sarif::sarif::{
+use super::sarif_log::{
     ArtifactLocation, Invocation, Location, LogicalLocation, Message, MultiformatMessageString,
-    Notification, PhysicalLocation, PropertyBag, Region, ReportingDescriptor,
-    Result as SarifResult, ResultLevel, Run, Sarif, Suppression, Tool, ToolComponent,
+    Notification, PhysicalLocation, Region, ReportingDescriptor, Run, Sarif, SarifResult,
+    Suppression, Tool, ToolComponent,
 };
 
 use super::record::{AuditRecord, BaselineState, FindingMark, TargetStatus};
@@ -46,24 +46,20 @@ const KINDS: [FindingKind; 13] = [
 pub fn sarif(record: &AuditRecord) -> Sarif {
     let rules: Vec<ReportingDescriptor> = KINDS
         .iter()
-        .map(|k| {
-            ReportingDescriptor::builder()
-                .id(k.name().to_string())
-                .name(k.name().to_string())
-                .short_description(
-                    MultiformatMessageString::builder()
-                        .text(rule_text(*k).to_string())
-                        .build(),
-                )
-                .build()
+        .map(|k| ReportingDescriptor {
+            id: k.name().to_string(),
+            name: k.name().to_string(),
+            short_description: MultiformatMessageString {
+                text: rule_text(*k).to_string(),
+            },
         })
         .collect();
-    let driver = ToolComponent::builder()
-        .name("mcheck".to_string())
-        .version(record.mcheck_version.clone())
-        .semantic_version(record.mcheck_version.clone())
-        .rules(rules)
-        .build();
+    let driver = ToolComponent {
+        name: "mcheck".to_string(),
+        version: record.mcheck_version.clone(),
+        semantic_version: record.mcheck_version.clone(),
+        rules,
+    };
     let root = record.source_root.as_deref();
     let mut results = Vec::new();
     for t in &record.targets {
@@ -72,25 +68,25 @@ pub fn sarif(record: &AuditRecord) -> Sarif {
             results.push(result(&name, &f, &mark, record.baseline.is_some(), root));
         }
     }
-    let mut run = Run::builder()
-        .tool(Tool::builder().driver(driver).build())
-        .results(results)
-        .build();
-    run.invocations = invocation(record).map(|i| vec![i]);
-    if let Some(root) = root {
-        let mut base = BTreeMap::new();
+    let original_uri_base_ids = root.map(|root| {
         let uri = format!("{}/", file_uri(root.trim_end_matches('/')));
-        base.insert(
-            SOURCE_ROOT_ID.to_string(),
-            ArtifactLocation::builder().uri(uri).build(),
-        );
-        run.original_uri_base_ids = Some(base);
+        let base = ArtifactLocation {
+            uri,
+            uri_base_id: None,
+        };
+        BTreeMap::from([(SOURCE_ROOT_ID.to_string(), base)])
+    });
+    let run = Run {
+        tool: Tool { driver },
+        invocations: invocation(record).map(|i| vec![i]),
+        original_uri_base_ids,
+        results,
+    };
+    Sarif {
+        schema: SCHEMA_URI.to_string(),
+        version: "2.1.0".to_string(),
+        runs: vec![run],
     }
-    Sarif::builder()
-        .schema(SCHEMA_URI.to_string())
-        .version(serde_json::Value::String("2.1.0".into()))
-        .runs(vec![run])
-        .build()
 }
 
 /// The invocation, when there is something to say about it: the audit was interrupted
@@ -105,29 +101,21 @@ fn invocation(record: &AuditRecord) -> Option<Invocation> {
                 _ => return None,
             };
             let why = t.error.as_deref().unwrap_or("not checked");
-            Some(
-                Notification::builder()
-                    .message(
-                        Message::builder()
-                            .text(format!("[{}] {why}", t.name))
-                            .build(),
-                    )
-                    .level(serde_json::Value::String(level.into()))
-                    .build(),
-            )
+            Some(Notification {
+                message: Message::text(format!("[{}] {why}", t.name)),
+                level: level.to_string(),
+            })
         })
         .collect();
     if notifications.is_empty() && record.stopped_because.is_none() {
         return None;
     }
-    let mut invocation = Invocation::builder()
-        .execution_successful(record.stopped_because.is_none())
-        .tool_execution_notifications(notifications)
-        .build();
-    if let Some(why) = &record.stopped_because {
-        invocation.exit_code_description = Some(format!("the audit was {why}"));
-    }
-    Some(invocation)
+    Some(Invocation {
+        execution_successful: record.stopped_because.is_none(),
+        exit_code_description: (record.stopped_because.as_ref())
+            .map(|why| format!("the audit was {why}")),
+        tool_execution_notifications: notifications,
+    })
 }
 
 /// One finding as a SARIF result.
@@ -138,7 +126,7 @@ fn result(
     with_baseline: bool,
     root: Option<&str>,
 ) -> SarifResult {
-    let rule_index = KINDS.iter().position(|k| *k == f.kind).unwrap_or(0) as i64;
+    let rule_index = KINDS.iter().position(|k| *k == f.kind).unwrap_or(0);
     let replay = match &f.schedule {
         Some(p) => format!("Replay: mcheck replay {}", shell_quote(p)),
         None => "(no schedule file was written)".to_string(),
@@ -151,7 +139,7 @@ fn result(
         .collect();
     // The innermost source frame in the program's own code of every thread (a system
     // library's sources, from its debug file, are not the user's to annotate).
-    let related: Vec<Location> = f
+    let related_locations: Vec<Location> = f
         .threads
         .iter()
         .filter_map(|th| {
@@ -164,56 +152,53 @@ fn result(
         })
         .enumerate()
         .map(|(i, mut l)| {
-            l.id = Some(i as i64);
+            l.id = Some(i);
             l
         })
         .collect();
-    let mut fingerprints = BTreeMap::new();
-    fingerprints.insert(FINGERPRINT_KEY.to_string(), mark.fingerprint.clone());
-    let mut props = BTreeMap::new();
-    props.insert("target".to_string(), serde_json::Value::from(target));
-    props.insert(
+    let partial_fingerprints =
+        BTreeMap::from([(FINGERPRINT_KEY.to_string(), mark.fingerprint.clone())]);
+    let mut properties = BTreeMap::new();
+    properties.insert("target".to_string(), serde_json::Value::from(target));
+    properties.insert(
         "preemptions".to_string(),
         serde_json::Value::from(f.preemptions),
     );
     if let Some(s) = &f.schedule {
-        props.insert("schedule".to_string(), serde_json::Value::from(s.as_str()));
+        properties.insert("schedule".to_string(), serde_json::Value::from(s.as_str()));
     }
-    let mut r = SarifResult::builder()
-        .rule_id(f.kind.name().to_string())
-        .rule_index(rule_index)
-        .level(ResultLevel::Error)
-        .message(Message::builder().text(text).build())
-        .partial_fingerprints(fingerprints)
-        .properties(PropertyBag::builder().additional_properties(props).build())
-        .build();
-    if !locations.is_empty() {
-        r.locations = Some(locations);
-    }
-    if !related.is_empty() {
-        r.related_locations = Some(related);
-    }
-    if with_baseline {
-        let state = match mark.baseline_state {
+    let baseline_state = with_baseline.then(|| {
+        match mark.baseline_state {
             BaselineState::New => "new",
             BaselineState::Unchanged => "unchanged",
-        };
-        r.baseline_state = Some(serde_json::Value::from(state));
+        }
+        .to_string()
+    });
+    let suppressions = (mark.suppressed.iter())
+        .map(|reason| Suppression {
+            kind: "external".to_string(),
+            justification: reason.clone(),
+        })
+        .collect();
+    SarifResult {
+        rule_id: f.kind.name().to_string(),
+        rule_index,
+        level: "error".to_string(),
+        message: Message::text(text),
+        locations,
+        related_locations,
+        partial_fingerprints,
+        baseline_state,
+        suppressions,
+        properties,
     }
-    if let Some(reason) = &mark.suppressed {
-        r.suppressions = Some(vec![Suppression::builder()
-            .kind(serde_json::Value::from("external"))
-            .justification(reason.clone())
-            .build()]);
-    }
-    r
 }
 
 /// A frame as a SARIF location: file and line when known and in the program's own code (a
 /// system library's source path, `./nptl/pthread_mutex_lock.c` from libc6-dbg, would read
 /// as a file of the repository), and the function as a logical location.
 fn location(fr: &Frame, text: Option<String>, root: Option<&str>) -> Location {
-    let physical = match (&fr.file, fr.line) {
+    let physical_location = match (&fr.file, fr.line) {
         (Some(file), line) if fr.user_code => {
             let relative = root.and_then(|r| {
                 std::path::Path::new(file)
@@ -221,20 +206,22 @@ fn location(fr: &Frame, text: Option<String>, root: Option<&str>) -> Location {
                     .ok()
                     .map(|p| p.to_string_lossy().into_owned())
             });
-            let artifact = match relative {
-                Some(rel) => ArtifactLocation::builder()
-                    .uri(file_uri(&rel))
-                    .uri_base_id(SOURCE_ROOT_ID.to_string())
-                    .build(),
-                None => ArtifactLocation::builder().uri(file_uri(file)).build(),
+            let artifact_location = match relative {
+                Some(rel) => ArtifactLocation {
+                    uri: file_uri(&rel),
+                    uri_base_id: Some(SOURCE_ROOT_ID.to_string()),
+                },
+                None => ArtifactLocation {
+                    uri: file_uri(file),
+                    uri_base_id: None,
+                },
             };
-            let mut p = PhysicalLocation::builder()
-                .artifact_location(artifact)
-                .build();
-            if let Some(l) = line.filter(|l| *l > 0) {
-                p.region = Some(Region::builder().start_line(i64::from(l)).build());
-            }
-            Some(p)
+            Some(PhysicalLocation {
+                artifact_location,
+                region: line
+                    .filter(|l| *l > 0)
+                    .map(|start_line| Region { start_line }),
+            })
         }
         _ => None,
     };
@@ -245,14 +232,15 @@ fn location(fr: &Frame, text: Option<String>, root: Option<&str>) -> Location {
             (Some(m), Some(o)) => format!("{m}+{o}"),
             _ => fr.address.clone(),
         });
-    let logical = LogicalLocation::builder()
-        .name(name)
-        .kind("function".to_string())
-        .build();
-    let mut l = Location::builder().logical_locations(vec![logical]).build();
-    l.physical_location = physical;
-    l.message = text.map(|t| Message::builder().text(t).build());
-    l
+    Location {
+        id: None,
+        physical_location,
+        logical_locations: vec![LogicalLocation {
+            name,
+            kind: "function".to_string(),
+        }],
+        message: text.map(Message::text),
+    }
 }
 
 /// A path as a URI reference: absolute paths become `file://` URIs, relative ones stay

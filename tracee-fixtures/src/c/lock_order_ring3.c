@@ -13,20 +13,22 @@
  * reaches its pair: holding one thread back while the others run is not
  * enough (the second goes on from setting the stage to c before the third can
  * take it); the confirmation must hold the second thread too, when it reaches
- * c. */
+ * c.  A second argument of 4 makes it a ring of four threads (a, b, c, d,
+ * pairs at fifths of the run): three held at once (lock_order_ring4). */
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-static pthread_mutex_t locks[3] = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
-                                   PTHREAD_MUTEX_INITIALIZER};
+static pthread_mutex_t locks[4] = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+                                   PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
 static pthread_mutex_t work = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static int stage;     /* under m */
 static long counter;  /* under work */
-static long pairs[3]; /* pairs[i] under locks[i] and locks[i + 1] */
+static long pairs[4]; /* pairs[i] under locks[i] and locks[(i + 1) % n] */
 static int rounds = 1200;
+static int n = 3; /* threads in the ring */
 
 static void wait_for(int s)
 {
@@ -50,15 +52,15 @@ static void set_stage(int s)
 static void *worker(void *arg)
 {
     int me = (int)(long)arg;
-    int at = (me + 1) * rounds / 4;
+    int at = (me + 1) * rounds / (n + 1);
     for (int i = 0; i < rounds; i++) {
         if (i == at) {
             wait_for(me);
             pthread_mutex_lock(&locks[me]);
             set_stage(me + 1);
-            pthread_mutex_lock(&locks[(me + 1) % 3]);
+            pthread_mutex_lock(&locks[(me + 1) % n]);
             pairs[me]++;
-            pthread_mutex_unlock(&locks[(me + 1) % 3]);
+            pthread_mutex_unlock(&locks[(me + 1) % n]);
             pthread_mutex_unlock(&locks[me]);
         }
         pthread_mutex_lock(&work);
@@ -72,11 +74,14 @@ int main(int argc, char **argv)
 {
     if (argc > 1)
         rounds = atoi(argv[1]);
-    pthread_t t[3];
-    for (long i = 0; i < 3; i++)
+    if (argc > 2 && atoi(argv[2]) == 4)
+        n = 4;
+    pthread_t t[4];
+    for (long i = 0; i < n; i++)
         pthread_create(&t[i], NULL, worker, (void *)i);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < n; i++)
         pthread_join(t[i], NULL);
-    printf("counter = %ld, pairs = %ld %ld %ld\n", counter, pairs[0], pairs[1], pairs[2]);
+    printf("counter = %ld, pairs = %ld %ld %ld %ld\n", counter, pairs[0], pairs[1], pairs[2],
+           pairs[3]);
     return 0;
 }

@@ -2,19 +2,24 @@
 //! Joshi, Park, Sen & Naik PLDI'09): replay the execution that showed the cycle up to the
 //! decision at which one of its threads was about to take its second lock, then hold that
 //! thread back while any other thread can run, so that the others walk into the locks it
-//! holds. If the cycle is real, the execution deadlocks; if something orders the two
-//! acquisitions (a flag handed over under a mutex), the others cannot get there and the
-//! held thread is let go again.
+//! holds. The cycle's threads that took their second lock later in that execution are held
+//! too, each as it reaches that acquisition ([`Hold`]): a cycle of three or four threads
+//! deadlocks only when all but the last of them wait between their two locks at once. If
+//! the cycle is real, the execution deadlocks; if something orders the acquisitions (a flag
+//! handed over under a mutex), the others cannot get there and the held threads are let
+//! go again.
 
+use super::holds::{Hold, Holds};
 use super::{Decision, Divergence, Point, Scheduler};
 use crate::model::ThreadId;
 
-/// How long the held thread is held while other threads can still run (they may be
-/// waiting for it by polling): it is let go after either bound.
+/// How long the held threads are held while other threads can still run (they may be
+/// waiting for them by polling): they are let go after either bound, counted from the
+/// last time a thread was newly held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Patience {
     /// Decisions of the others taken where the thread that ran last was about to yield
-    /// (sched_yield, a sleep, a timed futex wait): a thread polling for the held one.
+    /// (sched_yield, a sleep, a timed futex wait): a thread polling for a held one.
     pub yields: usize,
     /// Decisions of the others in all (a thread spinning without yielding, or a long run
     /// of work before the other end of the cycle).
@@ -28,34 +33,33 @@ pub const HOLD_PATIENCE: Patience = Patience {
     decisions: 100_000,
 };
 
-/// Replays a prefix, then holds one thread back (see the module doc).
+/// Replays a prefix, then holds threads back (see the module doc).
 pub struct DirectedScheduler {
     prefix: Vec<Decision>,
-    held: ThreadId,
-    held_op: String,
+    /// The first hold is reached at the end of the prefix; the others when their threads
+    /// get there.
+    holds: Holds,
     favoured: Vec<ThreadId>,
     patience: Patience,
-    /// Decisions taken for other threads while `held` was held: all, and those where the
-    /// thread that ran last was about to yield.
+    /// Decisions taken for other threads since a thread was last newly held: all, and
+    /// those where the thread that ran last was about to yield.
     waited: Patience,
     released: bool,
 }
 
 impl DirectedScheduler {
-    /// Replays `prefix`, then holds `held` (about to perform `held_op`, its second
-    /// acquisition) within `patience`, choosing `favoured` threads (the cycle's other
-    /// threads) first.
+    /// Replays `prefix`, then holds the thread of `holds[0]` (which must be at it there)
+    /// and each other hold's thread once it reaches it, within `patience`, choosing
+    /// `favoured` threads (the cycle's other threads) first.
     pub fn new(
         prefix: Vec<Decision>,
-        held: ThreadId,
-        held_op: String,
+        holds: Vec<Hold>,
         favoured: Vec<ThreadId>,
         patience: Patience,
     ) -> Self {
         DirectedScheduler {
             prefix,
-            held,
-            held_op,
+            holds: Holds::new(holds),
             favoured,
             patience,
             waited: Patience {
@@ -66,7 +70,7 @@ impl DirectedScheduler {
         }
     }
 
-    /// Whether the held thread was let go before the execution ended.
+    /// Whether the held threads were let go before the execution ended.
     pub fn released(&self) -> bool {
         self.released
     }
@@ -86,23 +90,54 @@ impl DirectedScheduler {
         }
     }
 
-    /// At the first step after the prefix the held thread must be about to take its lock.
+    /// At the first step after the prefix the first hold's thread must be about to take
+    /// its lock.
     fn check_hold(&self, point: &Point<'_>) -> Result<(), Divergence> {
-        let pending = (point.enabled.iter().position(|&t| t == self.held))
-            .and_then(|i| point.ops.get(i).copied());
-        if pending == Some(self.held_op.as_str()) {
+        let Some(first) = self.holds.first() else {
+            return Ok(());
+        };
+        if self.holds.at_hold(0, point) {
             return Ok(());
         }
         Err(Divergence {
             step: point.step,
             reason: format!(
                 "thread T{} should be about to perform {} (enabled: {:?})",
-                self.held, self.held_op, point.enabled
+                first.thread, first.op, point.enabled
             ),
         })
     }
 
-    /// The choice among `candidates` (the enabled threads but the held one, never empty):
+    /// The choice after the prefix: a thread that is not held while one can run and the
+    /// patience lasts; then every held thread is let go, the first held first.
+    fn hold(&mut self, point: &Point<'_>) -> ThreadId {
+        if self.released {
+            return point.default_choice();
+        }
+        if self.holds.reach(point) {
+            self.waited = Patience {
+                yields: 0,
+                decisions: 0,
+            };
+        }
+        let others: Vec<ThreadId> = (point.enabled.iter().copied())
+            .filter(|&t| !self.holds.is_held(t))
+            .collect();
+        let patient = self.waited.yields < self.patience.yields
+            && self.waited.decisions < self.patience.decisions;
+        if !others.is_empty() && patient {
+            self.waited.decisions += 1;
+            if point.current_yields && !point.current.is_some_and(|c| self.holds.is_held(c)) {
+                self.waited.yields += 1;
+            }
+            return self.pick(point, &others);
+        }
+        self.released = true;
+        let first = (self.holds.held()).find(|t| point.enabled.contains(t));
+        first.unwrap_or_else(|| point.default_choice())
+    }
+
+    /// The choice among `candidates` (the enabled threads but the held ones, never empty):
     /// the current thread while it can go on without yielding, else a favoured thread,
     /// else the next one in id order; a timeout only when nothing else can run.
     fn pick(&self, point: &Point<'_>, candidates: &[ThreadId]) -> ThreadId {
@@ -137,40 +172,20 @@ impl Scheduler for DirectedScheduler {
     }
 
     fn begin_execution(&mut self, index: u64) -> Option<u64> {
-        self.waited = Patience {
-            yields: 0,
-            decisions: 0,
-        };
-        self.released = false;
         (index == 0).then_some(0)
     }
 
     fn choose(&mut self, point: &Point<'_>) -> Result<ThreadId, Divergence> {
-        if point.step < self.prefix.len() {
-            return self.replay(point);
-        }
-        if point.step == self.prefix.len() {
-            self.check_hold(point)?;
-        }
-        if !self.released {
-            let others: Vec<ThreadId> = (point.enabled.iter().copied())
-                .filter(|&t| t != self.held)
-                .collect();
-            let patient = self.waited.yields < self.patience.yields
-                && self.waited.decisions < self.patience.decisions;
-            if !others.is_empty() && patient {
-                self.waited.decisions += 1;
-                if point.current_yields && point.current != Some(self.held) {
-                    self.waited.yields += 1;
-                }
-                return Ok(self.pick(point, &others));
+        let t = if point.step < self.prefix.len() {
+            self.replay(point)?
+        } else {
+            if point.step == self.prefix.len() {
+                self.check_hold(point)?;
             }
-            self.released = true;
-            if point.enabled.contains(&self.held) {
-                return Ok(self.held);
-            }
-        }
-        Ok(point.default_choice())
+            self.hold(point)
+        };
+        self.holds.chose(point, t);
+        Ok(t)
     }
 }
 
@@ -178,6 +193,7 @@ impl Scheduler for DirectedScheduler {
 mod tests {
     use super::*;
     use crate::explore::testing::plain_point as point;
+    use crate::model::{Footprint, ObjectKind, Role};
 
     fn decision(thread: ThreadId, op: &str) -> Decision {
         Decision {
@@ -186,10 +202,21 @@ mod tests {
         }
     }
 
+    /// Hold `thread` before its `nth` `mutex_lock` (of any lock).
+    fn hold(thread: ThreadId, nth: usize) -> Hold {
+        Hold {
+            thread,
+            op: "mutex_lock".into(),
+            nth,
+            lock: None,
+        }
+    }
+
     fn directed(yields: usize, decisions: usize) -> DirectedScheduler {
         let prefix = vec![decision(0, "create"), decision(1, "mutex_lock")];
         let patience = Patience { yields, decisions };
-        let mut s = DirectedScheduler::new(prefix, 1, "mutex_lock".into(), vec![2], patience);
+        // T1 took its first lock in the prefix: it is held before its second.
+        let mut s = DirectedScheduler::new(prefix, vec![hold(1, 1)], vec![2], patience);
         assert_eq!(s.begin_execution(0), Some(0));
         s
     }
@@ -294,5 +321,128 @@ mod tests {
         p.ops = &["mutex_lock", "cond_timedwait"];
         p.step = 3;
         assert_eq!(s.choose(&p), Ok(2), "the held T1 waits even for a timeout");
+    }
+    /// A footprint taking mutex `m` (none for 0).
+    fn takes(m: u64) -> Footprint {
+        let mut f = Footprint::default();
+        if m != 0 {
+            f.touch_as(ObjectKind::Mutex, m, true, Role::Acquire);
+        }
+        f
+    }
+
+    /// A point at `step` where `enabled` are about to perform `ops` on the mutexes `locks`
+    /// (0: none), `current` having run last.
+    fn at<'a>(
+        step: usize,
+        (enabled, ops): (&'a [ThreadId], &'a [&'static str]),
+        fps: &'a [Footprint],
+        current: ThreadId,
+    ) -> Point<'a> {
+        Point {
+            footprints: fps,
+            ..point(step, enabled, ops, Some(current))
+        }
+    }
+
+    /// A ring of three: T1 takes a then b, T2 b then c, T3 c then a (a = 0xa...). The
+    /// prefix ends with T1 about to take b; T2 and T3 are held at their second locks.
+    fn ring(yields: usize) -> DirectedScheduler {
+        let prefix = vec![decision(0, "create"), decision(1, "mutex_lock")];
+        let second = |thread, lock| Hold {
+            thread,
+            op: "mutex_lock".into(),
+            nth: 0,
+            lock: Some(lock),
+        };
+        let holds = vec![second(1, 0xb), second(2, 0xc), second(3, 0xa)];
+        let patience = Patience {
+            yields,
+            decisions: 100,
+        };
+        let mut s = DirectedScheduler::new(prefix, holds, vec![2, 3], patience);
+        s.begin_execution(0);
+        let ops = ["create", "mutex_lock"];
+        let fps = [takes(0), takes(0xa)];
+        assert_eq!(s.choose(&at(0, (&[0, 1], &ops), &fps, 0)), Ok(0));
+        assert_eq!(s.choose(&at(1, (&[0, 1], &ops), &fps, 0)), Ok(1));
+        s
+    }
+
+    #[test]
+    fn holds_each_later_thread_when_it_reaches_its_second_lock() {
+        let mut s = ring(10);
+        let four = ["join", "mutex_lock", "mutex_lock", "mutex_lock"];
+        // T1 is held before b; T2 (the next of the cycle) takes b.
+        let fps = [takes(0), takes(0xb), takes(0xb), takes(0xc)];
+        assert_eq!(s.choose(&at(2, (&[0, 1, 2, 3], &four), &fps, 1)), Ok(2));
+        // T1 now waits for b. T2 is about to take c: held too, T3 runs and takes c.
+        let three = ["join", "mutex_lock", "mutex_lock"];
+        let fps = [takes(0), takes(0xc), takes(0xc)];
+        assert_eq!(s.choose(&at(3, (&[0, 2, 3], &three), &fps, 2)), Ok(3));
+        // T3 is held before a, which T1 holds anyway; T0 runs.
+        let fps = [takes(0), takes(0xc), takes(0xa)];
+        assert_eq!(s.choose(&at(4, (&[0, 2, 3], &three), &fps, 3)), Ok(0));
+        assert!(!s.released());
+        // Only held threads can run: all are let go, the first held first.
+        let fps = [takes(0xc), takes(0xa)];
+        let two = ["mutex_lock", "mutex_lock"];
+        assert_eq!(s.choose(&at(5, (&[2, 3], &two), &fps, 0)), Ok(2));
+        assert!(s.released());
+    }
+
+    #[test]
+    fn a_thread_past_its_hold_is_not_held() {
+        // T2 took c in the prefix, before T1 took a.
+        let prefix = ["create", "mutex_lock", "mutex_lock"];
+        let threads = [0, 2, 1];
+        let decisions = (threads.iter().zip(prefix)).map(|(&t, op)| decision(t, op));
+        let second = |thread, lock| Hold {
+            thread,
+            op: "mutex_lock".into(),
+            nth: 0,
+            lock: Some(lock),
+        };
+        let holds = vec![second(1, 0xb), second(2, 0xc)];
+        let mut s = DirectedScheduler::new(decisions.collect(), holds, vec![2], HOLD_PATIENCE);
+        s.begin_execution(0);
+        let fps = [takes(0), takes(0xa), takes(0xc)];
+        for (step, &t) in threads.iter().enumerate() {
+            let ops = ["create", "mutex_lock", "mutex_lock"];
+            assert_eq!(s.choose(&at(step, (&[0, 1, 2], &ops), &fps, 0)), Ok(t));
+        }
+        // T1 is held; T2, about to take c a second time, is past its hold: it runs.
+        let two = ["mutex_lock", "mutex_lock"];
+        let fps = [takes(0xb), takes(0xc)];
+        assert_eq!(s.choose(&at(3, (&[1, 2], &two), &fps, 1)), Ok(2));
+        assert_eq!(s.choose(&at(4, (&[1, 2], &two), &fps, 2)), Ok(2));
+        assert!(!s.released());
+    }
+
+    #[test]
+    fn patience_restarts_when_a_thread_is_newly_held() {
+        let mut s = ring(3);
+        // T3 polls (yields) while T1 is held.
+        let polls = ["mutex_lock", "sched_yield"];
+        let fps = [takes(0xb), takes(0)];
+        for step in 2..4 {
+            let mut p = at(step, (&[1, 3], &polls), &fps, 3);
+            p.current_yields = true;
+            assert_eq!(s.choose(&p), Ok(3), "step {step}");
+        }
+        // T2 reaches its hold: the count of polls starts again.
+        let three = ["mutex_lock", "mutex_lock", "sched_yield"];
+        let fps = [takes(0xb), takes(0xc), takes(0)];
+        for step in 4..7 {
+            let mut p = at(step, (&[1, 2, 3], &three), &fps, 3);
+            p.current_yields = true;
+            assert_eq!(s.choose(&p), Ok(3), "step {step}");
+        }
+        assert!(!s.released());
+        // Three polls since T2 was held: both are let go, T1 first.
+        let mut p = at(7, (&[1, 2, 3], &three), &fps, 3);
+        p.current_yields = true;
+        assert_eq!(s.choose(&p), Ok(1));
+        assert!(s.released());
     }
 }

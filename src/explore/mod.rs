@@ -11,8 +11,8 @@
 //!   pending step, re-drawn for the steps that race with the one taken.
 //! - [`portfolio`](default_mix): several of the above interleaved execution by execution.
 //! - [`ReplayScheduler`]: follows a recorded schedule and detects divergence.
-//! - [`DirectedScheduler`]: replays a prefix, then holds one thread back (the confirmation
-//!   of a lock-order cycle).
+//! - [`DirectedScheduler`]: replays a prefix, then holds threads back, each at its
+//!   [`Hold`] (the confirmation of a lock-order cycle).
 //! - [`TreePool`]: the shared work of a parallel tree search (`--jobs`).
 //! - [`FairFilter`]: the fair scheduler's priority relation (Musuvathi & Qadeer PLDI'08),
 //!   applied by the executor to the enabled threads before any strategy sees them.
@@ -29,6 +29,7 @@ mod bounded;
 mod directed;
 mod dpor;
 mod fair;
+mod holds;
 mod pct;
 mod pool;
 mod portfolio;
@@ -46,6 +47,7 @@ mod wakeup;
 
 pub use directed::{DirectedScheduler, HOLD_PATIENCE};
 pub use fair::FairFilter;
+pub use holds::Hold;
 pub use pct::{PctDepth, PctScheduler};
 pub use pool::{Claims, TreePool, WorkItem};
 pub use portfolio::{default_mix, Mix, Slot};

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use crate::detect::lock_order::{Edge, LockOrder, Mode};
-use crate::model::{Attempt, Completion, ObjectKind, Op, Site, ThreadId};
+use crate::model::{Addr, Attempt, Completion, ObjectKind, Op, Site, ThreadId};
 use crate::report::{Finding, FindingKind, Frame, ThreadReport};
 use crate::run::process::report::{finding, Reporter};
 
@@ -33,9 +33,12 @@ pub(in crate::run) struct LockRecording {
     graph: LockOrder,
     /// Stacks by (thread, lock-taking site, held lock's site): captured once per pair.
     stacks: HashMap<(ThreadId, Site, Site), EdgeStacks>,
-    /// The scheduling decision (its index in the schedule) at which each edge's second
-    /// acquisition was chosen, by edge index.
-    steps: HashMap<usize, usize>,
+    /// Where each edge's second acquisition was chosen, by edge index: the decision's
+    /// index in the schedule and how many decisions of the same operation on the same lock
+    /// its thread took before.
+    steps: HashMap<usize, (usize, usize)>,
+    /// Decided acquisitions so far, by (thread, decided operation, lock address).
+    acquisitions: HashMap<(ThreadId, &'static str, Addr), usize>,
 }
 
 /// Where the confirmation of a cycle holds one of its threads: the decision at which it
@@ -46,6 +49,11 @@ pub struct CycleHold {
     pub thread: ThreadId,
     /// The index of the decision that chose it for that acquisition.
     pub step: usize,
+    /// How many decisions of the same operation on the same lock the thread took before
+    /// it: what recognises the acquisition in an execution that is scheduled differently.
+    pub nth: usize,
+    /// The lock it acquires (its address).
+    pub lock: Addr,
 }
 
 /// A lock-order cycle of one execution that could deadlock: the description of a
@@ -68,6 +76,16 @@ pub(in crate::run) struct NamedEdge {
     pub to: String,
 }
 
+/// The lock an acquisition takes (the second lock of the edges it adds).
+fn acquired_lock(op: &Op) -> Option<Addr> {
+    match *op {
+        Op::MutexLock { m, .. } | Op::CondResume { m, .. } => Some(m),
+        Op::SpinLock { s, .. } => Some(s),
+        Op::RwRead { l, .. } | Op::RwWrite { l, .. } => Some(l),
+        _ => None,
+    }
+}
+
 impl LockRecording {
     /// `parent` created thread `child`.
     pub fn thread_created(&mut self, parent: ThreadId, child: ThreadId) {
@@ -84,17 +102,27 @@ impl LockRecording {
         self.graph.freed(start, size);
     }
 
-    /// `op`, called by `t` from `site` as chosen by decision `step` (None: taken inside a
-    /// call, without a decision), completed with `c`: its locks and hand-overs. `reporter`
-    /// unwinds `t` (stopped at the operation) when a new edge needs a stack.
+    /// `op`, called by `t` from `site` as chosen by decision `step` named `choice` (None:
+    /// taken inside a call, without a decision), completed with `c`: its locks and
+    /// hand-overs. `reporter` unwinds `t` (stopped at the operation) when a new edge needs
+    /// a stack.
     pub fn record(
         &mut self,
         t: ThreadId,
-        (op, step): (&Op, Option<usize>),
+        (op, step): (&Op, Option<(usize, &str)>),
         c: Completion,
         site: Site,
         reporter: &mut Reporter<'_>,
     ) {
+        let decided = step.and_then(|(step, choice)| {
+            let lock = acquired_lock(op)?;
+            let name = [op.name(), op.timeout_name()]
+                .into_iter()
+                .find(|n| *n == choice)?;
+            let count = self.acquisitions.entry((t, name, lock)).or_default();
+            *count += 1;
+            Some((step, *count - 1))
+        });
         let ok = matches!(c, Completion::Return(0) | Completion::Native);
         let g = &mut self.graph;
         let blocking = |a: Attempt| a == Attempt::Block;
@@ -144,8 +172,8 @@ impl LockRecording {
             }
         };
         for i in added {
-            if let Some(step) = step {
-                self.steps.insert(i, step);
+            if let Some(at) = decided {
+                self.steps.insert(i, at);
             }
             let e = &self.graph.edges()[i];
             let key = (t, e.to_site, e.from_site);
@@ -197,9 +225,13 @@ impl LockRecording {
         let cycle = self.graph.potential_deadlock()?;
         let edges = (cycle.iter()).map(|&i| self.graph.edges()[i].clone());
         let holds = (cycle.iter()).filter_map(|&i| {
+            let (step, nth) = *self.steps.get(&i)?;
+            let e = &self.graph.edges()[i];
             Some(CycleHold {
-                thread: self.graph.edges()[i].thread,
-                step: *self.steps.get(&i)?,
+                thread: e.thread,
+                step,
+                nth,
+                lock: e.to.addr,
             })
         });
         Some((edges.collect(), holds.collect()))

@@ -1,16 +1,17 @@
-//! The confirmation of a lock-order cycle: for each of its edges, one directed execution
-//! that replays the execution that showed the cycle up to the decision at which the edge's
-//! thread was about to take its second lock, then holds that thread back while the others
-//! run ([`DirectedScheduler`]). A deadlock reached that way is the finding; a cycle none
+//! The confirmation of a lock-order cycle: for each of its edges, earliest first, one
+//! directed execution that replays the execution that showed the cycle up to the decision
+//! at which the edge's thread was about to take its second lock, then holds that thread
+//! back while the others run, and each thread of a later edge too as it reaches its second
+//! lock ([`DirectedScheduler`]). A deadlock reached that way is the finding; a cycle none
 //! of whose directed executions deadlocks is not reported.
 
 use anyhow::Result;
 use serde::Serialize;
 
-use crate::explore::{Decision, DirectedScheduler, Scheduler, HOLD_PATIENCE};
+use crate::explore::{Decision, DirectedScheduler, Hold, Scheduler, HOLD_PATIENCE};
 use crate::report::FindingKind;
 use crate::run::config::ExecutionConfig;
-use crate::run::locks::LockCycle;
+use crate::run::locks::{CycleHold, LockCycle};
 use crate::run::session::launch::run_execution;
 use crate::run::session::ExecutionOutcome;
 use crate::run::worker_state::{RacyPoints, WorkerState};
@@ -54,15 +55,26 @@ pub(super) fn confirm(
     let threads: Vec<_> = cycle.holds.iter().map(|h| h.thread).collect();
     let mut ran = 0u64;
     let mut diverged = 0u64;
-    for hold in &cycle.holds {
-        let Some(at) = decisions.get(hold.step) else {
+    // Earliest first: the execution for an edge also holds the threads of the edges taken
+    // later (a cycle of three or four threads needs all but one of them held at once).
+    let mut holds: Vec<&CycleHold> = cycle.holds.iter().collect();
+    holds.sort_by_key(|h| h.step);
+    for (j, hold) in holds.iter().enumerate() {
+        if hold.step >= decisions.len() {
             continue;
-        };
+        }
         let others = (threads.iter().copied()).filter(|&t| t != hold.thread);
+        let plan = (holds[j..].iter())
+            .filter(|h| h.step < decisions.len())
+            .map(|h| Hold {
+                thread: h.thread,
+                op: decisions[h.step].op.clone(),
+                nth: h.nth,
+                lock: Some(h.lock),
+            });
         let mut sched = DirectedScheduler::new(
             decisions[..hold.step].to_vec(),
-            hold.thread,
-            at.op.clone(),
+            plan.collect(),
             others.collect(),
             HOLD_PATIENCE,
         );

@@ -7,6 +7,8 @@ CARGO ?= cargo
 MCHECK := target/release/mcheck
 REAL_PROGRAM_PACKAGES := pigz xz-utils zstd pbzip2 lbzip2 coreutils ripgrep python3 \
   libglib2.0-dev libuv1-dev pkg-config gdb valgrind
+# The other real programs `make bench` measures (bench/real_programs.py).
+BENCH_PACKAGES := plzip p7zip-full git perl fd-find sqlite3 imagemagick ffmpeg nodejs
 
 .PHONY: all build fixtures demo test lint bench clean deps
 
@@ -74,6 +76,9 @@ test: deps
 	$(CLIPPY_IN_BUILD) $(CARGO) test --release
 
 bench: build fixtures
+	@missing=""; for p in $(BENCH_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  test -z "$$missing" || { apt-get update -qq && apt-get install -y -qq $$missing; }
 	bench/run.sh
 
 clean:

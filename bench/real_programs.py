@@ -123,13 +123,21 @@ def make_inputs(tmp):
     c.commit()
     c.close()
     # A one-second clip for ffmpeg, and an image for ImageMagick (its OpenMP resize).
-    if shutil.which("ffmpeg"):
-        run(["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i",
-             "testsrc=duration=1:size=320x240:rate=25", "-pix_fmt", "yuv420p", "-y", os.path.join(tmp, "clip.y4m")],
-            tmp)
-    if shutil.which("convert"):
-        run(["convert", "-size", "800x600", "plasma:fractal", os.path.join(tmp, "image.png")],
-            tmp)
+    # A tool that cannot make its input (a stand-in `convert` earlier in PATH) leaves it
+    # missing: that program's own row fails, the others are measured.
+    inputs = [
+        ("ffmpeg", ["ffmpeg", "-loglevel", "error", "-f", "lavfi", "-i",
+                    "testsrc=duration=1:size=320x240:rate=25", "-pix_fmt", "yuv420p", "-y",
+                    os.path.join(tmp, "clip.y4m")]),
+        ("convert", ["convert", "-size", "800x600", "plasma:fractal", os.path.join(tmp, "image.png")]),
+    ]
+    for tool, cmd in inputs:
+        if not shutil.which(tool):
+            continue
+        try:
+            run(cmd, tmp)
+        except subprocess.CalledProcessError as e:
+            print("bench: %s could not make its input: %s" % (tool, e), file=sys.stderr)
 
 
 def programs(tmp):

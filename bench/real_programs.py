@@ -166,8 +166,11 @@ def programs(tmp):
          [], ("copy", db0, db)),
         ("convert (OpenMP)", ["convert", out("image.png"), "-resize", "50%", out("small.png")],
          [out("small.png")], None),
-        ("ffmpeg -threads 4", ["ffmpeg", "-loglevel", "error", "-threads", "4", "-i",
-                               out("clip.y4m"), "-f", "mpeg4", "-y", out("clip.mp4")],
+        # `-threads` after `-i` is the encoder's (before it, the raw decoder's); `-f mpeg4`
+        # is no muxer in Debian 12's ffmpeg (it exited 1, and mcheck said so).
+        ("ffmpeg -threads 4", ["ffmpeg", "-loglevel", "error", "-i", out("clip.y4m"),
+                               "-threads", "4", "-c:v", "mpeg4", "-f", "mp4", "-y",
+                               out("clip.mp4")],
          [out("clip.mp4")], None),
         ("node worker", ["node", out("worker.js")], [], None),
     ]

@@ -11,6 +11,8 @@ use mcheck::commands::{audit, check::check, replay::replay, test::test, Failure}
 fn main() -> ExitCode {
     // Before mcheck installs handlers of its own: the programs start with what it was given.
     mcheck::tracee::signals::note_at_start();
+    // Before any thread is pinned: the programs are shown the CPUs mcheck was given.
+    mcheck::tracee::cpu::note_at_start();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -59,6 +59,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 stdio: Some(stdio),
                 read_stdout: !args.no_output_check && output_check_off.is_none(),
                 signals: crate::tracee::signals::at_start(),
+                cpus: Some(crate::tracee::cpu::at_start()),
                 // The dynamic loader reads the time-stamp counter at startup and keeps the
                 // values in its data: a state cache must see the same values in every
                 // execution.
@@ -447,6 +448,7 @@ fn write_schedules(
                 )),
                 ignored_signals: Some(crate::tracee::signals::at_start().ignored),
                 blocked_signals: Some(crate::tracee::signals::at_start().blocked),
+                cpus: Some(crate::tracee::cpu::at_start()),
             },
             w.strategy.clone(),
             &f,

@@ -48,6 +48,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
                     crate::run::program_stdio::unreadable_stdout(k.stdout).is_none()
                 }),
             signals: recorded_signals(&schedule),
+            cpus: schedule.options.cpus.clone(),
             trap_rdtsc: ExecutionConfig::program_reads_tsc(&schedule.program),
         },
         instrument: InstrumentConfig {

@@ -90,6 +90,10 @@ pub struct ExecutionOptions {
     /// The signals blocked when the program started (as `ignored_signals`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocked_signals: Option<Vec<i32>>,
+    /// The CPUs sched_getaffinity showed the program (absent in files written before they
+    /// were shown: the program saw the one CPU it was pinned to, and so it does on replay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<Vec<usize>>,
 }
 
 /// The kind of file a standard stream is: programs take other paths on each (a terminal

@@ -8,6 +8,7 @@
 //! On an idle machine (no other runnable thread, a load average well below the CPUs) the
 //! sample is skipped: any CPU will do, and every run of mcheck would otherwise wait for it.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
@@ -159,6 +160,66 @@ fn rank_by_load(
     ranked.into_iter().map(|(c, _)| c).collect()
 }
 
+/// The CPUs mcheck was started on, noted before any pinning.
+static AT_START: OnceLock<Vec<usize>> = OnceLock::new();
+
+/// Notes the CPUs mcheck may run on, before it pins any thread: what the programs are shown.
+pub fn note_at_start() {
+    let _ = AT_START.get_or_init(allowed_cpus);
+}
+
+/// The CPUs mcheck was started on (noted now if [`note_at_start`] was not called). Pinning
+/// makes the tracee run where its tracer runs, but the program is shown these
+/// (sched_getaffinity is answered with them): a program that sizes its pool of threads by
+/// the CPUs it may use creates as many threads as it would without mcheck.
+pub fn at_start() -> Vec<usize> {
+    AT_START.get_or_init(allowed_cpus).clone()
+}
+
+/// How the kernel lays out CPU masks in sched_getaffinity(2): the shortest buffer it
+/// accepts and the bytes it copies out of a long enough one (both multiples of 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaskLayout {
+    /// Shorter buffers get EINVAL (they cannot hold CPU `nr_cpu_ids - 1`).
+    pub min_len: u64,
+    /// The kernel's cpumask size: bytes written when the buffer is at least that long.
+    pub copied: u64,
+}
+
+/// This kernel's layout, probed once with sched_getaffinity on mcheck itself.
+pub fn mask_layout() -> MaskLayout {
+    static LAYOUT: OnceLock<MaskLayout> = OnceLock::new();
+    *LAYOUT.get_or_init(|| {
+        let mut buf = vec![0u8; 8192];
+        let call = |buf: &mut [u8], len: usize| {
+            // SAFETY: the kernel writes at most `len` bytes into `buf`, which holds `len`.
+            unsafe { libc::syscall(libc::SYS_sched_getaffinity, 0, len, buf.as_mut_ptr()) }
+        };
+        let copied = call(&mut buf, 8192).max(8) as u64;
+        let min_len = (8..=copied)
+            .step_by(8)
+            .find(|&len| call(&mut buf, len as usize) > 0)
+            .unwrap_or(copied);
+        MaskLayout { min_len, copied }
+    })
+}
+
+/// What sched_getaffinity(2) with a buffer of `len` bytes returns for a thread allowed on
+/// `cpus`: the bytes to copy out (their number is the call's result), or an errno, as the
+/// kernel does it.
+pub fn affinity_answer(cpus: &[usize], len: u64, layout: MaskLayout) -> Result<Vec<u8>, i32> {
+    if len < layout.min_len || len % 8 != 0 {
+        return Err(libc::EINVAL);
+    }
+    let mut mask = vec![0u8; len.min(layout.copied) as usize];
+    for &cpu in cpus {
+        if let Some(byte) = mask.get_mut(cpu / 8) {
+            *byte |= 1 << (cpu % 8);
+        }
+    }
+    Ok(mask)
+}
+
 /// Number of CPUs this process may run on.
 pub fn available_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -199,6 +260,30 @@ mod tests {
         assert_eq!(runnable_on(stat), Some(1));
         assert_eq!(runnable_on(&stat.replace(") R ", ") S ")), None);
         let _ = runnable_threads();
+    }
+
+    #[test]
+    fn affinity_answers_follow_the_kernel() {
+        let layout = MaskLayout {
+            min_len: 8,
+            copied: 16,
+        };
+        assert_eq!(
+            affinity_answer(&[0, 1, 9], 8, layout),
+            Ok(vec![0b11, 0b10, 0, 0, 0, 0, 0, 0])
+        );
+        // A longer buffer gets the kernel's mask size; a short or odd one EINVAL.
+        assert_eq!(affinity_answer(&[3], 128, layout).map(|m| m.len()), Ok(16));
+        assert_eq!(affinity_answer(&[3], 4, layout), Err(libc::EINVAL));
+        assert_eq!(affinity_answer(&[3], 12, layout), Err(libc::EINVAL));
+        // The probed layout agrees with nix's view of this process.
+        let real = mask_layout();
+        assert!(real.min_len >= 8 && real.min_len <= real.copied, "{real:?}");
+        let mask = affinity_answer(&allowed_cpus(), real.copied, real).unwrap();
+        let set: Vec<usize> = (0..mask.len() * 8)
+            .filter(|c| mask[c / 8] & (1 << (c % 8)) != 0)
+            .collect();
+        assert_eq!(set, allowed_cpus());
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub mod nr {
     pub const CLOCK_GETTIME: i64 = 228;
     /// getrandom(2)
     pub const GETRANDOM: i64 = 318;
+    /// sched_getaffinity(2): answered with the CPUs mcheck was started on.
+    pub const SCHED_GETAFFINITY: i64 = 204;
     // Calls that may wait for the kernel, and the signals that may wake a waiter
     // (`run/kernel_calls.rs`).
     /// read(2)
@@ -153,6 +155,7 @@ pub const TRAPPED: &[i64] = &[
     nr::TIME,
     nr::CLOCK_GETTIME,
     nr::GETRANDOM,
+    nr::SCHED_GETAFFINITY,
     nr::SIGALTSTACK,
 ];
 

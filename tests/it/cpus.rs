@@ -1,6 +1,7 @@
 //! CPU choice: mcheck pins its tracers (and so their tracees) to the least loaded CPUs among
 //! those its affinity mask allows, so `taskset` is respected and parallel runs do not all
-//! pile onto CPU 0. Needs two CPUs (skipped otherwise).
+//! pile onto CPU 0; yet the program is shown the CPUs mcheck was started on, so that it sizes
+//! its pools as it would without mcheck. Needs two CPUs (skipped otherwise).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -8,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::common::fixture;
+use crate::common::{args, fixture};
 
 /// A copy of `plain_spin_timeout` under a unique short name (its processes' comm).
 fn private_copy(tag: &str) -> (PathBuf, String) {
@@ -162,4 +163,53 @@ fn a_busy_cpu_is_avoided() {
         Some("1"),
         "the tracee was pinned to the busy CPU"
     );
+}
+
+/// `nproc` (sched_getaffinity) prints under mcheck what it prints without it, with and
+/// without `taskset`, although the tracee itself runs pinned to one CPU.
+#[test]
+fn the_program_sees_the_cpus_mcheck_was_given() {
+    if !two_cpus() {
+        return;
+    }
+    let native = |taskset: &[&str]| {
+        let out = Command::new("taskset")
+            .args(taskset)
+            .arg("nproc")
+            .output()
+            .expect("run nproc");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    for cpus in ["0-1", "1"] {
+        let shown = native(&["-c", cpus]);
+        let mut a = args(&["-c", cpus, env!("CARGO_BIN_EXE_mcheck")]);
+        a.extend(args(&[
+            "--max-executions",
+            "1",
+            "--progress",
+            "never",
+            "--",
+            "nproc",
+        ]));
+        let mut cmd = Command::new("taskset");
+        cmd.args(&a);
+        let run = mcheck_under(cmd);
+        assert_eq!(run.trim(), shown, "taskset -c {cpus}: nproc under mcheck");
+    }
+    assert_eq!(native(&["-c", "1"]), "1");
+}
+
+/// The stdout of `cmd` (mcheck under a wrapper), which must exit 0.
+fn mcheck_under(mut cmd: Command) -> String {
+    let out = cmd
+        .env_remove("RUST_BACKTRACE")
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn mcheck");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

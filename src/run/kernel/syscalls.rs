@@ -1,5 +1,6 @@
 //! Trapped syscalls that are scheduling points, decoded into model operations: futex
-//! operations (as glibc and Rust std use them), sched_yield and the sleeps.
+//! operations (as glibc and Rust std use them), sched_yield and the sleeps, and the calls
+//! answered for determinism (clocks, randomness, the CPUs a thread may use).
 
 use crate::model::Op;
 use crate::tracee::seccomp::nr;
@@ -39,6 +40,15 @@ pub enum SyscallAction {
         buf: u64,
         /// Bytes asked for.
         len: u64,
+    },
+    /// sched_getaffinity(pid, len, mask): show the CPUs mcheck was started on.
+    Affinity {
+        /// The thread asked about (0: the caller).
+        pid: i32,
+        /// The buffer's size in bytes.
+        len: u64,
+        /// Where the mask goes.
+        out: u64,
     },
 }
 
@@ -91,6 +101,11 @@ pub fn decode(nr: i64, a: [u64; 6], time: &dyn TimeSource) -> SyscallAction {
         nr::GETRANDOM => SyscallAction::Random {
             buf: a[0],
             len: a[1],
+        },
+        nr::SCHED_GETAFFINITY => SyscallAction::Affinity {
+            pid: a[0] as i32,
+            len: a[1] as u32 as u64,
+            out: a[2],
         },
         _ => SyscallAction::Native,
     }

@@ -33,7 +33,7 @@ use super::{ProcessEnd, RunResult, Session};
 use crate::model::ThreadId;
 use crate::report::Finding;
 use crate::tracee::memory::Memory;
-use crate::tracee::{events, interrupt, regs, Event, WaitOutcome};
+use crate::tracee::{cpu, events, interrupt, regs, Event, WaitOutcome};
 
 impl Session<'_> {
     /// Whether the signal `tid` stopped with is a request to stop meant for mcheck (the
@@ -734,6 +734,26 @@ impl Session<'_> {
                 self.step.segment.touch(ObjectKind::Time, 0, false);
                 let v = self.world.answer_clock(call, self.model.now(), &self.p.mem);
                 self.p.finish_syscall(t, v)?;
+                events::resume(tid, None)?;
+                Ok(None)
+            }
+            SyscallAction::Affinity { pid, len, out } => {
+                let ours = pid == 0 || self.p.threads.iter().any(|th| th.tid.as_raw() == pid);
+                match &self.cfg.program.cpus {
+                    Some(cpus) if ours => {
+                        let v = match cpu::affinity_answer(cpus, len, cpu::mask_layout()) {
+                            Ok(mask) => match self.p.mem.write(out, &mask) {
+                                Ok(()) => mask.len() as i64,
+                                Err(_) => -(libc::EFAULT as i64),
+                            },
+                            Err(errno) => -(errno as i64),
+                        };
+                        self.p.finish_syscall(t, v)?;
+                    }
+                    // Another process's threads, or a schedule recorded before the CPUs
+                    // were shown: the kernel answers.
+                    _ => self.p.threads[t].place = StopPlace::Event,
+                }
                 events::resume(tid, None)?;
                 Ok(None)
             }

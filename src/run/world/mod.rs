@@ -24,7 +24,8 @@ pub struct ProgramSetup {
     pub path: std::path::PathBuf,
     /// Its arguments (argv[1..]).
     pub args: Vec<std::ffi::OsString>,
-    /// Its environment (mcheck adds `GLIBC_TUNABLES=glibc.pthread.rseq=0`).
+    /// Its environment (mcheck adds `GLIBC_TUNABLES=glibc.pthread.rseq=0`, and
+    /// `GOMP_SPINCOUNT=0` when it is not set: `session/launch.rs`).
     pub env: Vec<(std::ffi::OsString, std::ffi::OsString)>,
     /// Hide the program's stdout and stderr.
     pub quiet: bool,
@@ -37,6 +38,10 @@ pub struct ProgramSetup {
     pub read_stdout: bool,
     /// The signals ignored and blocked when the program starts (`tracee/signals.rs`).
     pub signals: crate::tracee::signals::SignalSetup,
+    /// The CPUs sched_getaffinity shows the program (the ones mcheck was started on, or
+    /// those of the search a replay follows); None: the kernel answers (the one CPU the
+    /// tracee is pinned to), as in schedules recorded before the CPUs were shown.
+    pub cpus: Option<Vec<usize>>,
     /// Trap rdtsc/rdtscp (only needed when the program's own code reads the counter; the
     /// trap makes every ptrace stop dearer on VMs).
     pub trap_rdtsc: bool,

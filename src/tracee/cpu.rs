@@ -220,6 +220,20 @@ pub fn affinity_answer(cpus: &[usize], len: u64, layout: MaskLayout) -> Result<V
     Ok(mask)
 }
 
+/// The CPUs a thread may use after sched_setaffinity(2) with the `mask` it passed, when it
+/// was allowed on `allowed`: the kernel reads at most its mask size and keeps the CPUs the
+/// thread may use at all; none of them is EINVAL.
+pub fn affinity_set(allowed: &[usize], mask: &[u8], layout: MaskLayout) -> Result<Vec<usize>, i32> {
+    let bytes = &mask[..mask.len().min(layout.copied as usize)];
+    let kept: Vec<usize> = (allowed.iter().copied())
+        .filter(|&c| bytes.get(c / 8).is_some_and(|b| b & (1 << (c % 8)) != 0))
+        .collect();
+    if kept.is_empty() {
+        return Err(libc::EINVAL);
+    }
+    Ok(kept)
+}
+
 /// Number of CPUs this process may run on.
 pub fn available_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -284,6 +298,25 @@ mod tests {
             .filter(|c| mask[c / 8] & (1 << (c % 8)) != 0)
             .collect();
         assert_eq!(set, allowed_cpus());
+    }
+
+    #[test]
+    fn affinity_set_keeps_the_allowed_cpus_asked_for() {
+        let layout = MaskLayout {
+            min_len: 8,
+            copied: 8,
+        };
+        assert_eq!(
+            affinity_set(&[0, 1, 2, 3], &[0b0110], layout),
+            Ok(vec![1, 2])
+        );
+        // CPUs it may not use are dropped; none left is EINVAL; bytes past the kernel's
+        // mask size are not read.
+        assert_eq!(affinity_set(&[0, 1], &[0b0110], layout), Ok(vec![1]));
+        assert_eq!(affinity_set(&[0], &[0b0110], layout), Err(libc::EINVAL));
+        let mut long = vec![0u8; 16];
+        long[9] = 1;
+        assert_eq!(affinity_set(&[72], &long, layout), Err(libc::EINVAL));
     }
 
     #[test]

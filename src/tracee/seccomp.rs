@@ -37,6 +37,8 @@ pub mod nr {
     pub const GETRANDOM: i64 = 318;
     /// sched_getaffinity(2): answered with the CPUs mcheck was started on.
     pub const SCHED_GETAFFINITY: i64 = 204;
+    /// sched_setaffinity(2): emulated, so that the tracee stays on its tracer's CPU.
+    pub const SCHED_SETAFFINITY: i64 = 203;
     // Calls that may wait for the kernel, and the signals that may wake a waiter
     // (`run/kernel_calls.rs`).
     /// read(2)
@@ -156,6 +158,7 @@ pub const TRAPPED: &[i64] = &[
     nr::CLOCK_GETTIME,
     nr::GETRANDOM,
     nr::SCHED_GETAFFINITY,
+    nr::SCHED_SETAFFINITY,
     nr::SIGALTSTACK,
 ];
 

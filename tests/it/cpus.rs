@@ -197,6 +197,34 @@ fn the_program_sees_the_cpus_mcheck_was_given() {
         assert_eq!(run.trim(), shown, "taskset -c {cpus}: nproc under mcheck");
     }
     assert_eq!(native(&["-c", "1"]), "1");
+    // The program's own sched_setaffinity (taskset run under mcheck) is what it reads back,
+    // although mcheck keeps its thread on the tracer's CPU; a CPU it may not use is EINVAL.
+    for (cpus, shown) in [("1", "1"), ("0,1", "2"), ("7-9", "")] {
+        let a = args(&[
+            "--max-executions",
+            "1",
+            "--progress",
+            "never",
+            "--",
+            "taskset",
+        ]);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcheck"));
+        cmd.args(a).args(["-c", cpus, "nproc"]);
+        let out = cmd
+            .env_remove("RUST_BACKTRACE")
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn mcheck");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            shown,
+            "taskset -c {cpus} nproc under mcheck"
+        );
+        if shown.is_empty() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("Invalid argument"), "{err}");
+        }
+    }
 }
 
 /// The stdout of `cmd` (mcheck under a wrapper), which must exit 0.

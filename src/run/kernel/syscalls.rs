@@ -50,6 +50,15 @@ pub enum SyscallAction {
         /// Where the mask goes.
         out: u64,
     },
+    /// sched_setaffinity(pid, len, mask): noted, not applied.
+    SetAffinity {
+        /// The thread to pin (0: the caller).
+        pid: i32,
+        /// The mask's size in bytes.
+        len: u64,
+        /// Where the mask is.
+        mask: u64,
+    },
 }
 
 /// A time query and where its answer goes.
@@ -106,6 +115,11 @@ pub fn decode(nr: i64, a: [u64; 6], time: &dyn TimeSource) -> SyscallAction {
             pid: a[0] as i32,
             len: a[1] as u32 as u64,
             out: a[2],
+        },
+        nr::SCHED_SETAFFINITY => SyscallAction::SetAffinity {
+            pid: a[0] as i32,
+            len: a[1] as u32 as u64,
+            mask: a[2],
         },
         _ => SyscallAction::Native,
     }
@@ -210,6 +224,31 @@ mod tests {
         assert_eq!(
             decode(nr::RSEQ, [0; 6], &Clock),
             SyscallAction::Emulate(-38)
+        );
+    }
+
+    #[test]
+    fn affinity_calls_are_answered_not_run() {
+        // The length is a 32-bit argument: its upper half is ignored, as the kernel does.
+        assert_eq!(
+            decode(
+                nr::SCHED_GETAFFINITY,
+                [0, 1 << 32 | 128, 0x70, 0, 0, 0],
+                &Clock
+            ),
+            SyscallAction::Affinity {
+                pid: 0,
+                len: 128,
+                out: 0x70
+            }
+        );
+        assert_eq!(
+            decode(nr::SCHED_SETAFFINITY, [42, 8, 0x70, 0, 0, 0], &Clock),
+            SyscallAction::SetAffinity {
+                pid: 42,
+                len: 8,
+                mask: 0x70
+            }
         );
     }
 

@@ -56,6 +56,10 @@ pub struct TracedThread {
     pub altstack: Option<[u8; 24]>,
     /// The process it belongs to (its number in the tree).
     pub proc: usize,
+    /// The CPUs it set with sched_setaffinity, which mcheck emulates (it keeps running on
+    /// its tracer's CPU); None: those shown to the program. Inherited by the threads and
+    /// processes it creates, kept across exec.
+    pub affinity: Option<Vec<usize>>,
 }
 
 impl TracedThread {
@@ -73,6 +77,7 @@ impl TracedThread {
             gone: false,
             altstack: None,
             proc: 0,
+            affinity: None,
         }
     }
 }

@@ -563,6 +563,7 @@ impl Session<'_> {
         let handle = if flags & CLONE_SETTLS != 0 { tls } else { 0 };
         let mut th = TracedThread::new(child, started, clear_tid, handle);
         th.proc = self.p.current();
+        th.affinity = self.p.threads[t].affinity.clone();
         self.p.threads.push(th);
         self.p.by_tid.insert(child, id);
         if let Some(d) = self.races.detector() {
@@ -737,22 +738,10 @@ impl Session<'_> {
                 events::resume(tid, None)?;
                 Ok(None)
             }
-            SyscallAction::Affinity { pid, len, out } => {
-                let ours = pid == 0 || self.p.threads.iter().any(|th| th.tid.as_raw() == pid);
-                match &self.cfg.program.cpus {
-                    Some(cpus) if ours => {
-                        let v = match cpu::affinity_answer(cpus, len, cpu::mask_layout()) {
-                            Ok(mask) => match self.p.mem.write(out, &mask) {
-                                Ok(()) => mask.len() as i64,
-                                Err(_) => -(libc::EFAULT as i64),
-                            },
-                            Err(errno) => -(errno as i64),
-                        };
-                        self.p.finish_syscall(t, v)?;
-                    }
-                    // Another process's threads, or a schedule recorded before the CPUs
-                    // were shown: the kernel answers.
-                    _ => self.p.threads[t].place = StopPlace::Event,
+            call @ (SyscallAction::Affinity { .. } | SyscallAction::SetAffinity { .. }) => {
+                match self.affinity_call(t, &call) {
+                    Some(v) => self.p.finish_syscall(t, v)?,
+                    None => self.p.threads[t].place = StopPlace::Event,
                 }
                 events::resume(tid, None)?;
                 Ok(None)
@@ -769,6 +758,43 @@ impl Session<'_> {
                 Ok(None)
             }
         }
+    }
+
+    /// sched_getaffinity or sched_setaffinity by thread `t`, answered from the CPUs shown
+    /// to the program and those its threads set: the call's result, or None when the
+    /// kernel answers (a thread of a process not traced, or a schedule recorded before the
+    /// CPUs were shown).
+    fn affinity_call(&mut self, t: ThreadId, call: &SyscallAction) -> Option<i64> {
+        let shown = self.cfg.program.cpus.as_deref()?;
+        let (SyscallAction::Affinity { pid, .. } | SyscallAction::SetAffinity { pid, .. }) = *call
+        else {
+            return None;
+        };
+        let u = match pid {
+            0 => t,
+            _ => *self.p.by_tid.get(&Pid::from_raw(pid))?,
+        };
+        let layout = cpu::mask_layout();
+        let result = match *call {
+            SyscallAction::Affinity { len, out, .. } => {
+                let cpus = self.p.threads[u].affinity.as_deref().unwrap_or(shown);
+                cpu::affinity_answer(cpus, len, layout).and_then(|mask| {
+                    (self.p.mem.write(out, &mask).map(|()| mask.len() as i64))
+                        .map_err(|_| libc::EFAULT)
+                })
+            }
+            SyscallAction::SetAffinity { len, mask, .. } => {
+                let mut bytes = vec![0u8; len.min(layout.copied) as usize];
+                (self.p.mem.read(mask, &mut bytes).map_err(|_| libc::EFAULT))
+                    .and_then(|()| cpu::affinity_set(shown, &bytes, layout))
+                    .map(|set| {
+                        self.p.threads[u].affinity = Some(set);
+                        0
+                    })
+            }
+            _ => return None,
+        };
+        Some(result.unwrap_or_else(|errno| -(errno as i64)))
     }
 
     /// A system call that may change files: the worker takes the file-system gate first

@@ -183,6 +183,7 @@ impl Processes<'_, '_> {
         let mut th = TracedThread::new(child, started, clear_tid, self.0.p.threads[t].handle);
         th.proc = j;
         th.altstack = self.0.p.threads[t].altstack;
+        th.affinity = self.0.p.threads[t].affinity.clone();
         self.0.p.threads.push(th);
         self.0.p.by_tid.insert(child, u);
         debug_assert_eq!(self.0.p.threads.len(), u + 1);

@@ -193,51 +193,36 @@ fn the_program_sees_the_cpus_mcheck_was_given() {
         ]));
         let mut cmd = Command::new("taskset");
         cmd.args(&a);
-        let run = mcheck_under(cmd);
-        assert_eq!(run.trim(), shown, "taskset -c {cpus}: nproc under mcheck");
+        let (code, stdout, stderr) = output_of(cmd);
+        assert_eq!(code, Some(0), "taskset -c {cpus} mcheck -- nproc: {stderr}");
+        assert_eq!(
+            stdout.trim(),
+            shown,
+            "taskset -c {cpus}: nproc under mcheck"
+        );
     }
     assert_eq!(native(&["-c", "1"]), "1");
     // The program's own sched_setaffinity (taskset run under mcheck) is what it reads back,
     // although mcheck keeps its thread on the tracer's CPU; a CPU it may not use is EINVAL.
     for (cpus, shown) in [("1", "1"), ("0,1", "2"), ("7-9", "")] {
-        let a = args(&[
-            "--max-executions",
-            "1",
-            "--progress",
-            "never",
-            "--",
-            "taskset",
-        ]);
+        let a = args(&["--max-executions", "1", "--progress", "never", "--"]);
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcheck"));
-        cmd.args(a).args(["-c", cpus, "nproc"]);
-        let out = cmd
-            .env_remove("RUST_BACKTRACE")
-            .stdin(Stdio::null())
-            .output()
-            .expect("spawn mcheck");
-        assert_eq!(
-            String::from_utf8_lossy(&out.stdout).trim(),
-            shown,
-            "taskset -c {cpus} nproc under mcheck"
-        );
+        cmd.args(a).args(["taskset", "-c", cpus, "nproc"]);
+        let (_, stdout, stderr) = output_of(cmd);
+        assert_eq!(stdout.trim(), shown, "taskset -c {cpus} nproc under mcheck");
         if shown.is_empty() {
-            let err = String::from_utf8_lossy(&out.stderr);
-            assert!(err.contains("Invalid argument"), "{err}");
+            assert!(stderr.contains("Invalid argument"), "{stderr}");
         }
     }
 }
 
-/// The stdout of `cmd` (mcheck under a wrapper), which must exit 0.
-fn mcheck_under(mut cmd: Command) -> String {
+/// The exit code, stdout and stderr of `cmd` (mcheck, or mcheck under a wrapper).
+fn output_of(mut cmd: Command) -> (Option<i32>, String, String) {
     let out = cmd
         .env_remove("RUST_BACKTRACE")
         .stdin(Stdio::null())
         .output()
         .expect("spawn mcheck");
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
 }

@@ -45,6 +45,8 @@ pub struct WorkerState {
     pub racy_sites: HashSet<u64>,
     /// The fork snapshots of the program (templates kept stopped).
     pub snapshots: Snapshots,
+    /// The last verdict on the mappings of a process about to be copied by fork.
+    pub mapping_verdicts: crate::tracee::procfs::MappingVerdicts,
     /// The executions' stderr (one pipe for all, since templates keep it open).
     pub stderr_capture: Option<OutputCapture>,
     /// The executions' stdout, when a search shows it once and it is a pipe, terminal or

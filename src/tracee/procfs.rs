@@ -9,12 +9,51 @@ use nix::unistd::Pid;
 /// The first thing found in `pid` that makes a fork copy differ from a fresh execution at
 /// the same point, described for the user; None when a copy is faithful. Descriptors in
 /// `inherited` (what the program was started with, as [`descriptors`] gave them) are left
-/// to the user, like the standard streams.
-pub fn fork_hazard(pid: Pid, inherited: &[(i32, String)]) -> Option<String> {
+/// to the user, like the standard streams. The mappings are judged through `mappings`.
+pub fn fork_hazard(
+    pid: Pid,
+    inherited: &[(i32, String)],
+    mappings: &mut MappingVerdicts,
+) -> Option<String> {
     if let Some(h) = descriptor_hazard(pid, inherited) {
         return Some(h);
     }
-    mapping_hazard(pid)
+    mappings.hazard(pid)
+}
+
+/// The last verdict on a process's mappings, kept while they stay the same. A mapping's
+/// fork flags (wiped, not copied) are read from `/proc/PID/smaps`, which walks every page
+/// table (four times the cost of `maps`, and a tenth of a search that takes branch
+/// snapshots often); they change without a change to `/proc/PID/maps` only by madvise of
+/// whole mappings, which the seccomp filter traps (`seccomp::FORK_ADVICE`) and the tracer
+/// reports here ([`MappingVerdicts::fork_advice_seen`]). Otherwise equal `maps` texts have
+/// equal verdicts, in any process of the worker: fork copies inherit the flags.
+#[derive(Debug, Default)]
+pub struct MappingVerdicts {
+    /// Fork-flag madvise calls seen so far: a verdict from before one is stale.
+    epoch: u64,
+    /// (epoch, `maps` text, verdict) of the last smaps read.
+    last: Option<(u64, String, Option<String>)>,
+}
+
+impl MappingVerdicts {
+    /// A traced thread called madvise with a fork flag: no verdict so far holds.
+    pub fn fork_advice_seen(&mut self) {
+        self.epoch += 1;
+    }
+
+    /// What in `pid`'s mappings a fork copy would share or lose, as [`mapping_hazard`].
+    pub fn hazard(&mut self, pid: Pid) -> Option<String> {
+        let maps = fs::read_to_string(format!("/proc/{pid}/maps")).ok();
+        if let (Some(text), Some((epoch, last, verdict))) = (&maps, &self.last) {
+            if *epoch == self.epoch && text == last {
+                return verdict.clone();
+            }
+        }
+        let verdict = mapping_hazard(pid);
+        self.last = maps.map(|text| (self.epoch, text, verdict.clone()));
+        verdict
+    }
 }
 
 /// What descriptor `fd` of `pid` refers to (for messages), `?` when unknown.

@@ -39,6 +39,9 @@ pub mod nr {
     pub const SCHED_GETAFFINITY: i64 = 204;
     /// sched_setaffinity(2): emulated, so that the tracee stays on its tracer's CPU.
     pub const SCHED_SETAFFINITY: i64 = 203;
+    /// madvise(2): stops only with a [`super::FORK_ADVICE`], which changes what a fork
+    /// copy gets of a mapping.
+    pub const MADVISE: i64 = 28;
     // Calls that may wait for the kernel, and the signals that may wake a waiter
     // (`run/kernel_calls.rs`).
     /// read(2)
@@ -162,6 +165,11 @@ pub const TRAPPED: &[i64] = &[
     nr::SIGALTSTACK,
 ];
 
+/// The madvise advices that trap (MADV_DONTFORK, MADV_DOFORK, MADV_WIPEONFORK,
+/// MADV_KEEPONFORK): they change a mapping's fork flags, which fork snapshots depend on
+/// (`procfs::MappingVerdicts`); other advices run without a stop.
+pub const FORK_ADVICE: &[u32] = &[10, 11, 18, 19];
+
 /// Calls that may wait for the kernel (and the signal sends that may end such a wait),
 /// trapped so that a thread waiting in one is blocked in the model instead of the kernel.
 pub const TRAPPED_KERNEL: &[i64] = &[
@@ -205,6 +213,8 @@ const SECCOMP_RET_TRACE: u32 = 0x7ff0_0000;
 const SECCOMP_RET_KILL_PROCESS: u32 = 0x8000_0000;
 const OFFSET_NR: u32 = 0;
 const OFFSET_ARCH: u32 = 4;
+/// The low half of the third argument (`struct seccomp_data`: nr, arch, ip, args[6]).
+const OFFSET_ARG2: u32 = 32;
 
 fn stmt(code: u16, k: u32) -> libc::sock_filter {
     libc::sock_filter {
@@ -220,7 +230,7 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 }
 
 /// Builds the BPF program: kill on a foreign arch, trace the [`TRAPPED`] and
-/// [`TRAPPED_KERNEL`] calls, allow the rest.
+/// [`TRAPPED_KERNEL`] calls and madvise with a [`FORK_ADVICE`], allow the rest.
 pub fn filter_program() -> Vec<libc::sock_filter> {
     let mut prog = vec![
         stmt(BPF_LD_W_ABS, OFFSET_ARCH),
@@ -228,6 +238,17 @@ pub fn filter_program() -> Vec<libc::sock_filter> {
         stmt(BPF_RET_K, SECCOMP_RET_KILL_PROCESS),
         stmt(BPF_LD_W_ABS, OFFSET_NR),
     ];
+    // madvise: its advice decides. The block ends in a TRACE or an ALLOW of its own; any
+    // other call skips it with the number still loaded.
+    let advices = FORK_ADVICE.len();
+    let block = 1 + advices + 2;
+    prog.push(jump(BPF_JEQ_K, nr::MADVISE as u32, 0, block as u8));
+    prog.push(stmt(BPF_LD_W_ABS, OFFSET_ARG2));
+    for (i, &advice) in FORK_ADVICE.iter().enumerate() {
+        prog.push(jump(BPF_JEQ_K, advice, (advices - i) as u8, 0));
+    }
+    prog.push(stmt(BPF_RET_K, SECCOMP_RET_ALLOW));
+    prog.push(stmt(BPF_RET_K, SECCOMP_RET_TRACE));
     let opens = [nr::OPEN, nr::OPENAT, nr::OPENAT2];
     let all: Vec<i64> = TRAPPED
         .iter()
@@ -254,12 +275,24 @@ mod tests {
 
     /// Interprets the tiny subset of BPF the filter uses, to check its jump arithmetic.
     fn run(prog: &[libc::sock_filter], arch: u32, nr: u32) -> u32 {
+        run_with(prog, arch, nr, 0)
+    }
+
+    /// [`run`] with the third argument's low half.
+    fn run_with(prog: &[libc::sock_filter], arch: u32, nr: u32, arg2: u32) -> u32 {
         let mut acc = 0u32;
         let mut pc = 0usize;
         loop {
             let ins = prog[pc];
             match ins.code {
-                BPF_LD_W_ABS => acc = if ins.k == OFFSET_ARCH { arch } else { nr },
+                BPF_LD_W_ABS => {
+                    acc = match ins.k {
+                        OFFSET_ARCH => arch,
+                        OFFSET_NR => nr,
+                        OFFSET_ARG2 => arg2,
+                        k => panic!("load of offset {k}"),
+                    }
+                }
                 BPF_JEQ_K => {
                     pc += if acc == ins.k { ins.jt } else { ins.jf } as usize;
                 }
@@ -288,5 +321,29 @@ mod tests {
             assert_eq!(run(&prog, AUDIT_ARCH_X86_64, call), want, "syscall {call}");
         }
         assert_eq!(run(&prog, 0x4000_0003, 202), SECCOMP_RET_KILL_PROCESS);
+    }
+
+    #[test]
+    fn madvise_traps_only_with_a_fork_advice() {
+        let prog = filter_program();
+        let madvise = nr::MADVISE as u32;
+        for advice in 0..100u32 {
+            let want = if FORK_ADVICE.contains(&advice) {
+                SECCOMP_RET_TRACE
+            } else {
+                SECCOMP_RET_ALLOW
+            };
+            let got = run_with(&prog, AUDIT_ARCH_X86_64, madvise, advice);
+            assert_eq!(got, want, "madvise advice {advice}");
+        }
+        // The advice is only looked at for madvise (39: getpid, never trapped).
+        assert_eq!(
+            run_with(&prog, AUDIT_ARCH_X86_64, 39, 10),
+            SECCOMP_RET_ALLOW
+        );
+        assert_eq!(
+            run_with(&prog, AUDIT_ARCH_X86_64, nr::FUTEX as u32, 3),
+            SECCOMP_RET_TRACE
+        );
     }
 }

@@ -119,7 +119,11 @@ impl Snapshotting<'_, '_> {
                 procfs::resident_bytes(pid) >> 20
             ))
         } else {
-            procfs::fork_hazard(pid, self.0.snaps.inherited_fds())
+            procfs::fork_hazard(
+                pid,
+                self.0.snaps.inherited_fds(),
+                &mut self.0.worker.mapping_verdicts,
+            )
         };
         let tid_addr = snapshot::cached_tid_address(&self.0.p.mem, r.fs_base, pid);
         let refusal = refusal.or_else(|| {
@@ -255,7 +259,7 @@ impl Snapshotting<'_, '_> {
         } else {
             self.0.worker.snapshots.inherited(&key)
         };
-        if procfs::fork_hazard(pid, inherited).is_some() {
+        if procfs::fork_hazard(pid, inherited, &mut self.0.worker.mapping_verdicts).is_some() {
             return Ok(false);
         }
         let Ok(files) = FileStates::capture(pid) else {

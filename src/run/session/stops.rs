@@ -202,7 +202,13 @@ impl Session<'_> {
             Event::Seccomp => {
                 // A child changing files changes the user's files too: it takes the gate
                 // and its changes are journaled like the program's own.
-                if let (Ok(r), Ok(mem)) = (regs::get(pid), Memory::open(pid)) {
+                let r = regs::get(pid).ok();
+                if r.is_none_or(|r| r.orig_rax as i64 == nr::MADVISE) {
+                    // A fork advice (or a call not read): a vfork child shares its
+                    // parent's mappings.
+                    self.worker.mapping_verdicts.fork_advice_seen();
+                }
+                if let (Some(r), Ok(mem)) = (r, Memory::open(pid)) {
                     let (nr, a) = (r.orig_rax as i64, regs::syscall_args(&r));
                     if let Some(changes) = note_file_change(self.worker, pid, pid, &mem, nr, a) {
                         self.world.note_file_changes(changes);
@@ -691,6 +697,8 @@ impl Session<'_> {
                 self.step.pending_clone = Some((flags, ctid, tls));
             }
             nr::SET_TID_ADDRESS => self.p.threads[t].clear_tid = a[0],
+            // Trapped only with a fork advice (the call then runs natively).
+            nr::MADVISE => self.worker.mapping_verdicts.fork_advice_seen(),
             nr::SIGALTSTACK if a[0] != 0 => {
                 let mut ss = [0u8; 24];
                 if self.p.mem.read(a[0], &mut ss).is_ok() {

@@ -774,24 +774,22 @@ impl Session<'_> {
     /// CPUs were shown).
     fn affinity_call(&mut self, t: ThreadId, call: &SyscallAction) -> Option<i64> {
         let shown = self.cfg.program.cpus.as_deref()?;
-        let (SyscallAction::Affinity { pid, .. } | SyscallAction::SetAffinity { pid, .. }) = *call
-        else {
-            return None;
-        };
-        let u = match pid {
-            0 => t,
-            _ => *self.p.by_tid.get(&Pid::from_raw(pid))?,
+        let thread = |pid: i32| match pid {
+            0 => Some(t),
+            _ => self.p.by_tid.get(&Pid::from_raw(pid)).copied(),
         };
         let layout = cpu::mask_layout();
         let result = match *call {
-            SyscallAction::Affinity { len, out, .. } => {
+            SyscallAction::Affinity { pid, len, out } => {
+                let u = thread(pid)?;
                 let cpus = self.p.threads[u].affinity.as_deref().unwrap_or(shown);
                 cpu::affinity_answer(cpus, len, layout).and_then(|mask| {
                     (self.p.mem.write(out, &mask).map(|()| mask.len() as i64))
                         .map_err(|_| libc::EFAULT)
                 })
             }
-            SyscallAction::SetAffinity { len, mask, .. } => {
+            SyscallAction::SetAffinity { pid, len, mask } => {
+                let u = thread(pid)?;
                 let mut bytes = vec![0u8; len.min(layout.copied) as usize];
                 (self.p.mem.read(mask, &mut bytes).map_err(|_| libc::EFAULT))
                     .and_then(|()| cpu::affinity_set(shown, &bytes, layout))

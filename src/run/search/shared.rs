@@ -42,7 +42,7 @@ impl Findings {
         let key = finding_key(&witness.finding);
         match self.index_of.get(&key) {
             Some(&i) => {
-                if witness.finding.preemptions < self.witnesses[i].finding.preemptions {
+                if self.better(i, witness.finding.preemptions) {
                     self.witnesses[i] = witness;
                 }
             }
@@ -51,6 +51,17 @@ impl Findings {
                 self.witnesses.push(witness);
             }
         }
+    }
+
+    /// Whether a witness with `preemptions` preemptions would replace witness `i`.
+    fn better(&self, i: usize, preemptions: u64) -> bool {
+        preemptions < self.witnesses[i].finding.preemptions
+    }
+
+    /// Whether [`Findings::keep`] would keep `finding`, seen in an execution with
+    /// `preemptions` preemptions: new, or a better witness of one found before.
+    fn would_keep(&self, finding: &Finding, preemptions: u64) -> bool {
+        (self.index_of.get(&finding_key(finding))).is_none_or(|&i| self.better(i, preemptions))
     }
 }
 
@@ -445,6 +456,15 @@ impl Shared<'_> {
             outcome,
             schedule,
         ))
+    }
+
+    /// Whether any of `races`, found in an execution with `preemptions` preemptions, would
+    /// be kept as a finding's witness. Those that would not are already reported from
+    /// another execution: the stacks of their earlier sides are not worth running the
+    /// execution again for (a search following a race sees it in most executions).
+    pub(super) fn wants_any(&self, races: &[Finding], preemptions: u64) -> bool {
+        let all = self.findings.lock().expect("lock");
+        races.iter().any(|f| all.would_keep(f, preemptions))
     }
 
     /// Counts an execution run to its end and keeps its findings: its index, or None when

@@ -352,7 +352,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
                 s.end_execution(&summary);
             }
         }
-        if !outcome.races.is_empty() {
+        if shared.wants_any(&outcome.races, outcome.preemptions) {
             if let Err(e) = attach_earlier_stacks(exec_cfg, &mut outcome, &racy_before, &mut state)
             {
                 break Err(e);

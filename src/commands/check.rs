@@ -19,8 +19,8 @@ use crate::report::shell_quote;
 use crate::report::{human, json, Finding};
 use crate::run::search::{search, Plan, TIME_LIMIT_REACHED};
 use crate::run::{
-    patching_enabled, ExecutionConfig, InstrumentConfig, Limits, ProgramSetup, SearchConfig,
-    SearchResult, SnapshotConfig,
+    branch_snapshots_enabled, patching_enabled, ExecutionConfig, InstrumentConfig, Limits,
+    ProgramSetup, SearchConfig, SearchResult, SnapshotConfig,
 };
 
 /// Runs a search as the options say; returns the exit status.
@@ -89,6 +89,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 snapshots: !args.no_snapshots,
                 snapshot_memory: args.snapshot_memory,
                 state_cache: args.state_cache,
+                branches: branch_snapshots_enabled(),
             },
             stack_requests: Vec::new(),
             fair: !args.no_fair,

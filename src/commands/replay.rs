@@ -82,6 +82,7 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
             snapshots: false,
             snapshot_memory: 0,
             state_cache: false,
+            branches: false,
         },
         stack_requests: Vec::new(),
         fair: schedule.options.fair,

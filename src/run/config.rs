@@ -6,7 +6,7 @@ use std::time::Duration;
 
 pub use super::instrument::InstrumentConfig;
 use super::races::AccessKey;
-pub use super::snapshots::SnapshotConfig;
+pub use super::snapshots::{branch_snapshots_enabled, SnapshotConfig};
 pub use super::world::ProgramSetup;
 use crate::binary::ElfFile;
 

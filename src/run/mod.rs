@@ -31,7 +31,10 @@ mod step_state;
 mod worker_state;
 mod world;
 
-pub use config::{ExecutionConfig, InstrumentConfig, Limits, ProgramSetup, SnapshotConfig};
+pub use config::{
+    branch_snapshots_enabled, ExecutionConfig, InstrumentConfig, Limits, ProgramSetup,
+    SnapshotConfig,
+};
 pub use history::TraceStep;
 pub use instrument::patching::patching_enabled;
 pub use instrument::sites::PatchStats;

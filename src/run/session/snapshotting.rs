@@ -191,6 +191,7 @@ impl Snapshotting<'_, '_> {
             || self.0.snaps.overflowed()
             || self.0.world.changed_files()
             || !self.0.worker.snapshots.branches_allowed()
+            || !self.0.cfg.snapshots.branches
         {
             return Ok(());
         }

@@ -19,4 +19,13 @@ pub struct SnapshotConfig {
     /// States are hashed at points (`--state-cache`): fork copies of a program with much
     /// memory are write-tracked from their start (`state_hash`).
     pub state_cache: bool,
+    /// Snapshots at branch points of a tree search too (else executions replay their
+    /// prefix from the startup snapshot; `MCHECK_BRANCH_SNAPSHOTS=off`, to compare).
+    pub branches: bool,
+}
+
+/// Whether branch snapshots are taken (`MCHECK_BRANCH_SNAPSHOTS=off` turns them off, so that
+/// a search from them can be compared with the same search without them).
+pub fn branch_snapshots_enabled() -> bool {
+    std::env::var("MCHECK_BRANCH_SNAPSHOTS").map_or(true, |v| v != "off")
 }

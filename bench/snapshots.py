@@ -24,6 +24,10 @@ Measures side by side in one run, alternating the two configurations, medians ov
      and without snapshots, with --no-races (the race detector's bookkeeping of
      the program's memset of the block would dominate); the copy's page tables
      grow with the resident set.
+  4. exec: executions from exec (--no-snapshots, dfs) with the instrumentation of
+     the first thread creation done again from the last execution (the default)
+     and planned anew each time (MCHECK_REUSE_INSTRUMENTATION=off), on an OpenMP
+     fixture (libgomp's thousands of access sites are patched), a C++ and a C one.
 
 Prints markdown tables; writes every sample to target/snapshots-results.json.
 Exit status 0 whatever the figures; 2 when the harness cannot measure.
@@ -51,9 +55,11 @@ RATE_FIXTURES = [
 ]
 RESIDENT_MIB = [1, 16, 64, 256]
 BRANCH_FIXTURES = [("hundred_threads_ok", 150), ("cpp_prodcons_ok", 150), ("rust_mpsc_ok", 150)]
+EXEC_FIXTURES = [("omp_barrier_ok", 25), ("cpp_prodcons_ok", 25), ("bench_two_threads", 50)]
 
 
-def run_mcheck(mc, prog, args, executions, snapshots, tmpdir, strategy="random", extra=()):
+def run_mcheck(mc, prog, args, executions, snapshots, tmpdir, strategy="random", extra=(),
+               env=None):
     """One mcheck run; returns (elapsed_seconds, executions, executions from snapshots)."""
     report = os.path.join(tmpdir, "report.json")
     if os.path.exists(report):
@@ -66,7 +72,7 @@ def run_mcheck(mc, prog, args, executions, snapshots, tmpdir, strategy="random",
     cmd += list(extra)
     cmd += ["--", prog] + [str(a) for a in args]
     p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE)
+                       stderr=subprocess.PIPE, env=dict(os.environ, **(env or {})))
     if p.returncode != 0:
         raise HarnessError("%s exited with %d:\n%s" % (
             " ".join(cmd), p.returncode, p.stderr.decode(errors="replace")[-2000:]))
@@ -180,6 +186,27 @@ def main():
                                                  native * 1e3))
             results["resident"].append({"mib": mib, "with_s_per_exec": w,
                                         "without_s_per_exec": wo, "native_s": native})
+            sys.stdout.flush()
+        print()
+        print("Executions from exec (--no-snapshots --strategy dfs): the instrumentation of the "
+              "first thread creation done again, and planned anew "
+              "(MCHECK_REUSE_INSTRUMENTATION=off); medians, runs alternated")
+        print()
+        print("| fixture | executions | done again ms/exec | planned anew ms/exec | speed-up |")
+        print("|---|---|---|---|---|")
+        results["exec"] = []
+        for name, n in EXEC_FIXTURES:
+            prog = os.path.join(FIXTURES, name)
+            again, anew = [], []
+            for _ in range(opts.reps):
+                for off in (False, True):
+                    env = {"MCHECK_REUSE_INSTRUMENTATION": "off"} if off else {}
+                    el, k, _ = run_mcheck(mc, prog, [], n, False, tmpdir, "dfs", env=env)
+                    (anew if off else again).append(el / k)
+            ma, mn = median(again), median(anew)
+            print("| %s | %d | %.2f | %.2f | %.1fx |" % (name, n, ma * 1e3, mn * 1e3, mn / ma))
+            results["exec"].append({"fixture": name, "executions": n,
+                                    "again_s_per_exec": again, "anew_s_per_exec": anew})
             sys.stdout.flush()
         print()
         out = os.path.join(os.path.dirname(FIXTURES), "..", "target", "snapshots-results.json")

@@ -327,6 +327,11 @@ impl CodeSpace {
         self.chunks.len()
     }
 
+    /// The chunks' start addresses, in order.
+    pub fn chunks(&self) -> impl Iterator<Item = u64> + '_ {
+        self.chunks.keys().copied()
+    }
+
     /// Distinct pages holding trampolines (the memory they cost in the tracee).
     pub fn pages_used(&self) -> usize {
         let mut pages = std::collections::BTreeSet::new();

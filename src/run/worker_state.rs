@@ -36,6 +36,9 @@ pub struct WorkerState {
     pub image_symbols: std::collections::HashMap<std::path::PathBuf, Symbols>,
     /// Instrumentation plans by file.
     pub plans: PlanCache,
+    /// Instrumentations of a first thread creation, done again by later executions that
+    /// reach it in the same state.
+    pub(in crate::run) recording_memos: super::instrument::memo::RecordingMemos,
     /// Addresses accessed by atomic instructions in some execution.
     pub atomic_addresses: super::races::atomic_addresses::AtomicAddresses,
     /// Addresses found racy in some execution.

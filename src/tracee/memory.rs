@@ -1,15 +1,34 @@
 //! Reading and writing tracee memory through `/proc/PID/mem`. One file per process: the fd
-//! holds the address space, so it stays valid after the thread-group leader exits.
+//! holds the address space, so it stays valid after the thread-group leader exits. Writes
+//! may be journaled with the bytes they replaced, for the caller to make the same writes
+//! in another process later.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::sync::Mutex;
 
 use nix::unistd::Pid;
+
+/// One write made while journaling.
+#[derive(Clone, Debug)]
+pub struct JournaledWrite {
+    /// Where.
+    pub addr: u64,
+    /// The bytes there before (None: they could not be read).
+    pub before: Option<Vec<u8>>,
+    /// The bytes written.
+    pub bytes: Vec<u8>,
+}
+
+/// Writes made while journaling, in order.
+pub type Journal = Vec<JournaledWrite>;
 
 /// Access to one traced process's memory.
 pub struct Memory {
     file: File,
+    /// The writes made since [`Memory::start_journal`], when journaling.
+    journal: Mutex<Option<Journal>>,
 }
 
 impl Memory {
@@ -19,7 +38,26 @@ impl Memory {
             .read(true)
             .write(true)
             .open(format!("/proc/{pid}/mem"))?;
-        Ok(Memory { file })
+        Ok(Memory {
+            file,
+            journal: Mutex::new(None),
+        })
+    }
+
+    /// Keeps every write from now on, until [`Memory::take_journal`].
+    pub fn start_journal(&self) {
+        *self.journal.lock().unwrap_or_else(|e| e.into_inner()) = Some(Vec::new());
+    }
+
+    /// The writes made since [`Memory::start_journal`] (empty when not journaling); stops
+    /// journaling.
+    pub fn take_journal(&self) -> Journal {
+        (self
+            .journal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take())
+        .unwrap_or_default()
     }
 
     /// Reads `buf.len()` bytes at `addr`.
@@ -29,7 +67,19 @@ impl Memory {
 
     /// Writes `data` at `addr` (works on read-only text too, as ptrace pokes do).
     pub fn write(&self, addr: u64, data: &[u8]) -> io::Result<()> {
-        self.file.write_all_at(data, addr)
+        let mut journal = self.journal.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(j) = journal.as_mut() else {
+            return self.file.write_all_at(data, addr);
+        };
+        let mut before = vec![0u8; data.len()];
+        let before = self.read(addr, &mut before).ok().map(|()| before);
+        self.file.write_all_at(data, addr)?;
+        j.push(JournaledWrite {
+            addr,
+            before,
+            bytes: data.to_vec(),
+        });
+        Ok(())
     }
 
     /// Reads a little-endian u64.

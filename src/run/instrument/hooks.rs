@@ -19,7 +19,7 @@ pub enum Convention {
 }
 
 /// One intercepted function.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Hook {
     MutexInit,
     MutexLock,

@@ -10,6 +10,7 @@
 pub(super) mod code;
 pub(super) mod gomp;
 pub(super) mod hooks;
+pub(super) mod memo;
 pub(super) mod patching;
 pub(super) mod plan;
 pub(super) mod scan_cache;
@@ -79,6 +80,8 @@ pub(in crate::run) struct Ctx<'a> {
     pub program: &'a Path,
     /// The worker's per-file plans.
     pub plans: &'a mut PlanCache,
+    /// The worker's instrumentations of a first thread creation, to do again.
+    pub memos: &'a mut memo::RecordingMemos,
     /// The worker's symbols (the module map).
     pub symbols: &'a mut Symbols,
     /// Sites this execution needs a real stop at (kept on breakpoints).

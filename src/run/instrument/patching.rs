@@ -16,6 +16,7 @@ use anyhow::{Context, Result};
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
 
 use super::code::{BreakpointKind, CodeEdits};
+use super::memo::RecordingMemos;
 use super::plan::{Alloc, LoggedAlloc, MemFn, ModulePlan};
 use super::sites::{fixed_operand, AccessSite, Patching, UnloggedCall};
 use super::{Ctx, Instrumentation};
@@ -82,11 +83,33 @@ impl Instrumentation {
         if ctx.cfg.patch {
             self.create_access_log(ctx, t, &canonical)?;
         }
-        for (plan, bias) in std::mem::take(&mut self.rec.pending) {
-            self.instrument_accesses(ctx, t, &plan, bias)?;
-        }
+        self.instrument_waiting_files(ctx, t)?;
         regs::set(tid, canonical)?;
         events::resume(tid, None)?;
+        Ok(())
+    }
+
+    /// Instruments the files waiting for the first thread as the last execution that
+    /// reached the same state did (`memo.rs`), else as usual, keeping what was done.
+    fn instrument_waiting_files(&mut self, ctx: &mut Ctx<'_>, t: ThreadId) -> Result<()> {
+        let maps = procfs::mappings(ctx.p.pid)?;
+        let before = RecordingMemos::before(self, ctx, &maps);
+        if let Some(b) = &before {
+            if ctx.memos.replay(b, ctx.p, ctx.code, t)? {
+                self.rec.pending.clear();
+                return Ok(());
+            }
+        }
+        let pending = std::mem::take(&mut self.rec.pending);
+        ctx.p.mem.start_journal();
+        let done = (pending.iter())
+            .try_for_each(|(plan, bias)| self.instrument_accesses(ctx, t, plan, *bias));
+        let writes = ctx.p.mem.take_journal();
+        done?;
+        if let Some(b) = before {
+            let plans = pending.into_iter().map(|(plan, _)| plan).collect();
+            ctx.memos.keep(b, writes, plans, ctx.code);
+        }
         Ok(())
     }
 
@@ -772,23 +795,44 @@ fn drop_broken_jumps(
 
 /// Maps trampoline chunks in the tracee (through `t`); false when one could not be.
 fn map_chunks(p: &Process, patching: &mut Patching, t: ThreadId, chunks: &[u64]) -> Result<bool> {
-    let tid = p.threads[t].tid;
-    const PROT: u64 = (libc::PROT_READ | libc::PROT_EXEC) as u64;
-    const FLAGS: u64 =
-        (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE) as u64 | 0x10_0000; // MAP_FIXED_NOREPLACE
     let mut ok = true;
     for &chunk in chunks {
-        let args = [chunk, CHUNK, PROT, FLAGS, u64::MAX, 0];
-        let (got, _) = inject(tid, p.syscall_insn, libc::SYS_mmap as u64, args)
-            .context("mapping trampolines")?;
-        if got as u64 != chunk {
-            if got >= 0 {
-                let args = [got as u64, CHUNK, 0, 0, 0, 0];
-                inject(tid, p.syscall_insn, libc::SYS_munmap as u64, args)?;
-            }
+        if !map_chunk(p, t, chunk)? {
             Arc::make_mut(&mut patching.table).space.chunk_failed(chunk);
             ok = false;
         }
     }
     Ok(ok)
+}
+
+/// Maps one trampoline chunk at `chunk` in the tracee (through `t`); false when another
+/// mapping is there.
+pub(super) fn map_chunk(p: &Process, t: ThreadId, chunk: u64) -> Result<bool> {
+    let tid = p.threads[t].tid;
+    const PROT: u64 = (libc::PROT_READ | libc::PROT_EXEC) as u64;
+    const FLAGS: u64 =
+        (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE) as u64 | 0x10_0000; // MAP_FIXED_NOREPLACE
+    let args = [chunk, CHUNK, PROT, FLAGS, u64::MAX, 0];
+    let (got, _) =
+        inject(tid, p.syscall_insn, libc::SYS_mmap as u64, args).context("mapping trampolines")?;
+    if got as u64 == chunk {
+        return Ok(true);
+    }
+    if got >= 0 {
+        unmap_chunk(p, t, got as u64)?;
+    }
+    Ok(false)
+}
+
+/// Unmaps the trampoline chunk at `chunk` in the tracee (through `t`).
+pub(super) fn unmap_chunk(p: &Process, t: ThreadId, chunk: u64) -> Result<()> {
+    let args = [chunk, CHUNK, 0, 0, 0, 0];
+    inject(
+        p.threads[t].tid,
+        p.syscall_insn,
+        libc::SYS_munmap as u64,
+        args,
+    )
+    .context("unmapping trampolines")?;
+    Ok(())
 }

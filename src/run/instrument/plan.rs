@@ -26,7 +26,7 @@ use crate::run::process::decode_at;
 
 /// libc functions whose effect on user memory is modelled as accesses of their ranges
 /// (including I/O into and out of user buffers).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MemFn {
     /// memcpy/memmove/mempcpy(dst, src, n): writes dst[n], reads src[n].
     Copy,
@@ -113,7 +113,7 @@ const MEM_FUNCTIONS: &[(&str, MemFn)] = &[
 
 /// Allocator entry points: libc's malloc family (Rust's allocator calls them) and C++'s
 /// operator new/delete, hooked at the program's PLT stubs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Alloc {
     /// malloc(size) → ptr.
     Malloc,

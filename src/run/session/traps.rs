@@ -798,6 +798,7 @@ impl Session<'_> {
             cfg: &self.cfg.instrument,
             program: &program,
             plans: &mut self.worker.plans,
+            memos: &mut self.worker.recording_memos,
             symbols: &mut self.worker.symbols,
             stop_sites: &stop_sites,
         };

@@ -10,6 +10,8 @@
 //! - [`symbolize`]: source locations (DWARF) and variable names for addresses.
 //! - [`debug_files`]: separate debug information (`/usr/lib/debug`, by build-id and
 //!   `.gnu_debuglink`) for stripped files.
+//! - [`frame_cache`]: the source frames of system libraries' addresses, kept on disk.
+//! - [`disk_cache`]: mcheck's cache directory (code scans, frames) and its budget.
 //! - [`modules`]: the runtime module map parsed from `/proc/PID/maps`.
 //! - [`unwind`]: stack unwinding with framehop.
 //! - [`errno`]: where glibc keeps `errno` relative to the thread pointer.
@@ -23,9 +25,11 @@ pub mod atomic_vars;
 pub mod atomics;
 pub mod code_under_test;
 pub mod debug_files;
+pub mod disk_cache;
 pub mod elf;
 mod elf_dwarf;
 pub mod errno;
+pub mod frame_cache;
 pub mod input_check;
 pub mod modules;
 pub mod plt;

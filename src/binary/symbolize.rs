@@ -8,11 +8,14 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use serde::{Deserialize, Serialize};
+
 use super::debug_files::{debug_dirs, debug_file_of};
 use super::elf::ElfFile;
+use super::frame_cache::FrameCache;
 
 /// One source-level frame for an address; inlined calls give several frames.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct SourceFrame {
     /// The demangled function name (C++ and Rust names are demangled).
     pub function: Option<String>,
@@ -28,13 +31,42 @@ pub struct SourceFrame {
 /// An addr2line loader shared by every [`Symbolizer`] of the process.
 type SharedLoader = Arc<Mutex<addr2line::Loader>>;
 
+/// Where a file's DWARF is, shared by every [`Symbolizer`] of the process: its addr2line
+/// loader, made on the first lookup that needs it, and for a separate debug file the frames
+/// kept on disk ([`FrameCache`]), which most lookups in a system library find.
+struct DwarfSource {
+    /// The file the loader reads: the file itself, or its debug file.
+    dwarf: PathBuf,
+    /// The debug file's dwz supplementary file.
+    supplementary: Option<PathBuf>,
+    /// The loader, once made (`None`: it could not be).
+    loader: OnceLock<Option<SharedLoader>>,
+    /// The frames kept on disk, for a separate debug file.
+    kept: Option<Mutex<FrameCache>>,
+}
+
+impl DwarfSource {
+    /// The loader, made on first use.
+    fn loader(&self) -> Option<SharedLoader> {
+        self.loader
+            .get_or_init(|| {
+                let loader = match &self.supplementary {
+                    Some(sup) => addr2line::Loader::new_with_sup(&self.dwarf, Some(sup)),
+                    None => addr2line::Loader::new(&self.dwarf),
+                };
+                loader.ok().map(|l| Arc::new(Mutex::new(l)))
+            })
+            .clone()
+    }
+}
+
 /// Symbolizes addresses of many files. The addr2line loader of a file is made on the first
-/// lookup in that file and shared process-wide: making the one of libc's debug file takes
-/// about 130 ms, once per process rather than once per worker, and never unless a stack
-/// goes through libc.
+/// lookup in that file that the frames kept on disk do not answer, and shared process-wide:
+/// making the one of libc's debug file takes about 130 ms, once per process rather than
+/// once per worker, and never unless a stack goes through libc somewhere new.
 pub struct Symbolizer {
-    /// This symbolizer's memo of the shared loaders (`None`: the file has no DWARF).
-    loaders: HashMap<PathBuf, Option<SharedLoader>>,
+    /// This symbolizer's memo of the shared sources (`None`: the file has no DWARF).
+    loaders: HashMap<PathBuf, Option<Arc<DwarfSource>>>,
     /// Where separate debug files are looked for.
     debug_dirs: Vec<PathBuf>,
 }
@@ -69,12 +101,12 @@ impl Symbolizer {
         }
     }
 
-    /// The addr2line loader for `path` (see [`shared_loader`]).
-    fn loader(&mut self, path: &Path) -> Option<SharedLoader> {
+    /// Where the DWARF of `path` is (see [`shared_source`]).
+    fn source(&mut self, path: &Path) -> Option<Arc<DwarfSource>> {
         let dirs = &self.debug_dirs;
         self.loaders
             .entry(path.to_path_buf())
-            .or_insert_with(|| shared_loader(path, dirs))
+            .or_insert_with(|| shared_source(path, dirs))
             .clone()
     }
 
@@ -105,45 +137,25 @@ impl Symbolizer {
         frames
     }
 
-    /// The DWARF frames for `svma`, empty without DWARF or on error.
+    /// The DWARF frames for `svma`, empty without DWARF or on error: kept ones first.
     fn dwarf_frames(&mut self, path: &Path, svma: u64) -> Vec<SourceFrame> {
-        let Some(loader) = self.loader(path) else {
+        let Some(source) = self.source(path) else {
             return Vec::new();
         };
-        let loader = loader.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out = Vec::new();
-        let Ok(mut iter) = loader.find_frames(svma) else {
-            return out;
+        let kept = source.kept.as_ref();
+        let known = kept.and_then(|k| lock(k).get(svma).map(<[_]>::to_vec));
+        if let Some(frames) = known {
+            return frames;
+        }
+        let Some(loader) = source.loader() else {
+            return Vec::new();
         };
-        while let Ok(Some(frame)) = iter.next() {
-            let function = frame
-                .function
-                .as_ref()
-                .and_then(|f| f.demangle().ok())
-                .map(Cow::into_owned);
-            let (file, line) = frame
-                .location
-                .as_ref()
-                .map_or((None, None), |l| (l.file.map(str::to_string), l.line));
-            out.push(SourceFrame {
-                function,
-                file,
-                line,
-                symbol_offset: None,
-            });
+        let frames = loader_frames(&loader, svma);
+        if let Some(k) = kept {
+            lock(k).insert(svma, frames.clone());
         }
-        if out.is_empty() {
-            if let Ok(Some(loc)) = loader.find_location(svma) {
-                out.push(SourceFrame {
-                    file: loc.file.map(str::to_string),
-                    line: loc.line,
-                    ..SourceFrame::default()
-                });
-            }
-        }
-        out
+        frames
     }
-
     /// The name of the global or static variable containing `svma`, formatted `name` or
     /// `name+OFF` (decimal offset), from the ELF symbol tables (the file's, else its
     /// separate debug file's); C++/Rust names demangled.
@@ -163,16 +175,57 @@ impl Symbolizer {
     }
 }
 
-/// The process-wide addr2line loader for `path`: over the file's own DWARF, else over its
-/// separate debug file in `dirs` (with its dwz supplementary file). Made on first use, by
-/// the first thread that asks (others asking for the same file wait for it); `None` when
-/// the file has no DWARF anywhere.
-fn shared_loader(path: &Path, dirs: &[PathBuf]) -> Option<SharedLoader> {
-    /// A file's loader, made once; keyed by the file and the debug directories.
-    type Slot = Arc<OnceLock<Option<SharedLoader>>>;
-    type Loaders = Mutex<HashMap<(PathBuf, Vec<PathBuf>), Slot>>;
-    static LOADERS: OnceLock<Loaders> = OnceLock::new();
-    let slot = LOADERS
+/// The frames kept for a file, whoever held the lock last.
+fn lock(kept: &Mutex<FrameCache>) -> std::sync::MutexGuard<'_, FrameCache> {
+    kept.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The DWARF frames addr2line's `loader` gives for `svma`, empty on error.
+fn loader_frames(loader: &SharedLoader, svma: u64) -> Vec<SourceFrame> {
+    let loader = loader.lock().unwrap_or_else(|e| e.into_inner());
+    let mut out = Vec::new();
+    let Ok(mut iter) = loader.find_frames(svma) else {
+        return out;
+    };
+    while let Ok(Some(frame)) = iter.next() {
+        let function = frame
+            .function
+            .as_ref()
+            .and_then(|f| f.demangle().ok())
+            .map(Cow::into_owned);
+        let (file, line) = frame
+            .location
+            .as_ref()
+            .map_or((None, None), |l| (l.file.map(str::to_string), l.line));
+        out.push(SourceFrame {
+            function,
+            file,
+            line,
+            symbol_offset: None,
+        });
+    }
+    if out.is_empty() {
+        if let Ok(Some(loc)) = loader.find_location(svma) {
+            out.push(SourceFrame {
+                file: loc.file.map(str::to_string),
+                line: loc.line,
+                ..SourceFrame::default()
+            });
+        }
+    }
+    out
+}
+
+/// Where the DWARF of `path` is, process-wide: the file's own, else its separate debug file
+/// in `dirs` (with its dwz supplementary file, and the frames kept on disk for it). Found
+/// once per file, by the first thread that asks (others asking for the same file wait for
+/// it); `None` when the file has no DWARF anywhere.
+fn shared_source(path: &Path, dirs: &[PathBuf]) -> Option<Arc<DwarfSource>> {
+    /// A file's source, found once; keyed by the file and the debug directories.
+    type Slot = Arc<OnceLock<Option<Arc<DwarfSource>>>>;
+    type Sources = Mutex<HashMap<(PathBuf, Vec<PathBuf>), Slot>>;
+    static SOURCES: OnceLock<Sources> = OnceLock::new();
+    let slot = SOURCES
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -181,13 +234,23 @@ fn shared_loader(path: &Path, dirs: &[PathBuf]) -> Option<SharedLoader> {
         .clone();
     slot.get_or_init(|| {
         let elf = ElfFile::load(path).ok()?;
-        let loader = if elf.has_debug_info() {
-            addr2line::Loader::new(path).ok()?
+        let source = if elf.has_debug_info() {
+            DwarfSource {
+                dwarf: path.to_path_buf(),
+                supplementary: None,
+                loader: OnceLock::new(),
+                kept: None,
+            }
         } else {
             let debug = debug_file_of(path, dirs)?;
-            addr2line::Loader::new_with_sup(&debug.path, debug.supplementary.as_ref()).ok()?
+            DwarfSource {
+                dwarf: debug.path.clone(),
+                supplementary: debug.supplementary.clone(),
+                loader: OnceLock::new(),
+                kept: Some(Mutex::new(FrameCache::open(path, &debug.path))),
+            }
         };
-        Some(Arc::new(Mutex::new(loader)))
+        Some(Arc::new(source))
     })
     .clone()
 }

@@ -3,9 +3,9 @@
 //! keyed by the file's SHA-256, so that only the first run of mcheck on a large binary
 //! pays for it. Best effort: a cache that cannot be read or written is a scan, not an error.
 //!
-//! Where: `$MCHECK_CACHE_DIR` (`off` turns the cache off), else `$XDG_CACHE_HOME/mcheck`,
-//! else `~/.cache/mcheck`. The most recently used scans are kept up to [`KEEP_BYTES`] in
-//! all (and [`KEEP_FILES`] files); the least recently used go first. (A count of 64 was
+//! Where: mcheck's cache directory (`binary::disk_cache`). The most recently used scans are
+//! kept up to [`KEEP_BYTES`] in all (and [`KEEP_FILES`] files); the least recently used go
+//! first. (A count of 64 was
 //! cycled through by one run of the test suite's 200 fixtures, and a big program's scan,
 //! the one worth keeping, went with the small ones.)
 
@@ -13,12 +13,20 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::binary::disk_cache::{self, Budget};
 use crate::binary::{ElfFile, MemoryAccessInsn};
 
 /// Bytes of scans kept in the cache directory.
 const KEEP_BYTES: u64 = 256 << 20;
 /// Scans kept in the cache directory.
 const KEEP_FILES: usize = 4096;
+
+/// The budget of scans in the cache directory.
+const BUDGET: Budget = Budget {
+    prefix: "scan-",
+    bytes: KEEP_BYTES,
+    files: KEEP_FILES,
+};
 
 /// Bumped whenever what a scan holds or how it is made changes.
 const FORMAT: u32 = 3;
@@ -97,7 +105,7 @@ mod compact_accesses {
 /// The scan of `elf` named `what` (what was looked for): from the cache, else made by
 /// `scan` and stored.
 pub fn load_or_scan(elf: &ElfFile, what: &str, scan: impl FnOnce() -> CodeScan) -> CodeScan {
-    load_or_scan_in(directory(), elf, what, scan)
+    load_or_scan_in(disk_cache::directory(), elf, what, scan)
 }
 
 /// [`load_or_scan`] with the cache in `dir` (None: no cache).
@@ -114,15 +122,13 @@ fn load_or_scan_in(
         .ok()
         .and_then(|b| serde_json::from_slice::<CodeScan>(&b).ok())
     {
-        // Touch it: the least recently used entries go first.
-        let _ = std::fs::File::options()
-            .write(true)
-            .open(&path)
-            .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+        disk_cache::touch(&path);
         return found;
     }
     let made = scan();
-    store(&path, &made);
+    if let Ok(text) = serde_json::to_vec(&made) {
+        disk_cache::store(&path, &text, BUDGET);
+    }
     made
 }
 
@@ -131,62 +137,6 @@ fn entry(dir: &std::path::Path, elf: &ElfFile, what: &str) -> Option<PathBuf> {
     let sha = crate::report::schedule::file_sha256(elf.path()).ok()?;
     let name = format!("scan-v{FORMAT}-{what}-{sha}.json");
     Some(dir.join(name))
-}
-
-fn directory() -> Option<PathBuf> {
-    let dir = match std::env::var_os("MCHECK_CACHE_DIR") {
-        Some(d) if d == "off" => return None,
-        Some(d) => PathBuf::from(d),
-        None => match std::env::var_os("XDG_CACHE_HOME") {
-            Some(x) if !x.is_empty() => PathBuf::from(x).join("mcheck"),
-            _ => PathBuf::from(std::env::var_os("HOME")?).join(".cache/mcheck"),
-        },
-    };
-    std::fs::create_dir_all(&dir).ok()?;
-    Some(dir)
-}
-
-/// Writes `scan` to `path` (through a temporary file, so that a reader never sees half of
-/// it), then keeps the directory within [`KEEP_BYTES`] and [`KEEP_FILES`].
-fn store(path: &std::path::Path, scan: &CodeScan) {
-    let Ok(text) = serde_json::to_vec(scan) else {
-        return;
-    };
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    if std::fs::write(&tmp, text).is_err() || std::fs::rename(&tmp, path).is_err() {
-        let _ = std::fs::remove_file(&tmp);
-        return;
-    }
-    if let Some(dir) = path.parent() {
-        keep_within(dir, path, KEEP_BYTES, KEEP_FILES);
-    }
-}
-
-/// Removes the least recently used scans of `dir` beyond `max_bytes` in all or `max_files`
-/// files; `kept` (the scan just written) stays whatever its size.
-fn keep_within(dir: &std::path::Path, kept: &std::path::Path, max_bytes: u64, max_files: usize) {
-    let Ok(list) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut scans: Vec<(std::time::SystemTime, u64, PathBuf)> = list
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("scan-"))
-        .filter_map(|e| {
-            let meta = e.metadata().ok()?;
-            Some((meta.modified().ok()?, meta.len(), e.path()))
-        })
-        .collect();
-    scans.sort_by_key(|s| std::cmp::Reverse(s.0));
-    let mut bytes = 0u64;
-    for (i, (_, len, p)) in scans.iter().enumerate() {
-        bytes = bytes.saturating_add(*len);
-        if p != kept && (i >= max_files || bytes > max_bytes) {
-            let _ = std::fs::remove_file(p);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -222,30 +172,6 @@ mod tests {
         // Another configuration is another entry.
         let other = load_or_scan_in(Some(dir.clone()), &elf, "sync", CodeScan::default);
         assert!(other.accesses.is_empty());
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn the_least_recently_used_scans_go_beyond_the_byte_budget() {
-        let dir = std::env::temp_dir().join(format!("mcheck-scan-keep-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(100);
-        for (i, name) in ["scan-a", "scan-b", "scan-c", "scan-d"].iter().enumerate() {
-            let p = dir.join(name);
-            std::fs::write(&p, vec![0u8; 100]).unwrap();
-            let f = std::fs::File::options().write(true).open(&p).unwrap();
-            f.set_modified(old + std::time::Duration::from_secs(i as u64))
-                .unwrap();
-        }
-        std::fs::write(dir.join("other"), b"not a scan").unwrap();
-        // 250 bytes: the two newest (d, c) fit, b and a go.
-        keep_within(&dir, &dir.join("scan-d"), 250, 10);
-        let left = |n: &str| dir.join(n).exists();
-        assert!(left("scan-d") && left("scan-c") && left("other"));
-        assert!(!left("scan-b") && !left("scan-a"));
-        // The scan just written stays even when it alone is over the budget.
-        keep_within(&dir, &dir.join("scan-c"), 50, 10);
-        assert!(left("scan-c") && !left("scan-d"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -82,17 +82,44 @@ def run_mcheck(mc, prog, args, executions, snapshots, tmpdir, strategy="random",
             rep["snapshots"]["executions_from_snapshot"])
 
 
-def paired(mc, prog, args, executions, reps, tmpdir, strategy="random", extra=()):
-    """Alternates runs with and without snapshots; returns both sample lists of
-    seconds per execution, and the executions from snapshots seen."""
-    with_s, without_s, restored = [], [], []
+WITH_AND_WITHOUT_SNAPSHOTS = ((True, None), (False, None))
+
+
+def paired(mc, prog, args, executions, reps, tmpdir, strategy="random", extra=(),
+           pair=WITH_AND_WITHOUT_SNAPSHOTS):
+    """Alternates runs of the two configurations of `pair` ((snapshots, environment) each;
+    by default with and without snapshots); returns both sample lists of seconds per
+    execution, and the executions from snapshots seen in the first."""
+    first, second, restored = [], [], []
     for _ in range(reps):
-        for snap in (True, False):
-            el, n, r = run_mcheck(mc, prog, args, executions, snap, tmpdir, strategy, extra)
-            (with_s if snap else without_s).append(el / n)
-            if snap:
+        for i, (snap, env) in enumerate(pair):
+            el, n, r = run_mcheck(mc, prog, args, executions, snap, tmpdir, strategy, extra,
+                                  env=env)
+            (second if i else first).append(el / n)
+            if not i:
                 restored.append(r)
-    return with_s, without_s, restored
+    return first, second, restored
+
+
+def header(*columns):
+    """Prints a blank line and the head of a markdown table."""
+    print()
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+
+
+def dfs_pairs(mc, fixtures, reps, tmpdir, pair, cells):
+    """For each (fixture, executions): the two configurations of `pair` alternated under
+    `--strategy dfs`; prints a table row, `cells(first, second)` formatting the medians of
+    seconds per execution. Returns (fixture, executions, first, second, from snapshot)."""
+    rows = []
+    for name, n in fixtures:
+        prog = os.path.join(FIXTURES, name)
+        first, second, restored = paired(mc, prog, [], n, reps, tmpdir, "dfs", pair=pair)
+        print("| %s | %d | %s |" % (name, n, cells(median(first), median(second))))
+        rows.append((name, n, first, second, restored))
+        sys.stdout.flush()
+    return rows
 
 
 def main():
@@ -156,19 +183,13 @@ def main():
         sys.stdout.flush()
         print()
         print("Branch snapshots: mcheck --jobs 1 --strategy dfs; medians, runs alternated")
-        print()
-        print("| fixture | executions | with snapshots exec/s | --no-snapshots exec/s | speed-up |")
-        print("|---|---|---|---|---|")
-        results["branch"] = []
-        for name, n in BRANCH_FIXTURES:
-            prog = os.path.join(FIXTURES, name)
-            w, wo, restored = paired(mc, prog, [], n, opts.reps, tmpdir, "dfs")
-            mw, mwo = median(w), median(wo)
-            print("| %s | %d | %.0f | %.0f | %.1fx |" % (name, n, 1 / mw, 1 / mwo, mwo / mw))
-            results["branch"].append({"fixture": name, "executions": n,
-                                      "with_s_per_exec": w, "without_s_per_exec": wo,
-                                      "from_snapshot": restored})
-            sys.stdout.flush()
+        header("fixture", "executions", "with snapshots exec/s", "--no-snapshots exec/s",
+               "speed-up")
+        rows = dfs_pairs(mc, BRANCH_FIXTURES, opts.reps, tmpdir, WITH_AND_WITHOUT_SNAPSHOTS,
+                         lambda w, wo: "%.0f | %.0f | %.1fx" % (1 / w, 1 / wo, wo / w))
+        results["branch"] = [{"fixture": name, "executions": n, "with_s_per_exec": w,
+                              "without_s_per_exec": wo, "from_snapshot": restored}
+                             for name, n, w, wo, restored in rows]
         print()
         print("Time per execution against resident memory before the first thread "
               "(bench_resident MiB, 20 executions per run, --no-races)")
@@ -191,23 +212,14 @@ def main():
         print("Executions from exec (--no-snapshots --strategy dfs): the instrumentation of the "
               "first thread creation done again, and planned anew "
               "(MCHECK_REUSE_INSTRUMENTATION=off); medians, runs alternated")
-        print()
-        print("| fixture | executions | done again ms/exec | planned anew ms/exec | speed-up |")
-        print("|---|---|---|---|---|")
-        results["exec"] = []
-        for name, n in EXEC_FIXTURES:
-            prog = os.path.join(FIXTURES, name)
-            again, anew = [], []
-            for _ in range(opts.reps):
-                for off in (False, True):
-                    env = {"MCHECK_REUSE_INSTRUMENTATION": "off"} if off else {}
-                    el, k, _ = run_mcheck(mc, prog, [], n, False, tmpdir, "dfs", env=env)
-                    (anew if off else again).append(el / k)
-            ma, mn = median(again), median(anew)
-            print("| %s | %d | %.2f | %.2f | %.1fx |" % (name, n, ma * 1e3, mn * 1e3, mn / ma))
-            results["exec"].append({"fixture": name, "executions": n,
-                                    "again_s_per_exec": again, "anew_s_per_exec": anew})
-            sys.stdout.flush()
+        header("fixture", "executions", "done again ms/exec", "planned anew ms/exec",
+               "speed-up")
+        anew = {"MCHECK_REUSE_INSTRUMENTATION": "off"}
+        rows = dfs_pairs(mc, EXEC_FIXTURES, opts.reps, tmpdir, ((False, None), (False, anew)),
+                         lambda a, p: "%.2f | %.2f | %.1fx" % (a * 1e3, p * 1e3, p / a))
+        results["exec"] = [{"fixture": name, "executions": n, "again_s_per_exec": again,
+                            "anew_s_per_exec": planned}
+                           for name, n, again, planned, _ in rows]
         print()
         out = os.path.join(os.path.dirname(FIXTURES), "..", "target", "snapshots-results.json")
         with open(out, "w") as f:

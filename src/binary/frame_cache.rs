@@ -10,10 +10,10 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::disk_cache::{self, Budget};
-use super::symbolize::SourceFrame;
 
 /// Bumped whenever what an entry holds changes.
 const FORMAT: u32 = 1;
@@ -28,33 +28,34 @@ const BUDGET: Budget = Budget {
 /// Most addresses kept per file (a stack rarely goes through more than a few dozen).
 const MOST_ADDRESSES: usize = 1 << 14;
 
-/// The frames known for one file, and where they are kept (None: no cache directory).
-#[derive(Debug, Default)]
-pub struct FrameCache {
+/// The frames `F` known for one file's addresses, and where they are kept (None: no cache
+/// directory).
+#[derive(Debug)]
+pub struct FrameCache<F> {
     path: Option<PathBuf>,
-    frames: HashMap<u64, Vec<SourceFrame>>,
+    frames: HashMap<u64, Vec<F>>,
 }
 
 /// An entry on disk.
 #[derive(Serialize, Deserialize)]
-struct Entry {
-    frames: Vec<(u64, Vec<SourceFrame>)>,
+struct Entry<F> {
+    frames: Vec<(u64, Vec<F>)>,
 }
 
-impl FrameCache {
+impl<F: Serialize + DeserializeOwned + Clone> FrameCache<F> {
     /// The frames kept for the file at `file` whose DWARF is the debug file `debug`.
-    pub fn open(file: &Path, debug: &Path) -> FrameCache {
+    pub fn open(file: &Path, debug: &Path) -> FrameCache<F> {
         FrameCache::open_in(disk_cache::directory(), file, debug)
     }
 
     /// [`FrameCache::open`] with the cache in `dir` (None: no cache).
-    fn open_in(dir: Option<PathBuf>, file: &Path, debug: &Path) -> FrameCache {
+    fn open_in(dir: Option<PathBuf>, file: &Path, debug: &Path) -> FrameCache<F> {
         let path = dir.and_then(|d| Some(d.join(entry_name(file, debug)?)));
         let frames = (path.as_ref())
             .and_then(|p| {
                 let bytes = std::fs::read(p).ok()?;
                 disk_cache::touch(p);
-                serde_json::from_slice::<Entry>(&bytes).ok()
+                serde_json::from_slice::<Entry<F>>(&bytes).ok()
             })
             .map(|e| e.frames.into_iter().collect())
             .unwrap_or_default();
@@ -62,18 +63,18 @@ impl FrameCache {
     }
 
     /// The frames of `svma`, when known.
-    pub fn get(&self, svma: u64) -> Option<&[SourceFrame]> {
+    pub fn get(&self, svma: u64) -> Option<&[F]> {
         self.frames.get(&svma).map(Vec::as_slice)
     }
 
     /// Keeps `frames` as those of `svma`, on disk too.
-    pub fn insert(&mut self, svma: u64, frames: Vec<SourceFrame>) {
+    pub fn insert(&mut self, svma: u64, frames: Vec<F>) {
         if self.frames.len() >= MOST_ADDRESSES {
             return;
         }
         self.frames.insert(svma, frames);
         let Some(path) = &self.path else { return };
-        let mut list: Vec<(u64, Vec<SourceFrame>)> =
+        let mut list: Vec<(u64, Vec<F>)> =
             (self.frames.iter()).map(|(&a, f)| (a, f.clone())).collect();
         list.sort_by_key(|(a, _)| *a);
         if let Ok(bytes) = serde_json::to_vec(&Entry { frames: list }) {
@@ -96,11 +97,12 @@ fn entry_name(file: &Path, debug: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::binary::symbolize::SourceFrame;
 
     #[test]
     fn frames_are_kept_per_file_and_read_back() {
         let dir = std::env::temp_dir().join(format!("mcheck-frames-{}", std::process::id()));
-        let open = |lib, debug| FrameCache::open_in(Some(dir.clone()), lib, debug);
+        let open = |lib, debug| FrameCache::<SourceFrame>::open_in(Some(dir.clone()), lib, debug);
         let (lib, debug) = (Path::new("/bin/true"), Path::new("/bin/false"));
         let frame = SourceFrame {
             function: Some("start_thread".into()),

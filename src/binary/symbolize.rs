@@ -42,7 +42,7 @@ struct DwarfSource {
     /// The loader, once made (`None`: it could not be).
     loader: OnceLock<Option<SharedLoader>>,
     /// The frames kept on disk, for a separate debug file.
-    kept: Option<Mutex<FrameCache>>,
+    kept: Option<Mutex<FrameCache<SourceFrame>>>,
 }
 
 impl DwarfSource {
@@ -176,7 +176,9 @@ impl Symbolizer {
 }
 
 /// The frames kept for a file, whoever held the lock last.
-fn lock(kept: &Mutex<FrameCache>) -> std::sync::MutexGuard<'_, FrameCache> {
+fn lock(
+    kept: &Mutex<FrameCache<SourceFrame>>,
+) -> std::sync::MutexGuard<'_, FrameCache<SourceFrame>> {
     kept.lock().unwrap_or_else(|e| e.into_inner())
 }
 

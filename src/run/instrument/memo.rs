@@ -21,6 +21,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
+use super::chunks::{map_chunk, unmap_chunk};
 use super::code::{BreakpointKind, CodeEdits};
 use super::plan::ModulePlan;
 use super::{Ctx, Instrumentation};
@@ -96,9 +97,9 @@ impl RecordingMemos {
         }
         let mut mapped = Vec::new();
         for &chunk in &memo.chunks {
-            if !super::patching::map_chunk(p, t, chunk)? {
+            if !map_chunk(p, t, chunk)? {
                 for &c in &mapped {
-                    super::patching::unmap_chunk(p, t, c)?;
+                    unmap_chunk(p, t, c)?;
                 }
                 return Ok(false);
             }

@@ -7,6 +7,7 @@
 //! [`code::CodeEdits`]; the per-file plans (`plan.rs`, computed once per worker) say what
 //! each file gets. It calls the process part (memory, registers, injected system calls).
 
+pub(super) mod chunks;
 pub(super) mod code;
 pub(super) mod gomp;
 pub(super) mod hooks;

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
 
+use super::chunks::map_chunk;
 use super::code::{BreakpointKind, CodeEdits};
 use super::memo::RecordingMemos;
 use super::plan::{Alloc, LoggedAlloc, MemFn, ModulePlan};
@@ -29,14 +30,11 @@ use crate::patch::{
 use crate::run::process::Process;
 use crate::tracee::access_log::AccessLog;
 use crate::tracee::memory::Memory;
-use crate::tracee::threads::{inject, leave_seccomp_stop};
+use crate::tracee::threads::leave_seccomp_stop;
 use crate::tracee::{events, procfs, regs};
 
 /// Records the log holds before it must be drained (16 bytes each).
 const LOG_RECORDS: u64 = 1 << 19;
-
-/// Bytes of address space one chunk of trampolines takes (see `patch::space`).
-const CHUNK: u64 = patch::space::CHUNK;
 
 /// Whether sites are patched (`MCHECK_PATCH=off` keeps every site on the breakpoint path,
 /// to compare or to rule patching out).
@@ -803,36 +801,4 @@ fn map_chunks(p: &Process, patching: &mut Patching, t: ThreadId, chunks: &[u64])
         }
     }
     Ok(ok)
-}
-
-/// Maps one trampoline chunk at `chunk` in the tracee (through `t`); false when another
-/// mapping is there.
-pub(super) fn map_chunk(p: &Process, t: ThreadId, chunk: u64) -> Result<bool> {
-    let tid = p.threads[t].tid;
-    const PROT: u64 = (libc::PROT_READ | libc::PROT_EXEC) as u64;
-    const FLAGS: u64 =
-        (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE) as u64 | 0x10_0000; // MAP_FIXED_NOREPLACE
-    let args = [chunk, CHUNK, PROT, FLAGS, u64::MAX, 0];
-    let (got, _) =
-        inject(tid, p.syscall_insn, libc::SYS_mmap as u64, args).context("mapping trampolines")?;
-    if got as u64 == chunk {
-        return Ok(true);
-    }
-    if got >= 0 {
-        unmap_chunk(p, t, got as u64)?;
-    }
-    Ok(false)
-}
-
-/// Unmaps the trampoline chunk at `chunk` in the tracee (through `t`).
-pub(super) fn unmap_chunk(p: &Process, t: ThreadId, chunk: u64) -> Result<()> {
-    let args = [chunk, CHUNK, 0, 0, 0, 0];
-    inject(
-        p.threads[t].tid,
-        p.syscall_insn,
-        libc::SYS_munmap as u64,
-        args,
-    )
-    .context("unmapping trampolines")?;
-    Ok(())
 }

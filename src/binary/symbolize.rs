@@ -156,6 +156,7 @@ impl Symbolizer {
         }
         frames
     }
+
     /// The name of the global or static variable containing `svma`, formatted `name` or
     /// `name+OFF` (decimal offset), from the ELF symbol tables (the file's, else its
     /// separate debug file's); C++/Rust names demangled.

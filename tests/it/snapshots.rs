@@ -26,16 +26,16 @@ const DEEP_EXECUTIONS: &str = "150";
 
 fn dfs_run(e: &FixtureRun, snapshots: bool) -> Run {
     let from = if snapshots {
-        From::Snapshots
+        Start::Snapshots
     } else {
-        From::Exec
+        Start::Exec
     };
     tree_run(e, "dfs", EXECUTIONS, from)
 }
 
 /// Where the executions of a run start.
 #[derive(Clone, Copy, PartialEq)]
-enum From {
+enum Start {
     /// From the startup snapshot, or a branch snapshot on their path (the default).
     Snapshots,
     /// From the startup snapshot only (`MCHECK_BRANCH_SNAPSHOTS=off`).
@@ -44,7 +44,7 @@ enum From {
     Exec,
 }
 
-fn tree_run(e: &FixtureRun, strategy: &str, executions: &str, from: From) -> Run {
+fn tree_run(e: &FixtureRun, strategy: &str, executions: &str, from: Start) -> Run {
     let binary = &e.binary;
     let out = common::temp_path("out");
     // The fixture's options first: the budget here wins over one of its own.
@@ -64,13 +64,13 @@ fn tree_run(e: &FixtureRun, strategy: &str, executions: &str, from: From) -> Run
         "--out",
     ]));
     a.push(out.display().to_string());
-    if from == From::Exec {
+    if from == Start::Exec {
         a.push("--no-snapshots".into());
     }
     a.push("--".into());
     a.push(binary.display().to_string());
     a.extend(e.args.iter().cloned());
-    let branches = if from == From::Startup { "off" } else { "on" };
+    let branches = if from == Start::Startup { "off" } else { "on" };
     let run = mcheck_with_env(&a, &[("MCHECK_BRANCH_SNAPSHOTS", branches)], true, LIMIT);
     let _ = std::fs::remove_dir_all(&out);
     run
@@ -229,8 +229,8 @@ fn branch_snapshots_give_the_same_deep_searches() {
                 Vec::new()
             },
         };
-        let with = tree_run(&e, strategy, DEEP_EXECUTIONS, From::Snapshots);
-        let without = tree_run(&e, strategy, DEEP_EXECUTIONS, From::Startup);
+        let with = tree_run(&e, strategy, DEEP_EXECUTIONS, Start::Snapshots);
+        let without = tree_run(&e, strategy, DEEP_EXECUTIONS, Start::Startup);
         let (a, b) = (summary(&with), summary(&without));
         if a != b {
             problems.push(format!(

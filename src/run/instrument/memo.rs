@@ -123,9 +123,14 @@ impl RecordingMemos {
         plans: Vec<Arc<ModulePlan>>,
         code: &CodeEdits,
     ) {
-        let chunks = (code.patching.table.space.chunks())
+        let chunks: Vec<u64> = (code.patching.table.space.chunks())
             .filter(|c| !before.chunks.contains(c))
             .collect();
+        // A chunk is mapped fresh each time: what its writes replaced is never compared.
+        let mut writes = writes;
+        for w in writes.iter_mut().filter(|w| in_chunks(&chunks, w.addr)) {
+            w.before = None;
+        }
         let mut after = code.clone();
         after.patching.log = None;
         self.memos.retain(|m| m.key != before.key);
@@ -203,11 +208,10 @@ impl Memo {
     /// Whether each write outside the chunks it maps would replace the bytes it replaced
     /// then (a write over bytes an earlier one wrote is the earlier one's to check).
     fn replaces_the_same(&self, mem: &Memory) -> bool {
-        let in_chunk = |a: u64| (self.chunks.iter()).any(|&c| (c..c + CHUNK).contains(&a));
         let mut written = Written::default();
         for w in &self.writes {
             let range = w.addr..w.addr + w.bytes.len() as u64;
-            if !in_chunk(w.addr) && !written.overlaps(&range) {
+            if !in_chunks(&self.chunks, w.addr) && !written.overlaps(&range) {
                 let Some(before) = &w.before else {
                     return false;
                 };
@@ -220,6 +224,11 @@ impl Memo {
         }
         true
     }
+}
+
+/// Whether `addr` lies in one of the trampoline `chunks`.
+fn in_chunks(chunks: &[u64], addr: u64) -> bool {
+    chunks.iter().any(|&c| (c..c + CHUNK).contains(&addr))
 }
 
 /// Byte ranges written so far, merged: start → end.

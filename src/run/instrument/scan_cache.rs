@@ -5,9 +5,8 @@
 //!
 //! Where: mcheck's cache directory (`binary::disk_cache`). The most recently used scans are
 //! kept up to [`KEEP_BYTES`] in all (and [`KEEP_FILES`] files); the least recently used go
-//! first. (A count of 64 was
-//! cycled through by one run of the test suite's 200 fixtures, and a big program's scan,
-//! the one worth keeping, went with the small ones.)
+//! first. (A count of 64 was cycled through by one run of the test suite's 200 fixtures,
+//! and a big program's scan, the one worth keeping, went with the small ones.)
 
 use std::path::PathBuf;
 

@@ -35,11 +35,12 @@ struct Reached {
 /// Runs `s` on `prog` until it claims exhaustion, or `limit` executions (None then).
 fn reach(prog: &Program, s: &mut TreeSearch, limit: u64) -> Option<Reached> {
     let mut r = Reached::default();
+    let op_footprints = prog.op_footprints();
     while s.begin_execution(r.executions).is_some() {
         if r.executions == limit {
             return None;
         }
-        let run = prog.run(s);
+        let run = prog.run_with(s, &op_footprints);
         // A failure ends the process under the other threads: what they did before it is
         // not a final state of the program (a reduction may cut them at another point).
         match run.failure {
@@ -247,6 +248,7 @@ fn bounded_oracle(
             let mut o = Oracle::new(b);
             for _ in 0..programs {
                 let prog = generate(&mut rng, size);
+                let op_footprints = prog.op_footprints();
                 let mut seen = |s: &mut TreeSearch, reduced: bool| {
                     let mut c = Covered {
                         traces: vec![HashSet::new(); b],
@@ -256,7 +258,7 @@ fn bounded_oracle(
                     let mut n = 0;
                     while s.begin_execution(n).is_some() {
                         let round = s.current_bound() as usize;
-                        let run = prog.run(s);
+                        let run = prog.run_with(s, &op_footprints);
                         // Unreduced icb explores each execution once, at its cost.
                         let from = if reduced { round } else { run.preemptions };
                         o.over += (reduced && run.preemptions > round) as u64;

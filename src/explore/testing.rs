@@ -395,10 +395,6 @@ impl SynOp {
         }
         f
     }
-
-    fn conflicts(self, other: SynOp) -> bool {
-        self.footprint().conflicts(&other.footprint())
-    }
 }
 
 /// Threads (all present from the start) running fixed sequences of operations; a lock
@@ -484,18 +480,24 @@ impl Program {
         (run.schedule, run.trace)
     }
 
-    /// Runs one execution under `s`, showing it the hash of the program state (positions,
-    /// held locks, memory, what each thread read) wherever it asks; returns the chosen
-    /// threads, the trace, and the final state unless the strategy pruned the execution.
-    pub fn run_observed(&self, s: &mut dyn Scheduler) -> (Vec<ThreadId>, Trace, Option<Outcome>) {
-        let run = self.run(s);
-        (run.schedule, run.trace, run.outcome)
-    }
-
     /// Runs one execution under `s`, showing it the hash of the program state wherever it
     /// asks. The execution ends when no thread can go on, at an `Exit`, or at a failed
     /// assertion.
     pub fn run(&self, s: &mut dyn Scheduler) -> Run {
+        self.run_with(s, &self.op_footprints())
+    }
+
+    /// Every operation's footprint, by thread and index: computed once per program rather
+    /// than at every step and for every pair of events (the tests' own cost).
+    pub fn op_footprints(&self) -> Vec<Vec<Footprint>> {
+        self.threads
+            .iter()
+            .map(|ops| ops.iter().map(|op| op.footprint()).collect())
+            .collect()
+    }
+
+    /// [`Program::run`] with the operations' footprints already computed.
+    pub fn run_with(&self, s: &mut dyn Scheduler, op_footprints: &[Vec<Footprint>]) -> Run {
         let n = self.threads.len();
         let mut present: Vec<bool> = self.spawned().iter().map(|c| !c).collect();
         let mut next = vec![0; n];
@@ -507,20 +509,28 @@ impl Program {
         let mut events: Vec<(ThreadId, usize)> = Vec::new();
         let (mut pruned, mut ended, mut failure) = (false, false, None);
         let mut preemptions = 0;
+        let (mut enabled, mut blocked, mut footprints) = (Vec::new(), Vec::new(), Vec::new());
+        let ops = vec!["op"; n];
         loop {
-            let live: Vec<ThreadId> = (0..n)
-                .filter(|&t| present[t] && next[t] < self.threads[t].len())
-                .collect();
-            let enabled: Vec<ThreadId> = live
-                .iter()
-                .copied()
-                .filter(|&t| self.enabled(&next, &held, t))
-                .collect();
+            enabled.clear();
+            blocked.clear();
+            footprints.clear();
+            let mut live = false;
+            for t in (0..n).filter(|&t| present[t] && next[t] < self.threads[t].len()) {
+                live = true;
+                let footprint = op_footprints[t][next[t]].clone();
+                if self.enabled(&next, &held, t) {
+                    enabled.push(t);
+                    footprints.push(footprint);
+                } else {
+                    blocked.push((t, footprint));
+                }
+            }
             if ended {
                 break;
             }
             if enabled.is_empty() {
-                if !live.is_empty() {
+                if live {
                     failure = Some(Failure::Deadlock);
                 }
                 break;
@@ -536,20 +546,10 @@ impl Program {
                     break;
                 }
             }
-            let blocked: Vec<(ThreadId, Footprint)> = live
-                .iter()
-                .filter(|t| !enabled.contains(t))
-                .map(|&t| (t, self.threads[t][next[t]].footprint()))
-                .collect();
-            let footprints: Vec<Footprint> = enabled
-                .iter()
-                .map(|&t| self.threads[t][next[t]].footprint())
-                .collect();
-            let ops = vec!["op"; enabled.len()];
             let t = s
                 .choose(&Point {
                     enabled: &enabled,
-                    ops: &ops,
+                    ops: &ops[..enabled.len()],
                     footprints: &footprints,
                     blocked: &blocked,
                     timeouts: &[],
@@ -608,7 +608,7 @@ impl Program {
         let mut trace = Vec::new();
         for (i, &a) in events.iter().enumerate() {
             for &b in &events[i + 1..] {
-                if a.0 != b.0 && self.threads[a.0][a.1].conflicts(self.threads[b.0][b.1]) {
+                if a.0 != b.0 && op_footprints[a.0][a.1].conflicts(&op_footprints[b.0][b.1]) {
                     trace.push((a, b));
                 }
             }
@@ -648,10 +648,11 @@ impl Program {
     ) -> (u64, HashSet<Trace>, HashSet<Outcome>) {
         let (mut traces, mut outcomes) = (HashSet::new(), HashSet::new());
         let mut n = 0;
+        let op_footprints = self.op_footprints();
         while n < limit && s.begin_execution(n).is_some() {
-            let (_, trace, outcome) = self.run_observed(s);
-            traces.insert(trace);
-            outcomes.extend(outcome);
+            let run = self.run_with(s, &op_footprints);
+            traces.insert(run.trace);
+            outcomes.extend(run.outcome);
             n += 1;
         }
         (n, traces, outcomes)

@@ -63,8 +63,7 @@ lint:
 # clippy-driver is the rustc of mcheck's own crates while cargo builds every target, so
 # mcheck is compiled once, not once for clippy and again for the tests. (CLIPPY_ARGS is how
 # cargo-clippy hands its arguments to clippy-driver.) Dependencies are built by plain rustc.
-# tools/test-build-rustc also compiles the test harnesses at opt-level 1 (it says why).
-CLIPPY_IN_BUILD = RUSTC_WORKSPACE_WRAPPER="$(CURDIR)/tools/test-build-rustc" \
+CLIPPY_IN_BUILD = RUSTC_WORKSPACE_WRAPPER="$$(command -v clippy-driver)" \
   CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
 
 # The fixtures are built while cargo builds the tests: rustc leaves a core idle for long

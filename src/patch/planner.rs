@@ -42,6 +42,11 @@ pub struct Code {
     written: Vec<bool>,
     /// Whether each byte is read by a planned punned jump (it must not change).
     borrowed: Vec<bool>,
+    /// The breakpoints of mcheck's in the region (an `int3` in `bytes`), with the program's
+    /// own byte under each: lifted and put back, or taken out for good, they change.
+    breakpoints: Vec<(u64, u8)>,
+    /// Whether each byte is such a breakpoint.
+    unstable: Vec<bool>,
 }
 
 impl Code {
@@ -55,7 +60,56 @@ impl Code {
             changed: vec![false; pages],
             written: vec![false; n],
             borrowed: vec![false; n],
+            breakpoints: Vec::new(),
+            unstable: vec![false; n],
         }
+    }
+
+    /// Notes that the `int3` at `at` (inside the region) is a breakpoint of mcheck's over
+    /// the program's byte `original`. No plan moves it, reads it as part of a jump, or
+    /// decodes it as the program's instruction: a hop's neighbour decoded through the
+    /// `int3` of an allocator's entry once started inside the next instruction, and its
+    /// jump overwrote that instruction's displacement.
+    pub fn reserve_breakpoint(&mut self, at: u64, original: u8) {
+        let Some(off) = at.checked_sub(self.start).map(|o| o as usize) else {
+            return;
+        };
+        if off < self.bytes.len() {
+            self.breakpoints.push((at, original));
+            self.written[off] = true;
+            self.unstable[off] = true;
+        }
+    }
+
+    /// Writes an `int3` at `at`: a site left to the breakpoint path.
+    fn set_breakpoint(&mut self, at: u64) {
+        self.set(at, &[0xcc]);
+        let off = (at - self.start) as usize;
+        self.unstable[off] = true;
+    }
+
+    /// The bytes at `at..at+len` when none of them is a breakpoint (bytes a jump may read
+    /// as its displacement must stay as they are).
+    fn stable(&self, at: u64, len: usize) -> Option<&[u8]> {
+        let off = usize::try_from(at.checked_sub(self.start)?).ok()?;
+        if self
+            .unstable
+            .get(off..off.checked_add(len)?)?
+            .contains(&true)
+        {
+            return None;
+        }
+        self.get(at, len)
+    }
+
+    /// The region as the program has it: the bytes under mcheck's breakpoints put back
+    /// (instruction boundaries are decoded from it).
+    fn as_the_program_has_it(&self) -> Code {
+        let mut code = self.clone();
+        for &(at, original) in &self.breakpoints {
+            code.bytes[(at - self.start) as usize] = original;
+        }
+        code
     }
 
     /// The bytes at `at..at+len`, when inside the region.
@@ -246,7 +300,7 @@ pub fn plan(
     sites.sort_by_key(|s| std::cmp::Reverse(s.insn.ip()));
     let mut pl = Planning::default();
     // Instruction boundaries are read from the bytes before any plan.
-    let pristine = code.clone();
+    let pristine = code.as_the_program_has_it();
     let addresses: Vec<u64> = sites.iter().map(|s| s.insn.ip()).collect();
     // Sites planned early, as the neighbour a hop goes through.
     let mut done: std::collections::HashSet<u64> = Default::default();
@@ -299,7 +353,7 @@ pub fn plan(
                                 }
                             }
                             None => {
-                                code.set(at, &[0xcc]);
+                                code.set_breakpoint(at);
                                 pl.out.refused.push((at, s.bytes[0], Refusal::NoRoom));
                             }
                         }
@@ -307,7 +361,7 @@ pub fn plan(
                 }
             }
             Err(why) => {
-                code.set(at, &[0xcc]);
+                code.set_breakpoint(at);
                 pl.out.refused.push((at, s.bytes[0], why));
             }
         }
@@ -338,22 +392,22 @@ fn plan_one(
         .bytes
         .len() as u64;
     let next = if len < 5 {
-        code.get(at + len as u64, 5 - len + 3)
-            .or_else(|| code.get(at + len as u64, 5 - len))
+        code.stable(at + len as u64, 5 - len + 3)
+            .or_else(|| code.stable(at + len as u64, 5 - len))
             .ok_or(Refusal::NoRoom)?
     } else {
         &[]
     };
     let mut ws = windows(at, len, next);
     // Jumps that need prefixes read more of the following bytes: they must be there.
-    ws.retain(|w| code.get(at, w.prefixes as usize + 5).is_some());
+    ws.retain(|w| code.stable(at, w.prefixes as usize + 5).is_some());
     while !ws.is_empty() {
         let (t_at, i) = space.allocate(&ws, size).ok_or(Refusal::NoRoom)?;
         let w = ws.remove(i);
         match generate(&s.insn, &s.bytes, s.id, t_at, log) {
             Ok(trampoline) if trampoline.bytes.len() as u64 == size => {
                 let read = bytes_read_past(len, w.prefixes);
-                let next = code.get(at + len as u64, read).unwrap_or(&[]);
+                let next = code.stable(at + len as u64, read).unwrap_or(&[]);
                 let jump = jump_bytes(at, len, w.prefixes, t_at, next).ok_or(Refusal::NoRoom)?;
                 let mut original = [0u8; 16];
                 original[..len].copy_from_slice(&s.bytes[..len]);
@@ -420,8 +474,8 @@ fn plan_evicting(
     let n_size = n_code(n_at).ok()?.bytes.len() as u64;
     let size = generate(&s.insn, &s.bytes, s.id, at, log).ok()?.bytes.len() as u64;
     let after_n = code
-        .get(n_at + n_len as u64, 4)
-        .or_else(|| code.get(n_at + n_len as u64, 0))?;
+        .stable(n_at + n_len as u64, 4)
+        .or_else(|| code.stable(n_at + n_len as u64, 0))?;
     // The neighbour's present trampoline is given back while other places are tried.
     if let Some(p) = earlier {
         space.release(p.trampoline.meta.at);
@@ -589,11 +643,11 @@ fn plan_hop(
             continue;
         }
         let after = code
-            .get(n_at + n_len as u64, 8)
-            .or_else(|| code.get(n_at + n_len as u64, 4))
+            .stable(n_at + n_len as u64, 8)
+            .or_else(|| code.stable(n_at + n_len as u64, 4))
             .unwrap_or(&[]);
         let mut ws = windows(q, spare, after);
-        ws.retain(|w| code.get(q, w.prefixes as usize + 5).is_some() || spare >= 5);
+        ws.retain(|w| code.stable(q, w.prefixes as usize + 5).is_some() || spare >= 5);
         let Some((t_at, i)) = space.allocate(&ws, size) else {
             continue;
         };
@@ -931,6 +985,29 @@ mod tests {
         }
         // Instructions that were not sites start where they did: the ret is untouched.
         assert_eq!(code.get(BASE + 10, 1), Some(&[0xc3][..]));
+    }
+
+    #[test]
+    fn no_hop_goes_through_an_instruction_under_a_breakpoint_of_mcheck() {
+        // mov eax,[rdi] ; ret ; then a hooked function's entry, mov qword [rip+0x10],1
+        // (48 c7 05 10 00 00 00 01 00 00 00), under a breakpoint of mcheck's, and a ret.
+        // Read with the int3 in place, the bytes after it decode as mov dword [rip+0x10],1,
+        // ten bytes from the entry's second byte: a neighbour whose jumps would overwrite
+        // the entry's displacement. Decoded as the program has it, the one long neighbour
+        // is the entry itself, whose first byte is the breakpoint: no hop, the site stays
+        // a breakpoint, and nothing of the entry changes.
+        let entry = [0x48, 0xc7, 0x05, 0x10, 0, 0, 0, 0x01, 0, 0, 0];
+        let mut body = vec![0x8b, 0x07, 0xc3, 0xcc];
+        body.extend(&entry[1..]);
+        body.extend([0xc3, 0x90, 0x90, 0x90, 0x90]);
+        let (mut code, mut sites) = region(&body, &[0]);
+        code.reserve_breakpoint(BASE + 3, entry[0]);
+        let room = BASE + (512 << 20)..BASE + (1024 << 20);
+        let mut sp = CodeSpace::new(std::iter::once(room).collect());
+        let p = plan(&mut code, &mut sites, &mut sp, &log());
+        assert!(p.patched.is_empty() && p.evicted.is_empty(), "{p:?}");
+        assert_eq!(p.refused.len(), 1, "{:?}", p.refused);
+        assert_eq!(code.get(BASE + 3, entry.len()), Some(&body[3..14]));
     }
 
     #[test]

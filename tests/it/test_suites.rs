@@ -34,9 +34,13 @@ fn run_in(
 ) -> Ended {
     let out = temp_path("stdout");
     let err = temp_path("stderr");
+    // The crates built here are a user's: not through the compiler wrapper (clippy) that
+    // `make test` gives mcheck's own crates.
     let mut child = Command::new(program)
         .args(args)
         .current_dir(cwd)
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("CLIPPY_ARGS")
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(fs::File::create(&out).expect("temp file"))

@@ -264,8 +264,14 @@ impl Instrumentation {
                     .mem
                     .read(m.start, &mut bytes)
                     .context("reading code to patch")?;
+                let mut code = Code::new(m.start, bytes);
+                for (at, original) in ctx.code.bps.originals() {
+                    if (m.start..m.end).contains(&at) {
+                        code.reserve_breakpoint(at, original);
+                    }
+                }
                 regions.push(Region {
-                    code: Code::new(m.start, bytes),
+                    code,
                     requests: Vec::new(),
                     entries: Vec::new(),
                 });

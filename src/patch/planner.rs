@@ -42,10 +42,11 @@ pub struct Code {
     written: Vec<bool>,
     /// Whether each byte is read by a planned punned jump (it must not change).
     borrowed: Vec<bool>,
-    /// The breakpoints of mcheck's in the region (an `int3` in `bytes`), with the program's
-    /// own byte under each: lifted and put back, or taken out for good, they change.
+    /// The breakpoints of mcheck's in the region before planning (an `int3` in `bytes`),
+    /// with the program's own byte under each: a hook's may be taken out again.
     breakpoints: Vec<(u64, u8)>,
-    /// Whether each byte is such a breakpoint.
+    /// Whether each byte is such a breakpoint (no jump reads it as its displacement;
+    /// the int3s of sites refused by the plan itself may be read, as they always were).
     unstable: Vec<bool>,
 }
 
@@ -79,13 +80,6 @@ impl Code {
             self.written[off] = true;
             self.unstable[off] = true;
         }
-    }
-
-    /// Writes an `int3` at `at`: a site left to the breakpoint path.
-    fn set_breakpoint(&mut self, at: u64) {
-        self.set(at, &[0xcc]);
-        let off = (at - self.start) as usize;
-        self.unstable[off] = true;
     }
 
     /// The bytes at `at..at+len` when none of them is a breakpoint (bytes a jump may read
@@ -353,7 +347,7 @@ pub fn plan(
                                 }
                             }
                             None => {
-                                code.set_breakpoint(at);
+                                code.set(at, &[0xcc]);
                                 pl.out.refused.push((at, s.bytes[0], Refusal::NoRoom));
                             }
                         }
@@ -361,7 +355,7 @@ pub fn plan(
                 }
             }
             Err(why) => {
-                code.set_breakpoint(at);
+                code.set(at, &[0xcc]);
                 pl.out.refused.push((at, s.bytes[0], why));
             }
         }

@@ -24,6 +24,9 @@ const HEAP_ROOM: u64 = 64 << 20;
 /// kernel's guard gap).
 const STACK_ROOM: u64 = 64 << 20;
 
+/// Bytes per page of the tracee.
+const PAGE: u64 = 4096;
+
 /// Lowest address used (below it is the null guard area).
 const LOWEST: u64 = 1 << 20;
 
@@ -73,6 +76,8 @@ pub struct CodeSpace {
     used: BTreeMap<u64, u64>,
     /// The chunk trampolines of full-reach jumps go to, per 4 GiB neighbourhood.
     bump: BTreeMap<u64, u64>,
+    /// Page ranges sealed by [`CodeSpace::seal`], start → end: never handed out again.
+    sealed: BTreeMap<u64, u64>,
 }
 
 impl CodeSpace {
@@ -167,6 +172,27 @@ impl CodeSpace {
         None
     }
 
+    /// Seals every chunk that holds trampolines now and returns them. No byte in them is
+    /// handed out again: the caller shares them with fork copies of the process, which
+    /// must never see them change. Whole chunks, not just their written pages: a chunk
+    /// left partly private keeps page tables that every fork copies.
+    pub fn seal(&mut self) -> Vec<Range<u64>> {
+        let spans: Vec<Range<u64>> = (self.chunks.keys())
+            .filter(|&&c| self.used.range(c..c + CHUNK).next().is_some())
+            .map(|&c| c..c + CHUNK)
+            .collect();
+        for r in &spans {
+            self.sealed.insert(r.start, r.end);
+        }
+        spans
+    }
+
+    /// Whether `a..a + size` overlaps a sealed range.
+    fn overlaps_sealed(&self, a: u64, size: u64) -> bool {
+        let before = self.sealed.range(..=a).next_back();
+        before.is_some_and(|(_, &e)| e > a) || self.sealed.range(a..a + size).next().is_some()
+    }
+
     /// Gives back the range handed out at `a`.
     pub fn release(&mut self, a: u64) {
         self.used.remove(&a);
@@ -191,6 +217,9 @@ impl CodeSpace {
         candidates.extend(inside.clone().map(|(_, &e)| e).take(TRIES));
         // Trampolines are packed one after the other: the end of the last one is free.
         candidates.extend(inside.next_back().map(|(_, &e)| e));
+        // So is the end of a sealed range (the first byte after a sealed chunk's pages).
+        let sealed_ends = self.sealed.range(..targets.end).map(|(_, &e)| e);
+        candidates.extend(sealed_ends.filter(|e| targets.contains(e)));
         // Prefer the ends of earlier trampolines (written pages), then the window start.
         candidates.rotate_left(1);
         candidates
@@ -251,11 +280,10 @@ impl CodeSpace {
 
     /// The first free position after the last range handed out in `chunk`.
     fn next_in_chunk(&self, chunk: u64, size: u64) -> Option<u64> {
-        let a = self
-            .used
-            .range(chunk..chunk + CHUNK)
-            .next_back()
-            .map_or(chunk, |(_, &e)| e);
+        let last = (self.used.range(chunk..chunk + CHUNK).next_back()).map_or(chunk, |(_, &e)| e);
+        let sealed =
+            (self.sealed.range(chunk..chunk + CHUNK).next_back()).map_or(chunk, |(_, &e)| e);
+        let a = last.max(sealed);
         (a + size <= chunk + CHUNK).then_some(a)
     }
 
@@ -315,6 +343,9 @@ impl CodeSpace {
     }
 
     fn is_unused(&self, a: u64, size: u64) -> bool {
+        if self.overlaps_sealed(a, size) {
+            return false;
+        }
         let before = self.used.range(..=a).next_back();
         if before.is_some_and(|(_, &e)| e > a) {
             return false;
@@ -334,13 +365,17 @@ impl CodeSpace {
 
     /// Distinct pages holding trampolines (the memory they cost in the tracee).
     pub fn pages_used(&self) -> usize {
-        let mut pages = std::collections::BTreeSet::new();
-        for (&s, &e) in &self.used {
-            for p in (s / 4096)..=((e - 1) / 4096) {
-                pages.insert(p);
-            }
-        }
-        pages.len()
+        self.used_pages().len()
+    }
+
+    /// The addresses of the pages holding trampolines, in order.
+    pub fn used_pages(&self) -> Vec<u64> {
+        let mut pages: Vec<u64> = (self.used.iter())
+            .flat_map(|(&s, &e)| (s / PAGE)..=((e - 1) / PAGE))
+            .map(|p| p * PAGE)
+            .collect();
+        pages.dedup();
+        pages
     }
 }
 
@@ -432,5 +467,27 @@ mod tests {
         let chunk = s.take_new_chunks()[0];
         s.chunk_failed(chunk);
         assert!(s.allocate(&w, 100).is_none());
+    }
+
+    #[test]
+    fn sealed_chunks_are_never_handed_out_again() {
+        let mut s = CodeSpace::new(vec![FREE, 0x5000_0000..0x6000_0000]);
+        let w = [window(0x1100_0000, 1 << 16)];
+        let (a, _) = s.allocate(&w, 100).unwrap();
+        let (b, _) = s.allocate(&w, 100).unwrap();
+        // A full-reach jump fills the chunk already mapped in its reach.
+        let far = crate::patch::jump::windows(0x5800_0000, 5, &[]);
+        let (c, _) = s.allocate(&far, 100).unwrap();
+        assert_eq!(c, b + 100);
+        s.release(b);
+        assert_eq!(s.seal(), vec![0x1100_0000..0x1100_0000 + CHUNK]);
+        assert_eq!(s.take_new_chunks(), vec![0x1100_0000]);
+        // Neither the released range nor the rest of the sealed chunk is given out again: a
+        // window inside it has no room, a full-reach jump gets a chunk of its own.
+        assert!(s.allocate(&w, 100).is_none());
+        assert!(s.allocate(&[window(a, 50)], 10).is_none());
+        let (e, _) = s.allocate(&far, 100).unwrap();
+        assert!(!(0x1100_0000..0x1100_0000 + CHUNK).contains(&e), "{e:#x}");
+        assert_eq!(s.take_new_chunks().len(), 1);
     }
 }

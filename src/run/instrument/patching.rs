@@ -15,7 +15,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
 
-use super::chunks::map_chunk;
+use super::chunks::{map_chunk, share_chunks};
 use super::code::{BreakpointKind, CodeEdits};
 use super::memo::RecordingMemos;
 use super::plan::{Alloc, LoggedAlloc, MemFn, ModulePlan};
@@ -35,6 +35,13 @@ use crate::tracee::{events, procfs, regs};
 
 /// Records the log holds before it must be drained (16 bytes each).
 const LOG_RECORDS: u64 = 1 << 19;
+
+/// Whether the trampolines written at the first thread creation are shared with the fork
+/// copies of a startup snapshot (`MCHECK_SHARED_TRAMPOLINES=off` keeps them private, to
+/// compare).
+fn sharing_enabled() -> bool {
+    std::env::var("MCHECK_SHARED_TRAMPOLINES").map_or(true, |v| v != "off")
+}
 
 /// Whether sites are patched (`MCHECK_PATCH=off` keeps every site on the breakpoint path,
 /// to compare or to rule patching out).
@@ -64,12 +71,15 @@ impl Instrumentation {
 
     /// At the first thread creation (`t` at the clone's seccomp stop, registers `r`): maps
     /// the access log and instruments every file seen so far, then lets `t` enter the
-    /// clone again (its seccomp stop comes back, and is handled as usual).
+    /// clone again (its seccomp stop comes back, and is handled as usual). With `share`
+    /// (the startup snapshot is taken at that clone) the trampolines written are sealed
+    /// and shared with the snapshot's fork copies.
     pub fn start_recording(
         &mut self,
         ctx: &mut Ctx<'_>,
         t: ThreadId,
         r: &regs::Regs,
+        share: bool,
     ) -> Result<()> {
         self.rec.started = true;
         let tid = ctx.p.threads[t].tid;
@@ -82,6 +92,13 @@ impl Instrumentation {
             self.create_access_log(ctx, t, &canonical)?;
         }
         self.instrument_waiting_files(ctx, t)?;
+        if share && sharing_enabled() && ctx.code.patching.table.space.chunk_count() > 0 {
+            // Sealed first: should sharing fail half-way, no trampoline goes there again.
+            let space = &mut Arc::make_mut(&mut ctx.code.patching.table).space;
+            let pages = space.used_pages();
+            let spans = space.seal();
+            share_chunks(ctx.p, t, canonical.rsp, &spans, &pages)?;
+        }
         regs::set(tid, canonical)?;
         events::resume(tid, None)?;
         Ok(())

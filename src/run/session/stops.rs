@@ -674,7 +674,8 @@ impl Session<'_> {
         if clone_flags & CLONE_THREAD != 0 && self.races.on() && !self.instr.recording() {
             // The first thread: from here on accesses can race and are recorded. The
             // thread enters the clone again afterwards.
-            self.instrumenting(|i, c| i.start_recording(c, t, &r))?;
+            let share = self.snaps.wants_startup() && !self.snaps.startup_at_main();
+            self.instrumenting(|i, c| i.start_recording(c, t, &r, share))?;
             return Ok(None);
         }
         if let Some(key) = self.snaps.take_startup_key() {

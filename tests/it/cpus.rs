@@ -151,12 +151,19 @@ fn a_busy_cpu_is_avoided() {
     thread::sleep(Duration::from_millis(200));
     let (exe, comm) = private_copy("b");
     let mut child = spawn(&exe, Some("0,1"), "1");
+    // Other tests' processes may crowd CPU 1 just when mcheck chooses (checked again now,
+    // with the spinners on CPU 0): CPU 0 is then no worse a choice.
+    let (a0, a1) = (queue(0), queue(1));
     let cpus = cpus_of(&comm, Duration::from_secs(10));
     let _ = child.wait();
     let _ = fs::remove_dir_all(exe.parent().unwrap());
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for s in spinners {
         s.join().unwrap();
+    }
+    if cpus.as_deref() == Some("0") && a1 + 0.5 >= a0 {
+        eprintln!("note: CPU 1 was as crowded as CPU 0 when mcheck chose ({a1} runnable against {a0}): not tested");
+        return;
     }
     assert_eq!(
         cpus.as_deref(),

@@ -70,17 +70,23 @@ pub fn mcheck(args: &[String], json: bool, limit: Duration) -> Run {
 
 /// [`mcheck`] with extra environment variables for mcheck itself.
 pub fn mcheck_with_env(args: &[String], env: &[(&str, &str)], json: bool, limit: Duration) -> Run {
-    mcheck_to(args, env, json, limit, StdoutTo::Null)
+    mcheck_to(args, env, json, limit, StdoutTo::Null, false)
 }
 
 /// [`mcheck`] with its stdout (the program's, passed through) written to `stdout`.
 pub fn mcheck_with_stdout(args: &[String], json: bool, limit: Duration, stdout: &Path) -> Run {
-    mcheck_to(args, &[], json, limit, StdoutTo::File(stdout))
+    mcheck_to(args, &[], json, limit, StdoutTo::File(stdout), false)
 }
 
 /// [`mcheck`] with its stdout on a pipe, read into [`Run::stdout`].
 pub fn mcheck_with_piped_stdout(args: &[String], json: bool, limit: Duration) -> Run {
-    mcheck_to(args, &[], json, limit, StdoutTo::Pipe)
+    mcheck_to(args, &[], json, limit, StdoutTo::Pipe, false)
+}
+
+/// [`mcheck`] with its stdin on a pipe that stays open and empty while it runs: a program
+/// reading it waits in the kernel for the outside (and spends no CPU) until mcheck ends it.
+pub fn mcheck_with_stdin_held(args: &[String], json: bool, limit: Duration) -> Run {
+    mcheck_to(args, &[], json, limit, StdoutTo::Null, true)
 }
 
 fn mcheck_to(
@@ -89,6 +95,7 @@ fn mcheck_to(
     json: bool,
     limit: Duration,
     stdout: StdoutTo<'_>,
+    hold_stdin: bool,
 ) -> Run {
     let json_path = temp_path("report.json");
     let err_path = temp_path("stderr");
@@ -129,7 +136,11 @@ fn mcheck_to(
         .current_dir(&work)
         .args(&ordered)
         .envs(env.iter().copied())
-        .stdin(Stdio::null())
+        .stdin(if hold_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(match stdout {
             StdoutTo::File(path) => Stdio::from(File::create(path).expect("stdout file")),
             StdoutTo::Null => Stdio::null(),
@@ -138,6 +149,8 @@ fn mcheck_to(
         .stderr(err)
         .spawn()
         .expect("spawn mcheck");
+    // Closed once mcheck has ended.
+    let held_stdin = child.stdin.take();
     let reader = child.stdout.take().map(|mut out| {
         thread::spawn(move || {
             let mut text = String::new();
@@ -157,6 +170,7 @@ fn mcheck_to(
         }
         thread::sleep(Duration::from_millis(10));
     };
+    drop(held_stdin);
     let stderr = fs::read_to_string(&err_path).unwrap_or_default();
     let stdout = reader
         .map(|r| r.join().unwrap_or_default())

@@ -6,19 +6,41 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use crate::common::{args, fixture, mcheck, temp_path};
+use crate::common::{args, fixture, mcheck, mcheck_with_stdin_held, temp_path};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// `mcheck OPTIONS -- FIXTURE` with a JSON report and schedules in a temporary directory.
 fn search(options: &[&str], name: &str) -> (common::Run, Duration) {
+    search_program(options, &fixture(name), false)
+}
+
+/// A program that waits in the kernel for the outside, spending no CPU, as long as its
+/// stdin stays open and empty ([`search_waiting`]): a program nobody here wrote.
+const CAT: &str = "/bin/cat";
+
+/// `mcheck OPTIONS -- cat`, cat's stdin an empty pipe held open until mcheck ends: its
+/// one execution waits for the outside until a limit ends it.
+fn search_waiting(options: &[&str]) -> (common::Run, Duration) {
+    search_program(options, std::path::Path::new(CAT), true)
+}
+
+fn search_program(
+    options: &[&str],
+    program: &std::path::Path,
+    hold_stdin: bool,
+) -> (common::Run, Duration) {
     let out = temp_path("out");
     let mut a = args(&["--quiet-program", "--out", out.to_str().unwrap()]);
     a.extend(args(options));
     a.push("--".into());
-    a.push(fixture(name).display().to_string());
+    a.push(program.display().to_string());
     let start = Instant::now();
-    let run = mcheck(&a, true, LIMIT);
+    let run = if hold_stdin {
+        mcheck_with_stdin_held(&a, true, LIMIT)
+    } else {
+        mcheck(&a, true, LIMIT)
+    };
     let took = start.elapsed();
     let _ = std::fs::remove_dir_all(&out);
     (run, took)
@@ -26,30 +48,34 @@ fn search(options: &[&str], name: &str) -> (common::Run, Duration) {
 
 #[test]
 fn the_time_limit_holds_inside_an_execution() {
+    let options = [
+        "--jobs",
+        "1",
+        "--execution-timeout",
+        "60",
+        "--time-limit",
+        "2",
+    ];
     // A thread spins for a minute without a scheduling point: the limit runs out during
-    // the first execution, which is cut short instead of waiting for the timeout.
-    let (run, took) = search(
-        &[
-            "--jobs",
-            "1",
-            "--execution-timeout",
-            "60",
-            "--time-limit",
-            "2",
-        ],
-        "plain_spin_timeout",
-    );
-    assert!(
-        took < Duration::from_secs(8),
-        "took {took:?}: {}",
-        run.stderr
-    );
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
-    let j = run.json.expect("report");
-    assert_eq!(j["stopped_because"], "time limit reached", "{j}");
-    assert_eq!(j["cut_short"], 1, "{j}");
-    assert!(j["findings"].as_array().unwrap().is_empty(), "{j}");
-    assert!(run.stderr.contains("cut short"), "{}", run.stderr);
+    // the first execution, which is cut short instead of waiting for the timeout. The
+    // same for a program waiting in the kernel for the outside (cat reading an open, empty
+    // pipe): the limit used to wait for the execution timeout there.
+    for (what, (run, took)) in [
+        ("a spinning thread", search(&options, "plain_spin_timeout")),
+        ("cat waiting for its input", search_waiting(&options)),
+    ] {
+        assert!(
+            took < Duration::from_secs(8),
+            "{what}: took {took:?}: {}",
+            run.stderr
+        );
+        assert_eq!(run.code, Some(0), "{what}: {}", run.stderr);
+        let j = run.json.expect("report");
+        assert_eq!(j["stopped_because"], "time limit reached", "{what}: {j}");
+        assert_eq!(j["cut_short"], 1, "{what}: {j}");
+        assert!(j["findings"].as_array().unwrap().is_empty(), "{what}: {j}");
+        assert!(run.stderr.contains("cut short"), "{what}: {}", run.stderr);
+    }
 }
 
 #[test]
@@ -84,25 +110,28 @@ fn a_generous_memory_limit_changes_nothing() {
 
 #[test]
 fn progress_lines_off_a_terminal_follow_the_option() {
-    let spin = |progress: &str| {
-        search(
-            &[
-                "--jobs",
-                "1",
-                "--execution-timeout",
-                "60",
-                "--time-limit",
-                "6",
-                "--progress",
-                progress,
-            ],
-            "plain_spin_timeout",
-        )
+    // Six seconds of a program waiting for its input, not of a spinning one: the three runs
+    // at once, costing the suite no CPU.
+    let wait = |progress: &str| {
+        search_waiting(&[
+            "--jobs",
+            "1",
+            "--execution-timeout",
+            "60",
+            "--time-limit",
+            "6",
+            "--progress",
+            progress,
+        ])
         .0
     };
+    let [auto, always, never] = std::thread::scope(|s| {
+        ["auto", "always", "never"]
+            .map(|mode| s.spawn(move || wait(mode)))
+            .map(|h| h.join().expect("a run"))
+    });
     // stderr is a file here, so `auto` prints plain lines, every 5 seconds.
-    for mode in ["auto", "always"] {
-        let run = spin(mode);
+    for (mode, run) in [("auto", auto), ("always", always)] {
         let line = run
             .stderr
             .lines()
@@ -114,6 +143,5 @@ fn progress_lines_off_a_terminal_follow_the_option() {
             "--progress {mode}: {line}"
         );
     }
-    let run = spin("never");
-    assert!(!run.stderr.contains("progress"), "{}", run.stderr);
+    assert!(!never.stderr.contains("progress"), "{}", never.stderr);
 }

@@ -878,10 +878,14 @@ impl Session<'_> {
 
     /// Every thread waits in the kernel for the outside: waits until one of them is ready,
     /// serving the stops of the processes the program started, for at most the execution
-    /// timeout. True when one became ready.
+    /// timeout. True when one became ready, or when the search is cut short meanwhile (the
+    /// caller sees the cut next): a time limit or a signal must not wait for the outside.
     pub(in crate::run) fn wait_for_outside(&mut self) -> Result<bool> {
         let start = std::time::Instant::now();
         loop {
+            if self.worker.cut.raised() {
+                return Ok(true);
+            }
             self.recheck_kernel_waits();
             if !self.model.enabled_threads().is_empty() {
                 return Ok(true);

@@ -28,9 +28,9 @@
 //! for a failure it leads to), runs at most [`BREAKPOINT_BUDGET`] executions, or its own
 //! budget when that is smaller: its budget is run on the patched path, and the breakpoint
 //! path only has to show that the same recording, reached another way, gives the same
-//! finding or none. Thirty executions pass every mechanism a correct fixture has (its
+//! finding or none. Fifteen executions pass every mechanism a correct fixture has (its
 //! threads' creation, their synchronisation, their accesses and exits) several times over;
-//! 300, then 100, each kept the suite past CI's 10-minute aim. The two tests take turns,
+//! 300, then 100, then 30, each kept the suite past CI's 10-minute aim. The two tests take turns,
 //! each using the whole machine.
 //!
 //! Environment knobs (for local use):
@@ -53,7 +53,7 @@ const RUN_LIMIT: Duration = Duration::from_secs(120);
 const DEFAULT_JOBS: usize = 2;
 /// Most executions of a correct fixture, or of one with only a data race, on the breakpoint
 /// path (a smaller budget of its own stays).
-const BREAKPOINT_BUDGET: u64 = 30;
+const BREAKPOINT_BUDGET: u64 = 15;
 /// Replays of each buggy fixture's schedule on the patched path.
 const REPLAYS: usize = 3;
 

@@ -7,7 +7,8 @@
  * with a status that says whether everything it computed was right; the parent waits for
  * it and fails unless the child succeeded. A child whose copy of mcheck's breakpoints and
  * patched code were not served as its parent's are would die (SIGTRAP, SIGSEGV) or compute
- * garbage.
+ * garbage. The loop's rounds are the first argument (default 100): on breakpoints, every
+ * access of it is a stop.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,12 +34,12 @@ static void *worker(void *arg)
     return arg;
 }
 
-static int child(void)
+static int child(long rounds)
 {
     for (int i = 0; i < 1024; i++)
         table[i] = i * 2;
     long sum = 0;
-    for (int round = 0; round < 100; round++)
+    for (long round = 0; round < rounds; round++)
         for (int i = 0; i < 1024; i++)
             sum += table[i];
     pthread_mutex_lock(&lock);
@@ -46,11 +47,12 @@ static int child(void)
     pthread_mutex_unlock(&lock);
     pthread_once(&once, init);
     pthread_once(&once, init);
-    return sum == 100L * 1023 * 1024 && counter == 11 && initialised == 1 ? 0 : 1;
+    return sum == rounds * 1023 * 1024 && counter == 11 && initialised == 1 ? 0 : 1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    long rounds = argc > 1 ? atol(argv[1]) : 100;
     pthread_t t;
     if (pthread_create(&t, NULL, worker, NULL) != 0 || pthread_join(t, NULL) != 0)
         return 2;
@@ -58,7 +60,7 @@ int main(void)
     if (pid < 0)
         return 2;
     if (pid == 0)
-        _exit(child());
+        _exit(child(rounds));
     int status = 0;
     if (waitpid(pid, &status, 0) != pid)
         return 2;

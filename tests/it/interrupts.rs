@@ -23,9 +23,13 @@ use serde_json::Value;
 const GRACE: Duration = Duration::from_secs(1);
 /// Runs of each signal under `timeout`.
 const RUNS: usize = 20;
-/// When `timeout` signals a search: enough for the search to be well under way (the
-/// program runs, snapshots are taken), short enough for a run of about a second.
-const CUT_AFTER: &str = "0.8";
+/// When `timeout` signals a search, in run `i`: from a quarter of a second to nearly half of
+/// one, so that the cuts land at different moments of the search (while the program
+/// starts, while snapshots are taken, between and inside executions: about 20 of them
+/// run in the first 0.4 s on an idle machine), each run short.
+fn cut_after(i: usize) -> String {
+    format!("{:.2}", 0.25 + 0.05 * (i % 5) as f64)
+}
 
 /// The long search every test cuts: 100 threads, about 500 scheduling points per
 /// execution, never exhausted within the test.
@@ -128,7 +132,7 @@ fn timeout_cuts_a_search(sig: &str, signal: &str) {
     let mut executions = Vec::new();
     for i in 0..RUNS {
         let _ = fs::remove_file(report_path(&copy));
-        let out = under_timeout(sig, CUT_AFTER, &args);
+        let out = under_timeout(sig, &cut_after(i), &args);
         assert_stopped_cleanly(&copy, &out, signal, &format!("run {i} of {RUNS}"));
         let report = read_json(&report_path(&copy), "");
         executions.push(report["executions"].as_u64().unwrap_or(0));

@@ -17,9 +17,13 @@ use crate::common::{args, fixture, mcheck, temp_path};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-/// Finds the bug of `program` and returns its schedule file.
+/// Finds the bug of `program` and returns its schedule file. Twenty executions at most:
+/// every fixture here fails within them, and a data race, which the search would follow
+/// for its whole budget, is found in the first (bench_slices_racy's search took 8 s).
 fn schedule_of(program: &Path, out: &Path) -> String {
     let a = args(&[
+        "--max-executions",
+        "20",
         "--quiet-program",
         "--out",
         &out.display().to_string(),
@@ -236,9 +240,18 @@ fn debug_schedule(schedule: &str, program: &Path, commands: &[&str], how: How) -
     Debugged { text, code, err }
 }
 
-/// Finds the bug of fixture `name` and replays it under gdb running `commands`; also the
-/// headline plain `mcheck replay` gives the schedule.
-fn debug_fixture(name: &str, commands: &[&str], how: How) -> (Debugged, String) {
+/// Finds the bug of fixture `name` and replays it under gdb running `commands`.
+fn debug_fixture(name: &str, commands: &[&str], how: How) -> Debugged {
+    let out = temp_path(&format!("gdb-{name}"));
+    let program = fixture(name);
+    let schedule = schedule_of(&program, &out);
+    let d = debug_schedule(&schedule, &program, commands, how);
+    let _ = fs::remove_dir_all(&out);
+    d
+}
+
+/// [`debug_fixture`], and the headline plain `mcheck replay` gives the same schedule.
+fn debug_fixture_and_headline(name: &str, commands: &[&str], how: How) -> (Debugged, String) {
     let out = temp_path(&format!("gdb-{name}"));
     let program = fixture(name);
     let schedule = schedule_of(&program, &out);
@@ -268,7 +281,7 @@ fn headline(text: &str) -> Option<String> {
 
 #[test]
 fn deadlock_threads_stacks_registers_and_the_finding() {
-    let (d, expected) = debug_fixture(
+    let (d, expected) = debug_fixture_and_headline(
         "abba_O0",
         &[
             "info threads",
@@ -339,7 +352,7 @@ fn deadlock_threads_stacks_registers_and_the_finding() {
 
 #[test]
 fn race_stops_at_the_later_access_with_the_value_of_that_moment() {
-    let (d, expected) = debug_fixture(
+    let (d, expected) = debug_fixture_and_headline(
         "race_counter",
         &[
             "break bump",
@@ -381,7 +394,7 @@ fn race_stops_at_the_later_access_with_the_value_of_that_moment() {
 /// done and the block's bytes still there (the quarantine holds them back).
 #[test]
 fn use_after_free_stops_at_the_access_of_the_freed_block() {
-    let (d, _) = debug_fixture(
+    let d = debug_fixture(
         "heap_uaf_mutex",
         &[
             "continue",
@@ -414,7 +427,7 @@ fn use_after_free_stops_at_the_access_of_the_freed_block() {
 /// patched by the time the replay stops at the race, are those of the file.
 #[test]
 fn code_reads_show_the_programs_own_bytes() {
-    let (Debugged { text, code, err }, _) = debug_fixture(
+    let Debugged { text, code, err } = debug_fixture(
         "race_counter",
         &["continue", "x/160xb main", "kill"],
         How::default(),
@@ -445,7 +458,7 @@ fn code_reads_show_the_programs_own_bytes() {
 
 #[test]
 fn watchpoint_on_the_racy_variable_stops_at_both_accesses() {
-    let (Debugged { text, err, .. }, _) = debug_fixture(
+    let Debugged { text, err, .. } = debug_fixture(
         "race_counter",
         &["watch counter", "continue", "continue", "continue", "kill"],
         How::default(),
@@ -467,7 +480,7 @@ fn watchpoint_on_the_racy_variable_stops_at_both_accesses() {
 
 #[test]
 fn reverse_continue_goes_back_breakpoint_by_breakpoint_with_the_earlier_values() {
-    let (Debugged { text, err, .. }, _) = debug_fixture(
+    let Debugged { text, err, .. } = debug_fixture(
         "race_counter",
         &[
             "break bump",
@@ -515,7 +528,7 @@ fn reverse_continue_goes_back_breakpoint_by_breakpoint_with_the_earlier_values()
 #[test]
 fn reverse_continue_finds_a_breakpoint_set_only_at_the_finding() {
     // rr's way of working: run to the failure, then set a breakpoint and go back to it.
-    let (Debugged { text, err, .. }, _) = debug_fixture(
+    let Debugged { text, err, .. } = debug_fixture(
         "race_counter",
         &[
             "continue",
@@ -548,7 +561,7 @@ fn reverse_continue_finds_a_breakpoint_set_only_at_the_finding() {
 #[test]
 fn next_at_a_scheduling_point_ends_with_the_reason() {
     // gdb's `next` would ask again and again for a step the schedule refuses.
-    let (Debugged { text, err, .. }, _) = debug_fixture(
+    let Debugged { text, err, .. } = debug_fixture(
         "abba_O0",
         &["continue", "thread 2", "next", "p $pc != 0", "kill"],
         How::default(),
@@ -564,7 +577,7 @@ fn next_at_a_scheduling_point_ends_with_the_reason() {
 
 #[test]
 fn reverse_stepi_undoes_steps_over_extended_remote() {
-    let (Debugged { text, err, .. }, _) = debug_fixture(
+    let Debugged { text, err, .. } = debug_fixture(
         "abba_O0",
         &[
             "reverse-stepi",
@@ -610,7 +623,7 @@ fn reverse_stepi_undoes_steps_over_extended_remote() {
 
 #[test]
 fn reverse_stepi_and_reverse_next_go_back_from_a_deadlock() {
-    let (Debugged { text, err, .. }, _) = debug_fixture(
+    let Debugged { text, err, .. } = debug_fixture(
         "abba_O0",
         &[
             "break t1",
@@ -687,7 +700,7 @@ fn reverse_stepi_lands_on_the_system_call_before() {
         ]);
     }
     commands.push("kill");
-    let (Debugged { text, err, .. }, _) = debug_fixture("syscalls_abba", &commands, How::default());
+    let Debugged { text, err, .. } = debug_fixture("syscalls_abba", &commands, How::default());
     let values: Vec<&str> = text
         .lines()
         .filter_map(|l| l.strip_prefix('$').and_then(|l| l.split(" = ").nth(1)))
@@ -721,7 +734,7 @@ fn reverse_stepi_lands_on_the_system_call_before() {
 /// dynamic linker's lazy binding), and `next` walks forward again to the same deadlock.
 #[test]
 fn reverse_next_goes_back_over_calls_that_make_system_calls() {
-    let (Debugged { text, err, .. }, _) = debug_fixture(
+    let Debugged { text, err, .. } = debug_fixture(
         "syscalls_abba",
         &[
             "continue",
@@ -802,7 +815,7 @@ fn reverse_next_goes_back_over_calls_that_make_system_calls() {
 /// for a minute before the race.
 #[test]
 fn ctrl_c_stops_a_running_replay() {
-    let (Debugged { text, err, .. }, _) = debug_fixture(
+    let Debugged { text, err, .. } = debug_fixture(
         "bench_slices_racy",
         &["continue", "info threads", "p s", "kill"],
         How {
@@ -827,7 +840,7 @@ fn ctrl_c_stops_a_running_replay() {
 #[test]
 fn cpp_rust_static_and_stripped_programs_reach_their_deadlock() {
     for name in ["cpp_abba", "rust_abba", "abba_static", "abba_stripped"] {
-        let (Debugged { text, code, err }, _) = debug_fixture(
+        let Debugged { text, code, err } = debug_fixture(
             name,
             &["info threads", "continue", "info threads", "kill"],
             How::default(),
@@ -851,7 +864,7 @@ fn cpp_rust_static_and_stripped_programs_reach_their_deadlock() {
 /// program's exit with that status.
 #[test]
 fn a_wrong_exit_status_stops_at_the_exit_with_its_stack() {
-    let (Debugged { text, code, err }, _) = debug_fixture(
+    let Debugged { text, code, err } = debug_fixture(
         "exit_status_3",
         &["continue", "bt", "info threads", "continue"],
         How::default(),
@@ -873,7 +886,7 @@ fn a_wrong_exit_status_stops_at_the_exit_with_its_stack() {
 #[test]
 fn goto_back_and_forth_shows_the_same_state() {
     let flush = "maintenance flush register-cache";
-    let (Debugged { text, err, .. }, _) = debug_fixture(
+    let Debugged { text, err, .. } = debug_fixture(
         "abba_O0",
         &[
             "monitor goto 2",
@@ -908,7 +921,7 @@ fn goto_back_and_forth_shows_the_same_state() {
 /// which threads there are.
 #[test]
 fn goto_says_when_the_thread_gdb_shows_has_exited() {
-    let (Debugged { text, err, .. }, _) = debug_fixture(
+    let Debugged { text, err, .. } = debug_fixture(
         "double_join",
         &[
             "break worker",

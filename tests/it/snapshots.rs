@@ -9,20 +9,20 @@ use crate::common;
 
 use std::sync::Mutex;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::common::{args, fixture, fixture_runs, mcheck, mcheck_with_env, FixtureRun, Run};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(240);
 /// Enough executions to backtrack deep into every fixture's tree, few enough to stay quick.
-const EXECUTIONS: &str = "25";
+const EXECUTIONS: &str = "12";
 /// A fixture of the patched path's speed (16 MiB of accesses in each execution): its
 /// snapshots are those of any two-thread program, and it alone took a tenth of this test.
 const SPEED_FIXTURES: &[&str] = &["bench_slices"];
 /// Executions of the deep searches: every case backtracks through branch snapshots many
 /// times.
-const DEEP_EXECUTIONS: &str = "150";
+const DEEP_EXECUTIONS: &str = "80";
 
 fn dfs_run(e: &FixtureRun, snapshots: bool) -> Run {
     let from = if snapshots {
@@ -150,8 +150,16 @@ fn every_fixture_gives_the_same_results_with_and_without_snapshots() {
                     *n - 1
                 };
                 let Some(e) = list.get(i) else { break };
+                let started = Instant::now();
                 let with = dfs_run(e, true);
+                let took_with = started.elapsed().as_secs_f64();
                 let without = dfs_run(e, false);
+                // Per fixture, to see where this test's time goes (`--nocapture`).
+                eprintln!(
+                    "snapshots: {} {took_with:.1}s from snapshots, {:.1}s from exec",
+                    e.name,
+                    started.elapsed().as_secs_f64() - took_with
+                );
                 let (a, b) = (summary(&with), summary(&without));
                 if a != b {
                     problems.lock().unwrap().push(format!(

@@ -109,16 +109,16 @@ fn signals_in_generated_code_are_delivered_at_the_original_instruction() {
 
 #[test]
 fn tracing_cost_is_not_a_timeout() {
-    // On breakpoints every access costs two ptrace stops: this takes seconds of wall time
-    // while the program itself runs for milliseconds.
+    // On breakpoints every access costs two ptrace stops: 82,000 accesses take seconds of
+    // wall time (3 s on an idle machine) while the program itself runs for milliseconds.
     let (code, report) = check(
         "slow_under_tracing_ok",
-        &["4"],
+        &["2"],
         &["--execution-timeout", "1", "--max-executions", "1"],
         "off",
     );
     assert_eq!(code, Some(0), "{report}");
-    assert!(report["access_recording"]["accesses"].as_u64().unwrap() > 100_000);
+    assert!(report["access_recording"]["accesses"].as_u64().unwrap() > 80_000);
     // A real spin is still one.
     let (code, report) = check(
         "plain_spin_timeout",

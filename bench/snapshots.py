@@ -28,6 +28,10 @@ Measures side by side in one run, alternating the two configurations, medians ov
      the first thread creation done again from the last execution (the default)
      and planned anew each time (MCHECK_REUSE_INSTRUMENTATION=off), on an OpenMP
      fixture (libgomp's thousands of access sites are patched), a C++ and a C one.
+  5. shared: executions from snapshots with the trampolines written before the startup
+     snapshot shared with its copies (the default) and private to each copy
+     (MCHECK_SHARED_TRAMPOLINES=off), on OpenMP fixtures, whose trampolines lie on
+     hundreds of 2 MiB stretches (every fork copied their page tables), and a C one.
 
 Prints markdown tables; writes every sample to target/snapshots-results.json.
 Exit status 0 whatever the figures; 2 when the harness cannot measure.
@@ -56,6 +60,7 @@ RATE_FIXTURES = [
 RESIDENT_MIB = [1, 16, 64, 256]
 BRANCH_FIXTURES = [("hundred_threads_ok", 150), ("cpp_prodcons_ok", 150), ("rust_mpsc_ok", 150)]
 EXEC_FIXTURES = [("omp_barrier_ok", 25), ("cpp_prodcons_ok", 25), ("bench_two_threads", 50)]
+SHARED_FIXTURES = [("omp_taskloop_ok", 100), ("omp_barrier_ok", 100), ("bench_two_threads", 100)]
 
 
 def run_mcheck(mc, prog, args, executions, snapshots, tmpdir, strategy="random", extra=(),
@@ -220,6 +225,18 @@ def main():
         results["exec"] = [{"fixture": name, "executions": n, "again_s_per_exec": again,
                             "anew_s_per_exec": planned}
                            for name, n, again, planned, _ in rows]
+        print()
+        print("Trampolines shared by the startup snapshot's copies (the default) and private "
+              "to each copy (MCHECK_SHARED_TRAMPOLINES=off), --strategy dfs; medians, runs "
+              "alternated")
+        header("fixture", "executions", "shared ms/exec", "private ms/exec", "speed-up")
+        private = {"MCHECK_SHARED_TRAMPOLINES": "off"}
+        rows = dfs_pairs(mc, SHARED_FIXTURES, opts.reps, tmpdir, ((True, None), (True, private)),
+                         lambda sh, pr: "%.2f | %.2f | %.1fx" % (sh * 1e3, pr * 1e3, pr / sh))
+        results["shared_trampolines"] = [{"fixture": name, "executions": n,
+                                          "shared_s_per_exec": sh, "private_s_per_exec": pr,
+                                          "from_snapshot": restored}
+                                         for name, n, sh, pr, restored in rows]
         print()
         out = os.path.join(os.path.dirname(FIXTURES), "..", "target", "snapshots-results.json")
         with open(out, "w") as f:

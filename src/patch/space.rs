@@ -7,7 +7,7 @@
 //! are written to take memory, and placing a trampoline right after an earlier one (in a
 //! page already written) is preferred.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
 use super::jump::Window;
@@ -76,8 +76,9 @@ pub struct CodeSpace {
     used: BTreeMap<u64, u64>,
     /// The chunk trampolines of full-reach jumps go to, per 4 GiB neighbourhood.
     bump: BTreeMap<u64, u64>,
-    /// Page ranges sealed by [`CodeSpace::seal`], start → end: never handed out again.
-    sealed: BTreeMap<u64, u64>,
+    /// Starts of the chunks sealed by [`CodeSpace::seal`]: no byte of them is handed out
+    /// again.
+    sealed: BTreeSet<u64>,
 }
 
 impl CodeSpace {
@@ -181,16 +182,14 @@ impl CodeSpace {
             .filter(|&&c| self.used.range(c..c + CHUNK).next().is_some())
             .map(|&c| c..c + CHUNK)
             .collect();
-        for r in &spans {
-            self.sealed.insert(r.start, r.end);
-        }
+        self.sealed.extend(spans.iter().map(|r| r.start));
         spans
     }
 
-    /// Whether `a..a + size` overlaps a sealed range.
+    /// Whether `a..a + size` overlaps a sealed chunk.
     fn overlaps_sealed(&self, a: u64, size: u64) -> bool {
-        let before = self.sealed.range(..=a).next_back();
-        before.is_some_and(|(_, &e)| e > a) || self.sealed.range(a..a + size).next().is_some()
+        let first = a / CHUNK * CHUNK;
+        self.sealed.range(first..a + size).next().is_some()
     }
 
     /// Gives back the range handed out at `a`.
@@ -217,8 +216,8 @@ impl CodeSpace {
         candidates.extend(inside.clone().map(|(_, &e)| e).take(TRIES));
         // Trampolines are packed one after the other: the end of the last one is free.
         candidates.extend(inside.next_back().map(|(_, &e)| e));
-        // So is the end of a sealed range (the first byte after a sealed chunk's pages).
-        let sealed_ends = self.sealed.range(..targets.end).map(|(_, &e)| e);
+        // So is the first byte after a sealed chunk.
+        let sealed_ends = self.sealed.range(..targets.end).map(|&c| c + CHUNK);
         candidates.extend(sealed_ends.filter(|e| targets.contains(e)));
         // Prefer the ends of earlier trampolines (written pages), then the window start.
         candidates.rotate_left(1);
@@ -280,10 +279,10 @@ impl CodeSpace {
 
     /// The first free position after the last range handed out in `chunk`.
     fn next_in_chunk(&self, chunk: u64, size: u64) -> Option<u64> {
-        let last = (self.used.range(chunk..chunk + CHUNK).next_back()).map_or(chunk, |(_, &e)| e);
-        let sealed =
-            (self.sealed.range(chunk..chunk + CHUNK).next_back()).map_or(chunk, |(_, &e)| e);
-        let a = last.max(sealed);
+        if self.sealed.contains(&chunk) {
+            return None;
+        }
+        let a = (self.used.range(chunk..chunk + CHUNK).next_back()).map_or(chunk, |(_, &e)| e);
         (a + size <= chunk + CHUNK).then_some(a)
     }
 

@@ -12,6 +12,7 @@ use crate::model::ThreadId;
 use crate::patch::space::CHUNK;
 use crate::run::process::Process;
 use crate::tracee::descriptors::take_descriptor;
+use crate::tracee::pagemap::PAGE;
 use crate::tracee::threads::inject;
 
 /// Maps one trampoline chunk at `chunk` in the tracee (through `t`); false when another
@@ -61,7 +62,6 @@ pub(super) fn share_chunks(
     spans: &[Range<u64>],
     pages: &[u64],
 ) -> Result<()> {
-    const PAGE: u64 = 4096;
     let total: u64 = spans.iter().map(|r| r.end - r.start).sum();
     if total == 0 {
         return Ok(());
@@ -76,7 +76,7 @@ pub(super) fn share_chunks(
         }
         Ok(got as u64)
     };
-    let name_at = (rsp - 4096) & !15;
+    let name_at = (rsp - PAGE) & !15;
     p.mem
         .write(name_at, b"mcheck-trampolines\0")
         .context("naming the trampolines' memfd")?;

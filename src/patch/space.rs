@@ -72,8 +72,9 @@ pub struct CodeSpace {
     chunks: BTreeMap<u64, ()>,
     /// Chunks chosen since the last [`CodeSpace::take_new_chunks`].
     new_chunks: Vec<u64>,
-    /// Byte ranges handed out, start → end.
-    used: BTreeMap<u64, u64>,
+    /// Byte ranges handed out, start → end (one per trampoline: persistent, so that a fork
+    /// copy's table shares it with its template's).
+    used: imbl::OrdMap<u64, u64>,
     /// The chunk trampolines of full-reach jumps go to, per 4 GiB neighbourhood.
     bump: BTreeMap<u64, u64>,
     /// Starts of the chunks sealed by [`CodeSpace::seal`]: no byte of them is handed out

@@ -11,6 +11,8 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
+use imbl::OrdMap;
+
 use super::space::CodeSpace;
 use super::trampoline::TrampolineMeta;
 
@@ -67,11 +69,13 @@ impl PatchedSite {
     }
 }
 
-/// The patches of one process.
+/// The patches of one process. The two maps with an entry per site are persistent: every
+/// fork copy of a process starts from its template's table, and one that takes a few sites
+/// out (those it stops at) shares the rest instead of cloning them.
 #[derive(Debug, Clone, Default)]
 pub struct PatchTable {
-    sites: BTreeMap<u64, PatchedSite>,
-    trampolines: BTreeMap<u64, TrampolineMeta>,
+    sites: OrdMap<u64, PatchedSite>,
+    trampolines: OrdMap<u64, TrampolineMeta>,
     /// Out-of-line copies of sites left on breakpoints: site → trampoline.
     out_of_line: BTreeMap<u64, u64>,
     /// Where hopping sites' short jumps land → the site.
@@ -142,8 +146,7 @@ impl PatchTable {
     /// The trampoline `rip` lies in.
     pub fn trampoline_at(&self, rip: u64) -> Option<&TrampolineMeta> {
         self.trampolines
-            .range(..=rip)
-            .next_back()
+            .get_prev(&rip)
             .map(|(_, m)| m)
             .filter(|m| m.contains(rip))
     }

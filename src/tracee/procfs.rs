@@ -204,7 +204,12 @@ fn parse_mapping(line: &str) -> Option<Mapping> {
 
 /// Resident memory of `pid` in bytes (VmRSS), 0 when unknown.
 pub fn resident_bytes(pid: Pid) -> u64 {
-    kib_field(&format!("/proc/{pid}/status"), "VmRSS:").unwrap_or(0)
+    // statm's second field is the sum status calls VmRSS, without the rest of status
+    // (signal masks, CPU lists) that the kernel formats on every read.
+    fs::read_to_string(format!("/proc/{pid}/statm"))
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * super::pagemap::PAGE)
 }
 
 /// The value in bytes of a "Key:  N kB" line of a /proc file (status, meminfo,
@@ -330,6 +335,23 @@ pub fn send_signals(pid: Pid, tid: Option<Pid>, mask: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resident_bytes_agree_with_the_status_files_vm_rss() {
+        // A process whose memory does not move while it is read: a sleeping one.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = Pid::from_raw(child.id() as i32);
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let status = kib_field(&format!("/proc/{pid}/status"), "VmRSS:");
+        let statm = resident_bytes(pid);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(statm > 0);
+        assert_eq!(Some(statm), status);
+    }
 
     #[test]
     fn mapping_headers_are_told_from_smaps_fields() {

@@ -195,7 +195,7 @@ mod tests {
     use crate::explore::testing::plain_point as point;
     use crate::model::{Footprint, ObjectKind, Role};
 
-    fn decision(thread: ThreadId, op: &str) -> Decision {
+    fn decision(thread: ThreadId, op: &'static str) -> Decision {
         Decision {
             thread,
             op: op.into(),

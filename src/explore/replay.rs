@@ -1,6 +1,8 @@
 //! Replaying a recorded schedule: at every point the recorded thread must be enabled and
 //! about to perform the recorded kind of operation, else the execution has diverged.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 use super::{Divergence, Point, Scheduler};
@@ -11,8 +13,9 @@ use crate::model::ThreadId;
 pub struct Decision {
     /// Logical thread chosen.
     pub thread: ThreadId,
-    /// The operation it performed there.
-    pub op: String,
+    /// The operation it performed there: one of the model's names while recording (no
+    /// allocation per decision), read into a string from a schedule file.
+    pub op: Cow<'static, str>,
 }
 
 /// Follows a recorded list of decisions.

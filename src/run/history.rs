@@ -16,7 +16,7 @@
 //! `timeout` finding); it is cut short and counted, not reported. With `--no-fair` a fair
 //! window is enough, as before the filter existed.
 
-use std::collections::VecDeque;
+use imbl::Vector;
 
 use super::process::report::{finding, Reporter};
 use crate::explore::{Decision, FairFilter};
@@ -50,10 +50,11 @@ pub(super) struct WindowStep {
     pub yields: bool,
 }
 
-/// The last [`WINDOW`] decisions of an execution (Clone: a snapshot keeps it).
+/// The last [`WINDOW`] decisions of an execution (Clone: a snapshot keeps it, sharing the
+/// steps instead of copying them).
 #[derive(Clone, Debug, Default)]
 pub(super) struct Window {
-    steps: VecDeque<WindowStep>,
+    steps: Vector<WindowStep>,
 }
 
 impl Window {
@@ -72,7 +73,7 @@ impl Window {
         if fair {
             // The filter made the schedule fair to yielding threads: the recent half must
             // only show that no thread is starved without yields, and that threads yield.
-            return self.all_enabled_ran(n / 2) && self.steps.range(n / 2..).any(|s| s.yields);
+            return self.all_enabled_ran(n / 2) && self.steps.iter().skip(n / 2).any(|s| s.yields);
         }
         // Unfiltered, a search may have starved a thread for most of the execution and let
         // it run only at the end: ask for a cycle in which every enabled thread takes part.
@@ -84,7 +85,7 @@ impl Window {
     fn all_enabled_ran(&self, from: usize) -> bool {
         let mut enabled = std::collections::BTreeSet::new();
         let mut ran = std::collections::BTreeSet::new();
-        for s in self.steps.range(from..) {
+        for s in self.steps.iter().skip(from) {
             enabled.extend(s.enabled.iter().copied());
             ran.insert(s.thread);
         }
@@ -109,7 +110,7 @@ impl Window {
     pub fn cycle(&self) -> Vec<&WindowStep> {
         let n = self.steps.len();
         let len = self.period().unwrap_or(8.min(n));
-        self.steps.range(n - len..).collect()
+        self.steps.iter().skip(n - len).collect()
     }
 }
 
@@ -135,10 +136,12 @@ pub(super) struct History {
     steps: u64,
     /// Preemptive switches among them.
     preemptions: u64,
-    /// Every decision, in order (the schedule).
-    decisions: Vec<Decision>,
+    /// Every decision, in order (the schedule). Persistent, as the two below: a branch
+    /// snapshot every few dozen decisions keeps the history, and a copy of 10^5 decisions
+    /// each time made a long execution's cost per decision grow with its length.
+    decisions: Vector<Decision>,
     /// Indexes of the decisions taken among more than one thread.
-    choice_steps: Vec<u32>,
+    choice_steps: Vector<u32>,
     /// The readable trace (replay).
     trace: Vec<TraceStep>,
     /// The last decisions, to tell a livelock from an unfair schedule at `--max-steps`.
@@ -204,7 +207,7 @@ impl History {
     }
 
     /// The decisions so far.
-    pub fn decisions(&self) -> &[Decision] {
+    pub fn decisions(&self) -> &Vector<Decision> {
         &self.decisions
     }
 
@@ -232,11 +235,11 @@ impl History {
             yields: d.yield_state.is_some(),
         });
         if d.choice {
-            self.choice_steps.push(self.decisions.len() as u32);
+            self.choice_steps.push_back(self.decisions.len() as u32);
         }
-        self.decisions.push(Decision {
+        self.decisions.push_back(Decision {
             thread: d.thread,
-            op: d.op.to_string(),
+            op: d.op.into(),
         });
         self.steps += 1;
     }
@@ -254,8 +257,8 @@ impl History {
     /// Hands the record over at the end of the execution.
     pub fn finish(&mut self) -> Record {
         Record {
-            decisions: std::mem::take(&mut self.decisions),
-            choice_steps: std::mem::take(&mut self.choice_steps),
+            decisions: std::mem::take(&mut self.decisions).into_iter().collect(),
+            choice_steps: std::mem::take(&mut self.choice_steps).into_iter().collect(),
             trace: std::mem::take(&mut self.trace),
         }
     }

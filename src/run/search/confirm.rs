@@ -68,7 +68,7 @@ pub(super) fn confirm(
             .filter(|h| h.step < decisions.len())
             .map(|h| Hold {
                 thread: h.thread,
-                op: decisions[h.step].op.clone(),
+                op: decisions[h.step].op.to_string(),
                 nth: h.nth,
                 lock: Some(h.lock),
             });

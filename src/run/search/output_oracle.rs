@@ -134,7 +134,7 @@ mod tests {
                 .iter()
                 .map(|&t| Decision {
                     thread: t,
-                    op: String::new(),
+                    op: "".into(),
                 })
                 .collect(),
             ..ExecutionOutcome::default()

@@ -718,7 +718,7 @@ impl<'a> Session<'a> {
             let decisions = self.history.decisions();
             let step = (decisions.last())
                 .filter(|d| d.thread == t)
-                .map(|d| (decisions.len() - 1, d.op.as_str()));
+                .map(|d| (decisions.len() - 1, d.op.as_ref()));
             (self.locks).record(t, (op, step), completion, site, &mut reporter);
         }
         if let (Some(d), Some(op)) = (self.races.detector(), &op) {

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use crate::explore::Point;
 use crate::model::{Footprint, ThreadId};
 
-/// Points per shared chunk.
-const CHUNK: usize = 1024;
+/// Points per shared chunk: a snapshot copies at most this many points (branch snapshots
+/// come every few dozen decisions, so a longer tail was copied whole each time).
+const CHUNK: usize = 64;
 
 /// A scheduling point of the snapshotted start, shown to the strategy again on restore.
 #[derive(Clone, Debug)]

@@ -385,6 +385,11 @@ fn sort_merges_like_natively_and_reports_only_its_merge_tree_races() {
         for t in f["threads"].as_array().expect("threads") {
             let top = &t["stack"][0];
             assert_eq!(top["module"], "sort", "a race outside sort's own code: {f}");
+            // Both sides' stacks, from the run of the schedule that takes them: it must
+            // know the atomics the race was found knowing, or no epoch matches and only
+            // the pc is left.
+            let frames = t["stack"].as_array().map_or(0, Vec::len);
+            assert!(frames > 1, "a side of a race without its stack: {f}");
         }
     }
     let peak = report["memory_peak_bytes"].as_u64().unwrap_or(u64::MAX);

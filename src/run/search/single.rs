@@ -23,6 +23,8 @@ pub fn run_single(
     atomic_addresses: &[u64],
 ) -> Result<ExecutionOutcome> {
     let (mut worker, _tick) = replay_worker(racy, atomic_addresses)?;
+    // What the races will be found knowing: the run for their stacks must know the same.
+    let known = worker.atomic_addresses.clone();
     sched.begin_execution(0);
     let mut outcome = run_execution(cfg, sched, &mut worker)?;
     if !outcome.races.is_empty() && outcome.divergence.is_none() && !outcome.early_end.stopped_early
@@ -31,7 +33,7 @@ pub fn run_single(
             trace: false,
             ..cfg.clone()
         };
-        attach_earlier_stacks(&no_trace, &mut outcome, racy, &mut worker)?;
+        attach_earlier_stacks(&no_trace, &mut outcome, (racy, Some(known)), &mut worker)?;
     }
     Ok(outcome)
 }

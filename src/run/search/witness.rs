@@ -6,6 +6,7 @@ use anyhow::Result;
 use crate::explore::{Decision, ReplayScheduler, Scheduler};
 use crate::report::Finding;
 use crate::run::config::ExecutionConfig;
+use crate::run::races::atomic_addresses::AtomicAddresses;
 use crate::run::races::AccessKey;
 use crate::run::session::launch::run_execution;
 use crate::run::session::ExecutionOutcome;
@@ -32,7 +33,7 @@ pub struct Witness {
 pub fn attach_earlier_stacks(
     cfg: &ExecutionConfig,
     outcome: &mut ExecutionOutcome,
-    racy_before: &RacyPoints,
+    (racy_before, atomics): (&RacyPoints, Option<AtomicAddresses>),
     state: &mut WorkerState,
 ) -> Result<()> {
     let requests: Vec<_> = (outcome.race_origins.iter())
@@ -42,7 +43,16 @@ pub fn attach_earlier_stacks(
         stack_requests: requests,
         ..cfg.clone()
     };
-    let Some(again) = rerun(&cfg, &outcome.decisions, racy_before, state)? else {
+    // With the atomics the races were found knowing (`atomics`, when the worker has learnt
+    // more since): what is learnt meanwhile is kept.
+    let learnt = atomics.map(|a| std::mem::replace(&mut state.atomic_addresses, a));
+    let again = rerun(&cfg, &outcome.decisions, racy_before, state);
+    if let Some(learnt) = learnt {
+        for &a in learnt.iter() {
+            state.atomic_addresses.insert(a);
+        }
+    }
+    let Some(again) = again? else {
         return Ok(());
     };
     let captured = |key: &AccessKey| {

@@ -288,14 +288,21 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
                 continue;
             }
         }
+        // What was known of atomics in the run whose races are reported: a run for their
+        // stacks must know exactly that, or its threads' epochs (atomics acquire and
+        // release) are not those the races were seen in.
+        let mut atomics_of_races = None;
         if !outcome.races.is_empty() && state.atomic_addresses.len() > atomics_before {
             // The execution learnt that some addresses hold atomics only after plain-looking
             // loads of them had run: run the same schedule again knowing it, so that those
             // loads count as atomic (and as acquires) from the start.
+            let known = state.atomic_addresses.clone();
             match rerun(exec_cfg, &outcome.decisions, &racy_before, &mut state) {
                 Ok(Some(again)) => {
                     outcome.races = again.races;
                     outcome.finding = again.finding;
+                    outcome.race_origins = again.race_origins;
+                    atomics_of_races = Some(known);
                 }
                 Ok(None) => {}
                 Err(e) => break Err(e),
@@ -353,8 +360,13 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
             }
         }
         if shared.wants_any(&outcome.races, outcome.preemptions) {
-            if let Err(e) = attach_earlier_stacks(exec_cfg, &mut outcome, &racy_before, &mut state)
-            {
+            let stacks = attach_earlier_stacks(
+                exec_cfg,
+                &mut outcome,
+                (&racy_before, atomics_of_races),
+                &mut state,
+            );
+            if let Err(e) = stacks {
                 break Err(e);
             }
         }

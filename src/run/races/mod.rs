@@ -382,6 +382,15 @@ impl RaceRecording {
             .any(|k| !self.captured_stacks.iter().any(|(c, _)| c == k))
     }
 
+    /// Whether this is a second run of a schedule for stacks (see
+    /// [`Self::wants_stops`]) and every stack it asked for is taken: the rest of the
+    /// execution has nothing more to give it.
+    pub fn asked_stacks_taken(&self) -> bool {
+        !self.stack_requests.is_empty()
+            && (self.stack_requests.iter())
+                .all(|k| self.captured_stacks.iter().any(|(c, _)| c == k))
+    }
+
     /// Ends the execution's recording: what the outcome reports.
     pub fn finish(&mut self, modules: &crate::binary::ModuleMap) -> RaceResults {
         RaceResults {

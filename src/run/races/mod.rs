@@ -379,16 +379,19 @@ impl RaceRecording {
         };
         (self.stack_requests.iter())
             .filter(|k| k.0 == t && k.2 == epoch && !is_site(k.1))
-            .any(|k| !self.captured_stacks.iter().any(|(c, _)| c == k))
+            .any(|k| !self.stack_taken(k))
     }
 
     /// Whether this is a second run of a schedule for stacks (see
     /// [`Self::wants_stops`]) and every stack it asked for is taken: the rest of the
     /// execution has nothing more to give it.
     pub fn asked_stacks_taken(&self) -> bool {
-        !self.stack_requests.is_empty()
-            && (self.stack_requests.iter())
-                .all(|k| self.captured_stacks.iter().any(|(c, _)| c == k))
+        !self.stack_requests.is_empty() && (self.stack_requests.iter()).all(|k| self.stack_taken(k))
+    }
+
+    /// Whether the stack of access `key` has been taken in this run.
+    fn stack_taken(&self, key: &AccessKey) -> bool {
+        self.captured_stacks.iter().any(|(k, _)| k == key)
     }
 
     /// Ends the execution's recording: what the outcome reports.
@@ -864,9 +867,7 @@ impl RaceRecording {
             return;
         };
         let key = (t, pc, epoch);
-        if self.stack_requests.contains(&key)
-            && !self.captured_stacks.iter().any(|(k, _)| *k == key)
-        {
+        if self.stack_requests.contains(&key) && !self.stack_taken(&key) {
             let stack = env.reporter().thread_report(t, String::new()).stack;
             self.captured_stacks.push((key, stack));
         }

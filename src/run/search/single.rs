@@ -33,7 +33,7 @@ pub fn run_single(
             trace: false,
             ..cfg.clone()
         };
-        attach_earlier_stacks(&no_trace, &mut outcome, (racy, Some(known)), &mut worker)?;
+        attach_earlier_stacks(&no_trace, &mut outcome, racy, Some(known), &mut worker)?;
     }
     Ok(outcome)
 }

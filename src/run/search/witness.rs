@@ -30,10 +30,13 @@ pub struct Witness {
 
 /// Runs the schedule of `outcome` once more to take the stack of the earlier access of each
 /// race (only the later one is at hand when a race is found), and puts it in the report.
+/// `atomics`: the addresses known to hold atomics when the races were found, when the
+/// worker has learnt more since.
 pub fn attach_earlier_stacks(
     cfg: &ExecutionConfig,
     outcome: &mut ExecutionOutcome,
-    (racy_before, atomics): (&RacyPoints, Option<AtomicAddresses>),
+    racy_before: &RacyPoints,
+    atomics: Option<AtomicAddresses>,
     state: &mut WorkerState,
 ) -> Result<()> {
     let requests: Vec<_> = (outcome.race_origins.iter())

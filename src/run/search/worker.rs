@@ -363,7 +363,8 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
             let stacks = attach_earlier_stacks(
                 exec_cfg,
                 &mut outcome,
-                (&racy_before, atomics_of_races),
+                &racy_before,
+                atomics_of_races,
                 &mut state,
             );
             if let Err(e) = stacks {

@@ -434,7 +434,7 @@ fn write_schedules(
                 heap_checks: !args.no_heap_checks,
                 quarantine_blocks: args.quarantine_blocks,
                 fair: !args.no_fair,
-                preempt_on_races: w.racy.is_some(),
+                preempt_on_races: w.racy.is_some() && args.preempt_on_races(),
                 trace_lib: args.trace_lib.clone(),
                 no_trace_lib: args.no_trace_lib.clone(),
                 racy_addresses: w
@@ -442,6 +442,8 @@ fn write_schedules(
                     .as_ref()
                     .map_or_else(Vec::new, |r| r.addresses.clone()),
                 racy_sites: w.racy.as_ref().map(|r| r.sites.clone()),
+                timeout_poll_sites: (w.racy.as_ref())
+                    .map_or_else(Vec::new, |r| r.poll_sites.clone()),
                 atomic_addresses: w.atomic_addresses.clone(),
                 stdio: Some(crate::run::program_stdio::search_kinds(
                     args.output.quiet_program,
@@ -575,11 +577,13 @@ pub fn coverage_statement(
         systematic_executions,
         ref racy_sites_included,
         ref racy_sites_not_explored,
+        ref poll_sites_included,
+        ref poll_sites_not_explored,
         refinement_rounds,
         up_to_independent_steps,
     } = result.coverage;
-    // Which racy sites the tree held as scheduling points.
-    let included = if racy_sites_included.is_empty() {
+    // Which racy sites and timeout polls the tree held as scheduling points.
+    let mut included = if racy_sites_included.is_empty() {
         String::new()
     } else {
         format!(
@@ -587,6 +591,13 @@ pub fn coverage_statement(
             name_sites(racy_sites_included, findings)
         )
     };
+    if !poll_sites_included.is_empty() {
+        included.push_str(&format!(
+            " ({} read(s) of what a timed-out wait sets were scheduling points, with a waiting thread's timeout explored right before each: {})",
+            poll_sites_included.len(),
+            name_sites(poll_sites_included, findings)
+        ));
+    }
     // Exhausted for synchronisation order only: racy sites found were not points.
     let sync_only = |what: String| {
         format!(
@@ -638,6 +649,13 @@ pub fn coverage_statement(
     }
     if synchronisation_exhausted && !racy_sites_not_explored.is_empty() {
         return sync_only(format!("{n} execution(s) explored"));
+    }
+    if synchronisation_exhausted && !poll_sites_not_explored.is_empty() {
+        return format!(
+            "{n} execution(s) explored, search space not exhausted: {} read(s) of what a timed-out wait sets ({}) were found too late to become scheduling points, so no timeout was explored right before them{included}; {verdict}",
+            poll_sites_not_explored.len(),
+            name_sites(poll_sites_not_explored, findings)
+        );
     }
     if synchronisation_exhausted && !result.instrumentation.races_checked {
         return format!(

@@ -217,6 +217,7 @@ fn racy_points(schedule: &ScheduleFile) -> RacyPoints {
     RacyPoints {
         addresses: schedule.options.racy_addresses.clone(),
         sites: schedule.options.racy_sites.clone().unwrap_or_default(),
+        poll_sites: schedule.options.timeout_poll_sites.clone(),
     }
 }
 

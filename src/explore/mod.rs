@@ -143,7 +143,7 @@ pub struct ExecutionSummary {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Coverage {
     /// Every schedule was explored: the tree ran out and it held every racy access site
-    /// found as a scheduling point (see [`RacySites::qualify`]).
+    /// and timeout poll found as a scheduling point (see [`RacySites::qualify`]).
     pub exhausted: bool,
     /// The tree of schedules ran out (synchronisation order, and the orders of the racy
     /// sites it included).
@@ -152,6 +152,11 @@ pub struct Coverage {
     pub racy_sites_included: Vec<u64>,
     /// Racy access sites found whose orders the tree did not explore.
     pub racy_sites_not_explored: Vec<u64>,
+    /// Reads of what a timeout sets (timeout polls) that were scheduling points of the
+    /// tree: a waiting thread's timeout was explored right before each.
+    pub poll_sites_included: Vec<u64>,
+    /// Timeout polls found that the tree did not hold as scheduling points.
+    pub poll_sites_not_explored: Vec<u64>,
     /// Refinement rounds: trees begun anew with more racy sites as scheduling points.
     pub refinement_rounds: u32,
     /// Every execution with at most this many preemptions was explored (ICB).

@@ -9,6 +9,11 @@
 //! are finite, so rounds end. The tree's coverage is *qualified* by the sites: "exhausted"
 //! only when every racy site found was a scheduling point of the tree that ran out;
 //! otherwise the tree covered the synchronisation order only.
+//!
+//! Timeout polls (reads of what a timed-out wait sets, `run::races::timeout_polls`) refine
+//! the tree the same way, whatever `refine` says: a tree without them never lets a timeout
+//! fire where the running thread would notice it at once, so it cannot claim to be
+//! exhausted once one is known.
 
 use std::collections::BTreeSet;
 
@@ -20,6 +25,8 @@ pub struct RacySites {
     refine: bool,
     found: BTreeSet<u64>,
     included: BTreeSet<u64>,
+    polls_found: BTreeSet<u64>,
+    polls_included: BTreeSet<u64>,
     rounds: u32,
 }
 
@@ -40,12 +47,28 @@ impl RacySites {
         self.refine && !self.found.is_subset(&self.included)
     }
 
-    /// Begins a refinement round: every site found so far becomes a scheduling point of
-    /// the new tree. Returns those sites.
+    /// Notes timeout polls found; true when the tree should be refined because some of
+    /// them are not scheduling points of the current tree.
+    pub fn note_polls(&mut self, polls: impl IntoIterator<Item = u64>) -> bool {
+        self.polls_found.extend(polls);
+        !self.polls_found.is_subset(&self.polls_included)
+    }
+
+    /// Begins a refinement round: every site found so far (racy ones only with `refine`)
+    /// and every timeout poll becomes a scheduling point of the new tree. Returns the racy
+    /// sites.
     pub fn begin_round(&mut self) -> Vec<u64> {
-        self.included.clone_from(&self.found);
+        if self.refine {
+            self.included.clone_from(&self.found);
+        }
+        self.polls_included.clone_from(&self.polls_found);
         self.rounds += 1;
         self.included.iter().copied().collect()
+    }
+
+    /// The timeout polls of the current tree.
+    pub fn polls_included(&self) -> Vec<u64> {
+        self.polls_included.iter().copied().collect()
     }
 
     /// The sites of the current tree.
@@ -65,15 +88,21 @@ impl RacySites {
     }
 
     /// The tree's coverage with what the racy sites allow it to claim: `exhausted` stays
-    /// true only when no racy site found was left out of the tree that ran out;
+    /// true only when no racy site or timeout poll found was left out of the tree that ran
+    /// out;
     /// `synchronisation_exhausted` says the tree itself ran out.
     pub fn qualify(&self, tree: Coverage) -> Coverage {
         let not_explored = self.not_explored();
+        let polls_not_explored: Vec<u64> = (self.polls_found.difference(&self.polls_included))
+            .copied()
+            .collect();
         Coverage {
-            exhausted: tree.exhausted && not_explored.is_empty(),
+            exhausted: tree.exhausted && not_explored.is_empty() && polls_not_explored.is_empty(),
             synchronisation_exhausted: tree.exhausted,
             racy_sites_included: self.included(),
             racy_sites_not_explored: not_explored,
+            poll_sites_included: self.polls_included(),
+            poll_sites_not_explored: polls_not_explored,
             refinement_rounds: self.rounds,
             ..tree
         }
@@ -153,6 +182,33 @@ mod tests {
             assert_eq!(cov.refinement_rounds, 1, "one round: no new site after it");
             assert!(executions < 30, "{executions}");
         }
+    }
+
+    #[test]
+    fn timeout_polls_begin_rounds_and_bar_exhaustion_until_included_even_without_refine() {
+        let mut sites = RacySites::new(false);
+        assert!(!sites.note([10]), "racy sites do not refine without refine");
+        assert!(
+            sites.note_polls([30]),
+            "a poll refines whatever refine says"
+        );
+        let done = Coverage {
+            exhausted: true,
+            ..Coverage::default()
+        };
+        let before = sites.qualify(done.clone());
+        assert!(
+            !before.exhausted,
+            "a poll found is not a point of this tree"
+        );
+        assert_eq!(before.poll_sites_not_explored, vec![30]);
+        assert!(sites.begin_round().is_empty(), "racy sites stay out");
+        assert!(!sites.note_polls([30]), "nothing new");
+        let after = sites.qualify(done);
+        assert_eq!(after.poll_sites_included, vec![30]);
+        assert!(after.poll_sites_not_explored.is_empty());
+        assert!(!after.exhausted, "the racy site still was not explored");
+        assert_eq!(after.racy_sites_not_explored, vec![10]);
     }
 
     #[test]

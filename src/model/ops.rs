@@ -248,6 +248,22 @@ impl Op {
         }
     }
 
+    /// Whether this operation begins a wait for another thread or for time: a condition
+    /// variable, futex or semaphore wait, a sleep, a join, a barrier, a system call that
+    /// waits for the kernel (trylocks and plain lock acquisitions are not waits of this
+    /// kind: a lock is held for a short while, a wait lasts until someone acts).
+    pub fn begins_wait(&self) -> bool {
+        match self {
+            Op::CondWait { .. }
+            | Op::FutexWait { .. }
+            | Op::Sleep { .. }
+            | Op::BarrierWait { .. }
+            | Op::Kernel { .. } => true,
+            Op::SemWait { attempt, .. } | Op::Join { attempt, .. } => *attempt != Attempt::Try,
+            _ => false,
+        }
+    }
+
     /// Whether the fair scheduler counts this operation as a yield (`explore::fair`):
     /// sched_yield and the pause instruction (`Yield`), sleeps, and futex waits with a
     /// timeout (a thread that polls with a timeout is waiting for someone else).

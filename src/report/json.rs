@@ -43,6 +43,13 @@ pub struct JsonCoverage {
     pub racy_sites_included: Vec<JsonSite>,
     /// Racy access sites found whose orders were not explored.
     pub racy_sites_not_explored: Vec<JsonSite>,
+    /// Reads of what a timed-out wait sets that were scheduling points of the tree (a
+    /// waiting thread's timeout explored right before each); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timeout_polls_included: Vec<JsonSite>,
+    /// Such reads found that the tree did not hold as points; absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timeout_polls_not_explored: Vec<JsonSite>,
     /// Refinement rounds of the tree (new trees with more racy sites as points).
     pub refinement_rounds: u32,
     /// Every execution with at most this many preemptions was explored.
@@ -71,6 +78,8 @@ impl JsonCoverage {
             synchronisation_exhausted: c.synchronisation_exhausted,
             racy_sites_included: JsonSite::list(&c.racy_sites_included, findings),
             racy_sites_not_explored: JsonSite::list(&c.racy_sites_not_explored, findings),
+            timeout_polls_included: JsonSite::list(&c.poll_sites_included, findings),
+            timeout_polls_not_explored: JsonSite::list(&c.poll_sites_not_explored, findings),
             refinement_rounds: c.refinement_rounds,
             preemption_bound_completed: c.preemption_bound_completed,
             up_to_independent_steps: c.up_to_independent_steps,

@@ -76,6 +76,10 @@ pub struct ExecutionOptions {
     /// site on a breakpoint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub racy_sites: Option<Vec<u64>>,
+    /// Reads of what a timed-out wait sets that were scheduling points while a wait could
+    /// time out early (timeout polls).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timeout_poll_sites: Vec<u64>,
     /// Addresses known to hold atomics (plain loads and stores of them are atomic).
     #[serde(default)]
     pub atomic_addresses: Vec<u64>,

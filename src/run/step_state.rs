@@ -1,6 +1,7 @@
 //! The step in progress: what the running thread touched since its step began, the
 //! threads running a stretch that is not a decision of their own, the clone being made,
-//! the vfork child being waited for, and whether the process is ending.
+//! the vfork child being waited for, whether the process is ending, and the threads whose
+//! wait timed out.
 
 use std::collections::BTreeSet;
 
@@ -22,14 +23,18 @@ pub(super) struct StepState {
     pub group_exiting: bool,
     /// The vfork child of the running thread, until it execs or ends.
     pub vfork_child: Option<nix::unistd::Pid>,
+    /// Threads whose last wait timed out and which have not begun another wait since: what
+    /// they write to atomics is what their timeout sets (`races::timeout_polls`).
+    pub timed_out: BTreeSet<ThreadId>,
 }
 
 impl StepState {
-    /// What a snapshot keeps: the footprint of the step so far (the rest is empty at the
-    /// points where snapshots are taken).
+    /// What a snapshot keeps: the footprint of the step so far and the threads after a
+    /// timeout (the rest is empty at the points where snapshots are taken).
     pub fn saved(&self) -> StepState {
         StepState {
             segment: self.segment.clone(),
+            timed_out: self.timed_out.clone(),
             ..StepState::default()
         }
     }

@@ -1,6 +1,7 @@
 //! What a worker keeps from one execution to the next: symbols, the instrumentation plans of
 //! the files it has seen, the addresses learnt to hold atomics, and the addresses found racy
-//! (which `--preempt-on-races` turns into scheduling points), the fork snapshots and the
+//! (which `--preempt-on-races` turns into scheduling points) and the reads of what timeouts
+//! set (timeout polls, points too), the fork snapshots and the
 //! stderr pipe its executions share, and the search's file gate and journal.
 
 use std::collections::HashSet;
@@ -23,6 +24,9 @@ pub struct RacyPoints {
     pub addresses: Vec<u64>,
     /// Instructions found in a race.
     pub sites: Vec<u64>,
+    /// Instructions found reading what a timeout sets (`races::timeout_polls`): points
+    /// while some wait may time out early, whatever `--preempt-on-races` says.
+    pub poll_sites: Vec<u64>,
 }
 
 /// A worker's memory across executions.
@@ -46,6 +50,11 @@ pub struct WorkerState {
     /// Instructions found in a race in some execution (their sites stay breakpoints under
     /// `--preempt-on-races`, so that an access can become a scheduling point).
     pub racy_sites: HashSet<u64>,
+    /// Atomic locations a thread wrote after its wait timed out (`races::timeout_polls`).
+    pub timeout_signals: HashSet<u64>,
+    /// Instructions found reading them (their sites stay breakpoints, so that a timeout
+    /// can fire right before one).
+    pub poll_sites: HashSet<u64>,
     /// The fork snapshots of the program (templates kept stopped).
     pub snapshots: Snapshots,
     /// The last verdict on the mappings of a process about to be copied by fork.
@@ -132,9 +141,11 @@ impl WorkerState {
         let mut p = RacyPoints {
             addresses: self.racy_addresses.iter().copied().collect(),
             sites: self.racy_sites.iter().copied().collect(),
+            poll_sites: self.poll_sites.iter().copied().collect(),
         };
         p.addresses.sort_unstable();
         p.sites.sort_unstable();
+        p.poll_sites.sort_unstable();
         p
     }
 
@@ -143,16 +154,19 @@ impl WorkerState {
         let before = self.racy_points();
         self.racy_addresses = points.addresses.iter().copied().collect();
         self.racy_sites = points.sites.iter().copied().collect();
+        self.poll_sites = points.poll_sites.iter().copied().collect();
         before
     }
 
-    /// How many racy points (sites and addresses) an execution with `preempt_on_races`
-    /// uses: they only grow, so the count names the set a branch snapshot was made with.
+    /// How many learnt points (racy sites and addresses with `preempt_on_races`, timeout
+    /// polls always) an execution uses: they only grow, so the count names the set a
+    /// branch snapshot was made with.
     pub fn racy_points_in_use(&self, preempt_on_races: bool) -> usize {
+        let polls = self.poll_sites.len();
         if preempt_on_races {
-            self.racy_sites.len() + self.racy_addresses.len()
+            self.racy_sites.len() + self.racy_addresses.len() + polls
         } else {
-            0
+            polls
         }
     }
 
@@ -168,6 +182,7 @@ impl WorkerState {
     pub fn add_racy_points(&mut self, points: &RacyPoints) {
         self.racy_addresses.extend(points.addresses.iter().copied());
         self.racy_sites.extend(points.sites.iter().copied());
+        self.poll_sites.extend(points.poll_sites.iter().copied());
     }
 }
 

@@ -55,6 +55,31 @@ pub(in crate::run) fn offer(model: &Model, early: u32, max_early: u32, horizon_n
     }
 }
 
+/// Whether a scheduling point taken now by the running thread (which has no pending
+/// operation in `model`) would offer another choice than going on: another thread can run,
+/// or a waiting one could time out early (`offer` with the running thread enabled: its
+/// deadline within `horizon_ns`, fewer than `max_early` early timeouts taken). A place where
+/// the running thread reads what a timeout sets (`timeout_polls`) is then worth a point: a
+/// thread that can run may get to its timed wait there (in a real run it would, on another
+/// CPU, while this one computes), and a waiting one may time out.
+pub(in crate::run) fn another_choice_possible(
+    model: &Model,
+    early: u32,
+    max_early: u32,
+    horizon_ns: u64,
+) -> bool {
+    if !model.enabled_threads().is_empty() {
+        return true;
+    }
+    let now = model.now();
+    early < max_early
+        && model.timeout_threads().into_iter().any(|t| {
+            model
+                .deadline(t)
+                .is_some_and(|d| d.saturating_sub(now) <= horizon_ns)
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,6 +114,31 @@ mod tests {
             assert_eq!((o.choices, o.timeouts), (vec![2], vec![2]));
             assert!(!o.runnable);
         }
+    }
+
+    #[test]
+    fn another_choice_is_a_thread_that_can_run_or_an_early_timeout_within_bounds() {
+        let mut m = model_with_sleepers();
+        assert!(another_choice_possible(&m, 0, 2, u64::MAX));
+        assert!(another_choice_possible(&m, 0, 2, 10), "the 10 ns sleep");
+        assert!(
+            !another_choice_possible(&m, 0, 2, 5),
+            "both past the horizon"
+        );
+        assert!(
+            !another_choice_possible(&m, 2, 2, u64::MAX),
+            "the bound is spent"
+        );
+        let mut one = Model::new();
+        assert!(
+            !another_choice_possible(&one, 0, 2, u64::MAX),
+            "the runner alone"
+        );
+        one.add_thread();
+        one.set_pending(1, Op::Yield, 0).unwrap();
+        assert!(another_choice_possible(&one, 0, 0, 0), "T1 can run");
+        m.set_pending(0, Op::Yield, 0).unwrap();
+        assert!(another_choice_possible(&m, 2, 2, 0), "T0 can run");
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub(super) mod atomic_addresses;
 pub(super) mod happens_before;
 mod heap_findings;
 pub(super) mod repeat_filter;
+pub(super) mod timeout_polls;
 
 use self::happens_before::ATOMIC;
 use crate::detect::heap::{FreeAction, FreeCheck, HeapChecks, QuarantineLimits};
@@ -25,6 +26,7 @@ use std::collections::HashSet;
 
 use self::atomic_addresses::AtomicAddresses;
 use self::repeat_filter::RepeatFilter;
+use self::timeout_polls::TimeoutPollView;
 use crate::tracee::memory::Memory;
 
 /// Something to do when a thread returns from a call (its return address is hit with the
@@ -168,6 +170,9 @@ pub(super) struct RaceRecording {
     free_sites: HashSet<u64>,
     /// Heap blocks freed since the lock-order part last took them (`take_freed`).
     freed_blocks: Vec<(u64, u64)>,
+    /// Instructions that read what a timeout set, found in this execution
+    /// (`timeout_polls`).
+    poll_pcs: std::collections::BTreeSet<u64>,
 }
 
 /// What race recording reads and touches of the rest of the execution.
@@ -190,6 +195,8 @@ pub(super) struct Env<'a> {
     pub segment: &'a mut Footprint,
     /// The address space of the process (the footprint's words are the model's).
     pub space: Space,
+    /// What timeouts set and who reads it (`timeout_polls`).
+    pub polls: TimeoutPollView<'a>,
 }
 
 impl Env<'_> {
@@ -280,6 +287,7 @@ impl RaceRecording {
         self.unverified_races += other.unverified_races;
         self.unverified_race = self.unverified_race.take().or(other.unverified_race);
         self.breakpoint_accesses += other.breakpoint_accesses;
+        self.poll_pcs.extend(other.poll_pcs);
     }
 
     /// What a snapshot keeps: the detector (`history`: with the access history, as a branch
@@ -323,6 +331,11 @@ impl RaceRecording {
             .as_ref()
             .map(|d| d.racy_addresses().iter().copied().collect())
             .unwrap_or_default()
+    }
+
+    /// Instructions found reading what a timeout set (`timeout_polls`).
+    pub fn poll_pcs(&self) -> impl Iterator<Item = u64> + '_ {
+        self.poll_pcs.iter().copied()
     }
 
     /// Instructions found in a race so far.
@@ -629,6 +642,9 @@ impl RaceRecording {
         };
         if atomic {
             env.repeats.forget();
+            if env.polls.is_poll(t, ea, write) {
+                self.poll_pcs.insert(pc);
+            }
             // Partial-order reduction: the step touched this atomic location.
             env.segment
                 .touch_range(in_space(ea, env.space), site.size.into(), write);
@@ -686,6 +702,8 @@ impl RaceRecording {
         env.repeats.forget();
         self.capture_if_requested(env, t, pc);
         env.atomics.insert(ea);
+        // A read-modify-write can set a flag after a timeout; it is a point of its own.
+        env.polls.is_poll(t, ea, true);
         let access = Access {
             thread: t,
             addr: ea,

@@ -247,7 +247,9 @@ impl Shared<'_> {
     pub(super) fn note_races(&self, state: &WorkerState) {
         let mut racy = self.racy.lock().expect("racy");
         racy.addresses.extend(state.racy_addresses.iter().copied());
-        if !racy.sites.note(state.racy_sites.iter().copied()) {
+        let racy_sites_new = racy.sites.note(state.racy_sites.iter().copied());
+        let polls_new = racy.sites.note_polls(state.poll_sites.iter().copied());
+        if !racy_sites_new && !polls_new {
             return;
         }
         let Some(tree) = &self.tree else { return };
@@ -267,6 +269,7 @@ impl Shared<'_> {
         r.points = RacyPoints {
             addresses: racy.addresses.iter().copied().collect(),
             sites,
+            poll_sites: racy.sites.polls_included(),
         };
         if self.stopping.stop.load(Ordering::SeqCst) {
             // The search has stopped: the new trees get no work.
@@ -276,10 +279,20 @@ impl Shared<'_> {
             }
             return;
         }
+        let mut what = Vec::new();
+        if !r.points.sites.is_empty() || r.points.poll_sites.is_empty() {
+            what.push(format!("{} racy access site(s)", r.points.sites.len()));
+        }
+        if !r.points.poll_sites.is_empty() {
+            what.push(format!(
+                "{} read(s) of what a timed-out wait sets (a waiting thread may time out right before each)",
+                r.points.poll_sites.len()
+            ));
+        }
         eprintln!(
-            "mcheck: note: refinement round {}: {} racy access site(s) become scheduling points of the systematic search",
+            "mcheck: note: refinement round {}: {} become scheduling points of the systematic search",
             r.number,
-            r.points.sites.len()
+            what.join(" and ")
         );
     }
 

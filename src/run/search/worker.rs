@@ -242,7 +242,10 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         } else if exec_cfg.instrument.preempt_on_races {
             state.racy_points()
         } else {
-            RacyPoints::default()
+            RacyPoints {
+                poll_sites: state.racy_points().poll_sites,
+                ..RacyPoints::default()
+            }
         };
         // What the worker knew, put back after a tree execution ran with its round's points.
         let known = (slot.tree_member().is_some()).then(|| state.replace_racy_points(&racy_before));
@@ -376,14 +379,16 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         } else {
             state.atomic_addresses.iter().copied().collect()
         };
-        let racy = (exec_cfg.instrument.preempt_on_races).then(|| racy_before.clone());
+        let racy = (exec_cfg.instrument.preempt_on_races || !racy_before.poll_sites.is_empty())
+            .then(|| racy_before.clone());
         // A lock-order cycle is confirmed (once per cycle) after the execution is recorded.
         let cycle = (outcome.lock_order.take()).map(|c| (c, outcome.decisions.clone()));
         // A whole execution without a single choice: every execution is this one.
         // Not when races found make racy accesses scheduling points of later executions
-        // (`--preempt-on-races`): those have choices this one did not.
-        let racy_points_ahead =
-            cfg.execution.instrument.preempt_on_races && !state.racy_addresses.is_empty();
+        // (`--preempt-on-races`), or timeout polls do: those have choices this one did not.
+        let racy_points_ahead = (cfg.execution.instrument.preempt_on_races
+            && !state.racy_addresses.is_empty())
+            || !state.poll_sites.is_empty();
         let single_path = outcome.choice_steps.is_empty()
             && outcome.divergence.is_none()
             && !outcome.early_end.step_limit_hit

@@ -375,8 +375,12 @@ impl Debugging<'_, '_> {
 
     /// Whether the access of site `id` at `pc`, which `t` is about to make, is one of the
     /// schedule's scheduling points (an access to an address found racing, when the
-    /// schedule preempts there): only the executor may pass it.
+    /// schedule preempts there, or a timeout poll while a wait may time out): only the
+    /// executor may pass it.
     fn access_is_point(&mut self, t: ThreadId, pc: u64, id: u32) -> bool {
+        if self.0.poll_is_point(pc) {
+            return true;
+        }
         if !self.0.cfg.instrument.preempt_on_races {
             return false;
         }

@@ -79,6 +79,10 @@ macro_rules! race_env {
                 threads: $s.model.thread_count(),
                 segment: &mut $s.step.segment,
                 space: $s.p.space(),
+                polls: $crate::run::races::timeout_polls::TimeoutPollView {
+                    timed_out: &$s.step.timed_out,
+                    signals: &mut $s.worker.timeout_signals,
+                },
             },
         )
     };
@@ -396,7 +400,7 @@ impl<'a> Session<'a> {
     }
 
     /// Sites this execution needs a real stop at: racy sites under `--preempt-on-races`,
-    /// the accesses whose stacks it is asked to capture, and those the configuration names
+    /// timeout polls, the accesses whose stacks it is asked to capture, and those the configuration names
     /// (`stop_at_sites`). The logged calls whose stacks it wants need none: their threads
     /// stop at every logged access while in the epoch of one (`sync_log_mode`).
     pub(super) fn stop_sites(&self) -> std::collections::HashSet<u64> {
@@ -405,6 +409,7 @@ impl<'a> Session<'a> {
         if self.cfg.instrument.preempt_on_races {
             s.extend(self.worker.racy_sites.iter().copied());
         }
+        s.extend(self.worker.poll_sites.iter().copied());
         s
     }
 
@@ -427,6 +432,8 @@ impl<'a> Session<'a> {
             self.worker.racy_sites.extend(sites);
             self.races.absorb(races);
         }
+        // Reads of what a timeout set: points from the next round on, as racy sites.
+        self.worker.poll_sites.extend(self.races.poll_pcs());
         let mut finding = finding;
         if let Some(f) = &mut finding {
             f.preemptions = self.history.preemptions();
@@ -701,6 +708,10 @@ impl<'a> Session<'a> {
             self.step.group_exiting = true;
         }
         let site = self.model.pending_site(t);
+        if !self.model.is_enabled(t) && self.model.can_time_out(t) {
+            // Its wait times out: what it now writes to atomics is what the timeout set.
+            self.step.timed_out.insert(t);
+        }
         let completion = {
             let mut view = MemView(&self.p);
             self.model.execute(t, &mut view)?
@@ -744,6 +755,10 @@ impl<'a> Session<'a> {
     /// Records that `t` reached a scheduling point.
     pub(super) fn point(&mut self, t: ThreadId, op: Op, site: u64) -> Result<Option<RunResult>> {
         self.step.creation_stretch.remove(&t);
+        if op.begins_wait() {
+            // What it logged since its last timeout is recorded (drained at this stop).
+            self.step.timed_out.remove(&t);
+        }
         self.sync_log_mode(t);
         let op = op.in_space(self.p.space());
         if self.model.alone(t) && !matches!(op, Op::Continue | Op::Yield | Op::ExitGroup) {

@@ -15,6 +15,7 @@ use crate::run::instrument::hooks::Hook;
 use crate::run::instrument::plan::{Alloc, MemFn};
 use crate::run::instrument::sites::UnloggedCall;
 use crate::run::instrument::Instrumentation;
+use crate::run::kernel::timeouts;
 use crate::run::process::StopPlace;
 use crate::run::races::happens_before::ONCE;
 use crate::run::races::{PendingReturn, ReturnAction, Seen};
@@ -451,6 +452,19 @@ impl Session<'_> {
         self.step_and_resume(t)
     }
 
+    /// Whether the access at the timeout poll `pc` (`races::timeout_polls`) is a scheduling
+    /// point now: threads exist, and another can run or time out early there.
+    pub(super) fn poll_is_point(&self, pc: u64) -> bool {
+        self.worker.poll_sites.contains(&pc)
+            && self.model.thread_count() > 1
+            && timeouts::another_choice_possible(
+                &self.model,
+                self.history.early_timeouts(),
+                self.cfg.limits.max_timeouts,
+                self.cfg.limits.early_timeout_horizon_ns,
+            )
+    }
+
     /// A memory-access site left on the breakpoint path (`id` in the site table). Returns
     /// a scheduling point when it must be one; else records the access and runs on.
     pub(super) fn on_access(
@@ -502,6 +516,20 @@ impl Session<'_> {
             && (self.worker).covers_racy_address(ea, site.size.into())
             && (self.worker.racy_sites.is_empty() || self.worker.racy_sites.contains(&addr))
         {
+            self.p.threads[t].place = StopPlace::Breakpoint(addr);
+            return self.point(
+                t,
+                Op::MemoryAccess {
+                    addr: ea,
+                    size: point_size(&site.insn, site.size.into()),
+                    write: site.write,
+                },
+                addr,
+            );
+        }
+        if self.poll_is_point(addr) {
+            // A read of what a timed-out wait sets, while a wait may time out: the timeout
+            // may come right before it.
             self.p.threads[t].place = StopPlace::Breakpoint(addr);
             return self.point(
                 t,

@@ -489,47 +489,24 @@ impl Session<'_> {
         let ea = self.p.effective_address(t, &site.insn, 0);
         let statically_atomic =
             site.atomic_source || self.instr.atomic_ranges().iter().any(|r| r.contains(&ea));
-        if statically_atomic && self.step.creation_stretch.contains(&t) {
-            // An atomic access can be ordered against another thread's without a data race:
-            // the stretch around a thread creation ends here, as a scheduling point (see
-            // `on_clone`). Plain accesses need not: a conflict with one is a data race, which
-            // the detector reports whatever the order. Only what the binary says is atomic
-            // counts, so that every execution of a tree search has the same points.
-            self.p.threads[t].place = StopPlace::Breakpoint(addr);
-            return self.point(
-                t,
-                Op::MemoryAccess {
-                    addr: ea,
-                    size: point_size(&site.insn, site.size.into()),
-                    write: site.write,
-                },
-                addr,
-            );
-        }
+        // An atomic access can be ordered against another thread's without a data race:
+        // the stretch around a thread creation ends here, as a scheduling point (see
+        // `on_clone`). Plain accesses need not: a conflict with one is a data race, which
+        // the detector reports whatever the order. Only what the binary says is atomic
+        // counts, so that every execution of a tree search has the same points.
+        let creation_stretch_ends = statically_atomic && self.step.creation_stretch.contains(&t);
         // Racy addresses are points only once threads exist: the single-threaded start must
         // stay the same in every execution (it is what a fork snapshot skips). Only at the
         // sites found racing (all of them on breakpoints): a site left on a breakpoint by a
         // snapshot template must not become a point, or the executions of one tree would
         // differ by where they started (a schedule of a file without sites: every site).
-        if self.cfg.instrument.preempt_on_races
+        let racy = self.cfg.instrument.preempt_on_races
             && self.model.thread_count() > 1
             && (self.worker).covers_racy_address(ea, site.size.into())
-            && (self.worker.racy_sites.is_empty() || self.worker.racy_sites.contains(&addr))
-        {
-            self.p.threads[t].place = StopPlace::Breakpoint(addr);
-            return self.point(
-                t,
-                Op::MemoryAccess {
-                    addr: ea,
-                    size: point_size(&site.insn, site.size.into()),
-                    write: site.write,
-                },
-                addr,
-            );
-        }
-        if self.poll_is_point(addr) {
-            // A read of what a timed-out wait sets, while a wait may time out: the timeout
-            // may come right before it.
+            && (self.worker.racy_sites.is_empty() || self.worker.racy_sites.contains(&addr));
+        // A read of what a timed-out wait sets, while another thread could run or time
+        // out: the timeout may come right before it.
+        if creation_stretch_ends || racy || self.poll_is_point(addr) {
             self.p.threads[t].place = StopPlace::Breakpoint(addr);
             return self.point(
                 t,

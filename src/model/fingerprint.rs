@@ -34,7 +34,10 @@ impl Model {
             readers.sort_unstable();
             readers.hash(h);
         });
-        unordered(&self.conds, &mut h, |c, h| c.waiters.hash(h));
+        unordered(&self.conds, &mut h, |c, h| {
+            c.waiters.hash(h);
+            (c.g1_len, c.g1_signals).hash(h);
+        });
         unordered(&self.sems, &mut h, |s, h| s.value.hash(h));
         unordered(&self.barriers, &mut h, |b, h| {
             b.arrived.hash(h);

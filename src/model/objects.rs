@@ -55,11 +55,19 @@ pub struct RwLockState {
     pub life: Life,
 }
 
-/// A condition variable.
+/// A condition variable, with glibc's two groups of waiters (nptl/pthread_cond_wait.c):
+/// a signal goes to the oldest group (G1, the first `g1_len` of `waiters`), and any waiter
+/// of that group may take it, not only the first to arrive; waiters that came after the
+/// group was formed (G2) get signals only once G1 has one for each of its waiters, when G2
+/// becomes G1. Which G1 waiter takes a signal is thus a choice of the schedule.
 #[derive(Clone, Debug, Default)]
 pub struct CondState {
-    /// Threads waiting for a signal, in arrival order.
+    /// Threads waiting for a signal that is not theirs yet, in arrival order (G1 first).
     pub waiters: VecDeque<ThreadId>,
+    /// How many of `waiters`, from the front, form G1.
+    pub g1_len: usize,
+    /// Signals sent to G1 and not taken yet (fewer than `g1_len`).
+    pub g1_signals: usize,
     /// Lifecycle.
     pub life: Life,
     /// Its timed waits' deadlines are on CLOCK_MONOTONIC (`pthread_condattr_setclock`),

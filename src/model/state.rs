@@ -390,6 +390,28 @@ impl Model {
         result
     }
 
+    /// Brings condvar `c`'s wake-ups in line with its G1 signals: while G1 has a signal,
+    /// each of its waiters may take it (is woken); once it has one for each waiter, they
+    /// are all woken for good and leave the groups.
+    fn settle_cond(&mut self, c: Addr) {
+        let Some(cv) = self.conds.get_mut(&c) else {
+            return;
+        };
+        if cv.g1_len > 0 && cv.g1_signals >= cv.g1_len {
+            let woken: Vec<ThreadId> = cv.waiters.drain(..cv.g1_len).collect();
+            (cv.g1_len, cv.g1_signals) = (0, 0);
+            for w in woken {
+                self.threads[w].woken = true;
+            }
+            return;
+        }
+        let signalled = cv.g1_signals > 0;
+        let g1: Vec<ThreadId> = cv.waiters.iter().take(cv.g1_len).copied().collect();
+        for w in g1 {
+            self.threads[w].woken = signalled;
+        }
+    }
+
     fn misuse(&self, t: ThreadId, op: &Op, message: String) -> Outcome {
         Err(ModelFinding::Misuse {
             thread: t,
@@ -610,7 +632,17 @@ impl Model {
             }
             Op::CondResume { c, m, count } => {
                 if let Some(cv) = self.conds.get_mut(&c) {
-                    cv.waiters.retain(|&w| w != t);
+                    if let Some(i) = cv.waiters.iter().position(|&w| w == t) {
+                        cv.waiters.remove(i);
+                        if i < cv.g1_len {
+                            // It leaves G1, taking one of its signals if it was woken.
+                            cv.g1_len -= 1;
+                            if woken {
+                                cv.g1_signals -= 1;
+                            }
+                        }
+                    }
+                    self.settle_cond(c);
                 }
                 let mx = self
                     .mutexes
@@ -627,20 +659,27 @@ impl Model {
                 if cv.life == Life::Destroyed {
                     return self.misuse(t, op, "signals a destroyed condition variable".into());
                 }
-                let n = if all {
-                    cv.waiters.len()
-                } else {
-                    cv.waiters.len().min(1)
-                };
-                let woken: Vec<ThreadId> = cv.waiters.drain(..n).collect();
-                for w in woken {
-                    self.threads[w].woken = true;
+                if all {
+                    let woken: Vec<ThreadId> = cv.waiters.drain(..).collect();
+                    (cv.g1_len, cv.g1_signals) = (0, 0);
+                    for w in woken {
+                        self.threads[w].woken = true;
+                    }
+                } else if !cv.waiters.is_empty() {
+                    if cv.g1_len == 0 {
+                        // G1 has no waiter left without a signal: G2 becomes G1.
+                        cv.g1_len = cv.waiters.len();
+                    }
+                    cv.g1_signals += 1;
+                    self.settle_cond(c);
                 }
                 Ok(Return(0))
             }
             Op::CondDestroy { c } => {
+                let threads = &self.threads;
                 let cv = self.conds.entry(c).or_default();
-                if let Some(&w) = cv.waiters.front() {
+                // A waiter signalled but not yet back holds no claim on it.
+                if let Some(&w) = cv.waiters.iter().find(|&&w| !threads[w].woken) {
                     return self.misuse(
                         t,
                         op,

@@ -303,6 +303,78 @@ fn condvar_wait_releases_and_reacquires_the_mutex() {
     assert!(!m.is_enabled(0), "the waiter owns the mutex again");
 }
 
+/// Threads 1..=n wait on `c` (mutex M1) in order; thread 0 holds nothing afterwards.
+fn waiters_on(m: &mut Model, mem: &mut FakeMemory, c: Addr, n: usize) -> Vec<ThreadId> {
+    (0..n)
+        .map(|_| {
+            let t = m.add_thread();
+            run(m, mem, t, lock(M1));
+            let wait = Op::CondWait {
+                c,
+                m: M1,
+                timeout: None,
+            };
+            assert_eq!(run(m, mem, t, wait), Completion::Blocked);
+            t
+        })
+        .collect()
+}
+
+#[test]
+fn a_signal_may_wake_any_waiter_of_the_oldest_group_but_only_one() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    const C: Addr = 0x3000;
+    let w = waiters_on(&mut m, &mut mem, C, 2);
+    run(&mut m, &mut mem, 0, Op::CondSignal { c: C });
+    assert!(
+        m.is_enabled(w[0]) && m.is_enabled(w[1]),
+        "either may take it"
+    );
+    // The later one takes it: the first waits on.
+    assert_eq!(m.execute(w[1], &mut mem).unwrap(), Completion::Return(0));
+    assert!(!m.is_enabled(w[0]), "one signal, one waiter");
+    run(&mut m, &mut mem, w[1], Op::MutexUnlock { m: M1 });
+    assert!(!m.is_enabled(w[0]));
+    run(&mut m, &mut mem, 0, Op::CondSignal { c: C });
+    assert!(
+        m.is_enabled(w[0]),
+        "the second signal is the first waiter's"
+    );
+}
+
+#[test]
+fn a_waiter_that_came_after_a_signal_cannot_take_a_signal_its_elders_wait_for() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    const C: Addr = 0x3000;
+    let w = waiters_on(&mut m, &mut mem, C, 2);
+    run(&mut m, &mut mem, 0, Op::CondSignal { c: C });
+    assert_eq!(m.execute(w[0], &mut mem).unwrap(), Completion::Return(0));
+    run(&mut m, &mut mem, w[0], Op::MutexUnlock { m: M1 });
+    // A third waiter arrives (glibc's G2) while the second (G1) still waits.
+    let late = waiters_on(&mut m, &mut mem, C, 1)[0];
+    run(&mut m, &mut mem, 0, Op::CondSignal { c: C });
+    assert!(m.is_enabled(w[1]), "the signal is G1's");
+    assert!(!m.is_enabled(late), "G2 waits for G1 to be served");
+    run(&mut m, &mut mem, 0, Op::CondSignal { c: C });
+    assert!(m.is_enabled(late), "G2 became G1");
+}
+
+#[test]
+fn as_many_signals_as_waiters_wake_them_all() {
+    let (mut m, mut mem) = (Model::new(), FakeMemory::default());
+    const C: Addr = 0x3000;
+    let w = waiters_on(&mut m, &mut mem, C, 3);
+    for _ in 0..3 {
+        run(&mut m, &mut mem, 0, Op::CondSignal { c: C });
+    }
+    for &t in &w {
+        assert!(m.is_enabled(t));
+        assert_eq!(m.execute(t, &mut mem).unwrap(), Completion::Return(0));
+        run(&mut m, &mut mem, t, Op::MutexUnlock { m: M1 });
+    }
+    run(&mut m, &mut mem, 0, Op::CondDestroy { c: C });
+}
+
 #[test]
 fn lost_wakeup_is_a_global_deadlock() {
     let (mut m, mut mem) = (Model::new(), FakeMemory::default());

@@ -337,6 +337,61 @@ fn a_python_lost_update_behind_the_gil_is_found() {
     let _ = fs::remove_dir_all(&dir);
 }
 
+const LOST_UPDATE_LOCK_FREE: &str = include_str!("../data/lost_update_lock_free.py");
+
+/// The lost update with no lock in the loop (issue 31): the holder of the GIL makes no
+/// synchronisation call between its read and its write, so a waiter's timeout is noticed
+/// there only through `eval_breaker`, which the holder reads on entering `f`. The search
+/// learns those reads (plain MOVs in Debian's python3, which has no DWARF) as timeout
+/// polls and lets the timeout fire right before one: the default command finds the
+/// AssertionError, and its schedule replays to it.
+#[test]
+fn a_lock_free_python_lost_update_is_found_through_the_gils_timeout_polls() {
+    let python = "/usr/bin/python3";
+    if !installed(python) {
+        return;
+    }
+    let dir = temp_path("python-lock-free");
+    fs::create_dir_all(&dir).expect("temp dir");
+    let script = dir.join("lost_update_lock_free.py");
+    fs::write(&script, LOST_UPDATE_LOCK_FREE).expect("script");
+    let mut a = args(&[
+        "--quiet-program",
+        "--seed",
+        "1",
+        "--execution-timeout",
+        "120",
+        "--time-limit",
+        "150",
+        "--out",
+    ]);
+    a.push(dir.join("mcheck-out").display().to_string());
+    a.extend(args(&["--", python]));
+    a.push(script.display().to_string());
+    // Found in about six executions (16 s) on an idle machine.
+    let run = mcheck(&a, true, Duration::from_secs(240));
+    let report = run.json.as_ref().expect("a JSON report");
+    let finding = (report["findings"].as_array())
+        .and_then(|f| f.iter().find(|f| f["kind"] == "exit_status"))
+        .unwrap_or_else(|| panic!("{}: no exit_status finding\n{}", run.command, run.stderr));
+    let schedule = finding["schedule"].as_str().expect("a schedule file");
+    let file: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(schedule).expect("schedule")).expect("json");
+    assert!(
+        (file["options"]["timeout_poll_sites"].as_array()).is_some_and(|p| !p.is_empty()),
+        "the execution that failed had timeout polls as points: {}",
+        file["options"]
+    );
+    let again = mcheck(
+        &args(&["replay", "--quiet-program", schedule]),
+        true,
+        Duration::from_secs(120),
+    );
+    let replayed = &again.json.as_ref().expect("a replay report")["findings"][0];
+    assert_eq!(replayed["kind"], "exit_status", "{}", again.stderr);
+    let _ = fs::remove_dir_all(&dir);
+}
+
 /// GNU sort merges with threads (136,000 lines: above its 128 Ki-line threshold, where
 /// the cost of one execution grows with the lines), writing `-o FILE`. Its merge
 /// tree has real data races (a node writes its parent's `end_lo`/`end_hi` under its own lock

@@ -640,11 +640,12 @@ impl RaceRecording {
             atomic,
             pc,
         };
+        // Plain or atomic: without DWARF, a relaxed atomic flag is a plain MOV.
+        if env.polls.is_poll(t, ea, write) {
+            self.poll_pcs.insert(pc);
+        }
         if atomic {
             env.repeats.forget();
-            if env.polls.is_poll(t, ea, write) {
-                self.poll_pcs.insert(pc);
-            }
             // Partial-order reduction: the step touched this atomic location.
             env.segment
                 .touch_range(in_space(ea, env.space), site.size.into(), write);

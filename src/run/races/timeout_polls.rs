@@ -6,9 +6,11 @@
 //! scheduling points at which a waiting thread may time out (`session::traps`), as
 //! deliberately explored as a preemption.
 //!
-//! This part learns them, from the accesses the race recording sees: a *signal* is an
-//! atomic location a thread wrote after its wait timed out and before it began another
-//! wait; a *poll* is a read of a signal, named by its instruction. Signals are the worker's
+//! This part learns them, from the accesses the race recording sees: a *signal* is a
+//! location a thread wrote after its wait timed out and before it began another wait
+//! (atomic or plain: in a program without DWARF a relaxed atomic store is a plain MOV, and
+//! the window is short, since such a waiter usually waits again at once); a *poll* is a
+//! read of a signal, named by its instruction. Signals are the worker's
 //! (learnt in one execution, known in the next); polls found in an execution become points
 //! from the next refinement round on, as racy sites do.
 
@@ -25,16 +27,17 @@ pub(in crate::run) struct TimeoutPollView<'a> {
 }
 
 impl TimeoutPollView<'_> {
-    /// Notes an atomic access of `t` at `ea`: a write after a timeout makes `ea` a signal.
+    /// Notes an access of `t` at `ea`: a write after a timeout makes `ea` a signal.
     /// True when the access is a poll (a read of a signal).
+    #[inline]
     pub fn is_poll(&mut self, t: ThreadId, ea: u64, write: bool) -> bool {
         if write {
-            if self.timed_out.contains(&t) {
+            if !self.timed_out.is_empty() && self.timed_out.contains(&t) {
                 self.signals.insert(ea);
             }
             false
         } else {
-            self.signals.contains(&ea)
+            !self.signals.is_empty() && self.signals.contains(&ea)
         }
     }
 }

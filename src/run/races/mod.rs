@@ -640,8 +640,14 @@ impl RaceRecording {
             atomic,
             pc,
         };
-        // Plain or atomic: without DWARF, a relaxed atomic flag is a plain MOV.
-        if env.polls.is_poll(t, ea, write) {
+        if write {
+            // Atomic, or a plain MOV that may be a relaxed atomic (code without lines).
+            if env.polls.after_timeout(t)
+                && (atomic || (site.plain_mov && env.atomicity_unknown(pc)))
+            {
+                env.polls.note_signal(ea);
+            }
+        } else if env.polls.is_signal(ea) {
             self.poll_pcs.insert(pc);
         }
         if atomic {
@@ -704,7 +710,9 @@ impl RaceRecording {
         self.capture_if_requested(env, t, pc);
         env.atomics.insert(ea);
         // A read-modify-write can set a flag after a timeout; it is a point of its own.
-        env.polls.is_poll(t, ea, true);
+        if env.polls.after_timeout(t) {
+            env.polls.note_signal(ea);
+        }
         let access = Access {
             thread: t,
             addr: ea,

@@ -7,10 +7,11 @@
 //! deliberately explored as a preemption.
 //!
 //! This part learns them, from the accesses the race recording sees: a *signal* is a
-//! location a thread wrote after its wait timed out and before it began another wait
-//! (atomic or plain: in a program without DWARF a relaxed atomic store is a plain MOV, and
-//! the window is short, since such a waiter usually waits again at once); a *poll* is a
-//! read of a signal, named by its instruction. Signals are the worker's
+//! location a thread stored to after its wait timed out and before it began another wait,
+//! atomically (by the source or the address), or with a plain MOV in code without line
+//! information, where a relaxed atomic store looks the same (Debian's python3); a plain
+//! store with source lines is the program's data, not a signal. A *poll* is a read of a
+//! signal, named by its instruction. Signals are the worker's
 //! (learnt in one execution, known in the next); polls found in an execution become points
 //! from the next refinement round on, as racy sites do.
 
@@ -27,18 +28,22 @@ pub(in crate::run) struct TimeoutPollView<'a> {
 }
 
 impl TimeoutPollView<'_> {
-    /// Notes an access of `t` at `ea`: a write after a timeout makes `ea` a signal.
-    /// True when the access is a poll (a read of a signal).
+    /// Whether `t`'s last wait timed out and it has not begun another since: what it
+    /// stores now may be what the timeout sets.
     #[inline]
-    pub fn is_poll(&mut self, t: ThreadId, ea: u64, write: bool) -> bool {
-        if write {
-            if !self.timed_out.is_empty() && self.timed_out.contains(&t) {
-                self.signals.insert(ea);
-            }
-            false
-        } else {
-            !self.signals.is_empty() && self.signals.contains(&ea)
-        }
+    pub fn after_timeout(&self, t: ThreadId) -> bool {
+        !self.timed_out.is_empty() && self.timed_out.contains(&t)
+    }
+
+    /// Makes `ea` a signal (a store after a timeout, `after_timeout`).
+    pub fn note_signal(&mut self, ea: u64) {
+        self.signals.insert(ea);
+    }
+
+    /// Whether a read of `ea` is a poll (`ea` is a signal).
+    #[inline]
+    pub fn is_signal(&self, ea: u64) -> bool {
+        !self.signals.is_empty() && self.signals.contains(&ea)
     }
 }
 
@@ -47,19 +52,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_write_after_a_timeout_is_a_signal_and_its_reads_are_polls() {
+    fn a_store_after_a_timeout_is_a_signal_and_its_reads_are_polls() {
         let timed_out: BTreeSet<ThreadId> = [2].into();
         let mut signals = HashSet::new();
         let mut view = TimeoutPollView {
             timed_out: &timed_out,
             signals: &mut signals,
         };
-        assert!(!view.is_poll(1, 0x100, true), "T1 did not time out");
-        assert!(!view.is_poll(1, 0x100, false), "not a signal");
-        assert!(!view.is_poll(2, 0x100, true), "a write is never a poll");
-        assert!(view.is_poll(1, 0x100, false));
-        assert!(view.is_poll(2, 0x100, false));
-        assert!(!view.is_poll(1, 0x104, false), "the address only");
-        assert_eq!(signals, [0x100].into());
+        assert!(!view.after_timeout(1) && view.after_timeout(2));
+        assert!(!view.is_signal(0x100));
+        view.note_signal(0x100);
+        assert!(view.is_signal(0x100));
+        assert!(!view.is_signal(0x104), "the address only");
+        let nobody = BTreeSet::new();
+        let none = TimeoutPollView {
+            timed_out: &nobody,
+            signals: &mut HashSet::new(),
+        };
+        assert!(!none.after_timeout(2) && !none.is_signal(0x100));
     }
 }

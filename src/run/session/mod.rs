@@ -400,8 +400,8 @@ impl<'a> Session<'a> {
     }
 
     /// Sites this execution needs a real stop at: racy sites under `--preempt-on-races`,
-    /// timeout polls, the accesses whose stacks it is asked to capture, and those the configuration names
-    /// (`stop_at_sites`). The logged calls whose stacks it wants need none: their threads
+    /// timeout polls, the accesses whose stacks it is asked to capture, and those the
+    /// configuration names (`stop_at_sites`). The logged calls whose stacks it wants need none: their threads
     /// stop at every logged access while in the epoch of one (`sync_log_mode`).
     pub(super) fn stop_sites(&self) -> std::collections::HashSet<u64> {
         let mut s: std::collections::HashSet<u64> = self.races.requested_pcs().collect();
@@ -709,7 +709,8 @@ impl<'a> Session<'a> {
         }
         let site = self.model.pending_site(t);
         if !self.model.is_enabled(t) && self.model.can_time_out(t) {
-            // Its wait times out: what it now writes to atomics is what the timeout set.
+            // Its wait times out: what it now stores may be what the timeout sets
+            // (`races::timeout_polls`).
             self.step.timed_out.insert(t);
         }
         let completion = {

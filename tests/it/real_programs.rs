@@ -273,6 +273,48 @@ fn ripgrep_searches_like_natively() {
 
 const LOST_UPDATE: &str = include_str!("../data/lost_update.py");
 
+/// The default command with `--seed 1` and `--time-limit secs` on a Python script (`text`)
+/// written to a fresh directory as `name`, with Debian's python3: the directory and the
+/// run, or None when python3 is not installed.
+fn search_python_script(name: &str, text: &str, secs: u32) -> Option<(PathBuf, common::Run)> {
+    let python = "/usr/bin/python3";
+    if !installed(python) {
+        return None;
+    }
+    let dir = temp_path(name);
+    fs::create_dir_all(&dir).expect("temp dir");
+    let script = dir.join(name);
+    fs::write(&script, text).expect("script");
+    let mut a = args(&[
+        "--quiet-program",
+        "--seed",
+        "1",
+        // The wall-clock watchdog must not take a loaded machine for a spinning thread.
+        "--execution-timeout",
+        "120",
+        "--time-limit",
+        &secs.to_string(),
+        "--out",
+    ]);
+    a.push(dir.join("mcheck-out").display().to_string());
+    a.extend(args(&["--", python]));
+    a.push(script.display().to_string());
+    let run = mcheck(&a, true, Duration::from_secs(u64::from(secs) + 90));
+    Some((dir, run))
+}
+
+/// Replays `schedule`, which must end python with status 1 again (`exit_status`).
+fn replays_to_exit_status(schedule: &str) {
+    let again = mcheck(
+        &args(&["replay", "--quiet-program", schedule]),
+        true,
+        Duration::from_secs(120),
+    );
+    assert_eq!(again.code, Some(1), "{}\n{}", again.command, again.stderr);
+    let replayed = &again.json.as_ref().expect("a replay report")["findings"][0];
+    assert_eq!(replayed["kind"], "exit_status", "{}", again.stderr);
+}
+
 /// Four Python threads do `counter = f(counter)`: natively (with enough iterations) the GIL
 /// changes hands inside `f` when a waiting thread's 5 ms timed wait runs out, and updates
 /// are lost. Only timeouts taken while the GIL holder can still run show it: the default
@@ -282,30 +324,10 @@ const LOST_UPDATE: &str = include_str!("../data/lost_update.py");
 /// to have are counted, not reported, so the lost update is the only finding.
 #[test]
 fn a_python_lost_update_behind_the_gil_is_found() {
-    let python = "/usr/bin/python3";
-    if !installed(python) {
-        return;
-    }
-    let dir = temp_path("python");
-    fs::create_dir_all(&dir).expect("temp dir");
-    let script = dir.join("lost_update.py");
-    fs::write(&script, LOST_UPDATE).expect("script");
-    let mut a = args(&[
-        "--quiet-program",
-        "--seed",
-        "1",
-        // The wall-clock watchdog must not take a loaded machine for a spinning thread.
-        "--execution-timeout",
-        "120",
-        "--time-limit",
-        "100",
-        "--out",
-    ]);
-    a.push(dir.join("mcheck-out").display().to_string());
-    a.extend(args(&["--", python]));
-    a.push(script.display().to_string());
     // Found in about twenty executions (two seconds) on an idle machine.
-    let run = mcheck(&a, true, Duration::from_secs(180));
+    let Some((dir, run)) = search_python_script("lost_update.py", LOST_UPDATE, 100) else {
+        return;
+    };
     let report = run.json.as_ref().expect("a JSON report");
     assert_eq!(
         run.code,
@@ -325,15 +347,7 @@ fn a_python_lost_update_behind_the_gil_is_found() {
     // The schedule replays to the same failure. Python lists the script's directory, which
     // holds the schedules directory: it must have been there in the search too (it used to
     // appear only at the end, and the replay diverged around step 6,400).
-    let schedule = finding["schedule"].as_str().expect("a schedule file");
-    let again = mcheck(
-        &args(&["replay", "--quiet-program", schedule]),
-        true,
-        Duration::from_secs(120),
-    );
-    assert_eq!(again.code, Some(1), "{}\n{}", again.command, again.stderr);
-    let replayed = &again.json.as_ref().expect("a replay report")["findings"][0];
-    assert_eq!(replayed["kind"], "exit_status", "{}", again.stderr);
+    replays_to_exit_status(finding["schedule"].as_str().expect("a schedule file"));
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -347,29 +361,11 @@ const LOST_UPDATE_LOCK_FREE: &str = include_str!("../data/lost_update_lock_free.
 /// AssertionError, and its schedule replays to it.
 #[test]
 fn a_lock_free_python_lost_update_is_found_through_the_gils_timeout_polls() {
-    let python = "/usr/bin/python3";
-    if !installed(python) {
-        return;
-    }
-    let dir = temp_path("python-lock-free");
-    fs::create_dir_all(&dir).expect("temp dir");
-    let script = dir.join("lost_update_lock_free.py");
-    fs::write(&script, LOST_UPDATE_LOCK_FREE).expect("script");
-    let mut a = args(&[
-        "--quiet-program",
-        "--seed",
-        "1",
-        "--execution-timeout",
-        "120",
-        "--time-limit",
-        "150",
-        "--out",
-    ]);
-    a.push(dir.join("mcheck-out").display().to_string());
-    a.extend(args(&["--", python]));
-    a.push(script.display().to_string());
     // Found in about six executions (16 s) on an idle machine.
-    let run = mcheck(&a, true, Duration::from_secs(240));
+    let name = "lost_update_lock_free.py";
+    let Some((dir, run)) = search_python_script(name, LOST_UPDATE_LOCK_FREE, 150) else {
+        return;
+    };
     let report = run.json.as_ref().expect("a JSON report");
     let finding = (report["findings"].as_array())
         .and_then(|f| f.iter().find(|f| f["kind"] == "exit_status"))
@@ -382,13 +378,7 @@ fn a_lock_free_python_lost_update_is_found_through_the_gils_timeout_polls() {
         "the execution that failed had timeout polls as points: {}",
         file["options"]
     );
-    let again = mcheck(
-        &args(&["replay", "--quiet-program", schedule]),
-        true,
-        Duration::from_secs(120),
-    );
-    let replayed = &again.json.as_ref().expect("a replay report")["findings"][0];
-    assert_eq!(replayed["kind"], "exit_status", "{}", again.stderr);
+    replays_to_exit_status(schedule);
     let _ = fs::remove_dir_all(&dir);
 }
 

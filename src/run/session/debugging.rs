@@ -394,9 +394,7 @@ impl Debugging<'_, '_> {
         let cached = std::mem::replace(&mut self.0.p.threads[t].regs, regs);
         let ea = self.0.p.effective_address(t, &site.insn, 0);
         self.0.p.threads[t].regs = cached;
-        self.0.model.thread_count() > 1
-            && (self.0.worker).covers_racy_address(ea, site.size.into())
-            && (self.0.worker.racy_sites.is_empty() || self.0.worker.racy_sites.contains(&pc))
+        self.0.racy_access_is_point(pc, ea, site.size.into())
     }
 
     /// Executes one instruction of `t` (an access site's access is recorded first); Some

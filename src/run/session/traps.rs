@@ -452,6 +452,16 @@ impl Session<'_> {
         self.step_and_resume(t)
     }
 
+    /// Whether the access of `size` bytes at `ea` by the instruction at `pc` is a racy
+    /// scheduling point (`--preempt-on-races`, threads exist, the address was found racy
+    /// and `pc` among the instructions found racing, or no instruction is known).
+    pub(super) fn racy_access_is_point(&self, pc: u64, ea: u64, size: u64) -> bool {
+        self.cfg.instrument.preempt_on_races
+            && self.model.thread_count() > 1
+            && self.worker.covers_racy_address(ea, size)
+            && (self.worker.racy_sites.is_empty() || self.worker.racy_sites.contains(&pc))
+    }
+
     /// Whether the access at the timeout poll `pc` (`races::timeout_polls`) is a scheduling
     /// point now: threads exist, and another can run or time out early there.
     pub(super) fn poll_is_point(&self, pc: u64) -> bool {
@@ -500,10 +510,7 @@ impl Session<'_> {
         // sites found racing (all of them on breakpoints): a site left on a breakpoint by a
         // snapshot template must not become a point, or the executions of one tree would
         // differ by where they started (a schedule of a file without sites: every site).
-        let racy = self.cfg.instrument.preempt_on_races
-            && self.model.thread_count() > 1
-            && (self.worker).covers_racy_address(ea, site.size.into())
-            && (self.worker.racy_sites.is_empty() || self.worker.racy_sites.contains(&addr));
+        let racy = self.racy_access_is_point(addr, ea, site.size.into());
         // A read of what a timed-out wait sets, while another thread could run or time
         // out: the timeout may come right before it.
         if creation_stretch_ends || racy || self.poll_is_point(addr) {

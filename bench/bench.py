@@ -862,12 +862,16 @@ def print_refine(rows, opts):
 
 # ------------------------------------------------ deep bugs (SCTBench-style table)
 
-# (fixture, args): bugs that need a deep or specific ordering, and a bug seen only in the
-# output. Fixtures whose verdict is data_race run with --keep-going (the race is reported
-# first; the failure it leads to is what is counted).
+# (fixture, args): bugs that need a deep or specific ordering, bugs seen only in the output
+# or in a file the program writes (written to a temporary path, not the working directory),
+# and switches that only a timeout makes (a GIL-like lock handed over by a timed wait;
+# a condvar signal taken by a later waiter). Fixtures whose verdict is data_race run with
+# --keep-going (the race is reported first; the failure it leads to is what is counted).
+DEEP_FILE = os.path.join(tempfile.gettempdir(), "mcheck-bench-file_lost_update.out")
 DEEP_FIXTURES = [("deep_safestack", []), ("deep_order3", []), ("unjoined_account", []),
                  ("unjoined_token_ring", []), ("race_reorder", []), ("race_twostage", []),
-                 ("output_lost_update", [])]
+                 ("output_lost_update", []), ("file_lost_update", [DEEP_FILE]),
+                 ("gil_lost_update", []), ("cond_fifo_assumed", [])]
 # (column, options): each strategy with its own defaults, and the default command.
 DEEP_STRATEGIES = [
     ("random", ["--strategy", "random"]),
@@ -894,7 +898,7 @@ def measure_deep(mc, opts):
     for n, args in DEEP_FIXTURES:
         if not os.access(fixture(n), os.X_OK):
             raise HarnessError("%s is missing: run `make fixtures`" % fixture(n))
-        row = {"fixture": label_of(n, args)}
+        row = {"fixture": n}
         keep = ["--keep-going"] if verdicts.get(n) == "data_race" else []
         for key, extra in DEEP_STRATEGIES:
             firsts = []

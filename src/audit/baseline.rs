@@ -137,6 +137,7 @@ mod tests {
             schedule: None,
             cycle: vec![],
             other_schedule: vec![],
+            output_file: None,
         }
     }
 

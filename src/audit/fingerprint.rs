@@ -240,6 +240,7 @@ mod tests {
             schedule: None,
             cycle: vec![],
             other_schedule: vec![],
+            output_file: None,
         }
     }
 

@@ -58,6 +58,7 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
                 quiet: args.output.quiet_program,
                 stdio: Some(stdio),
                 read_stdout: !args.no_output_check && output_check_off.is_none(),
+                compare_files: !args.no_output_check,
                 signals: crate::tracee::signals::at_start(),
                 cpus: Some(crate::tracee::cpu::at_start()),
                 // The dynamic loader reads the time-stamp counter at startup and keeps the
@@ -205,7 +206,12 @@ pub fn check(args: &CheckArgs) -> Result<i32, Failure> {
     ) {
         eprintln!("mcheck: note: {note}");
     }
-    if let Some(why) = &output_check_off {
+    // A stdout redirected to a file the program alone writes is compared as a file it
+    // writes (the journal holds it).
+    let stdout_file_compared = crate::tracee::files::user_files()
+        .iter()
+        .any(|f| f.fd == 1 && f.output.is_some());
+    if let Some(why) = output_check_off.as_ref().filter(|_| !stdout_file_compared) {
         eprintln!(
             "mcheck: note: the executions' outputs were not compared ({why}); a pipe, a terminal or --quiet-program lets mcheck read them"
         );

@@ -47,6 +47,8 @@ pub fn replay(args: &ReplayArgs) -> Result<i32, Failure> {
                 && schedule.options.stdio.is_some_and(|k| {
                     crate::run::program_stdio::unreadable_stdout(k.stdout).is_none()
                 }),
+            // A file the finding names is read by the replay itself (`replay_both`).
+            compare_files: false,
             signals: recorded_signals(&schedule),
             cpus: schedule.options.cpus.clone(),
             trap_rdtsc: ExecutionConfig::program_reads_tsc(&schedule.program),
@@ -237,7 +239,10 @@ fn replay_both(
     }
     let mut ends = Vec::new();
     let mut outputs = Vec::new();
-    // The finding's own execution shows its output; the other one runs quietly.
+    let mut files = Vec::new();
+    // The finding's own execution shows its output; the other one runs quietly. For a
+    // finding about a file the other one runs first, so that the file is left as the
+    // finding's schedule leaves it.
     let quiet = ExecutionConfig {
         program: crate::run::ProgramSetup {
             quiet: true,
@@ -245,7 +250,16 @@ fn replay_both(
         },
         ..cfg.clone()
     };
-    for (decisions, cfg) in [(&schedule.decisions, cfg), (other, &quiet)] {
+    let file = schedule
+        .finding
+        .output_file
+        .as_deref()
+        .map(std::path::Path::new);
+    let mut runs = [(&schedule.decisions, cfg), (other, &quiet)];
+    if file.is_some() {
+        runs.reverse();
+    }
+    for (decisions, cfg) in runs {
         let mut sched = ReplayScheduler::new(decisions.clone());
         let outcome = run_single(
             cfg,
@@ -266,12 +280,25 @@ fn replay_both(
             .output_digest
             .map(|digest| format!("{exit}, stderr output #{digest:016x}"));
         ends.push(end);
+        files.push(file.and_then(crate::run::written_files::summarize_one));
         outputs.push((exit, outcome.stdout));
+    }
+    if file.is_some() {
+        // Back in the order of the finding's own schedule, then the other.
+        ends.reverse();
+        outputs.reverse();
+        files.reverse();
     }
     let output_differs = match (&outputs[0], &outputs[1]) {
         ((exit, Some(ours)), (other_exit, Some(theirs))) if exit == other_exit => {
             (!ours.same_as(theirs)).then(|| (exit.clone(), ours.clone(), theirs.clone()))
         }
+        _ => None,
+    };
+    let file_differs = match (file, &files[0], &files[1]) {
+        (Some(path), Some(ours), Some(theirs)) if outputs[0].0 == outputs[1].0 => (!ours
+            .same_as(theirs))
+        .then(|| (path, outputs[0].0.clone(), ours.clone(), theirs.clone())),
         _ => None,
     };
     let ends_differ = matches!(&ends[..], [Some(a), Some(b)] if a != b);
@@ -280,23 +307,32 @@ fn replay_both(
             .clone()
             .unwrap_or_else(|| "stderr output not read".into())
     });
-    if !ends_differ && output_differs.is_none() {
+    if !ends_differ && output_differs.is_none() && file_differs.is_none() {
+        let same_file = match file {
+            Some(path) => format!(" and the same bytes in {}", path.display()),
+            None => String::new(),
+        };
         return Err(Failure::Usage(format!(
-            "{}: the recorded nondeterminism did not reproduce (both schedules end with {}{}); no finding is reported",
+            "{}: the recorded nondeterminism did not reproduce (both schedules end with {}{}{}); no finding is reported",
             args.schedule.display(),
             ours_end,
-            if outputs[0].1.is_some() { " and the same output" } else { "" }
+            if outputs[0].1.is_some() { " and the same output" } else { "" },
+            same_file
         )));
     }
-    let (message, mut details) = match &output_differs {
-        Some((exit, ours, theirs)) => (
+    let (message, mut details) = match (&output_differs, &file_differs) {
+        (Some((exit, ours, theirs)), _) => (
             format!(
                 "the program's output depends on the schedule: {}",
                 first_difference(ours, theirs).describe()
             ),
             crate::run::search::output_details(ours, theirs, exit),
         ),
-        None => (
+        (None, Some((path, exit, ours, theirs))) => (
+            crate::run::search::file_message(path, ours, theirs),
+            crate::run::search::file_details(ours, theirs, exit),
+        ),
+        (None, None) => (
             format!(
                 "the program's result depends on the schedule: the same steps in two orders end with {} and with {}",
                 other_end, ours_end
@@ -306,7 +342,12 @@ fn replay_both(
     };
     details.insert(
         0,
-        "both schedules were replayed (this one, then the recorded other one)".into(),
+        if file.is_some() {
+            "both schedules were replayed (the recorded other one, then this one, whose file is left)"
+        } else {
+            "both schedules were replayed (this one, then the recorded other one)"
+        }
+        .into(),
     );
     let finding = crate::report::Finding {
         kind: schedule.finding.kind,
@@ -322,6 +363,7 @@ fn replay_both(
         schedule: Some(args.schedule.to_string_lossy().into_owned()),
         cycle: Vec::new(),
         other_schedule: other.clone(),
+        output_file: schedule.finding.output_file.clone(),
     };
     let again = format!(
         "mcheck replay {}",

@@ -21,6 +21,28 @@ pub struct OutputSummary {
 }
 
 impl OutputSummary {
+    /// The summary of everything `reader` gives (a file the program wrote).
+    pub fn read_all(mut reader: impl std::io::Read) -> std::io::Result<OutputSummary> {
+        use std::hash::Hasher;
+        let mut hasher = std::hash::DefaultHasher::new();
+        let mut summary = OutputSummary::default();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match reader.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            hasher.write(&buf[..n]);
+            summary.len += n as u64;
+            let room = HEAD.saturating_sub(summary.head.len()).min(n);
+            summary.head.extend_from_slice(&buf[..room]);
+        }
+        summary.digest = hasher.finish();
+        Ok(summary)
+    }
+
     /// Whether two outputs are the same (by digest and length).
     pub fn same_as(&self, other: &OutputSummary) -> bool {
         self.digest == other.digest && self.len == other.len
@@ -118,6 +140,26 @@ mod tests {
             len: text.len() as u64,
             head: text.as_bytes().to_vec(),
         }
+    }
+
+    #[test]
+    fn a_read_summary_keeps_the_head_and_tells_contents_apart() {
+        let long: Vec<u8> = (0..HEAD + 100).map(|i| (i % 251) as u8).collect();
+        let a = OutputSummary::read_all(&long[..]).unwrap();
+        assert_eq!(a.len, long.len() as u64);
+        assert_eq!(a.head, long[..HEAD]);
+        let mut other = long.clone();
+        *other.last_mut().unwrap() ^= 1;
+        let b = OutputSummary::read_all(&other[..]).unwrap();
+        assert!(!a.same_as(&b), "a difference past the head still counts");
+        assert!(a.same_as(&OutputSummary::read_all(&long[..]).unwrap()));
+        assert_eq!(
+            first_difference(&a, &b),
+            FirstDifference::PastHead {
+                ours: a.len,
+                theirs: b.len
+            }
+        );
     }
 
     #[test]

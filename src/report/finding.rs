@@ -237,6 +237,10 @@ pub struct Finding {
     /// ended differently.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_schedule: Vec<crate::explore::Decision>,
+    /// For a nondeterminism finding about a file the program writes: that file (the two
+    /// schedules leave other bytes in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_file: Option<String>,
 }
 
 impl Finding {

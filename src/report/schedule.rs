@@ -196,6 +196,10 @@ pub struct RecordedFinding {
     /// ended differently (replay runs both).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_decisions: Vec<Decision>,
+    /// For a nondeterminism finding about a file the program writes: that file (replay
+    /// compares what each schedule leaves in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_file: Option<String>,
 }
 
 /// A schedule file.
@@ -319,6 +323,7 @@ impl ScheduleFile {
                 message: finding.message.clone(),
                 locations: finding.locations.clone(),
                 other_decisions: finding.other_schedule.clone(),
+                output_file: finding.output_file.clone(),
             },
             decisions,
         }

@@ -45,3 +45,4 @@ pub use session::ExecutionOutcome;
 pub use snapshots::memory_guard;
 pub use worker_state::{RacyPoints, WorkerState};
 pub use world::program_stdio;
+pub use world::written_files;

@@ -117,6 +117,12 @@ impl FileStates {
         Ok(())
     }
 
+    /// Whether a regular file is open for writing: the program may change it with write(2)
+    /// at any point, which no trapped call shows.
+    pub fn holds_writable(&self) -> bool {
+        self.files.iter().any(|f| f.writable)
+    }
+
     /// The recorded files (fd, target), for messages and tests.
     pub fn described(&self) -> Vec<(i32, String)> {
         self.files

@@ -2,7 +2,8 @@
 //! total it prints, is a `nondeterminism` finding by default (its stdout on /dev/null's
 //! stand-in under `--quiet-program`, on a pipe, with two workers), the same with the same
 //! seed, and its schedule replays to the same finding; `--no-output-check` finds nothing;
-//! a stdout redirected to a file is not compared, and the summary says so.
+//! a stdout redirected to a file is compared as a file the program writes. The same for
+//! `file_lost_update`, whose bug shows only in a file it writes.
 
 use std::time::Duration;
 
@@ -105,15 +106,81 @@ fn no_output_check_compares_nothing() {
 }
 
 #[test]
-fn a_stdout_in_a_file_is_not_compared_and_the_summary_says_so() {
+fn a_stdout_in_a_file_is_compared_as_a_file_the_program_writes() {
     let file = temp_path("oracle-stdout");
     let r = mcheck_with_stdout(&search(&[]), true, LIMIT, &file);
-    assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
+    assert_eq!(r.code, Some(1), "{}: {}", r.command, r.stderr);
+    let f = first_finding(&r.json);
+    assert_eq!(f["kind"], "nondeterminism", "{}", r.stderr);
+    assert_eq!(f["output_file"], file.display().to_string());
     assert!(
-        r.stderr
+        !r.stderr
             .contains("the executions' outputs were not compared"),
         "{}",
         r.stderr
     );
+    // The file holds one run's output: the first execution that ran to its end.
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(written, "workers done\ntotal 30\n");
     let _ = std::fs::remove_file(&file);
+}
+
+/// `file_lost_update`, whose bug shows only in the file it writes (its stdout is the same
+/// in every schedule), searched with its output file at `path`.
+fn file_search(path: &str, options: &[&str]) -> Vec<String> {
+    let mut a = args(&["--seed", "1", "--quiet-program"]);
+    a.extend(args(options));
+    a.push("--".into());
+    a.push(fixture("file_lost_update").display().to_string());
+    a.push(path.into());
+    a
+}
+
+#[test]
+fn a_file_that_depends_on_the_schedule_is_found_and_replays() {
+    let out = temp_path("oracle-file-out");
+    let out = out.display().to_string();
+    let file = temp_path("oracle-file-total");
+    let path = file.display().to_string();
+    let r = mcheck(&file_search(&path, &["--out", &out]), true, LIMIT);
+    assert_eq!(r.code, Some(1), "{}: {}", r.command, r.stderr);
+    let f = first_finding(&r.json);
+    assert_eq!(f["kind"], "nondeterminism", "{}", r.stderr);
+    assert_eq!(f["output_file"], path.as_str());
+    let message = f["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "what the program writes to {path} depends on the schedule: line 2 is `total "
+        )),
+        "{message}"
+    );
+    // After the search the file is as one run leaves it: the first complete execution.
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "workers done\ntotal 30\n"
+    );
+
+    let schedule = f["schedule"].as_str().expect("a schedule file");
+    let replay = mcheck(&args(&["replay", schedule]), true, LIMIT);
+    assert_eq!(
+        replay.code,
+        Some(1),
+        "{}: {}",
+        replay.command,
+        replay.stderr
+    );
+    let rf = first_finding(&replay.json);
+    assert_eq!(rf["message"], f["message"], "{}", replay.stderr);
+    // The replay leaves the file as the finding's own schedule writes it.
+    let left = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        left == "workers done\ntotal 10\n" || left == "workers done\ntotal 20\n",
+        "{left}"
+    );
+
+    let off = mcheck(&file_search(&path, &["--no-output-check"]), true, LIMIT);
+    assert_eq!(off.code, Some(0), "{}: {}", off.command, off.stderr);
+    assert_eq!(first_finding(&off.json), Value::Null);
+    let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_dir_all(&out);
 }

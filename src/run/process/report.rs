@@ -87,6 +87,7 @@ pub(in crate::run) fn finding(
         schedule: None,
         cycle: Vec::new(),
         other_schedule: Vec::new(),
+        output_file: None,
     }
 }
 

@@ -18,7 +18,7 @@ mod witness;
 mod worker;
 
 pub use confirm::UnconfirmedCycle;
-pub use output_oracle::output_details;
+pub use output_oracle::{file_details, file_message, output_details};
 pub use plan::{Plan, SearchConfig};
 pub use result::{
     location_key, InstrumentationSummary, NothingToExplore, Progress, ProgressReport, Resources,

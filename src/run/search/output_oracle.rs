@@ -12,6 +12,7 @@
 //! differs then tells nothing more than the exit itself, which `--expect-exit` and the
 //! crash findings judge.
 
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use crate::detect::output_diff::{first_difference, OutputSummary};
@@ -20,26 +21,31 @@ use crate::report::{Finding, FindingKind};
 use crate::run::session::ExecutionOutcome;
 
 /// The execution the others are compared with.
-struct Reference {
+struct Reference<T> {
     /// How it ended ("exit status 0").
     exit: String,
-    /// What it wrote to stdout.
-    stdout: OutputSummary,
+    /// What it wrote (to stdout, or to its files).
+    output: T,
     /// Its schedule.
     decisions: Vec<Decision>,
 }
 
-/// The reference execution, once one ran to its end.
+/// The files one execution left, by path.
+type Files = Vec<(PathBuf, OutputSummary)>;
+
+/// The reference executions, once one ran to its end: the first that wrote a stdout mcheck
+/// read, and the first that left files the program wrote.
 #[derive(Default)]
 pub(super) struct OutputOracle {
-    reference: Mutex<Option<Reference>>,
+    stdout: Mutex<Option<Reference<OutputSummary>>>,
+    files: Mutex<Option<Reference<Files>>>,
 }
 
 impl OutputOracle {
     /// A `nondeterminism` finding when `outcome` ran to the program's end with the
-    /// reference's exit and another stdout; the first such execution becomes the reference.
+    /// reference's exit and another stdout, or with a file it wrote holding other bytes
+    /// than the reference left in it; the first such execution becomes the reference.
     pub(super) fn check(&self, outcome: &ExecutionOutcome) -> Option<Finding> {
-        let stdout = outcome.stdout.as_ref()?;
         let exit = outcome.exit.as_ref()?;
         let ran_to_end = outcome.finding.is_none()
             && outcome.divergence.is_none()
@@ -52,34 +58,111 @@ impl OutputOracle {
         if !ran_to_end {
             return None;
         }
-        let mut reference = self.reference.lock().expect("output reference");
-        let Some(r) = reference.as_ref() else {
-            *reference = Some(Reference {
-                exit: exit.clone(),
-                stdout: stdout.clone(),
-                decisions: outcome.decisions.clone(),
-            });
-            return None;
-        };
-        if r.exit != *exit || r.stdout.same_as(stdout) {
-            return None;
+        let stdout = outcome.stdout.as_ref().and_then(|stdout| {
+            let r = compare(&self.stdout, exit, stdout, outcome)?;
+            (!r.output.same_as(stdout)).then(|| stdout_finding(stdout, &r, outcome))
+        });
+        if stdout.is_some() || outcome.written_files.is_empty() {
+            return stdout;
         }
-        Some(finding(stdout, r, outcome))
+        let r = compare(&self.files, exit, &outcome.written_files, outcome)?;
+        // A path only one of the two left is not compared: a name the program chose by
+        // its pid or at random is no difference of the schedule's.
+        outcome.written_files.iter().find_map(|(path, ours)| {
+            let (_, theirs) = r.output.iter().find(|(p, _)| p == path)?;
+            (!ours.same_as(theirs)).then(|| file_finding(path, ours, theirs, &r, outcome))
+        })
     }
 }
 
+/// The reference held in `slot`, when it ended with `exit` (another exit is not compared);
+/// `output` of `outcome` becomes the reference when there is none yet.
+fn compare<T: Clone>(
+    slot: &Mutex<Option<Reference<T>>>,
+    exit: &str,
+    output: &T,
+    outcome: &ExecutionOutcome,
+) -> Option<Reference<T>> {
+    let mut slot = slot.lock().expect("output reference");
+    let Some(r) = slot.as_ref() else {
+        *slot = Some(Reference {
+            exit: exit.to_string(),
+            output: output.clone(),
+            decisions: outcome.decisions.clone(),
+        });
+        return None;
+    };
+    (r.exit == exit).then(|| Reference {
+        exit: r.exit.clone(),
+        output: r.output.clone(),
+        decisions: r.decisions.clone(),
+    })
+}
+
 /// The finding for an execution whose output `stdout` differs from the reference's.
-fn finding(stdout: &OutputSummary, r: &Reference, outcome: &ExecutionOutcome) -> Finding {
-    let difference = first_difference(stdout, &r.stdout);
+fn stdout_finding(
+    stdout: &OutputSummary,
+    r: &Reference<OutputSummary>,
+    outcome: &ExecutionOutcome,
+) -> Finding {
+    let difference = first_difference(stdout, &r.output);
     nondeterminism(
         format!(
             "the program's output depends on the schedule: {}",
             difference.describe()
         ),
-        output_details(stdout, &r.stdout, &r.exit),
+        output_details(stdout, &r.output, &r.exit),
         outcome,
         r.decisions.clone(),
     )
+}
+
+/// The finding for an execution that left other bytes in the file at `path` (`ours`) than
+/// the reference did (`theirs`).
+fn file_finding(
+    path: &Path,
+    ours: &OutputSummary,
+    theirs: &OutputSummary,
+    r: &Reference<Files>,
+    outcome: &ExecutionOutcome,
+) -> Finding {
+    let mut f = nondeterminism(
+        file_message(path, ours, theirs),
+        file_details(ours, theirs, &r.exit),
+        outcome,
+        r.decisions.clone(),
+    );
+    // Relative to the working directory when inside it: a replay run elsewhere finds
+    // the file where the program, given the same arguments, writes it.
+    f.output_file = Some(shown_path(path).to_string_lossy().into_owned());
+    f
+}
+
+/// The message of a finding about the file at `path`.
+pub fn file_message(path: &Path, ours: &OutputSummary, theirs: &OutputSummary) -> String {
+    format!(
+        "what the program writes to {} depends on the schedule: {}",
+        shown_path(path).display(),
+        first_difference(ours, theirs).describe()
+    )
+}
+
+/// `path` relative to the working directory when it is inside it.
+fn shown_path(path: &Path) -> PathBuf {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    path.strip_prefix(&cwd)
+        .map_or_else(|_| path.to_path_buf(), Path::to_path_buf)
+}
+
+/// What a finding says about the two versions of a file besides their first difference.
+pub fn file_details(ours: &OutputSummary, theirs: &OutputSummary, exit: &str) -> Vec<String> {
+    vec![
+        format!(
+            "both executions ran to the program's end ({exit}); this one left {} byte(s) in the file, the other (the finding's other schedule) {}",
+            ours.len, theirs.len
+        ),
+        "a program whose files legitimately depend on the schedule (timings, addresses, thread order) is checked with --no-output-check".into(),
+    ]
 }
 
 /// A `nondeterminism` finding of `outcome` (this execution's schedule is the finding's),
@@ -104,6 +187,7 @@ pub(super) fn nondeterminism(
         schedule: None,
         cycle: Vec::new(),
         other_schedule,
+        output_file: None,
     }
 }
 
@@ -182,6 +266,60 @@ mod tests {
                 .expect("a finding"),
         );
         assert!(oracle.check(&failed).is_none());
+    }
+
+    fn wrote(files: &[(&str, &str)], threads: &[usize]) -> ExecutionOutcome {
+        let mut out = ended("same\n", "exit status 0", threads);
+        out.written_files = files
+            .iter()
+            .map(|(p, text)| {
+                let summary = OutputSummary::read_all(text.as_bytes()).unwrap();
+                (PathBuf::from(p), summary)
+            })
+            .collect();
+        out
+    }
+
+    #[test]
+    fn a_file_left_with_other_bytes_is_reported_and_names_the_file() {
+        let oracle = OutputOracle::default();
+        assert!(oracle
+            .check(&wrote(&[("/w/out", "total 30\n")], &[0, 1, 2]))
+            .is_none());
+        let f = oracle
+            .check(&wrote(&[("/w/out", "total 10\n")], &[0, 2, 1]))
+            .expect("a finding");
+        assert_eq!(f.kind, FindingKind::Nondeterminism);
+        assert_eq!(f.output_file.as_deref(), Some("/w/out"));
+        assert!(
+            f.message
+                .ends_with("line 1 is `total 10` in this execution and `total 30` in the other"),
+            "{}",
+            f.message
+        );
+        let other: Vec<usize> = f.other_schedule.iter().map(|d| d.thread).collect();
+        assert_eq!(other, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn a_file_only_one_execution_left_is_not_compared() {
+        let oracle = OutputOracle::default();
+        assert!(oracle
+            .check(&wrote(&[("/w/out", "a"), ("/tmp/x1", "1")], &[0]))
+            .is_none());
+        assert!(oracle
+            .check(&wrote(&[("/w/out", "a"), ("/tmp/x2", "2")], &[1]))
+            .is_none());
+        // The stdout's difference is the one told when both differ.
+        let mut both = wrote(&[("/w/out", "b")], &[2]);
+        both.stdout = ended("other\n", "exit status 0", &[2]).stdout;
+        let f = oracle.check(&both).expect("a finding");
+        assert_eq!(f.output_file, None);
+        assert!(
+            f.message.starts_with("the program's output"),
+            "{}",
+            f.message
+        );
     }
 
     #[test]

@@ -141,7 +141,12 @@ pub fn run_execution(
         && !outcome.early_end.stopped_early;
     if let (Some(journal), Some(_)) = (&worker.journal, &worker.fs_pass) {
         if ran_to_end {
-            journal.lock().expect("file journal").keep_final();
+            let mut journal = journal.lock().expect("file journal");
+            journal.keep_final();
+            if cfg.program.compare_files {
+                outcome.written_files =
+                    crate::run::world::written_files::summarize(journal.paths());
+            }
         }
     }
     outcome.output_digest = stderr.as_ref().map(|s| s.summary.digest);

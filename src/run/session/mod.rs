@@ -463,6 +463,7 @@ impl<'a> Session<'a> {
             exit: None,
             output_digest: None,
             stdout: None,
+            written_files: Vec::new(),
             abandoned: None,
             measures: ExecutionMeasures {
                 traced_accesses: found.traced,

@@ -52,6 +52,12 @@ pub struct ExecutionOutcome {
     /// What the program wrote to stdout in this execution, when it was read (the output
     /// oracle, `ProgramSetup::read_stdout`) and the capture could tell.
     pub stdout: Option<crate::detect::output_diff::OutputSummary>,
+    /// The regular files the program changed, as this execution left them: summarised for
+    /// an execution run to its end when files are compared (`ProgramSetup::compare_files`).
+    pub written_files: Vec<(
+        std::path::PathBuf,
+        crate::detect::output_diff::OutputSummary,
+    )>,
     /// Why mcheck cut the execution short without a finding (a thread blocked in the
     /// kernel), if it did.
     pub abandoned: Option<String>,

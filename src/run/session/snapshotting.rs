@@ -263,8 +263,13 @@ impl Snapshotting<'_, '_> {
         if procfs::fork_hazard(pid, inherited, &mut self.0.worker.mapping_verdicts).is_some() {
             return Ok(false);
         }
-        let Ok(files) = FileStates::capture(pid) else {
-            return Ok(false);
+        // A file open for writing may have been written since the startup snapshot with no
+        // trapped call to say so, and the journal puts the files back as they were there:
+        // a copy would write at this snapshot's offset into the startup's contents (a hole
+        // of zeros where pigz's header was).
+        let files = match FileStates::capture(pid) {
+            Ok(files) if !files.holds_writable() => files,
+            _ => return Ok(false),
         };
         let canonical = |r: &regs::Regs, at_syscall: bool| {
             let mut c = *r;

@@ -16,6 +16,7 @@ pub(super) mod determinism;
 pub(super) mod file_journal;
 pub(super) mod fs_gate;
 pub mod program_stdio;
+pub mod written_files;
 
 /// The program and how it is started.
 #[derive(Clone, Debug)]
@@ -36,6 +37,9 @@ pub struct ProgramSetup {
     /// output oracle): it goes through a capture (`capture.rs`) of its kind, which must be
     /// a pipe, terminal or socket.
     pub read_stdout: bool,
+    /// Summarise the files the program changed at the end of every execution run to its
+    /// end, for the output oracle (`written_files`; a search's journal names them).
+    pub compare_files: bool,
     /// The signals ignored and blocked when the program starts (`tracee/signals.rs`).
     pub signals: crate::tracee::signals::SignalSetup,
     /// The CPUs sched_getaffinity shows the program (the ones mcheck was started on, or

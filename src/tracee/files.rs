@@ -36,6 +36,9 @@ struct FileState {
     offset: u64,
     size: u64,
     writable: bool,
+    /// The bytes of a writable file when the snapshot was taken, for a snapshot taken after
+    /// the program may have written to it (a branch snapshot): put back in every copy.
+    contents: Option<Vec<u8>>,
 }
 
 /// The open regular files and directories of a snapshot, as they stood when it was taken.
@@ -85,15 +88,48 @@ impl FileStates {
                 offset,
                 size: stat.st_size as u64,
                 writable,
+                contents: None,
             });
         }
         files.sort_by_key(|f| f.fd);
         Ok(FileStates { files })
     }
 
+    /// [`FileStates::capture`], keeping the bytes of every writable file too, for a snapshot
+    /// taken after the program may have written to them with no call mcheck sees (the
+    /// file journal puts files back as they were at the startup snapshot, and a copy must
+    /// find them as they were at this one). Err when they are more than `limit` bytes in
+    /// all, or cannot be read.
+    pub fn capture_with_contents(pid: Pid, limit: u64) -> Result<FileStates, String> {
+        let mut states = FileStates::capture(pid)?;
+        let total: u64 = states
+            .files
+            .iter()
+            .filter(|f| f.writable)
+            .map(|f| f.size)
+            .sum();
+        if total > limit {
+            return Err(format!(
+                "the files open for writing hold {} KiB, more than the {} KiB a snapshot keeps",
+                total >> 10,
+                limit >> 10
+            ));
+        }
+        for f in states.files.iter_mut().filter(|f| f.writable) {
+            // Through a description of its own: the program's may be open for writing only.
+            let file = fs::File::open(format!("/proc/self/fd/{}", f.handle.as_raw_fd()))
+                .map_err(|e| format!("{} could not be opened for reading ({e})", f.target))?;
+            let mut bytes = vec![0u8; f.size as usize];
+            std::os::unix::fs::FileExt::read_exact_at(&file, &mut bytes, 0)
+                .map_err(|e| format!("{} could not be read ({e})", f.target))?;
+            f.contents = Some(bytes);
+        }
+        Ok(states)
+    }
+
     /// Puts every recorded file back where it stood (call before a copy runs): offsets
-    /// exactly, writable files cut back to their recorded size (never extended). Err says
-    /// which file could not be.
+    /// exactly, writable files cut back to their recorded size (never extended), or, when
+    /// their bytes were kept, rewritten with them. Err says which file could not be.
     pub fn restore(&self) -> Result<(), String> {
         for f in &self.files {
             let fd = f.handle.as_raw_fd();
@@ -103,7 +139,11 @@ impl FileStates {
                     f.fd, f.target
                 )
             };
-            if f.writable {
+            if let Some(bytes) = &f.contents {
+                let file = fs::File::from(f.handle.try_clone().map_err(failed)?);
+                std::os::unix::fs::FileExt::write_all_at(&file, bytes, 0).map_err(failed)?;
+                file.set_len(f.size).map_err(failed)?;
+            } else if f.writable {
                 let now = fstat(fd).map_err(failed)?.st_size as u64;
                 if now > f.size {
                     // SAFETY: ftruncate on a descriptor we own; it touches no memory of ours.
@@ -115,12 +155,6 @@ impl FileStates {
             seek(fd, f.offset as i64, libc::SEEK_SET).map_err(failed)?;
         }
         Ok(())
-    }
-
-    /// Whether a regular file is open for writing: the program may change it with write(2)
-    /// at any point, which no trapped call shows.
-    pub fn holds_writable(&self) -> bool {
-        self.files.iter().any(|f| f.writable)
     }
 
     /// The recorded files (fd, target), for messages and tests.
@@ -327,6 +361,28 @@ mod tests {
         f.write_all(b"body\n").unwrap();
         drop(f);
         assert_eq!(fs::read(&path).unwrap(), b"header\nbody\n");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn kept_bytes_come_back_even_after_the_file_was_emptied() {
+        let dir = std::env::temp_dir().join(format!("mcheck-files-kept-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("out.gz");
+        let mut f = fs::File::create(&path).unwrap();
+        f.write_all(b"HEADER").unwrap();
+        // (Other tests of this process may hold files open too: a limit well above them.)
+        let states = FileStates::capture_with_contents(Pid::this(), 256 << 20).unwrap();
+        // What the file journal does before a copy: the file as it was before the header.
+        f.set_len(0).unwrap();
+        states.restore().unwrap();
+        f.write_all(b" total\n").unwrap();
+        drop(f);
+        assert_eq!(fs::read(&path).unwrap(), b"HEADER total\n");
+        let big = fs::File::create(dir.join("big")).unwrap();
+        big.set_len(4096).unwrap();
+        assert!(FileStates::capture_with_contents(Pid::this(), 1024).is_err());
+        drop(big);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

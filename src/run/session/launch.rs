@@ -239,6 +239,14 @@ fn put_files_back(
         }
     }
     let faithful = journal.lock().expect("file journal").restore(to);
+    // A branch copy's files open for writing, as they were at its snapshot (the journal
+    // just put them back as they were at the startup snapshot).
+    let faithful = faithful.and_then(
+        |()| match restored.as_ref().and_then(|r| r.files.as_ref()) {
+            Some(files) => files.restore().map_err(NotFaithful),
+            None => Ok(()),
+        },
+    );
     match (faithful, restored) {
         (Ok(()), restored) => restored,
         (Err(NotFaithful(why)), Some(copy)) => {

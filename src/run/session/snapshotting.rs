@@ -24,6 +24,11 @@ pub(in crate::run) struct Snapshotting<'e, 'a>(pub &'e mut Session<'a>);
 /// as much as replaying this many scheduling points.
 const BRANCH_GAP: usize = 48;
 
+/// Most bytes of files open for writing a branch snapshot keeps (see `branch_snapshot`); a
+/// point where the program holds more takes no branch snapshot (at most `MAX_BRANCHES` are
+/// kept, so this bounds their memory).
+const BRANCH_FILE_BYTES: u64 = 4 << 20;
+
 impl Snapshotting<'_, '_> {
     /// The tracer-side state now, for a snapshot.
     pub(in crate::run) fn save_state(&self) -> SavedExecution {
@@ -198,7 +203,15 @@ impl Snapshotting<'_, '_> {
         let Some(tid_offset) = self.0.worker.snapshots.tid_offset(&key) else {
             return Ok(());
         };
-        self.branch_snapshot(key, tid_offset).map(|_| ())
+        let taken = self.branch_snapshot(key, tid_offset)?;
+        if !taken {
+            // Tried again a gap later, not at every point: each try reads /proc and takes
+            // the process's descriptors (pigz's output could not be read: 2,911 tries in
+            // 60 executions, 2.5 times the search's time).
+            let depth = self.0.history.decisions().len();
+            self.0.snaps.branched_at(depth);
+        }
+        Ok(())
     }
 
     /// For the debugger (`mcheck replay --gdb`), at a scheduling point: a branch snapshot of
@@ -266,10 +279,9 @@ impl Snapshotting<'_, '_> {
         // A file open for writing may have been written since the startup snapshot with no
         // trapped call to say so, and the journal puts the files back as they were there:
         // a copy would write at this snapshot's offset into the startup's contents (a hole
-        // of zeros where pigz's header was).
-        let files = match FileStates::capture(pid) {
-            Ok(files) if !files.holds_writable() => files,
-            _ => return Ok(false),
+        // of zeros where pigz's header was). Their bytes are kept with the snapshot.
+        let Ok(files) = FileStates::capture_with_contents(pid, BRANCH_FILE_BYTES) else {
+            return Ok(false);
         };
         let canonical = |r: &regs::Regs, at_syscall: bool| {
             let mut c = *r;
@@ -354,7 +366,7 @@ impl Snapshotting<'_, '_> {
                 racy_known,
                 terms: Default::default(),
                 pending,
-                files,
+                files: std::sync::Arc::new(files),
             },
             budget,
         );

@@ -85,6 +85,9 @@ pub(in crate::run) struct Restored {
     pub prefix: PointLog,
     /// Write tracking set up in the copy (`--state-cache`), with its template's page terms.
     pub memory: Option<state_hash::CopyTracking>,
+    /// A branch copy's open files, whose kept bytes must be put back again once the file
+    /// journal has put the program's files back as at the startup snapshot.
+    pub files: Option<std::sync::Arc<FileStates>>,
 }
 
 /// A template process stopped just before the program's first thread creation.
@@ -251,6 +254,7 @@ impl Snapshots {
                 state: s.state.clone(),
                 prefix: s.prefix.clone(),
                 memory,
+                files: None,
             })
         })();
         match restored {
@@ -504,8 +508,9 @@ pub(in crate::run) struct BranchSnapshot {
     pub terms: state_hash::TemplateTerms,
     /// Signals pending in the kernel when it was taken (fork drops them).
     pub pending: PendingSignals,
-    /// The files open when it was taken, put back before each copy.
-    pub files: FileStates,
+    /// The files open when it was taken, put back before each copy (with the bytes of
+    /// those open for writing, put back again after the file journal's restore).
+    pub files: std::sync::Arc<FileStates>,
 }
 
 impl Drop for BranchSnapshot {
@@ -574,6 +579,7 @@ impl BranchSnapshot {
             state: self.state.clone(),
             prefix: self.prefix.clone(),
             memory,
+            files: Some(self.files.clone()),
         })
     }
 }

@@ -344,6 +344,13 @@ fn a_python_lost_update_behind_the_gil_is_found() {
             .is_some_and(|m| m.contains("status 1")),
         "{finding}"
     );
+    // The report says why, in the program's words: the traceback's last line.
+    assert!(
+        (finding["details"].as_array()).is_some_and(|d| d.iter().any(|l| l
+            .as_str()
+            .is_some_and(|l| l.contains("AssertionError: lost updates")))),
+        "{finding}"
+    );
     // The schedule replays to the same failure. Python lists the script's directory, which
     // holds the schedules directory: it must have been there in the search too (it used to
     // appear only at the end, and the replay diverged around step 6,400).

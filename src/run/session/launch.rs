@@ -165,6 +165,17 @@ pub fn run_execution(
                 }
             }
         }
+        // Why the program exited with another status, in its own words (a Python
+        // traceback ends with the exception).
+        if f.kind == FindingKind::ExitStatus {
+            let last = crate::run::world::capture::last_lines(&stderr, 3);
+            if !last.is_empty() {
+                f.details.push(format!(
+                    "the program's last lines on stderr: {}",
+                    last.join(" | ")
+                ));
+            }
+        }
     }
     Ok(outcome)
 }

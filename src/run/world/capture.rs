@@ -472,6 +472,18 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
+/// The last `n` non-empty lines of captured stderr, trimmed, oldest first.
+pub fn last_lines(stderr: &str, n: usize) -> Vec<String> {
+    let mut lines: Vec<String> = (stderr.lines().rev())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(n)
+        .map(str::to_string)
+        .collect();
+    lines.reverse();
+    lines
+}
+
 /// The line of captured stderr that explains an abort or panic, if any.
 pub fn failure_message(stderr: &str) -> Option<String> {
     let lines: Vec<&str> = stderr.lines().collect();
@@ -497,6 +509,16 @@ pub fn failure_message(stderr: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_lines_skip_blank_ones() {
+        let tb = "Traceback (most recent call last):\n  File \"lf.py\", line 30\n\nAssertionError: lost updates\n\n";
+        assert_eq!(
+            last_lines(tb, 2),
+            vec!["File \"lf.py\", line 30", "AssertionError: lost updates"]
+        );
+        assert!(last_lines("\n \n", 3).is_empty());
+    }
 
     /// What a splitter told of a stream.
     #[derive(Default)]

@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use crate::common::processes::{leftovers_after, PrivateCopy};
-use crate::common::{args, fixture, mcheck, temp_path, Run};
+use crate::common::{args, fixture, mcheck, mcheck_with_piped_stdout, temp_path, Run};
 use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(120);
@@ -197,4 +197,34 @@ fn a_vfork_child_joins_the_tree_at_the_same_point_every_time() {
     assert!(!r.stderr.contains("did not repeat"), "{}", r.stderr);
     replays(&f);
     let _ = fs::remove_dir_all(&out);
+}
+
+/// `sh -c 'pipe_writer_ok | wc -c'`: the writer's stdout is a pipe to another process of the
+/// tree, which runs only when mcheck lets it. A full pipe is a wait like any other: every
+/// execution runs to its end (none is cut after the watchdog's wait, as all were when writes
+/// to stdout were let go as if the user drained them), and `wc` counts all 256 KiB.
+#[test]
+fn a_pipe_to_another_process_of_the_tree_is_drained_by_it() {
+    let writer = fixture("pipe_writer_ok").display().to_string();
+    let mut a = args(&[
+        "--seed",
+        "1",
+        "--max-executions",
+        "20",
+        // A cut would take 10 s (ten times this), not 100.
+        "--execution-timeout",
+        "1",
+        "--",
+        "/bin/sh",
+        "-c",
+    ]);
+    a.push(format!("{writer} | wc -c"));
+    let r = mcheck_with_piped_stdout(&a, true, LIMIT);
+    assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
+    let json = r.json.as_ref().expect("a JSON report");
+    assert_eq!(json["cut_waiting_on_kernel"], 0, "{}", r.stderr);
+    assert_eq!(json["ran_to_end"], json["executions"], "{}", r.stderr);
+    assert_eq!(json["executions"], 20, "{}", r.stderr);
+    // The first execution's output is shown, as natively: `wc -c` counts all of it.
+    assert_eq!(r.stdout.trim(), "262144", "{}", r.stderr);
 }

@@ -140,10 +140,12 @@ impl KernelWaits {
             KernelAction::Wait(call) => call,
         };
         if call.write_len.is_some()
-            && matches!(&call.wait, Wait::Fds(fds) if fds.iter().all(|&(fd, _)| fd == 1 || fd == 2))
+            && matches!(&call.wait, Wait::Fds(fds) if fds.iter().all(|&(fd, _)| (fd == 1 || fd == 2) && !tree_pipe(p, t, fd)))
         {
             // Output on stdout and stderr is read by the user (or by mcheck): let it go, as
-            // the outside drains it.
+            // the outside drains it. Not a pipe to another process of the tree (`sh -c
+            // 'pigz -c f | wc -c'`): that reader runs only when the model lets it, so a
+            // full pipe is a wait like any other.
             return Ok(Some(KernelStop {
                 communicated: false,
                 then: KernelThen::RunOn,
@@ -197,7 +199,8 @@ impl KernelWaits {
         // look, in thread order: the same state gives the same answers.
         for (t, call) in &waiting {
             let mut call = call.clone();
-            if call.written > 0 {
+            // Also a write that found the pipe full and placed nothing yet.
+            if call.write_buf.is_some() {
                 self.push_pipe_write(p, *t, &mut call);
                 self.calls.insert(*t, call);
             }
@@ -381,8 +384,9 @@ impl KernelWaits {
                         continue;
                     }
                     // The standard streams are the user's (and mcheck's stderr pipe): what
-                    // threads print there is no message to another thread.
-                    look.communicates |= fd > 2;
+                    // threads print there is no message to another thread, unless they
+                    // are a pipe to another process of the tree.
+                    look.communicates |= fd > 2 || tree_pipe(p, t, fd);
                     if single && s.nonblocking {
                         look.ready = true;
                         continue;
@@ -465,6 +469,16 @@ fn is_multiplexer(name: &str) -> bool {
         name,
         "poll" | "ppoll" | "select" | "pselect6" | "epoll_wait" | "epoll_pwait" | "epoll_pwait2"
     )
+}
+
+/// Whether standard stream `fd` of thread `t`'s process is a pipe whose both ends the
+/// program's process tree holds (only looked at when the tree has several processes).
+fn tree_pipe(p: &Process, t: ThreadId, fd: i32) -> bool {
+    let tree: Vec<Pid> = p.procs.iter().filter(|q| q.live).map(|q| q.pid).collect();
+    let pid = p.pid_of(t);
+    tree.len() > 1
+        && procfs::descriptor_target(pid, fd).starts_with("pipe:")
+        && !external_fd(pid, &tree, fd, 0)
 }
 
 /// Whether descriptor `fd` of `pid` may be made ready by something outside the process

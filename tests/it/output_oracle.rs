@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use crate::common::{
-    args, fixture, mcheck, mcheck_with_piped_stdout, mcheck_with_stdout, temp_path,
+    args, fixture, mcheck, mcheck_with_piped_stdout, mcheck_with_stdout, temp_path, Run,
 };
 use serde_json::Value;
 
@@ -24,6 +24,24 @@ fn search(options: &[&str]) -> Vec<String> {
 
 fn first_finding(json: &Option<Value>) -> Value {
     json.as_ref().expect("a report")["findings"][0].clone()
+}
+
+/// Replays the schedule of finding `f` (stdout on a pipe): the replay must report it again,
+/// with the same message. Returns the replay's run.
+fn replays_to_the_same_finding(f: &Value) -> Run {
+    let schedule = f["schedule"].as_str().expect("a schedule file");
+    let replay = mcheck_with_piped_stdout(&args(&["replay", schedule]), true, LIMIT);
+    assert_eq!(
+        replay.code,
+        Some(1),
+        "{}: {}",
+        replay.command,
+        replay.stderr
+    );
+    let rf = first_finding(&replay.json);
+    assert_eq!(rf["kind"], "nondeterminism");
+    assert_eq!(rf["message"], f["message"], "{}", replay.stderr);
+    replay
 }
 
 #[test]
@@ -63,18 +81,7 @@ fn an_output_that_depends_on_the_schedule_is_found_and_replays() {
     assert_eq!(first.0, f["message"]);
     assert_eq!(one_worker(), first);
 
-    let schedule = f["schedule"].as_str().expect("a schedule file");
-    let replay = mcheck_with_piped_stdout(&args(&["replay", schedule]), true, LIMIT);
-    assert_eq!(
-        replay.code,
-        Some(1),
-        "{}: {}",
-        replay.command,
-        replay.stderr
-    );
-    let rf = first_finding(&replay.json);
-    assert_eq!(rf["kind"], "nondeterminism");
-    assert_eq!(rf["message"], f["message"], "{}", replay.stderr);
+    let replay = replays_to_the_same_finding(&f);
     // The replay shows the finding's own output, not the other execution's.
     assert_eq!(
         replay.stdout.matches("total").count(),
@@ -160,17 +167,7 @@ fn a_file_that_depends_on_the_schedule_is_found_and_replays() {
         "workers done\ntotal 30\n"
     );
 
-    let schedule = f["schedule"].as_str().expect("a schedule file");
-    let replay = mcheck(&args(&["replay", schedule]), true, LIMIT);
-    assert_eq!(
-        replay.code,
-        Some(1),
-        "{}: {}",
-        replay.command,
-        replay.stderr
-    );
-    let rf = first_finding(&replay.json);
-    assert_eq!(rf["message"], f["message"], "{}", replay.stderr);
+    replays_to_the_same_finding(&f);
     // The replay leaves the file as the finding's own schedule writes it.
     let left = std::fs::read_to_string(&file).unwrap();
     assert!(

@@ -480,11 +480,13 @@ impl Shared<'_> {
         races.iter().any(|f| all.would_keep(f, preemptions))
     }
 
-    /// Counts an execution run to its end and keeps its findings: its index, or None when
-    /// it diverged from its planned prefix (the search stops).
+    /// Counts an execution run to its end and keeps its findings (with `different_output`,
+    /// the output oracle's confirmed finding): its index, or None when it diverged from its
+    /// planned prefix (the search stops).
     pub(super) fn record(
         &self,
         outcome: ExecutionOutcome,
+        different_output: Option<Finding>,
         seed: u64,
         strategy: String,
         racy: Option<RacyPoints>,
@@ -542,7 +544,6 @@ impl Shared<'_> {
             return None;
         }
         let different_end = self.different_end(&outcome);
-        let different_output = self.observed.output.check(&outcome);
         let output_differs = different_output.is_some();
         // The failure that ended the execution first, then the races (which may explain it).
         let found: Vec<Finding> = (outcome.finding.into_iter())

@@ -7,7 +7,10 @@ use std::time::Duration;
 use anyhow::Result;
 
 use crate::explore::shard::schedule_hash;
-use crate::explore::{Decision, ExecutionSummary, Mix, Scheduler, Slot, TreePool, TreeSearch};
+use crate::explore::{
+    Decision, ExecutionSummary, Mix, ReplayScheduler, Scheduler, Slot, TreePool, TreeSearch,
+};
+use crate::report::Finding;
 use crate::run::config::ExecutionConfig;
 use crate::run::locks::LockCycle;
 use crate::run::session::launch::run_execution;
@@ -15,6 +18,7 @@ use crate::run::worker_state::{RacyPoints, ShownOutput, WorkerState};
 use crate::tracee::{cpu, watchdog::Watchdog};
 
 use super::confirm::{confirm, Confirmation};
+use super::output_oracle::Difference;
 use super::result::NothingToExplore;
 use super::shared::Shared;
 use super::witness::{attach_earlier_stacks, rerun};
@@ -398,7 +402,14 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         let schedule = schedule_hash(outcome.decisions.iter().map(|d| d.thread));
         shared.tallies.digest.fetch_add(schedule, Ordering::Relaxed);
         first_execution_ended(shared, outcome.changed_files);
-        let recorded = shared.record(outcome, seed, name, racy.clone(), atomics);
+        let different_output = match shared.observed.output.check(&outcome, &racy_before) {
+            Some(d) => match confirm_output(shared, exec_cfg, d, &mut state) {
+                Ok(f) => f,
+                Err(e) => break Err(e),
+            },
+            None => None,
+        };
+        let recorded = shared.record(outcome, different_output, seed, name, racy.clone(), atomics);
         let cycle =
             cycle.filter(|(c, _)| recorded.is_some() && !shared.stopped() && shared.claim_cycle(c));
         if let (Some((cycle, decisions)), Some(index)) = (cycle, recorded) {
@@ -485,6 +496,35 @@ fn confirm_cycle(
         .confirmation_runs
         .fetch_add(runs, Ordering::SeqCst);
     found
+}
+
+/// Runs the schedule of the reference execution `d` was compared with again: `d`'s finding
+/// when it wrote the same as the first time (the output is a function of the schedule),
+/// else None, with a note the first time an output is dropped from the comparison.
+fn confirm_output(
+    shared: &Shared<'_>,
+    cfg: &ExecutionConfig,
+    d: Difference,
+    state: &mut WorkerState,
+) -> Result<Option<Finding>> {
+    if shared.stopped() {
+        return Ok(None);
+    }
+    let mut sched = ReplayScheduler::new(d.reference.clone());
+    let learnt = state.replace_racy_points(&d.reference_racy);
+    // Not a quiet rerun: that would send a stdout without a capture (a file) to /dev/null.
+    // A search shows only its first execution's output, so nothing is shown again.
+    let rerun = run_execution(cfg, &mut sched, state);
+    state.add_racy_points(&learnt);
+    match shared.observed.output.confirm(&d, &rerun?) {
+        Ok(()) => Ok(Some(d.finding)),
+        Err(note) => {
+            if let Some(note) = note {
+                eprintln!("mcheck: note: {note}");
+            }
+            Ok(None)
+        }
+    }
 }
 
 /// Whether partial-order reduction uses wakeup trees (optimal DPOR); `MCHECK_DPOR=source`

@@ -71,10 +71,22 @@ pub(super) struct OutputOracle {
     files: Mutex<Option<Reference<Files>>>,
     /// Channels not compared any more, and failed attempts per channel.
     dropped: Mutex<Dropped>,
+    /// Channels whose difference was confirmed.
+    confirmed: Mutex<Vec<Channel>>,
 }
 
 /// Channels not compared any more, and attempts at confirming a channel that failed.
 type Dropped = (Vec<Channel>, Vec<(Channel, u32)>);
+
+impl Difference {
+    /// Whether a difference on the same channel was confirmed already: its output is a
+    /// function of the schedule, so this one needs no rerun (a search that goes on after
+    /// the first difference, following a race or with --keep-going, would run the
+    /// reference again for every execution that differs).
+    pub(super) fn channel_confirmed(&self, oracle: &OutputOracle) -> bool {
+        (oracle.confirmed.lock().expect("confirmed")).contains(&self.channel)
+    }
+}
 
 /// Whether `outcome` ran to the program's end (only such executions are compared).
 fn ran_to_end(outcome: &ExecutionOutcome) -> bool {
@@ -181,6 +193,10 @@ impl OutputOracle {
             )));
         }
         if wrote.is_some_and(|w| w.same_as(&d.expected)) {
+            let mut confirmed = self.confirmed.lock().expect("confirmed");
+            if !confirmed.contains(&d.channel) {
+                confirmed.push(d.channel.clone());
+            }
             return Ok(());
         }
         dropped.0.push(d.channel.clone());
@@ -434,10 +450,13 @@ mod tests {
             .is_none());
         let d = (oracle.check(&ended("total 10\n", "exit status 0", &[1]), &none))
             .expect("a difference");
-        // The reference's schedule writes the same again: a difference of the schedule's.
+        assert!(!d.channel_confirmed(&oracle));
+        // The reference's schedule writes the same again: a difference of the schedule's,
+        // and later differences of that channel need no rerun.
         assert!(oracle
             .confirm(&d, &ended("total 30\n", "exit status 0", &[0]))
             .is_ok());
+        assert!(d.channel_confirmed(&oracle));
         // A rerun that could not end as the reference did proves nothing, a few times.
         let mut cut = ended("total 30\n", "exit status 0", &[0]);
         cut.early_end.cut_short = true;

@@ -507,6 +507,9 @@ fn confirm_output(
     d: Difference,
     state: &mut WorkerState,
 ) -> Result<Option<Finding>> {
+    if d.channel_confirmed(&shared.observed.output) {
+        return Ok(Some(d.finding));
+    }
     if shared.stopped() {
         return Ok(None);
     }

@@ -13,7 +13,7 @@
 //! crash findings judge.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::detect::output_diff::{first_difference, OutputSummary};
 use crate::explore::Decision;
@@ -67,8 +67,8 @@ const ATTEMPTS: u32 = 3;
 /// compared.
 #[derive(Default)]
 pub(super) struct OutputOracle {
-    stdout: Mutex<Option<Reference<OutputSummary>>>,
-    files: Mutex<Option<Reference<Files>>>,
+    stdout: Mutex<Option<Arc<Reference<OutputSummary>>>>,
+    files: Mutex<Option<Arc<Reference<Files>>>>,
     /// Channels not compared any more, and failed attempts per channel.
     dropped: Mutex<Dropped>,
     /// Channels whose difference was confirmed.
@@ -207,30 +207,26 @@ impl OutputOracle {
 }
 
 /// The reference held in `slot`, when it ended with `exit` (another exit is not compared);
-/// `output` of `outcome` becomes the reference when there is none yet.
+/// `output` of `outcome` becomes the reference when there is none yet. Shared, not copied:
+/// every execution that runs to its end asks, and the reference holds a whole schedule.
 fn compare<T: Clone>(
-    slot: &Mutex<Option<Reference<T>>>,
+    slot: &Mutex<Option<Arc<Reference<T>>>>,
     exit: &str,
     output: &T,
     outcome: &ExecutionOutcome,
     racy: &RacyPoints,
-) -> Option<Reference<T>> {
+) -> Option<Arc<Reference<T>>> {
     let mut slot = slot.lock().expect("output reference");
     let Some(r) = slot.as_ref() else {
-        *slot = Some(Reference {
+        *slot = Some(Arc::new(Reference {
             exit: exit.to_string(),
             output: output.clone(),
             decisions: outcome.decisions.clone(),
             racy: racy.clone(),
-        });
+        }));
         return None;
     };
-    (r.exit == exit).then(|| Reference {
-        exit: r.exit.clone(),
-        output: r.output.clone(),
-        decisions: r.decisions.clone(),
-        racy: r.racy.clone(),
-    })
+    (r.exit == exit).then(|| Arc::clone(r))
 }
 
 /// The finding for an execution whose output `stdout` differs from the reference's.

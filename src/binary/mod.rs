@@ -7,6 +7,7 @@
 //! - [`code_under_test`]: the program's own code, without toolchain libraries (DWARF).
 //! - [`atomic_vars`]: where atomic global/static variables live (DWARF types).
 //! - [`allocators`]: malloc/free, operator new/delete and Rust allocator shims.
+//! - [`source_atomics`]: source lines that mark a plain MOV atomic (`#pragma omp atomic`).
 //! - [`symbolize`]: source locations (DWARF) and variable names for addresses.
 //! - [`debug_files`]: separate debug information (`/usr/lib/debug`, by build-id and
 //!   `.gnu_debuglink`) for stripped files.
@@ -33,6 +34,7 @@ pub mod frame_cache;
 pub mod input_check;
 pub mod modules;
 pub mod plt;
+pub mod source_atomics;
 mod sweep;
 pub mod symbolize;
 #[cfg(test)]

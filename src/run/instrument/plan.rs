@@ -17,7 +17,8 @@ use super::scan_cache::{self, CodeScan};
 use crate::binary::accesses::{memory_access_instructions, AccessKind, MemoryAccessInsn};
 use crate::binary::atomic_vars::atomic_global_ranges;
 use crate::binary::code_under_test::code_under_test_ranges;
-use crate::binary::symbolize::Symbolizer;
+use crate::binary::source_atomics::SourceAtomics;
+use crate::binary::symbolize::{SourceFrame, Symbolizer};
 use crate::binary::{
     allocator_functions, errno_tls_offset_source, got_calls, is_system_library, keep_within,
     plt_entries, spin_instructions, AllocFn, ElfFile, ErrnoTls,
@@ -337,6 +338,25 @@ fn is_atomic_accessor(name: &str) -> bool {
         || name.contains("std::atomic_ref<")
 }
 
+/// Whether the source line of `frame` (the innermost frame of a MOV) marks an access of
+/// `kind` atomic: `#pragma omp atomic read`/`write`, `__atomic_load_n`... (see
+/// [`SourceAtomics`]).
+fn source_marks_atomic(
+    sources: &mut SourceAtomics,
+    frame: Option<&SourceFrame>,
+    kind: AccessKind,
+) -> bool {
+    let Some((file, line)) = frame.and_then(|f| Some((f.file.as_deref()?, f.line?))) else {
+        return false;
+    };
+    let marks = sources.marks(file, line);
+    match kind {
+        AccessKind::Read => marks.loads,
+        AccessKind::Write => marks.stores,
+        AccessKind::ReadWrite => false,
+    }
+}
+
 fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
     let mut plan = ModulePlan::default();
     let static_program = role == Role::Program && elf.is_static();
@@ -507,16 +527,18 @@ fn scan_code_under_test(elf: &ElfFile, races: bool) -> CodeScan {
     }
     if races && !(elf.is_static() && own.is_none()) {
         let mut symbolizer = Symbolizer::new();
+        let mut sources = SourceAtomics::new();
         for m in memory_access_instructions(elf, own.as_deref()) {
             if m.atomic {
                 continue;
             }
-            let atomic_source = m.plain_mov
-                && symbolizer
-                    .frames(elf.path(), m.svma)
-                    .iter()
+            let atomic_source = m.plain_mov && {
+                let frames = symbolizer.frames(elf.path(), m.svma);
+                let accessor = (frames.iter())
                     .filter_map(|f| f.function.as_deref())
                     .any(is_atomic_accessor);
+                accessor || source_marks_atomic(&mut sources, frames.first(), m.kind)
+            };
             scan.accesses.push((m, atomic_source));
         }
         scan.atomic_globals = atomic_global_ranges(elf)

@@ -28,7 +28,7 @@ const BUDGET: Budget = Budget {
 };
 
 /// Bumped whenever what a scan holds or how it is made changes.
-const FORMAT: u32 = 3;
+const FORMAT: u32 = 4;
 
 /// What the scan of one file's code under test found (file addresses).
 #[derive(Debug, Default, Serialize, Deserialize)]

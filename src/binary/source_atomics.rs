@@ -82,10 +82,8 @@ pub fn line_marks(lines: &[String], line: usize) -> Marks {
     let mut marks = call_marks(text);
     if let Some(pragma) = pragma_before(lines, line - 1) {
         let words = words(&pragma);
-        let is_atomic = words.len() >= 3
-            && words[0] == "pragma"
-            && words[1] == "omp"
-            && words[2] == "atomic";
+        let is_atomic =
+            words.len() >= 3 && words[0] == "pragma" && words[1] == "omp" && words[2] == "atomic";
         if is_atomic {
             marks.loads |= words[3..].contains(&"read");
             marks.stores |= words[3..].contains(&"write");
@@ -163,7 +161,11 @@ mod tests {
         assert!(write.stores && !write.loads);
         let read = line_marks(&src, 6);
         assert!(read.loads && !read.stores);
-        assert_eq!(line_marks(&src, 7), Marks::default(), "only the next statement");
+        assert_eq!(
+            line_marks(&src, 7),
+            Marks::default(),
+            "only the next statement"
+        );
         assert_eq!(line_marks(&src, 1), Marks::default());
         assert_eq!(line_marks(&src, 99), Marks::default());
     }
@@ -191,13 +193,49 @@ mod tests {
              store(&x); // __atomic_store_n(&x)\n\
              x = atomic_count;\n",
         );
-        assert_eq!(line_marks(&src, 1), Marks { loads: false, stores: true });
-        assert_eq!(line_marks(&src, 2), Marks { loads: true, stores: false });
-        assert_eq!(line_marks(&src, 3), Marks { loads: false, stores: true });
-        assert_eq!(line_marks(&src, 4), Marks { loads: true, stores: false });
-        assert_eq!(line_marks(&src, 5), Marks::default(), "LOCKed: no help needed");
-        assert_eq!(line_marks(&src, 6), Marks::default(), "a comment is no call");
-        assert_eq!(line_marks(&src, 7), Marks::default(), "a variable is no call");
+        assert_eq!(
+            line_marks(&src, 1),
+            Marks {
+                loads: false,
+                stores: true
+            }
+        );
+        assert_eq!(
+            line_marks(&src, 2),
+            Marks {
+                loads: true,
+                stores: false
+            }
+        );
+        assert_eq!(
+            line_marks(&src, 3),
+            Marks {
+                loads: false,
+                stores: true
+            }
+        );
+        assert_eq!(
+            line_marks(&src, 4),
+            Marks {
+                loads: true,
+                stores: false
+            }
+        );
+        assert_eq!(
+            line_marks(&src, 5),
+            Marks::default(),
+            "LOCKed: no help needed"
+        );
+        assert_eq!(
+            line_marks(&src, 6),
+            Marks::default(),
+            "a comment is no call"
+        );
+        assert_eq!(
+            line_marks(&src, 7),
+            Marks::default(),
+            "a variable is no call"
+        );
     }
 
     #[test]

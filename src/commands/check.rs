@@ -450,6 +450,7 @@ fn write_schedules(
                 racy_sites: w.racy.as_ref().map(|r| r.sites.clone()),
                 timeout_poll_sites: (w.racy.as_ref())
                     .map_or_else(Vec::new, |r| r.poll_sites.clone()),
+                busy_wait_sites: (w.racy.as_ref()).map_or_else(Vec::new, |r| r.spin_sites.clone()),
                 atomic_addresses: w.atomic_addresses.clone(),
                 stdio: Some(crate::run::program_stdio::search_kinds(
                     args.output.quiet_program,
@@ -585,6 +586,7 @@ pub fn coverage_statement(
         ref racy_sites_not_explored,
         ref poll_sites_included,
         ref poll_sites_not_explored,
+        ref spin_sites_included,
         refinement_rounds,
         up_to_independent_steps,
     } = result.coverage;
@@ -602,6 +604,13 @@ pub fn coverage_statement(
             " ({} read(s) of what a timed-out wait sets were scheduling points, with a waiting thread's timeout explored right before each: {})",
             poll_sites_included.len(),
             name_sites(poll_sites_included, findings)
+        ));
+    }
+    if !spin_sites_included.is_empty() {
+        included.push_str(&format!(
+            " ({} atomic load(s) of busy waits were yield points: {})",
+            spin_sites_included.len(),
+            name_sites(spin_sites_included, findings)
         ));
     }
     // Exhausted for synchronisation order only: racy sites found were not points.

@@ -220,6 +220,7 @@ fn racy_points(schedule: &ScheduleFile) -> RacyPoints {
         addresses: schedule.options.racy_addresses.clone(),
         sites: schedule.options.racy_sites.clone().unwrap_or_default(),
         poll_sites: schedule.options.timeout_poll_sites.clone(),
+        spin_sites: schedule.options.busy_wait_sites.clone(),
     }
 }
 

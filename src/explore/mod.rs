@@ -157,6 +157,9 @@ pub struct Coverage {
     pub poll_sites_included: Vec<u64>,
     /// Timeout polls found that the tree did not hold as scheduling points.
     pub poll_sites_not_explored: Vec<u64>,
+    /// Atomic loads of busy waits that were yield points of the tree (a thread spun there
+    /// with no scheduling point while another could run).
+    pub spin_sites_included: Vec<u64>,
     /// Refinement rounds: trees begun anew with more racy sites as scheduling points.
     pub refinement_rounds: u32,
     /// Every execution with at most this many preemptions was explored (ICB).

@@ -27,6 +27,8 @@ pub struct RacySites {
     included: BTreeSet<u64>,
     polls_found: BTreeSet<u64>,
     polls_included: BTreeSet<u64>,
+    spins_found: BTreeSet<u64>,
+    spins_included: BTreeSet<u64>,
     rounds: u32,
 }
 
@@ -54,14 +56,22 @@ impl RacySites {
         !self.polls_found.is_subset(&self.polls_included)
     }
 
-    /// Begins a refinement round: every site found so far (racy ones only with `refine`)
-    /// and every timeout poll becomes a scheduling point of the new tree. Returns the racy
-    /// sites.
+    /// Notes busy waits' atomic loads found; true when the tree should be refined because
+    /// some of them are not yield points of the current tree.
+    pub fn note_spins(&mut self, spins: impl IntoIterator<Item = u64>) -> bool {
+        self.spins_found.extend(spins);
+        !self.spins_found.is_subset(&self.spins_included)
+    }
+
+    /// Begins a refinement round: every site found so far (racy ones only with `refine`),
+    /// every timeout poll and every busy wait becomes a scheduling point of the new tree.
+    /// Returns the racy sites.
     pub fn begin_round(&mut self) -> Vec<u64> {
         if self.refine {
             self.included.clone_from(&self.found);
         }
         self.polls_included.clone_from(&self.polls_found);
+        self.spins_included.clone_from(&self.spins_found);
         self.rounds += 1;
         self.included.iter().copied().collect()
     }
@@ -69,6 +79,11 @@ impl RacySites {
     /// The timeout polls of the current tree.
     pub fn polls_included(&self) -> Vec<u64> {
         self.polls_included.iter().copied().collect()
+    }
+
+    /// The busy waits' atomic loads that yield in the current tree.
+    pub fn spins_included(&self) -> Vec<u64> {
+        self.spins_included.iter().copied().collect()
     }
 
     /// The sites of the current tree.
@@ -96,13 +111,18 @@ impl RacySites {
         let polls_not_explored: Vec<u64> = (self.polls_found.difference(&self.polls_included))
             .copied()
             .collect();
+        let spins_left_out = !self.spins_found.is_subset(&self.spins_included);
         Coverage {
-            exhausted: tree.exhausted && not_explored.is_empty() && polls_not_explored.is_empty(),
+            exhausted: tree.exhausted
+                && not_explored.is_empty()
+                && polls_not_explored.is_empty()
+                && !spins_left_out,
             synchronisation_exhausted: tree.exhausted,
             racy_sites_included: self.included(),
             racy_sites_not_explored: not_explored,
             poll_sites_included: self.polls_included(),
             poll_sites_not_explored: polls_not_explored,
+            spin_sites_included: self.spins_included(),
             refinement_rounds: self.rounds,
             ..tree
         }
@@ -209,6 +229,28 @@ mod tests {
         assert!(after.poll_sites_not_explored.is_empty());
         assert!(!after.exhausted, "the racy site still was not explored");
         assert_eq!(after.racy_sites_not_explored, vec![10]);
+    }
+
+    #[test]
+    fn busy_waits_begin_rounds_and_bar_exhaustion_until_included() {
+        let mut sites = RacySites::new(false);
+        assert!(
+            sites.note_spins([40]),
+            "a busy wait refines whatever refine says"
+        );
+        let done = Coverage {
+            exhausted: true,
+            ..Coverage::default()
+        };
+        assert!(
+            !sites.qualify(done.clone()).exhausted,
+            "not a point of this tree"
+        );
+        sites.begin_round();
+        assert!(!sites.note_spins([40]), "nothing new");
+        let after = sites.qualify(done);
+        assert!(after.exhausted);
+        assert_eq!(after.spin_sites_included, vec![40]);
     }
 
     #[test]

@@ -50,6 +50,10 @@ pub struct JsonCoverage {
     /// Such reads found that the tree did not hold as points; absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub timeout_polls_not_explored: Vec<JsonSite>,
+    /// Atomic loads of busy waits that were yield points of the tree (a thread spun there
+    /// with no scheduling point while another could run); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub busy_waits_included: Vec<JsonSite>,
     /// Refinement rounds of the tree (new trees with more racy sites as points).
     pub refinement_rounds: u32,
     /// Every execution with at most this many preemptions was explored.
@@ -80,6 +84,7 @@ impl JsonCoverage {
             racy_sites_not_explored: JsonSite::list(&c.racy_sites_not_explored, findings),
             timeout_polls_included: JsonSite::list(&c.poll_sites_included, findings),
             timeout_polls_not_explored: JsonSite::list(&c.poll_sites_not_explored, findings),
+            busy_waits_included: JsonSite::list(&c.spin_sites_included, findings),
             refinement_rounds: c.refinement_rounds,
             preemption_bound_completed: c.preemption_bound_completed,
             up_to_independent_steps: c.up_to_independent_steps,

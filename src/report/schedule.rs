@@ -80,6 +80,10 @@ pub struct ExecutionOptions {
     /// time out early (timeout polls).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub timeout_poll_sites: Vec<u64>,
+    /// Atomic loads of busy waits that were yield points once threads existed (a thread
+    /// spun there with no scheduling point while another could run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub busy_wait_sites: Vec<u64>,
     /// Addresses known to hold atomics (plain loads and stores of them are atomic).
     #[serde(default)]
     pub atomic_addresses: Vec<u64>,

@@ -31,6 +31,8 @@ pub(super) struct Watchdog {
     resumed_cpu: Option<Duration>,
     logged: LoggedSinceResume,
     interrupt_sent: bool,
+    /// The interrupt was sent early, to learn a busy wait (`should_interrupt`).
+    spin_interrupt: bool,
 }
 
 impl Default for Watchdog {
@@ -40,6 +42,7 @@ impl Default for Watchdog {
             resumed_cpu: None,
             logged: LoggedSinceResume::default(),
             interrupt_sent: false,
+            spin_interrupt: false,
         }
     }
 }
@@ -51,6 +54,7 @@ impl Watchdog {
         self.resumed_cpu = None;
         self.logged = LoggedSinceResume::default();
         self.interrupt_sent = false;
+        self.spin_interrupt = false;
     }
 
     /// The accesses the running thread logged since it was resumed.
@@ -70,16 +74,37 @@ impl Watchdog {
 
     /// At a watchdog tick: whether to interrupt thread `tid` of `pid`, which has used more
     /// than `limit` of its own CPU time since it was resumed (a spin), or has been stopped
-    /// nowhere for `WALL_FACTOR` times that long in wall time (blocked in the kernel). At
-    /// most once per resume.
-    pub fn should_interrupt(&mut self, pid: Pid, tid: Pid, limit: Duration, pending: u64) -> bool {
+    /// nowhere for `WALL_FACTOR` times that long in wall time (blocked in the kernel), or,
+    /// when `learnable` (it made an atomic load that could be a busy wait's), has read only
+    /// a few nearby addresses for [`SPIN_LEARN_AFTER`] (`interrupted_to_learn`). At most
+    /// once per resume.
+    pub fn should_interrupt(
+        &mut self,
+        pid: Pid,
+        tid: Pid,
+        limit: Duration,
+        pending: u64,
+        learnable: bool,
+    ) -> bool {
         if self.interrupt_sent {
             return false;
         }
-        let spins = self.progress(pid, pending) > limit;
+        let progress = self.progress(pid, pending);
+        let spins = progress > limit;
         let blocked = self.resumed_at.elapsed() > limit * WALL_FACTOR && sleeps_in_kernel(pid, tid);
-        self.interrupt_sent = spins || blocked;
+        self.spin_interrupt = !spins
+            && !blocked
+            && learnable
+            && progress > SPIN_LEARN_AFTER.min(limit)
+            && self.logged.looks_like_a_spin();
+        self.interrupt_sent = spins || blocked || self.spin_interrupt;
         self.interrupt_sent
+    }
+
+    /// Whether the interrupt was sent early, because the thread looked like a busy wait on
+    /// an atomic load (`should_interrupt`).
+    pub fn interrupted_to_learn(&self) -> bool {
+        self.spin_interrupt
     }
 
     /// Whether the watchdog interrupted the running thread since it was resumed.
@@ -114,6 +139,15 @@ const TRAP_COST: Duration = Duration::from_micros(5);
 /// At most this share (n/16) of the CPU time used is taken as tracing cost.
 const MAX_DISCOUNT_SIXTEENTHS: u32 = 15;
 
+/// The program's own CPU time after which a thread that only reads a few nearby addresses,
+/// one of them with an atomic load, is taken for a busy wait (`should_interrupt`).
+const SPIN_LEARN_AFTER: Duration = Duration::from_secs(1);
+
+/// Reads in a row, all of a few nearby addresses and with no write between them, after
+/// which a thread is taken for a busy wait (`LoggedSinceResume::busy_wait`): when its
+/// reads trap, its own CPU time grows too slowly to tell (each trap is paid in the kernel).
+const SPIN_LEARN_READS: u64 = 20_000;
+
 /// Reads within this many bytes of each other, with no write, are a spin's reads.
 const SPIN_SPAN: u64 = 4096;
 
@@ -125,6 +159,10 @@ pub struct LoggedSinceResume {
     wrote: bool,
     lowest: u64,
     highest: u64,
+    /// Reads in a row within [`SPIN_SPAN`] of each other, with no write (`busy_wait`).
+    tight_reads: u64,
+    tight_low: u64,
+    tight_high: u64,
 }
 
 impl Default for LoggedSinceResume {
@@ -135,6 +173,9 @@ impl Default for LoggedSinceResume {
             wrote: false,
             lowest: u64::MAX,
             highest: 0,
+            tight_reads: 0,
+            tight_low: 0,
+            tight_high: 0,
         }
     }
 }
@@ -145,9 +186,17 @@ impl LoggedSinceResume {
         self.count += 1;
         if write {
             self.wrote = true;
+            self.tight_reads = 0;
         } else {
             self.lowest = self.lowest.min(addr);
             self.highest = self.highest.max(addr);
+            let (low, high) = (self.tight_low.min(addr), self.tight_high.max(addr));
+            if self.tight_reads > 0 && high - low < SPIN_SPAN {
+                self.tight_reads += 1;
+                (self.tight_low, self.tight_high) = (low, high);
+            } else {
+                (self.tight_reads, self.tight_low, self.tight_high) = (1, addr, addr);
+            }
         }
     }
 
@@ -155,6 +204,12 @@ impl LoggedSinceResume {
     pub fn note_trapped(&mut self, addr: u64, write: bool) {
         self.note(addr, write);
         self.trapped += 1;
+    }
+
+    /// Whether the thread has read a few nearby addresses so many times in a row, writing
+    /// nothing, that it must be a busy wait.
+    pub fn busy_wait(&self) -> bool {
+        self.tight_reads >= SPIN_LEARN_READS
     }
 
     /// Whether the accesses look like a busy wait: reads only, all close together.
@@ -228,6 +283,27 @@ mod tests {
             spin.note_trapped(0x5000, false);
         }
         assert_eq!(spin.progress(SEC, 0), SEC);
+    }
+
+    #[test]
+    fn a_busy_wait_is_many_nearby_reads_in_a_row_whatever_came_before() {
+        let mut l = LoggedSinceResume::default();
+        // What the thread did before it began to wait: far away, and a write.
+        l.note(0x7fff_0000, false);
+        l.note(0x1000, true);
+        for i in 0..SPIN_LEARN_READS - 1 {
+            l.note_trapped(0x5000 + 8 * (i % 4), false);
+        }
+        assert!(!l.busy_wait(), "one read short");
+        l.note_trapped(0x5008, false);
+        assert!(l.busy_wait());
+        l.note(0x5000, true);
+        assert!(!l.busy_wait(), "a write ends the run of reads");
+        let mut scan = LoggedSinceResume::default();
+        for i in 0..2 * SPIN_LEARN_READS {
+            scan.note(0x10_0000 + 8 * i, false);
+        }
+        assert!(!scan.busy_wait(), "a wide read-only scan is no busy wait");
     }
 
     #[test]

@@ -27,6 +27,9 @@ pub struct RacyPoints {
     /// Instructions found reading what a timeout sets (`races::timeout_polls`): points
     /// while some wait may time out early, whatever `--preempt-on-races` says.
     pub poll_sites: Vec<u64>,
+    /// Atomic loads found to be a busy wait's (a thread spun there with no scheduling
+    /// point while another could run): yield points once threads exist.
+    pub spin_sites: Vec<u64>,
 }
 
 /// A worker's memory across executions.
@@ -55,6 +58,8 @@ pub struct WorkerState {
     /// Instructions found reading them (their sites stay breakpoints, so that a timeout
     /// can fire right before one).
     pub poll_sites: HashSet<u64>,
+    /// Atomic loads found to be a busy wait's (their sites stay breakpoints and yield).
+    pub spin_sites: HashSet<u64>,
     /// The fork snapshots of the program (templates kept stopped).
     pub snapshots: Snapshots,
     /// The last verdict on the mappings of a process about to be copied by fork.
@@ -142,10 +147,12 @@ impl WorkerState {
             addresses: self.racy_addresses.iter().copied().collect(),
             sites: self.racy_sites.iter().copied().collect(),
             poll_sites: self.poll_sites.iter().copied().collect(),
+            spin_sites: self.spin_sites.iter().copied().collect(),
         };
         p.addresses.sort_unstable();
         p.sites.sort_unstable();
         p.poll_sites.sort_unstable();
+        p.spin_sites.sort_unstable();
         p
     }
 
@@ -155,6 +162,7 @@ impl WorkerState {
         self.racy_addresses = points.addresses.iter().copied().collect();
         self.racy_sites = points.sites.iter().copied().collect();
         self.poll_sites = points.poll_sites.iter().copied().collect();
+        self.spin_sites = points.spin_sites.iter().copied().collect();
         before
     }
 
@@ -162,7 +170,7 @@ impl WorkerState {
     /// polls always) an execution uses: they only grow, so the count names the set a
     /// branch snapshot was made with.
     pub fn racy_points_in_use(&self, preempt_on_races: bool) -> usize {
-        let polls = self.poll_sites.len();
+        let polls = self.poll_sites.len() + self.spin_sites.len();
         if preempt_on_races {
             self.racy_sites.len() + self.racy_addresses.len() + polls
         } else {
@@ -183,6 +191,7 @@ impl WorkerState {
         self.racy_addresses.extend(points.addresses.iter().copied());
         self.racy_sites.extend(points.sites.iter().copied());
         self.poll_sites.extend(points.poll_sites.iter().copied());
+        self.spin_sites.extend(points.spin_sites.iter().copied());
     }
 }
 

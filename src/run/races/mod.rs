@@ -173,6 +173,9 @@ pub(super) struct RaceRecording {
     /// Instructions that read what a timeout set, found in this execution
     /// (`timeout_polls`).
     poll_pcs: std::collections::BTreeSet<u64>,
+    /// The last atomic load of the program's code each thread made, by instruction: what a
+    /// thread that spins without a scheduling point is likely waiting on (`last_atomic_load`).
+    last_atomic_load: std::collections::HashMap<ThreadId, u64>,
 }
 
 /// What race recording reads and touches of the rest of the execution.
@@ -331,6 +334,12 @@ impl RaceRecording {
             .as_ref()
             .map(|d| d.racy_addresses().iter().copied().collect())
             .unwrap_or_default()
+    }
+
+    /// The instruction of the last atomic load of the program's code thread `t` made: when
+    /// `t` then spins without a scheduling point, most likely the load of its busy wait.
+    pub fn last_atomic_load(&self, t: ThreadId) -> Option<u64> {
+        self.last_atomic_load.get(&t).copied()
     }
 
     /// Instructions found reading what a timeout set (`timeout_polls`).
@@ -651,6 +660,9 @@ impl RaceRecording {
             self.poll_pcs.insert(pc);
         }
         if atomic {
+            if !write {
+                self.last_atomic_load.insert(t, pc);
+            }
             env.repeats.forget();
             // Partial-order reduction: the step touched this atomic location.
             env.segment

@@ -142,6 +142,8 @@ pub(super) struct Tallies {
 pub(super) struct Observed {
     /// The note about an abandoned execution was printed.
     pub(super) said_abandoned: std::sync::atomic::AtomicBool,
+    /// The busy waits learnt, as told to the user (each is told once).
+    pub(super) said_spins: Mutex<std::collections::HashSet<String>>,
     /// How the access sites of the program were instrumented.
     pub(super) patch_stats: std::sync::Mutex<PatchStats>,
     /// Atomic operations inside system libraries, and the library of the first.
@@ -249,7 +251,8 @@ impl Shared<'_> {
         racy.addresses.extend(state.racy_addresses.iter().copied());
         let racy_sites_new = racy.sites.note(state.racy_sites.iter().copied());
         let polls_new = racy.sites.note_polls(state.poll_sites.iter().copied());
-        if !racy_sites_new && !polls_new {
+        let spins_new = racy.sites.note_spins(state.spin_sites.iter().copied());
+        if !racy_sites_new && !polls_new && !spins_new {
             return;
         }
         let Some(tree) = &self.tree else { return };
@@ -270,6 +273,7 @@ impl Shared<'_> {
             addresses: racy.addresses.iter().copied().collect(),
             sites,
             poll_sites: racy.sites.polls_included(),
+            spin_sites: racy.sites.spins_included(),
         };
         if self.stopping.stop.load(Ordering::SeqCst) {
             // The search has stopped: the new trees get no work.
@@ -280,13 +284,20 @@ impl Shared<'_> {
             return;
         }
         let mut what = Vec::new();
-        if !r.points.sites.is_empty() || r.points.poll_sites.is_empty() {
+        let only_sites = r.points.poll_sites.is_empty() && r.points.spin_sites.is_empty();
+        if !r.points.sites.is_empty() || only_sites {
             what.push(format!("{} racy access site(s)", r.points.sites.len()));
         }
         if !r.points.poll_sites.is_empty() {
             what.push(format!(
                 "{} read(s) of what a timed-out wait sets (a waiting thread may time out right before each)",
                 r.points.poll_sites.len()
+            ));
+        }
+        if !r.points.spin_sites.is_empty() {
+            what.push(format!(
+                "{} atomic load(s) of busy waits (yield points)",
+                r.points.spin_sites.len()
             ));
         }
         eprintln!(
@@ -532,6 +543,15 @@ impl Shared<'_> {
                     "mcheck: note: an execution was cut short without a finding: {why}; mcheck does not know what would have woken it"
                 );
             }
+        }
+        let said_spin = |what: &String| {
+            let mut said = self.observed.said_spins.lock().expect("said");
+            !said.insert(what.clone())
+        };
+        if let Some(what) = outcome.spin_learnt.as_ref().filter(|w| !said_spin(w)) {
+            eprintln!(
+                "mcheck: note: {what}: a real scheduler would run the other threads meanwhile, so that load is a yield point from now on (that execution reports nothing)"
+            );
         }
         if outcome.early_end.step_limit_hit && outcome.finding.is_none() {
             self.tallies.cut.fetch_add(1, Ordering::Relaxed);

@@ -246,8 +246,10 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         } else if exec_cfg.instrument.preempt_on_races {
             state.racy_points()
         } else {
+            let learnt = state.racy_points();
             RacyPoints {
-                poll_sites: state.racy_points().poll_sites,
+                poll_sites: learnt.poll_sites,
+                spin_sites: learnt.spin_sites,
                 ..RacyPoints::default()
             }
         };
@@ -383,8 +385,10 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         } else {
             state.atomic_addresses.iter().copied().collect()
         };
-        let racy = (exec_cfg.instrument.preempt_on_races || !racy_before.poll_sites.is_empty())
-            .then(|| racy_before.clone());
+        let racy = (exec_cfg.instrument.preempt_on_races
+            || !racy_before.poll_sites.is_empty()
+            || !racy_before.spin_sites.is_empty())
+        .then(|| racy_before.clone());
         // A lock-order cycle is confirmed (once per cycle) after the execution is recorded.
         let cycle = (outcome.lock_order.take()).map(|c| (c, outcome.decisions.clone()));
         // A whole execution without a single choice: every execution is this one.
@@ -392,7 +396,8 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         // (`--preempt-on-races`), or timeout polls do: those have choices this one did not.
         let racy_points_ahead = (cfg.execution.instrument.preempt_on_races
             && !state.racy_addresses.is_empty())
-            || !state.poll_sites.is_empty();
+            || !state.poll_sites.is_empty()
+            || !state.spin_sites.is_empty();
         let single_path = outcome.choice_steps.is_empty()
             && outcome.divergence.is_none()
             && !outcome.early_end.step_limit_hit

@@ -378,7 +378,7 @@ impl Debugging<'_, '_> {
     /// schedule preempts there, or a timeout poll while a wait may time out): only the
     /// executor may pass it.
     fn access_is_point(&mut self, t: ThreadId, pc: u64, id: u32) -> bool {
-        if self.0.poll_is_point(pc) {
+        if self.0.poll_is_point(pc) || self.0.spin_is_point(pc) {
             return true;
         }
         if !self.0.cfg.instrument.preempt_on_races {

@@ -106,6 +106,9 @@ pub(super) struct Session<'a> {
     pub(super) watchdog: super::progress::Watchdog,
     /// Where the running thread was blocked when the execution was abandoned.
     pub(super) abandoned: Option<String>,
+    /// The busy wait the execution was stopped at, to be a yield point from the next
+    /// execution on (`spin_to_learn`): the thread and the atomic load's instruction.
+    pub(super) spin_learnt: Option<(ThreadId, u64)>,
     /// The first thread that started a Rust panic, with its stack.
     pub(super) panic: Option<ThreadReport>,
     /// What the execution keeps for snapshots (`snapshots/`).
@@ -410,6 +413,7 @@ impl<'a> Session<'a> {
             s.extend(self.worker.racy_sites.iter().copied());
         }
         s.extend(self.worker.poll_sites.iter().copied());
+        s.extend(self.worker.spin_sites.iter().copied());
         s
     }
 
@@ -434,6 +438,10 @@ impl<'a> Session<'a> {
         }
         // Reads of what a timeout set: points from the next round on, as racy sites.
         self.worker.poll_sites.extend(self.races.poll_pcs());
+        // A busy wait's atomic load: a yield point from the next round on.
+        self.worker
+            .spin_sites
+            .extend(self.spin_learnt.map(|(_, pc)| pc));
         let mut finding = finding;
         if let Some(f) = &mut finding {
             f.preemptions = self.history.preemptions();
@@ -465,6 +473,7 @@ impl<'a> Session<'a> {
             stdout: None,
             written_files: Vec::new(),
             abandoned: None,
+            spin_learnt: None,
             measures: ExecutionMeasures {
                 traced_accesses: found.traced,
                 hashed_pages: self.snaps.hashed_pages(),
@@ -491,6 +500,10 @@ impl<'a> Session<'a> {
             ProcessEnd::Vanished => None,
             ProcessEnd::Abandoned => {
                 out.abandoned = self.abandoned.take();
+                out.spin_learnt = self.spin_learnt.take().map(|(t, pc)| {
+                    let site = self.worker.symbols.instruction_site(pc).short();
+                    format!("thread T{t} waited for another thread in a busy loop on an atomic load ({site}) with no scheduling point")
+                });
                 None
             }
         };
@@ -857,6 +870,7 @@ impl<'a> Session<'a> {
             instr: Default::default(),
             watchdog: Default::default(),
             abandoned: None,
+            spin_learnt: None,
             panic: None,
             history: History::new(cfg.fair),
             world: Default::default(),
@@ -888,6 +902,7 @@ impl<'a> Session<'a> {
             instr: s.instr,
             watchdog: Default::default(),
             abandoned: None,
+            spin_learnt: None,
             panic: s.panic,
             history: s.history,
             world: s.world,

@@ -61,6 +61,10 @@ pub struct ExecutionOutcome {
     /// Why mcheck cut the execution short without a finding (a thread blocked in the
     /// kernel), if it did.
     pub abandoned: Option<String>,
+    /// The execution stopped at a busy wait without a scheduling point, whose atomic load
+    /// is a yield point from the next execution on: what it was (the execution proves
+    /// nothing and reports nothing).
+    pub spin_learnt: Option<String>,
     /// The execution changed a file or directory (`fs_gate`).
     pub changed_files: bool,
     /// Processes of the program that ran unchecked, or were checked only in part.

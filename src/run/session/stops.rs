@@ -87,7 +87,7 @@ impl Session<'_> {
             }
             let (pid, ev) = match events::wait(None)? {
                 WaitOutcome::Interrupted => {
-                    self.check_timeout(tid)?;
+                    self.check_timeout(t, tid)?;
                     continue;
                 }
                 WaitOutcome::NoChildren => {
@@ -124,16 +124,27 @@ impl Session<'_> {
 
     /// At a watchdog tick: interrupts the running thread when it spins or sleeps in the
     /// kernel too long (see `Watchdog::should_interrupt`).
-    pub(super) fn check_timeout(&mut self, tid: Pid) -> Result<()> {
+    pub(super) fn check_timeout(&mut self, t: ThreadId, tid: Pid) -> Result<()> {
         let pending = self.code.logged();
         let limit = self.cfg.limits.execution_timeout;
+        let learnable = self.spin_to_learn(t).is_some();
         if self
             .watchdog
-            .should_interrupt(self.p.pid, tid, limit, pending)
+            .should_interrupt(self.p.pid, tid, limit, pending, learnable)
         {
             events::interrupt(tid)?;
         }
         Ok(())
+    }
+
+    /// The atomic load thread `t` (running) may spin on, to become a yield point: the last
+    /// one of the program's code it made (`RaceRecording::last_atomic_load`), when it is
+    /// not one already and another thread could run (else nothing can end the wait). Not
+    /// under a debugger, whose schedule must stay as it is.
+    pub(super) fn spin_to_learn(&self, t: ThreadId) -> Option<u64> {
+        let pc = self.races.last_atomic_load(t)?;
+        let others = self.model.enabled_threads().iter().any(|&o| o != t);
+        (others && !self.worker.spin_sites.contains(&pc) && !self.debugging()).then_some(pc)
     }
 
     /// Where thread `t`, taken out of the kernel by an interrupt, was blocked.
@@ -395,7 +406,16 @@ impl Session<'_> {
             }
             Event::Stop(_) => {
                 if self.watchdog.interrupted() {
-                    if self.progress_since_resume() < self.cfg.limits.execution_timeout {
+                    let progress = self.progress_since_resume();
+                    let spun = self.watchdog.interrupted_to_learn()
+                        || progress >= self.cfg.limits.execution_timeout;
+                    if let Some(pc) = self.spin_to_learn(t).filter(|_| spun) {
+                        // A busy wait on an atomic load, which another thread may end: not
+                        // the program's fault. The load yields from the next execution on.
+                        self.spin_learnt = Some((t, pc));
+                        return Ok(Some(RunResult::ProcessEnded(ProcessEnd::Abandoned)));
+                    }
+                    if progress < self.cfg.limits.execution_timeout {
                         // Not a spin: blocked in the kernel, waiting for something no
                         // thread can do while mcheck holds them stopped. Not the program's
                         // fault as far as mcheck can tell: no finding.

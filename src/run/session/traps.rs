@@ -5,7 +5,7 @@
 use anyhow::Result;
 use nix::sys::signal::Signal;
 
-use super::{race_env, RunResult, Session};
+use super::{race_env, ProcessEnd, RunResult, Session};
 use crate::detect::heap::FreeAction;
 use crate::detect::race::HeapBlock;
 use crate::model::{Op, ThreadId};
@@ -475,6 +475,12 @@ impl Session<'_> {
             )
     }
 
+    /// Whether the access at `pc` is a busy wait's atomic load learnt earlier
+    /// (`spin_to_learn`) and threads exist: a yield point, as a PAUSE is.
+    pub(super) fn spin_is_point(&self, pc: u64) -> bool {
+        self.worker.spin_sites.contains(&pc) && self.model.thread_count() > 1
+    }
+
     /// A memory-access site left on the breakpoint path (`id` in the site table). Returns
     /// a scheduling point when it must be one; else records the access and runs on.
     pub(super) fn on_access(
@@ -495,6 +501,11 @@ impl Session<'_> {
             // An allocator's hook, likewise.
             self.enter_called_function(t, addr)?;
             return self.on_allocator(t, kind);
+        }
+        if self.spin_is_point(addr) {
+            // The access is recorded when the thread is resumed past the point.
+            self.p.threads[t].place = StopPlace::Breakpoint(addr);
+            return self.point(t, Op::Yield, addr);
         }
         let ea = self.p.effective_address(t, &site.insn, 0);
         let statically_atomic =
@@ -530,6 +541,14 @@ impl Session<'_> {
         let races_before = self.races.found();
         let (races, mut env) = race_env!(self);
         races.record_access(&mut env, t, &site, ea, Seen::AtAccess);
+        if self.watchdog.logged().busy_wait() {
+            if let Some(pc) = self.spin_to_learn(t) {
+                // Spinning on an atomic load at a breakpoint: learnt as the watchdog would
+                // (`running_thread_event`), which the traps' cost keeps from firing.
+                self.spin_learnt = Some((t, pc));
+                return Ok(Some(RunResult::ProcessEnded(ProcessEnd::Abandoned)));
+            }
+        }
         if self.debugging() {
             if let Some(f) = self.races.finding(races_before).cloned() {
                 self.p.threads[t].place = StopPlace::Breakpoint(addr);

@@ -1,7 +1,7 @@
 //! The step in progress: what the running thread touched since its step began, the
 //! threads running a stretch that is not a decision of their own, the clone being made,
-//! the vfork child being waited for, whether the process is ending, and the threads whose
-//! wait timed out.
+//! the vfork child being waited for, whether the process is ending (and who then waited on
+//! an orphaned lock), and the threads whose wait timed out.
 
 use std::collections::BTreeSet;
 
@@ -21,6 +21,9 @@ pub(super) struct StepState {
     pub pending_clone: Option<(u64, u64, u64)>,
     /// The process is ending (exit_group, a fatal signal): only its end matters now.
     pub group_exiting: bool,
+    /// The threads that waited forever on a lock whose owner had exited, when the process
+    /// began to exit (exit_group): a note, not a deadlock, since the program ends.
+    pub orphaned_at_exit: Vec<crate::model::BlockedThread>,
     /// The vfork child of the running thread, until it execs or ends.
     pub vfork_child: Option<nix::unistd::Pid>,
     /// Threads whose last wait timed out and which have not begun another wait since: what

@@ -479,6 +479,50 @@ fn fair_dfs_exhausts_correct_spin_waits() {
 }
 
 #[test]
+fn a_busy_wait_on_an_atomic_is_learnt_as_a_yield_point_not_a_timeout() {
+    // No yield, no PAUSE, no system call in the loop: the previous binary spun into the
+    // watchdog and reported a `timeout` on this correct program. One execution is spent
+    // learning the loop's atomic load; dfs then exhausts the search with it as a yield point.
+    for name in ["atomic_spin_ok", "omp_atomic_rw_ok"] {
+        let json = report(
+            &["--strategy", "dfs", "--max-executions", "100000"],
+            name,
+            0,
+        );
+        assert_eq!(
+            json["findings"].as_array().map(Vec::len),
+            Some(0),
+            "{name}: {json}"
+        );
+        let learnt = json["coverage"]["busy_waits_included"].as_array();
+        assert_eq!(learnt.map(Vec::len), Some(1), "{name}: {json}");
+        if name == "atomic_spin_ok" {
+            assert_eq!(json["coverage"]["exhausted"], true, "{name}: {json}");
+        }
+    }
+}
+
+#[test]
+fn a_thread_left_waiting_on_an_orphaned_lock_is_a_note_not_a_deadlock() {
+    // orphaned_lock_exit: a thread exits holding a mutex, another then waits on it forever,
+    // and main exits: the program ends (as `java -version` does), so no deadlock; the note
+    // says who waited on what.
+    let a = args(&[
+        "--quiet-program",
+        "--",
+        fixture("orphaned_lock_exit").to_str().unwrap(),
+    ]);
+    let r = mcheck(&a, true, LIMIT);
+    assert_eq!(r.code, Some(0), "{}: {}", r.command, r.stderr);
+    assert!(
+        r.stderr.contains("note: the program ended while thread T2 waited forever in mutex_lock for the mutex `vm_lock`")
+            && r.stderr.contains("which thread T1 still held when it exited"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
 fn without_fairness_dfs_spends_its_budget_on_a_spin_wait() {
     let json = report(
         &[

@@ -142,6 +142,8 @@ pub(super) struct Tallies {
 pub(super) struct Observed {
     /// The note about an abandoned execution was printed.
     pub(super) said_abandoned: std::sync::atomic::AtomicBool,
+    /// The note about a thread left waiting on an orphaned lock was printed.
+    pub(super) said_orphaned: std::sync::atomic::AtomicBool,
     /// The busy waits learnt, as told to the user (each is told once).
     pub(super) said_spins: Mutex<std::collections::HashSet<String>>,
     /// How the access sites of the program were instrumented.
@@ -552,6 +554,13 @@ impl Shared<'_> {
             eprintln!(
                 "mcheck: note: {what}: a real scheduler would run the other threads meanwhile, so that load is a yield point from now on (that execution reports nothing)"
             );
+        }
+        if let Some(what) = &outcome.orphaned_wait {
+            if !self.observed.said_orphaned.swap(true, Ordering::SeqCst) {
+                eprintln!(
+                    "mcheck: note: {what}; not a deadlock, since the program still ends, but that thread never ran again (a lock that is never unlocked?)"
+                );
+            }
         }
         if outcome.early_end.step_limit_hit && outcome.finding.is_none() {
             self.tallies.cut.fetch_add(1, Ordering::Relaxed);

@@ -474,6 +474,7 @@ impl<'a> Session<'a> {
             written_files: Vec::new(),
             abandoned: None,
             spin_learnt: None,
+            orphaned_wait: None,
             measures: ExecutionMeasures {
                 traced_accesses: found.traced,
                 hashed_pages: self.snaps.hashed_pages(),
@@ -493,7 +494,18 @@ impl<'a> Session<'a> {
 
     /// The outcome of an execution whose process ended with `end`.
     pub(super) fn ended(&mut self, end: ProcessEnd) -> ExecutionOutcome {
+        let orphaned = std::mem::take(&mut self.step.orphaned_at_exit);
         let mut out = self.outcome(self.exit_finding(end));
+        if matches!(end, ProcessEnd::Exited(_)) && out.finding.is_none() {
+            out.orphaned_wait = orphaned.first().and_then(|b| {
+                let h = b.holders.first()?;
+                let (thread, op, holder) = (b.thread, b.op, h.thread);
+                let object = self.object_desc(b.object.kind, b.object.addr);
+                Some(format!(
+                    "the program ended while thread T{thread} waited forever in {op} for the {object}, which thread T{holder} still held when it exited"
+                ))
+            });
+        }
         out.exit = match end {
             ProcessEnd::Exited(code) => Some(format!("exit status {code}")),
             ProcessEnd::Killed(sig) => Some(format!("killed by {sig:?}")),
@@ -720,6 +732,7 @@ impl<'a> Session<'a> {
         let op = self.model.pending(t).cloned();
         if op == Some(Op::ExitGroup) {
             self.step.group_exiting = true;
+            self.step.orphaned_at_exit = self.model.orphaned_waits();
         }
         let site = self.model.pending_site(t);
         if !self.model.is_enabled(t) && self.model.can_time_out(t) {

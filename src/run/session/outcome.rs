@@ -65,6 +65,9 @@ pub struct ExecutionOutcome {
     /// is a yield point from the next execution on: what it was (the execution proves
     /// nothing and reports nothing).
     pub spin_learnt: Option<String>,
+    /// The program ended normally while a thread waited forever on a lock whose owner had
+    /// exited holding it (no deadlock: the program could end; a note): who and on what.
+    pub orphaned_wait: Option<String>,
     /// The execution changed a file or directory (`fs_gate`).
     pub changed_files: bool,
     /// Processes of the program that ran unchecked, or were checked only in part.

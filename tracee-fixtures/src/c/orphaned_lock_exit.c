@@ -4,11 +4,13 @@
  * Threads_lock when the VM goes down), another thread then waits on that
  * mutex forever, and main ends the program with exit() without waiting for
  * it.  The waiter can never proceed, but the program always ends: that is no
- * deadlock.  (exit_holding_lock is the case where the program's end waits
- * for the lock: a deadlock.) */
+ * deadlock, only a note.  (exit_holding_lock is the case where the program's end
+ * waits for the lock: a deadlock.)  main sleeps before it exits, so that the late
+ * thread is certainly waiting by then. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static pthread_mutex_t vm_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -34,6 +36,7 @@ int main(void)
     pthread_create(&vm, NULL, vm_thread, NULL);
     pthread_join(vm, NULL);
     pthread_create(&late, NULL, late_thread, NULL);
+    usleep(1000);
     puts("vm is down, exiting");
     fflush(stdout);
     exit(0);

@@ -484,8 +484,8 @@ fn write_schedules(
 
 /// Names racy access sites (instruction addresses) by the source locations the race
 /// findings give them: `function at file:line`, else the address.
-fn name_sites(sites: &[u64], findings: &[Finding]) -> String {
-    let mut names: Vec<String> = (json::JsonSite::list(sites, findings).into_iter())
+fn name_sites(sites: &[u64], findings: &[Finding], site_names: &[(u64, String)]) -> String {
+    let mut names: Vec<String> = (json::JsonSite::list(sites, findings, site_names).into_iter())
         .map(|s| s.location.unwrap_or(s.address))
         .collect();
     names.dedup();
@@ -587,6 +587,7 @@ pub fn coverage_statement(
         ref poll_sites_included,
         ref poll_sites_not_explored,
         ref spin_sites_included,
+        ref site_names,
         refinement_rounds,
         up_to_independent_steps,
     } = result.coverage;
@@ -596,21 +597,21 @@ pub fn coverage_statement(
     } else {
         format!(
             " (racy access sites explored as scheduling points after {refinement_rounds} refinement round(s): {})",
-            name_sites(racy_sites_included, findings)
+            name_sites(racy_sites_included, findings, site_names)
         )
     };
     if !poll_sites_included.is_empty() {
         included.push_str(&format!(
             " ({} read(s) of what a timed-out wait sets were scheduling points, with a waiting thread's timeout explored right before each: {})",
             poll_sites_included.len(),
-            name_sites(poll_sites_included, findings)
+            name_sites(poll_sites_included, findings, site_names)
         ));
     }
     if !spin_sites_included.is_empty() {
         included.push_str(&format!(
             " ({} atomic load(s) of busy waits were yield points: {})",
             spin_sites_included.len(),
-            name_sites(spin_sites_included, findings)
+            name_sites(spin_sites_included, findings, site_names)
         ));
     }
     // Exhausted for synchronisation order only: racy sites found were not points.
@@ -618,7 +619,7 @@ pub fn coverage_statement(
         format!(
             "{what}, search space exhausted for synchronisation order only; {} racy site(s) not explored ({}){included}; {verdict}",
             racy_sites_not_explored.len(),
-            name_sites(racy_sites_not_explored, findings)
+            name_sites(racy_sites_not_explored, findings, site_names)
         )
     };
     if !result.untraced.is_empty() {
@@ -669,7 +670,7 @@ pub fn coverage_statement(
         return format!(
             "{n} execution(s) explored, search space not exhausted: {} read(s) of what a timed-out wait sets ({}) were found too late to become scheduling points, so no timeout was explored right before them{included}; {verdict}",
             poll_sites_not_explored.len(),
-            name_sites(poll_sites_not_explored, findings)
+            name_sites(poll_sites_not_explored, findings, site_names)
         );
     }
     if synchronisation_exhausted && !result.instrumentation.races_checked {

@@ -160,6 +160,9 @@ pub struct Coverage {
     /// Atomic loads of busy waits that were yield points of the tree (a thread spun there
     /// with no scheduling point while another could run).
     pub spin_sites_included: Vec<u64>,
+    /// Where the learnt points above are in the source (`function at file:line`), for those
+    /// the search could name: the reports name the others from their findings' stacks.
+    pub site_names: Vec<(u64, String)>,
     /// Refinement rounds: trees begun anew with more racy sites as scheduling points.
     pub refinement_rounds: u32,
     /// Every execution with at most this many preemptions was explored (ICB).

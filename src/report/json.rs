@@ -16,16 +16,22 @@ pub struct JsonSite {
 }
 
 impl JsonSite {
-    /// Sites named after the stacks of the race findings.
-    pub fn list(sites: &[u64], findings: &[Finding]) -> Vec<JsonSite> {
+    /// Sites named after the stacks of the race findings, else as `names` (the search's
+    /// names of its learnt points) says.
+    pub fn list(sites: &[u64], findings: &[Finding], names: &[(u64, String)]) -> Vec<JsonSite> {
         (sites.iter())
             .map(|&pc| {
                 let address = format!("{pc:#x}");
+                let named = || {
+                    let (_, name) = names.iter().find(|(at, _)| *at == pc)?;
+                    (!name.is_empty()).then(|| name.clone())
+                };
                 let location = (findings.iter())
                     .flat_map(|f| f.threads.iter())
                     .filter_map(|t| t.stack.first())
                     .find(|frame| frame.address == address)
-                    .map(super::Frame::short);
+                    .map(super::Frame::short)
+                    .or_else(named);
                 JsonSite { address, location }
             })
             .collect()
@@ -80,11 +86,19 @@ impl JsonCoverage {
         JsonCoverage {
             exhausted: c.exhausted,
             synchronisation_exhausted: c.synchronisation_exhausted,
-            racy_sites_included: JsonSite::list(&c.racy_sites_included, findings),
-            racy_sites_not_explored: JsonSite::list(&c.racy_sites_not_explored, findings),
-            timeout_polls_included: JsonSite::list(&c.poll_sites_included, findings),
-            timeout_polls_not_explored: JsonSite::list(&c.poll_sites_not_explored, findings),
-            busy_waits_included: JsonSite::list(&c.spin_sites_included, findings),
+            racy_sites_included: JsonSite::list(&c.racy_sites_included, findings, &c.site_names),
+            racy_sites_not_explored: JsonSite::list(
+                &c.racy_sites_not_explored,
+                findings,
+                &c.site_names,
+            ),
+            timeout_polls_included: JsonSite::list(&c.poll_sites_included, findings, &c.site_names),
+            timeout_polls_not_explored: JsonSite::list(
+                &c.poll_sites_not_explored,
+                findings,
+                &c.site_names,
+            ),
+            busy_waits_included: JsonSite::list(&c.spin_sites_included, findings, &c.site_names),
             refinement_rounds: c.refinement_rounds,
             preemption_bound_completed: c.preemption_bound_completed,
             up_to_independent_steps: c.up_to_independent_steps,

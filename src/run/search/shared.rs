@@ -144,6 +144,8 @@ pub(super) struct Observed {
     pub(super) said_abandoned: std::sync::atomic::AtomicBool,
     /// The note about a thread left waiting on an orphaned lock was printed.
     pub(super) said_orphaned: std::sync::atomic::AtomicBool,
+    /// The learnt points (racy sites, timeout polls, busy waits) named so far, by address.
+    pub(super) site_names: Mutex<std::collections::BTreeMap<u64, String>>,
     /// The busy waits learnt, as told to the user (each is told once).
     pub(super) said_spins: Mutex<std::collections::HashSet<String>>,
     /// How the access sites of the program were instrumented.
@@ -334,7 +336,45 @@ impl Shared<'_> {
         }
         let mut c = (racy.sites).qualify(tree_coverage);
         c.systematic_executions += r.earlier_executions;
+        c.site_names = self.site_names();
         c
+    }
+
+    /// The learnt points named so far (`Observed::site_names`).
+    fn site_names(&self) -> Vec<(u64, String)> {
+        let names = self.observed.site_names.lock().expect("names");
+        names.iter().map(|(&pc, n)| (pc, n.clone())).collect()
+    }
+
+    /// Names the learnt points of `state` not named yet (`function at file:line`), so that
+    /// the coverage sentence need not show bare addresses.
+    pub(super) fn name_learnt_points(&self, state: &mut WorkerState) {
+        let learnt = {
+            let names = self.observed.site_names.lock().expect("names");
+            (state.racy_sites.iter())
+                .chain(&state.poll_sites)
+                .chain(&state.spin_sites)
+                .copied()
+                .filter(|pc| !names.contains_key(pc))
+                .collect::<Vec<u64>>()
+        };
+        // Symbolised without the lock: the first lookup in a file loads its DWARF.
+        let named: Vec<(u64, String)> = (learnt.into_iter())
+            .map(|pc| {
+                let frame = state.symbols.instruction_site(pc);
+                let name = if frame.function.is_some() {
+                    frame.short()
+                } else {
+                    String::new()
+                };
+                (pc, name)
+            })
+            .collect();
+        self.observed
+            .site_names
+            .lock()
+            .expect("names")
+            .extend(named);
     }
 
     /// How far the search has come.

@@ -438,6 +438,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         }
         // Racy sites found may begin a refinement round of the tree.
         shared.note_races(&state);
+        shared.name_learnt_points(&mut state);
         if single_path {
             let why = if threads <= 1 {
                 NothingToExplore::NoThread

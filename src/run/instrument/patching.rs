@@ -19,6 +19,7 @@ use super::chunks::{map_chunk, share_chunks};
 use super::code::{BreakpointKind, CodeEdits};
 use super::memo::RecordingMemos;
 use super::plan::{Alloc, LoggedAlloc, MemFn, ModulePlan};
+use super::scan_cache::SourceAtomic;
 use super::sites::{fixed_operand, AccessSite, Patching, UnloggedCall};
 use super::{Ctx, Instrumentation};
 use crate::binary::accesses::AccessKind;
@@ -219,7 +220,8 @@ impl Instrumentation {
                     insn: *insn,
                     size: info.size.max(1),
                     write: info.kind != AccessKind::Read,
-                    atomic_source: *atomic_source,
+                    atomic_source: atomic_source.any(),
+                    atomic_by_line: *atomic_source == SourceAtomic::Line,
                     plain_mov: info.plain_mov,
                     rmw: false,
                     library_plain: false,
@@ -236,6 +238,7 @@ impl Instrumentation {
                 size,
                 write: true,
                 atomic_source: false,
+                atomic_by_line: false,
                 plain_mov: false,
                 rmw: true,
                 library_plain: false,
@@ -251,6 +254,7 @@ impl Instrumentation {
                 size,
                 write: *write,
                 atomic_source: false,
+                atomic_by_line: false,
                 plain_mov: true,
                 rmw: false,
                 library_plain: true,
@@ -372,6 +376,7 @@ impl Instrumentation {
                 size: 0,
                 write: false,
                 atomic_source: false,
+                atomic_by_line: false,
                 plain_mov: false,
                 rmw: false,
                 library_plain: false,

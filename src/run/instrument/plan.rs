@@ -13,7 +13,7 @@ use iced_x86::Instruction;
 
 use super::gomp::{gomp_hooks, is_gomp};
 use super::hooks::{Hook, HOOKED_FUNCTIONS};
-use super::scan_cache::{self, CodeScan};
+use super::scan_cache::{self, CodeScan, SourceAtomic};
 use crate::binary::accesses::{memory_access_instructions, AccessKind, MemoryAccessInsn};
 use crate::binary::atomic_vars::atomic_global_ranges;
 use crate::binary::code_under_test::code_under_test_ranges;
@@ -237,7 +237,7 @@ pub struct ModulePlan {
     pub pauses: Vec<u64>,
     /// Memory-access instructions of the code under test, decoded at their svma, with
     /// whether their source says they are atomic loads or stores.
-    pub accesses: Vec<(Instruction, MemoryAccessInsn, bool)>,
+    pub accesses: Vec<(Instruction, MemoryAccessInsn, SourceAtomic)>,
     /// Allocator entries.
     pub allocators: Vec<(u64, Alloc)>,
     /// Those of `allocators` that are PLT stubs or calls through a GOT slot (not a
@@ -417,7 +417,7 @@ fn make_plan(elf: &ElfFile, role: Role, races: bool) -> ModulePlan {
                 true => memory_access_instructions(elf, None)
                     .into_iter()
                     .filter(|m| !m.atomic && !m.frame)
-                    .map(|m| (m, false))
+                    .map(|m| (m, SourceAtomic::No))
                     .collect(),
                 false => Vec::new(),
             },
@@ -532,12 +532,20 @@ fn scan_code_under_test(elf: &ElfFile, races: bool) -> CodeScan {
             if m.atomic {
                 continue;
             }
-            let atomic_source = m.plain_mov && {
+            let atomic_source = if m.plain_mov {
                 let frames = symbolizer.frames(elf.path(), m.svma);
                 let accessor = (frames.iter())
                     .filter_map(|f| f.function.as_deref())
                     .any(is_atomic_accessor);
-                accessor || source_marks_atomic(&mut sources, frames.first(), m.kind)
+                if accessor {
+                    SourceAtomic::Accessor
+                } else if source_marks_atomic(&mut sources, frames.first(), m.kind) {
+                    SourceAtomic::Line
+                } else {
+                    SourceAtomic::No
+                }
+            } else {
+                SourceAtomic::No
             };
             scan.accesses.push((m, atomic_source));
         }

@@ -28,7 +28,28 @@ const BUDGET: Budget = Budget {
 };
 
 /// Bumped whenever what a scan holds or how it is made changes.
-const FORMAT: u32 = 4;
+const FORMAT: u32 = 5;
+
+/// What the source says of a MOV's atomicity (`plan::scan_code_under_test`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum SourceAtomic {
+    /// Nothing: atomic only if its address is.
+    #[default]
+    No,
+    /// Inlined from an atomic accessor (`std::atomic<T>::load`, `core::sync::atomic`): the
+    /// variable is an atomic object, whose every access is atomic.
+    Accessor,
+    /// Its source line says so (`#pragma omp atomic read`, `__atomic_load_n`): the access
+    /// is atomic, the variable may be a plain one accessed plainly elsewhere.
+    Line,
+}
+
+impl SourceAtomic {
+    /// Whether the access is atomic by its source.
+    pub fn any(self) -> bool {
+        self != SourceAtomic::No
+    }
+}
 
 /// What the scan of one file's code under test found (file addresses).
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -37,9 +58,9 @@ pub struct CodeScan {
     pub atomics: Vec<u64>,
     /// PAUSE instructions.
     pub pauses: Vec<u64>,
-    /// Memory-access sites, with whether their source says they are atomic.
+    /// Memory-access sites, with what their source says of their atomicity.
     #[serde(with = "compact_accesses")]
-    pub accesses: Vec<(MemoryAccessInsn, bool)>,
+    pub accesses: Vec<(MemoryAccessInsn, SourceAtomic)>,
     /// Address ranges of atomic globals (DWARF).
     pub atomic_globals: Vec<(u64, u64)>,
 }
@@ -49,12 +70,13 @@ pub struct CodeScan {
 mod compact_accesses {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+    use super::SourceAtomic;
     use crate::binary::{AccessKind, MemoryAccessInsn};
 
     type Row = (u64, u8, u8, u8);
 
     pub fn serialize<S: Serializer>(
-        v: &[(MemoryAccessInsn, bool)],
+        v: &[(MemoryAccessInsn, SourceAtomic)],
         s: S,
     ) -> Result<S::Ok, S::Error> {
         let rows: Vec<Row> = v
@@ -67,8 +89,9 @@ mod compact_accesses {
                 };
                 let flags = m.atomic as u8
                     | (m.plain_mov as u8) << 1
-                    | (*source as u8) << 2
-                    | (m.frame as u8) << 3;
+                    | ((*source == SourceAtomic::Accessor) as u8) << 2
+                    | (m.frame as u8) << 3
+                    | ((*source == SourceAtomic::Line) as u8) << 4;
                 (m.svma, kind, m.size, flags)
             })
             .collect();
@@ -77,7 +100,7 @@ mod compact_accesses {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
-    ) -> Result<Vec<(MemoryAccessInsn, bool)>, D::Error> {
+    ) -> Result<Vec<(MemoryAccessInsn, SourceAtomic)>, D::Error> {
         let rows = Vec::<Row>::deserialize(d)?;
         Ok(rows
             .into_iter()
@@ -95,7 +118,14 @@ mod compact_accesses {
                     plain_mov: flags & 2 != 0,
                     frame: flags & 8 != 0,
                 };
-                (m, flags & 4 != 0)
+                let source = if flags & 4 != 0 {
+                    SourceAtomic::Accessor
+                } else if flags & 16 != 0 {
+                    SourceAtomic::Line
+                } else {
+                    SourceAtomic::No
+                };
+                (m, source)
             })
             .collect())
     }
@@ -159,7 +189,7 @@ mod tests {
                     plain_mov: true,
                     frame: true,
                 },
-                true,
+                SourceAtomic::Line,
             )],
             atomic_globals: vec![(0x2000, 0x2008)],
         };

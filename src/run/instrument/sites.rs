@@ -23,6 +23,10 @@ pub struct AccessSite {
     pub write: bool,
     /// Its source says it is an atomic load or store (an inlined atomic accessor).
     pub atomic_source: bool,
+    /// Atomic only by its source line (`#pragma omp atomic read`...), not as an access to
+    /// an atomic object: its address is not learnt as an atomic location, so plain MOVs of
+    /// the same variable elsewhere stay plain (and can race with it).
+    pub atomic_by_line: bool,
     /// A plain MOV-family instruction (an atomic when its address holds one).
     pub plain_mov: bool,
     /// An atomic read-modify-write inside a system library: synchronisation mcheck does not

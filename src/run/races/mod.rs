@@ -601,7 +601,7 @@ impl RaceRecording {
             self.record_library_plain(env, t, ea, site.size.into(), site.write);
             return;
         }
-        if site.atomic_source {
+        if site.atomic_source && !site.atomic_by_line {
             env.atomics.insert(ea);
         }
         let logged = LoggedSite::of(site);

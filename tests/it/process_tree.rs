@@ -98,6 +98,36 @@ fn sh_c_runs_a_child_whose_deadlock_is_found() {
 }
 
 #[test]
+fn a_static_child_of_a_shell_is_explored_by_dfs_and_icb_alone() {
+    // Stop 44 saw `sh -c 'abba_static; true'` diverge on replayed prefixes under dfs and
+    // icb with races on ("did not repeat its behaviour"), missing the deadlock. Both
+    // systematic strategies must find it, follow every schedule and end the tree.
+    let prog = fixture("abba_static").display().to_string();
+    for strategy in ["dfs", "icb"] {
+        let out = temp_path("schedules");
+        let mut a = args(&["--quiet-program", "--keep-going", "--strategy", strategy]);
+        a.extend(args(&[
+            "--max-executions",
+            "500",
+            "--out",
+            &out.display().to_string(),
+        ]));
+        a.extend(args(&["--", "/bin/sh", "-c", &format!("{prog}; true")]));
+        let r = mcheck(&a, true, LIMIT);
+        let f = first_finding(&r);
+        assert_eq!(f["kind"], "deadlock", "{strategy}: {}", r.stderr);
+        assert!(
+            !r.stderr.contains("did not repeat"),
+            "{strategy}: {}",
+            r.stderr
+        );
+        let json = r.json.as_ref().expect("a JSON report");
+        assert_eq!(json["coverage"]["exhausted"], true, "{strategy}: {json}");
+        let _ = fs::remove_dir_all(&out);
+    }
+}
+
+#[test]
 fn a_script_given_directly_is_run_and_checked() {
     let dir = temp_path("script");
     fs::create_dir_all(&dir).unwrap();

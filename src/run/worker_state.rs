@@ -32,6 +32,23 @@ pub struct RacyPoints {
     pub spin_sites: Vec<u64>,
 }
 
+impl RacyPoints {
+    /// Only the points learnt whatever `--preempt-on-races` says: timeout polls and busy
+    /// waits.
+    pub fn learnt_only(self) -> RacyPoints {
+        RacyPoints {
+            poll_sites: self.poll_sites,
+            spin_sites: self.spin_sites,
+            ..RacyPoints::default()
+        }
+    }
+
+    /// Whether it holds points learnt whatever `--preempt-on-races` says.
+    pub fn has_learnt(&self) -> bool {
+        !self.poll_sites.is_empty() || !self.spin_sites.is_empty()
+    }
+}
+
 /// A worker's memory across executions.
 #[derive(Default)]
 pub struct WorkerState {

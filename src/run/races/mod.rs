@@ -175,7 +175,8 @@ pub(super) struct RaceRecording {
     poll_pcs: std::collections::BTreeSet<u64>,
     /// The last atomic load of the program's code each thread made, by instruction: what a
     /// thread that spins without a scheduling point is likely waiting on (`last_atomic_load`).
-    last_atomic_load: std::collections::HashMap<ThreadId, u64>,
+    /// By thread number; 0 when none.
+    last_atomic_load: Vec<u64>,
 }
 
 /// What race recording reads and touches of the rest of the execution.
@@ -339,7 +340,7 @@ impl RaceRecording {
     /// The instruction of the last atomic load of the program's code thread `t` made: when
     /// `t` then spins without a scheduling point, most likely the load of its busy wait.
     pub fn last_atomic_load(&self, t: ThreadId) -> Option<u64> {
-        self.last_atomic_load.get(&t).copied()
+        self.last_atomic_load.get(t).copied().filter(|&pc| pc != 0)
     }
 
     /// Instructions found reading what a timeout set (`timeout_polls`).
@@ -661,7 +662,10 @@ impl RaceRecording {
         }
         if atomic {
             if !write {
-                self.last_atomic_load.insert(t, pc);
+                if self.last_atomic_load.len() <= t {
+                    self.last_atomic_load.resize(t + 1, 0);
+                }
+                self.last_atomic_load[t] = pc;
             }
             env.repeats.forget();
             // Partial-order reduction: the step touched this atomic location.

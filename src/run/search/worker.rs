@@ -246,12 +246,7 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         } else if exec_cfg.instrument.preempt_on_races {
             state.racy_points()
         } else {
-            let learnt = state.racy_points();
-            RacyPoints {
-                poll_sites: learnt.poll_sites,
-                spin_sites: learnt.spin_sites,
-                ..RacyPoints::default()
-            }
+            state.racy_points().learnt_only()
         };
         // What the worker knew, put back after a tree execution ran with its round's points.
         let known = (slot.tree_member().is_some()).then(|| state.replace_racy_points(&racy_before));
@@ -385,10 +380,8 @@ pub(super) fn worker_loop(shared: &Shared<'_>, w: usize, cpu: usize) -> Result<(
         } else {
             state.atomic_addresses.iter().copied().collect()
         };
-        let racy = (exec_cfg.instrument.preempt_on_races
-            || !racy_before.poll_sites.is_empty()
-            || !racy_before.spin_sites.is_empty())
-        .then(|| racy_before.clone());
+        let racy = (exec_cfg.instrument.preempt_on_races || racy_before.has_learnt())
+            .then(|| racy_before.clone());
         // A lock-order cycle is confirmed (once per cycle) after the execution is recorded.
         let cycle = (outcome.lock_order.take()).map(|c| (c, outcome.decisions.clone()));
         // A whole execution without a single choice: every execution is this one.
